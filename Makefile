@@ -1,0 +1,78 @@
+# The one place the project's commands live. README, CI and people call these targets.
+#
+#   make demo    the embedded default: mock Kafka + APNs simulator + the real pipeline, prints a summary
+#   make test    every test (unit + integration on real protocol peers started in-process)
+#
+# Both install missing Debian packages first (as root directly, else with sudo, else they say what to run).
+
+SWIFT        ?= swift
+SWIFT_FLAGS  ?=
+# Packages the code links against.
+BUILD_PACKAGES := pkg-config librdkafka-dev libnghttp2-dev libssl-dev
+# Independent peers the tests and benchmarks run against (kcat, nghttp/h2load/nghttpd, the
+# JSON-Schema-Test-Suite, Python's aioapns and jsonschema).
+TEST_PACKAGES  := kcat nghttp2-client nghttp2-server json-schema-test-suite python3-aioapns python3-jsonschema
+
+.PHONY: all build release test test-kafka tsan asan demo dev bench deps deps-build deps-test lint clean
+
+all: build
+
+# Installs the named Debian packages that are missing. Never touches ones already installed.
+define install_packages
+	@missing=""; for p in $(1); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    if [ "$$(id -u)" = 0 ]; then SUDO=""; \
+	    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo"; \
+	    else echo "error: missing Debian packages:$$missing"; \
+	         echo "run:   sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; fi; \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+endef
+
+deps-build:
+	$(call install_packages,$(BUILD_PACKAGES))
+
+deps-test: deps-build
+	$(call install_packages,$(TEST_PACKAGES))
+
+deps: deps-test
+
+build: deps-build
+	$(SWIFT) build $(SWIFT_FLAGS)
+
+release: deps-build
+	$(SWIFT) build -c release $(SWIFT_FLAGS)
+
+test: deps-test
+	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	$(SWIFT) test --skip-build $(SWIFT_FLAGS)
+
+test-kafka: deps-test
+	$(SWIFT) test $(SWIFT_FLAGS) --filter KafkaTests
+
+# Thread sanitizer over the C-interop modules (separate build folder: sanitized objects differ).
+tsan: deps-test
+	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan $(SWIFT_FLAGS) --filter "$(or $(FILTER),KafkaTests)"
+
+asan: deps-test
+	$(SWIFT) test --sanitize=address --scratch-path .build-asan $(SWIFT_FLAGS) --filter "$(or $(FILTER),KafkaTests)"
+
+demo: deps-build
+	$(SWIFT) run $(SWIFT_FLAGS) apns-worker demo
+
+dev: deps-build
+	$(SWIFT) run $(SWIFT_FLAGS) apns-worker dev
+
+# Benchmarks: release builds, figures printed next to a reference tool's in the same run.
+bench: deps-test
+	Benchmarks/run.sh $(BENCH)
+
+lint:
+	$(SWIFT) format lint --recursive --strict Sources Tests Benchmarks
+
+clean:
+	rm -rf .build .build-*

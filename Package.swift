@@ -1,0 +1,36 @@
+// swift-tools-version:6.1
+// apns-worker: Kafka in, APNs out. See docs/ and ../shared/DESIGN.md for the architecture.
+import PackageDescription
+
+// Swift 6 language mode: complete strict concurrency checking in every target.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "apns-worker",
+    platforms: [.macOS(.v15)],
+    products: [],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
+    targets: [
+        // MARK: C system libraries (module maps only; Debian packages named as providers)
+        .systemLibrary(
+            name: "CRdKafka",
+            pkgConfig: "rdkafka",
+            providers: [.apt(["librdkafka-dev"])]
+        ),
+        .systemLibrary(
+            name: "CNghttp2",
+            pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]
+        ),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

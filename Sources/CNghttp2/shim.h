@@ -1,0 +1,2 @@
+// libnghttp2's client session API.
+#include <nghttp2/nghttp2.h>
