@@ -31,6 +31,17 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
+
+        // MARK: JSON Schema (generic draft-07 validator; knows nothing of APNs)
+        .target(
+            name: "JSONSchema",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "JSONSchemaTests",
+            dependencies: ["JSONSchema"],
+            swiftSettings: swiftSettings
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,189 @@
+/// A strict RFC 8259 parser producing ``JSONValue``.
+///
+/// Strict on purpose, because what it accepts is what the worker will push: invalid UTF-8, unpaired
+/// surrogate escapes, duplicate keys (which other parsers resolve differently) and nesting beyond
+/// `maxDepth` are errors with a line and column, never a crash. Numbers keep their exact value.
+/// A leading UTF-8 byte order mark is skipped.
+public enum JSONParser {
+    /// The default nesting limit: far beyond any event, far below what could exhaust a stack.
+    public static let defaultMaxDepth = 256
+
+    public static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(JSONParseError) -> JSONValue {
+        try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) in
+            try parse(buffer, maxDepth: maxDepth)
+        }
+    }
+
+    public static func parse(_ bytes: ArraySlice<UInt8>, maxDepth: Int = defaultMaxDepth) throws(JSONParseError)
+        -> JSONValue
+    {
+        try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) in
+            try parse(buffer, maxDepth: maxDepth)
+        }
+    }
+
+    public static func parse(_ text: String, maxDepth: Int = defaultMaxDepth) throws(JSONParseError) -> JSONValue {
+        try parse(Array(text.utf8), maxDepth: maxDepth)
+    }
+
+    public static func parse(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int = defaultMaxDepth)
+        throws(JSONParseError) -> JSONValue
+    {
+        var reader = JSONReader(buffer, maxDepth: maxDepth)
+        return try reader.parseDocument()
+    }
+}
+
+/// The parser's cursor over the bytes. Recursive descent, bounded by `maxDepth`.
+struct JSONReader {
+    let bytes: UnsafeBufferPointer<UInt8>
+    let maxDepth: Int
+    var pos = 0
+    var depth = 0
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
+        self.bytes = bytes
+        self.maxDepth = maxDepth
+    }
+
+    func error(_ message: String, at offset: Int? = nil) -> JSONParseError {
+        JSONParseError(message, at: offset ?? pos, in: bytes)
+    }
+
+    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
+        if bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF { pos = 3 }
+        skipWhitespace()
+        if pos == bytes.count { throw error("empty document: expected a JSON value") }
+        let value = try parseValue()
+        skipWhitespace()
+        if pos != bytes.count { throw error("unexpected \(describeByte(at: pos)) after the JSON value") }
+        return value
+    }
+
+    mutating func skipWhitespace() {
+        while pos < bytes.count {
+            switch bytes[pos] {
+            case 0x20, 0x0A, 0x0D, 0x09: pos += 1
+            default: return
+            }
+        }
+    }
+
+    func describeByte(at offset: Int) -> String {
+        guard offset < bytes.count else { return "end of input" }
+        let b = bytes[offset]
+        if b >= 0x21 && b < 0x7F { return "character '\(Character(Unicode.Scalar(b)))'" }
+        if b < 0x80 { return "character U+\(hex(b, width: 4))" }
+        return "byte 0x\(hex(b, width: 2))"
+    }
+
+    mutating func parseValue() throws(JSONParseError) -> JSONValue {
+        guard pos < bytes.count else { throw error("unexpected end of input: expected a JSON value") }
+        switch bytes[pos] {
+        case UInt8(ascii: "{"): return try parseObject()
+        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
+        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
+        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
+        default: throw error("unexpected \(describeByte(at: pos)): expected a JSON value")
+        }
+    }
+
+    mutating func expectLiteral(_ word: StaticString) throws(JSONParseError) {
+        let start = pos
+        let n = word.utf8CodeUnitCount
+        let w = UnsafeBufferPointer(start: word.utf8Start, count: n)
+        for i in 0..<n {
+            guard pos + i < bytes.count, bytes[pos + i] == w[i] else {
+                throw error("invalid literal: expected '\(word)'", at: start)
+            }
+        }
+        pos += n
+    }
+
+    mutating func enter() throws(JSONParseError) {
+        depth += 1
+        if depth > maxDepth { throw error("nesting deeper than \(maxDepth) levels") }
+    }
+
+    mutating func parseArray() throws(JSONParseError) -> JSONValue {
+        try enter()
+        pos += 1
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if pos < bytes.count && bytes[pos] == UInt8(ascii: "]") {
+            pos += 1
+            depth -= 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            elements.append(try parseValue())
+            skipWhitespace()
+            guard pos < bytes.count else { throw error("unexpected end of input: expected ',' or ']'") }
+            if bytes[pos] == UInt8(ascii: ",") {
+                pos += 1
+            } else if bytes[pos] == UInt8(ascii: "]") {
+                pos += 1
+                break
+            } else {
+                throw error("unexpected \(describeByte(at: pos)): expected ',' or ']'")
+            }
+        }
+        depth -= 1
+        return .array(elements)
+    }
+
+    mutating func parseObject() throws(JSONParseError) -> JSONValue {
+        try enter()
+        pos += 1
+        var keys: [String] = []
+        var values: [JSONValue] = []
+        var seen: Set<String>? = nil
+        skipWhitespace()
+        if pos < bytes.count && bytes[pos] == UInt8(ascii: "}") {
+            pos += 1
+            depth -= 1
+            return .object(JSONObject(uniqueKeys: keys, values: values))
+        }
+        while true {
+            skipWhitespace()
+            guard pos < bytes.count else { throw error("unexpected end of input: expected a member name") }
+            guard bytes[pos] == UInt8(ascii: "\"") else {
+                throw error("unexpected \(describeByte(at: pos)): expected a member name in double quotes")
+            }
+            let keyStart = pos
+            let key = try parseString()
+            if seen == nil && keys.count >= 12 { seen = Set(keys) }
+            let duplicate = seen != nil ? !seen!.insert(key).inserted : keys.contains(key)
+            if duplicate { throw error("duplicate member name '\(key)'", at: keyStart) }
+            skipWhitespace()
+            guard pos < bytes.count, bytes[pos] == UInt8(ascii: ":") else {
+                throw error("unexpected \(describeByte(at: pos)): expected ':' after the member name")
+            }
+            pos += 1
+            skipWhitespace()
+            keys.append(key)
+            values.append(try parseValue())
+            skipWhitespace()
+            guard pos < bytes.count else { throw error("unexpected end of input: expected ',' or '}'") }
+            if bytes[pos] == UInt8(ascii: ",") {
+                pos += 1
+            } else if bytes[pos] == UInt8(ascii: "}") {
+                pos += 1
+                break
+            } else {
+                throw error("unexpected \(describeByte(at: pos)): expected ',' or '}'")
+            }
+        }
+        depth -= 1
+        return .object(JSONObject(uniqueKeys: keys, values: values))
+    }
+}
+
+func hex(_ value: some BinaryInteger, width: Int) -> String {
+    let s = String(value, radix: 16, uppercase: true)
+    return String(repeating: "0", count: max(0, width - s.count)) + s
+}
