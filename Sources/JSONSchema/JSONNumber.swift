@@ -184,8 +184,8 @@ extension JSONNumber: Comparable {
 
 extension JSONNumber {
     /// Whether `self / divisor` is an integer, computed exactly when the divisor's significand
-    /// (scaled to the common exponent) fits in 63 bits, which covers every practical `multipleOf`.
-    /// Beyond that it falls back to `Double` division, as most validators do everywhere.
+    /// (scaled to the common exponent) has at most 37 digits, which covers every practical
+    /// `multipleOf`. Beyond that it falls back to `Double` division, as most validators do everywhere.
     public func isMultiple(of divisor: JSONNumber) -> Bool {
         if isZero { return true }
         if divisor.isZero { return false }
@@ -196,14 +196,21 @@ extension JSONNumber {
         let b = divisor.decimalParts
         let e = min(a.exponent, b.exponent)
         let bScale = b.exponent - e
-        if b.digits.count + bScale <= 18 {
+        let aScale = a.exponent - e
+        if b.digits.count + bScale <= 37 {
+            // modulus < 10^37 < 2^123, so r * 10 + 9 never overflows.
             var modulus: UInt128 = 0
             for d in b.digits { modulus = modulus * 10 + UInt128(d) }
             for _ in 0..<bScale { modulus *= 10 }
             var r: UInt128 = 0
             for d in a.digits { r = (r * 10 + UInt128(d)) % modulus }
-            r = r * Self.powerOfTen(a.exponent - e, modulo: modulus) % modulus
-            return r == 0
+            if aScale <= 10_000 {
+                for _ in 0..<aScale where r != 0 { r = r * 10 % modulus }
+                return r == 0
+            }
+            if modulus < UInt128(1) << 63 {
+                return r * Self.powerOfTen(aScale, modulo: modulus) % modulus == 0
+            }
         }
         let q = doubleValue / divisor.doubleValue
         return q.isFinite && q == q.rounded()
