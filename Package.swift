@@ -31,6 +31,17 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
+
+        // MARK: APNs provider client
+        .target(
+            name: "APNs",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "APNsTests",
+            dependencies: ["APNs"],
+            swiftSettings: swiftSettings
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
