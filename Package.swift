@@ -32,6 +32,17 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
 
+        // MARK: APNs provider client
+        .target(
+            name: "APNs",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "APNsTests",
+            dependencies: ["APNs"],
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: JSON Schema (generic draft-07 validator; knows nothing of APNs)
         .target(
             name: "JSONSchema",

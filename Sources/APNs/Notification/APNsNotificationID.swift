@@ -1,0 +1,58 @@
+import Foundation
+
+/// The `apns-id` header: a canonical UUID in lowercase (8-4-4-4-12 hex digits).
+///
+/// APNs echoes it in every response and uses it when it reports an error, so a stable ID per event
+/// makes a notification traceable from the producer's event to Apple's answer.
+public struct APNsNotificationID: Sendable, Hashable, CustomStringConvertible {
+    /// The canonical lowercase form sent on the wire.
+    public let uuidString: String
+
+    /// Parses a canonical UUID in either case and keeps its lowercase form; rejects anything else
+    /// (braces, missing hyphens, wrong group lengths), as APNs would with `BadMessageId`.
+    public init(_ string: some StringProtocol) throws(APNsNotificationError) {
+        guard let canonical = Self.canonicalize(string) else {
+            throw APNsNotificationError(
+                .badMessageID, field: .apnsID,
+                "apns-id must be a canonical UUID (8-4-4-4-12 hex digits), got \(string.utf8.count) bytes")
+        }
+        self.uuidString = canonical
+    }
+
+    /// A new random (version 4) ID.
+    public static func random() -> APNsNotificationID {
+        APNsNotificationID(unchecked: UUID().uuidString.lowercased())
+    }
+
+    /// The event's own ID when it is a UUID (so the apns-id is stable across retries and replays),
+    /// otherwise `nil`: the caller then picks one (see `random()`).
+    public static func derived(fromEventID eventID: String) -> APNsNotificationID? {
+        canonicalize(eventID).map(APNsNotificationID.init(unchecked:))
+    }
+
+    private init(unchecked: String) {
+        self.uuidString = unchecked
+    }
+
+    public var description: String { uuidString }
+
+    private static func canonicalize(_ string: some StringProtocol) -> String? {
+        let utf8 = string.utf8
+        guard utf8.count == 36 else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(36)
+        for (offset, byte) in utf8.enumerated() {
+            if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
+                guard byte == UInt8(ascii: "-") else { return nil }
+                out.append(byte)
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): out.append(byte)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): out.append(byte + 32)
+            default: return nil
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
