@@ -13,6 +13,7 @@ let package = Package(
     products: [],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     ],
     targets: [
         // MARK: C system libraries (module maps only; Debian packages named as providers)
@@ -51,6 +52,39 @@ let package = Package(
         .testTarget(
             name: "JSONSchemaTests",
             dependencies: ["JSONSchema"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "JSONSchemaBenchmark",
+            dependencies: ["JSONSchema", "Worker"],
+            path: "Benchmarks/JSONSchemaBenchmark",
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Worker (the pipeline; for now: event decoding and validation)
+        .target(
+            name: "Worker",
+            dependencies: ["JSONSchema", "APNs"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "WorkerTests",
+            dependencies: ["Worker"],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: The executable: CLI subcommands only, no logic
+        .executableTarget(
+            name: "apns-worker",
+            dependencies: [
+                "Worker",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "apns-workerTests",
+            dependencies: ["apns-worker"],
             swiftSettings: swiftSettings
         ),
     ],

@@ -1,0 +1,91 @@
+import APNs
+import JSONSchema
+
+/// One reason an event cannot be sent, located in the event.
+public struct EventProblem: Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Equatable {
+        /// Not JSON: bad syntax, invalid UTF-8, nesting too deep. `instanceLocation` is "".
+        case malformedJSON = "malformed-json"
+        /// Fails the schema.
+        case schema
+        /// Passes the schema but breaks an APNs rule checked in code (payload bytes, collapse id bytes…).
+        case rule
+    }
+
+    public let kind: Kind
+    /// JSON pointer into the event ("" for the whole event).
+    public let instanceLocation: String
+    /// The schema keyword that failed (`required`, `pattern`…), `json` for malformed input, or for a
+    /// rule the APNs model's code (`payloadTooLarge`, `badCollapseId`…).
+    public let keyword: String
+    /// For schema problems: where in the schema (`…#/properties/priority/enum`).
+    public let schemaLocation: String?
+    public let message: String
+    /// For malformed JSON: 1-based line and column inside the event's text.
+    public let line: Int?
+    public let column: Int?
+
+    public init(
+        kind: Kind, instanceLocation: String, keyword: String, schemaLocation: String? = nil, message: String,
+        line: Int? = nil, column: Int? = nil
+    ) {
+        self.kind = kind
+        self.instanceLocation = instanceLocation
+        self.keyword = keyword
+        self.schemaLocation = schemaLocation
+        self.message = message
+        self.line = line
+        self.column = column
+    }
+
+    init(_ error: ValidationError) {
+        self.init(
+            kind: .schema, instanceLocation: error.instanceLocation, keyword: error.keyword,
+            schemaLocation: error.schemaLocation, message: error.message)
+    }
+
+    init(_ error: JSONParseError) {
+        self.init(
+            kind: .malformedJSON, instanceLocation: "", keyword: "json",
+            message: "invalid JSON at line \(error.line), column \(error.column): \(error.message)",
+            line: error.line, column: error.column)
+    }
+
+    init(_ error: APNsNotificationError) {
+        self.init(
+            kind: .rule, instanceLocation: Self.pointer(for: error.field), keyword: error.code.rawValue,
+            message: error.message)
+    }
+
+    /// Where each part of the APNs notification comes from in the event.
+    public static func pointer(for field: APNsNotificationError.Field) -> String {
+        switch field {
+        case .deviceToken: "/deviceToken"
+        case .topic: "/topic"
+        case .pushType: "/pushType"
+        case .priority: "/priority"
+        case .expiration: "/expiration"
+        case .collapseID: "/collapseId"
+        case .apnsID: "/id"
+        case .payload: "/payload"
+        }
+    }
+
+    /// `/payload/aps: required property 'alert' is missing`.
+    public var description: String {
+        "\(instanceLocation.isEmpty ? "(root)" : instanceLocation): \(message)"
+    }
+}
+
+/// An event that cannot be sent: every problem found, plus the id when one could be read (so an
+/// `invalid` result event can still be keyed).
+public struct EventDecodingError: Error, Sendable, CustomStringConvertible {
+    public let eventID: String?
+    /// At least one; the first is the one to report when only one fits (a dead-letter header).
+    public let problems: [EventProblem]
+
+    /// `malformed-json`, `schema` or `rule`: the dead-letter reason code.
+    public var kind: EventProblem.Kind { problems[0].kind }
+
+    public var description: String { problems.map(\.description).joined(separator: "; ") }
+}

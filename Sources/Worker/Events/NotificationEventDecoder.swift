@@ -1,0 +1,117 @@
+import APNs
+import JSONSchema
+
+/// Bytes from Kafka → a ``NotificationEvent`` ready to send, or every reason it is not.
+///
+/// Three stages, each located in the event: JSON syntax (line and column), the notification-event
+/// schema (JSON pointer, keyword, schema location), then the APNs rules a schema cannot express,
+/// checked by the APNs model (`APNsNotification.validate`), mapped back to the event's pointers.
+public struct NotificationEventDecoder: Sendable {
+    public let schema: JSONSchema
+    public let maxDepth: Int
+
+    /// The decoder for `schemas/notification-event.schema.json`.
+    public static let standard = NotificationEventDecoder(schema: EventSchemas.notificationEvent)
+
+    /// A decoder for a schema that extends ours (it must still describe notification events).
+    public init(schema: JSONSchema, maxDepth: Int = JSONParser.defaultMaxDepth) {
+        self.schema = schema
+        self.maxDepth = maxDepth
+    }
+
+    /// The event, or an error carrying the first problem (the hot path: stops early).
+    public func decode(_ bytes: [UInt8]) throws(EventDecodingError) -> NotificationEvent {
+        try decode(bytes[...], mode: .firstError)
+    }
+
+    /// Every problem in the event (empty when it is valid). Schema problems are all reported; the
+    /// code-checked rules run only on an event that passed the schema, and report the first broken.
+    public func problems(in bytes: ArraySlice<UInt8>) -> [EventProblem] {
+        do {
+            _ = try decode(bytes, mode: .allErrors)
+            return []
+        } catch {
+            return error.problems
+        }
+    }
+
+    public func decode(_ bytes: ArraySlice<UInt8>, mode: ValidationMode) throws(EventDecodingError)
+        -> NotificationEvent
+    {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(bytes, maxDepth: maxDepth)
+        } catch {
+            throw EventDecodingError(eventID: nil, problems: [EventProblem(error)])
+        }
+        let errors = schema.validate(value, mode: mode)
+        let eventID = value["id"]?.stringValue
+        guard errors.isEmpty else {
+            throw EventDecodingError(eventID: eventID, problems: errors.map(EventProblem.init))
+        }
+        do {
+            return try Self.event(from: value)
+        } catch {
+            throw EventDecodingError(eventID: eventID, problems: [error])
+        }
+    }
+
+    /// Builds the APNs notification from a schema-valid event and applies the APNs rules.
+    static func event(from value: JSONValue) throws(EventProblem) -> NotificationEvent {
+        func missing(_ pointer: String, _ what: String) -> EventProblem {
+            EventProblem(kind: .rule, instanceLocation: pointer, keyword: "required", message: what)
+        }
+        guard let id = value["id"]?.stringValue else { throw missing("", "an event needs a string 'id'") }
+        guard let token = value["deviceToken"]?.stringValue else {
+            throw missing("", "an event needs a string 'deviceToken'")
+        }
+        guard let topic = value["topic"]?.stringValue else { throw missing("", "an event needs a string 'topic'") }
+        guard let typeName = value["pushType"]?.stringValue, let pushType = APNsPushType(rawValue: typeName) else {
+            throw missing("/pushType", "an event needs a known 'pushType'")
+        }
+        guard case .object(let payloadObject)? = value["payload"] else {
+            throw missing("/payload", "an event needs an object 'payload'")
+        }
+        var environment = APNsEnvironment.production
+        if let name = value["environment"]?.stringValue {
+            guard let env = APNsEnvironment(rawValue: name) else {
+                throw missing("/environment", "environment must be 'production' or 'development'")
+            }
+            environment = env
+        }
+        var priority: APNsPriority?
+        if let p = value["priority"] {
+            guard let raw = p.numberValue?.intValue, let known = APNsPriority(rawValue: raw) else {
+                throw missing("/priority", "priority must be 10, 5 or 1")
+            }
+            priority = known
+        }
+        var expiration: APNsExpiration?
+        if let e = value["expiration"] {
+            guard let seconds = e.numberValue?.int64Value else {
+                throw missing("/expiration", "expiration must be an integer number of seconds")
+            }
+            expiration = APNsExpiration(secondsSince1970: seconds)
+        }
+        let collapseID = value["collapseId"]?.stringValue
+        do {
+            let notification = APNsNotification(
+                deviceToken: try APNsDeviceToken(token),
+                topic: topic,
+                pushType: pushType,
+                priority: priority,
+                expiration: expiration,
+                collapseID: collapseID,
+                apnsID: APNsNotificationID.derived(fromEventID: id),
+                payload: JSONValue.object(payloadObject).serialized())
+            // The payload bytes come from a parsed object: no need to parse them again.
+            try notification.validate(checkingPayloadSyntax: false)
+            return NotificationEvent(
+                id: id, environment: environment, notification: notification, metadata: value["metadata"])
+        } catch {
+            throw EventProblem(error)
+        }
+    }
+}
+
+extension EventProblem: Error {}

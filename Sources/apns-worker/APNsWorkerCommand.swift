@@ -1,0 +1,36 @@
+import ArgumentParser
+
+/// `apns-worker`: the root command. Each subcommand is one line in `subcommands`; they parse flags,
+/// call into Worker, and print. No logic lives here.
+struct APNsWorkerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apns-worker",
+        abstract: "Kafka in, Apple Push Notification service out.",
+        subcommands: [
+            ValidateCommand.self,
+        ]
+    )
+}
+
+/// Runs the command line with the project's exit codes: usage errors exit 2 (ArgumentParser's
+/// default is 64), so scripts see 0 valid, 1 invalid, 2 cannot tell.
+@main
+enum Main {
+    static func main() async {
+        do {
+            var command = try APNsWorkerCommand.parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = APNsWorkerCommand.exitCode(for: error)
+            if code == .validationFailure {
+                FileOutput.standardError.write(APNsWorkerCommand.fullMessage(for: error) + "\n")
+                APNsWorkerCommand.exit(withError: ExitCode(2))
+            }
+            APNsWorkerCommand.exit(withError: error)
+        }
+    }
+}
