@@ -43,6 +43,8 @@ struct SchemaCompiler {
         documentURIs.append(base.string)
         resources[base.string] = Location(document: doc, pointer: "")
         index(value, at: Location(document: doc, pointer: ""), base: base)
+        // Locations in error reports use the document's own `$id` when it has one.
+        if let own = bases[Location(document: doc, pointer: "")], own != base { documentURIs[doc] = own.string }
         return doc
     }
 

@@ -1,0 +1,258 @@
+import APNs
+import JSONSchema
+import Testing
+import Worker
+
+@Suite("notification events: every rule, located")
+struct NotificationEventDecoderTests {
+    let decoder = NotificationEventDecoder.standard
+
+    /// The single problem of an event in first-error mode, with its location and keyword.
+    func problem(_ bytes: [UInt8]) throws -> EventProblem {
+        do {
+            _ = try decoder.decode(bytes)
+        } catch {
+            return try #require(error.problems.first)
+        }
+        Issue.record("event was accepted: \(String(decoding: bytes, as: UTF8.self).prefix(200))")
+        throw CancellationError()
+    }
+
+    func expect(
+        _ changes: [String: JSONValue?], at pointer: String, keyword: String, kind: EventProblem.Kind = .schema,
+        schemaPointer: String? = nil, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let p = try problem(EventFixtures.event(changes))
+        #expect(p.instanceLocation == pointer, sourceLocation: sourceLocation)
+        #expect(p.keyword == keyword, "\(p)", sourceLocation: sourceLocation)
+        #expect(p.kind == kind, sourceLocation: sourceLocation)
+        if let schemaPointer {
+            #expect(p.schemaLocation == "urn:apns-worker:schema:notification-event#" + schemaPointer, sourceLocation: sourceLocation)
+        }
+        // Collect-all mode reports the same problem among its list.
+        #expect(decoder.problems(in: EventFixtures.event(changes)[...]).contains(p), sourceLocation: sourceLocation)
+    }
+
+    @Test("a typical alert event decodes into the APNs notification")
+    func valid() throws {
+        let event = try decoder.decode(EventFixtures.event([:]))
+        #expect(event.id == "5B0E9A4C-7F2D-4C1E-9A57-0D6C1F4E8B21")
+        #expect(event.environment == .production)
+        let n = event.notification
+        #expect(n.deviceToken.hex == EventFixtures.token)
+        #expect(n.topic == "com.example.app")
+        #expect(n.pushType == .alert)
+        #expect(n.priority == .immediate)
+        #expect(n.expiration == .at(secondsSince1970: 1_767_225_600))
+        #expect(n.collapseID == "order-1234")
+        // apns-id derived from a UUID event id, lowercased.
+        #expect(n.apnsID?.uuidString == "5b0e9a4c-7f2d-4c1e-9a57-0d6c1f4e8b21")
+        #expect(String(decoding: n.payload, as: UTF8.self)
+            == #"{"aps":{"alert":{"title":"Shipped","body":"Your order is on its way."},"badge":1}}"#)
+        #expect(event.metadata == ["tenant": "acme", "trace": [1, 2, 3]])
+    }
+
+    @Test("optional fields may be absent; defaults apply")
+    func minimal() throws {
+        let event = try decoder.decode(EventFixtures.event([
+            "id": "not-a-uuid", "environment": nil, "priority": nil, "expiration": nil, "collapseId": nil, "metadata": nil,
+        ]))
+        #expect(event.environment == .production)
+        #expect(event.notification.apnsID == nil)
+        #expect(event.notification.priority == nil)
+        #expect(event.metadata == nil)
+    }
+
+    // MARK: JSON itself
+
+    @Test("not JSON: reported at the root with line and column")
+    func malformed() throws {
+        let p = try problem(Array("{\"id\": \"a\",\n \"deviceToken\": }".utf8))
+        #expect(p.kind == .malformedJSON)
+        #expect(p.instanceLocation == "")
+        #expect(p.keyword == "json")
+        #expect(p.line == 2 && p.column == 17)
+        let utf8 = try problem([0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D])
+        #expect(utf8.kind == .malformedJSON)
+        #expect(utf8.message.contains("invalid UTF-8"))
+        let deep = try problem(Array((String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)).utf8))
+        #expect(deep.message.contains("nesting deeper"))
+    }
+
+    @Test("an event must be an object with the required members")
+    func shape() throws {
+        let p = try problem(Array("[1]".utf8))
+        #expect(p.instanceLocation == "" && p.keyword == "type")
+        try expect(["id": nil], at: "", keyword: "required", schemaPointer: "/required")
+        try expect(["payload": nil], at: "", keyword: "required")
+        try expect(["collapseID": "x"], at: "/collapseID", keyword: "additionalProperties")
+        try expect(["id": ""], at: "/id", keyword: "minLength")
+        try expect(["id": 7], at: "/id", keyword: "type")
+    }
+
+    // MARK: device token
+
+    @Test("device token: hex, even length, any size, case-insensitive")
+    func deviceToken() throws {
+        try expect(["deviceToken": "74 0f"], at: "/deviceToken", keyword: "pattern", schemaPointer: "/properties/deviceToken/pattern")
+        try expect(["deviceToken": "abc"], at: "/deviceToken", keyword: "pattern")
+        try expect(["deviceToken": "zz"], at: "/deviceToken", keyword: "pattern")
+        try expect(["deviceToken": ""], at: "/deviceToken", keyword: "minLength")
+        let upper = try decoder.decode(EventFixtures.event(["deviceToken": "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF"]))
+        #expect(upper.notification.deviceToken.hex == "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
+        #expect(upper.notification.deviceToken.path.hasPrefix("/3/device/abcdef"))
+        _ = try decoder.decode(EventFixtures.event(["deviceToken": "ab"]))
+    }
+
+    // MARK: push types and topics
+
+    static let suffixes: [(String, String)] = [
+        ("voip", ".voip"), ("complication", ".complication"), ("fileprovider", ".pushkit.fileprovider"),
+        ("liveactivity", ".push-type.liveactivity"), ("location", ".location-query"), ("pushtotalk", ".voip-ptt"),
+        ("widgets", ".push-type.widgets"), ("controls", ".push-type.controls"),
+    ]
+
+    static func payload(for type: String) -> JSONValue {
+        switch type {
+        case "alert": ["aps": ["alert": "hi"]]
+        case "background": ["aps": ["content-available": 1]]
+        case "liveactivity": ["aps": ["timestamp": 1_767_225_600, "event": "update", "content-state": [:]]]
+        default: ["data": 1]
+        }
+    }
+
+    @Test("each push type needs its topic suffix", arguments: suffixes)
+    func topicSuffix(type: String, suffix: String) throws {
+        let priority: JSONValue = 5
+        let ok = try decoder.decode(EventFixtures.event([
+            "pushType": .string(type), "topic": .string("com.example.app" + suffix), "priority": priority,
+            "payload": Self.payload(for: type),
+        ]))
+        #expect(ok.notification.pushType.rawValue == type)
+        #expect(ok.notification.topic.hasSuffix(suffix))
+        let p = try problem(EventFixtures.event([
+            "pushType": .string(type), "topic": "com.example.app", "priority": priority, "payload": Self.payload(for: type),
+        ]))
+        #expect(p.instanceLocation == "/topic")
+        #expect(p.keyword == "pattern")
+        #expect(p.schemaLocation?.hasSuffix("/then/properties/topic/pattern") == true)
+        // The suffix alone, with no bundle id before it, is not a topic either.
+        let bare = try problem(EventFixtures.event([
+            "pushType": .string(type), "topic": .string(suffix), "priority": priority, "payload": Self.payload(for: type),
+        ]))
+        #expect(bare.instanceLocation == "/topic")
+    }
+
+    @Test("alert, background and mdm take the bare topic; unknown types are refused")
+    func pushTypes() throws {
+        _ = try decoder.decode(EventFixtures.event(["pushType": "mdm", "topic": "com.apple.mgmt.External.1b4e28ba", "payload": ["mdm": "x"]]))
+        _ = try decoder.decode(EventFixtures.event(["pushType": "background", "priority": 5, "payload": Self.payload(for: "background")]))
+        try expect(["pushType": "banner"], at: "/pushType", keyword: "enum", schemaPointer: "/properties/pushType/enum")
+        try expect(["pushType": nil], at: "", keyword: "required")
+        try expect(["topic": "com.example app"], at: "/topic", keyword: "pattern", schemaPointer: "/properties/topic/pattern")
+        try expect(["topic": ""], at: "/topic", keyword: "minLength")
+    }
+
+    // MARK: priority
+
+    @Test("priority is 10, 5 or 1; background never 10")
+    func priority() throws {
+        try expect(["priority": 7], at: "/priority", keyword: "enum", schemaPointer: "/properties/priority/enum")
+        try expect(["priority": "10"], at: "/priority", keyword: "enum")
+        try expect(
+            ["pushType": "background", "priority": 10, "payload": Self.payload(for: "background")],
+            at: "/priority", keyword: "enum")
+        let p = try problem(EventFixtures.event(["pushType": "background", "priority": 10, "payload": Self.payload(for: "background")]))
+        #expect(p.schemaLocation?.hasSuffix("/then/properties/priority/enum") == true)
+        for value in [10, 5, 1] { _ = try decoder.decode(EventFixtures.event(["priority": .number(JSONNumber(value))])) }
+        // Background without a priority is sent with 5.
+        let bg = try decoder.decode(EventFixtures.event(["pushType": "background", "priority": nil, "payload": Self.payload(for: "background")]))
+        #expect(bg.notification.headerPriority == .powerConsidered)
+    }
+
+    // MARK: expiration
+
+    @Test("expiration: integer epoch seconds, 0 = do not store")
+    func expiration() throws {
+        try expect(["expiration": -1], at: "/expiration", keyword: "minimum")
+        try expect(["expiration": .number(JSONNumber(1.5)!)], at: "/expiration", keyword: "type")
+        try expect(["expiration": "tomorrow"], at: "/expiration", keyword: "type")
+        try expect(["expiration": .number(try #require(JSONParser.parse("9223372036854775808").numberValue))],
+            at: "/expiration", keyword: "maximum")
+        let zero = try decoder.decode(EventFixtures.event(["expiration": 0]))
+        #expect(zero.notification.expiration == .immediately)
+    }
+
+    // MARK: collapse id
+
+    @Test("collapse id: at most 64 bytes of UTF-8")
+    func collapseID() throws {
+        _ = try decoder.decode(EventFixtures.event(["collapseId": .string(String(repeating: "c", count: 64))]))
+        try expect(["collapseId": .string(String(repeating: "c", count: 65))], at: "/collapseId", keyword: "maxLength")
+        // 40 characters pass the schema (maxLength counts characters) but are 80 bytes: the code rule.
+        try expect(["collapseId": .string(String(repeating: "é", count: 40))], at: "/collapseId", keyword: "badCollapseId", kind: .rule)
+        try expect(["collapseId": ""], at: "/collapseId", keyword: "minLength")
+    }
+
+    // MARK: payload
+
+    @Test("payload: a non-empty object, at most 4096 bytes (5120 for voip)")
+    func payload() throws {
+        try expect(["payload": "{\"aps\":{}}"], at: "/payload", keyword: "type")
+        try expect(["payload": [:]], at: "/payload", keyword: "minProperties")
+        try expect(["payload": ["aps": "alert"]], at: "/payload/aps", keyword: "type")
+        let limit = try decoder.decode(EventFixtures.event(["payload": EventFixtures.payload(bytes: 4096)]))
+        #expect(limit.notification.payload.count == 4096)
+        try expect(["payload": EventFixtures.payload(bytes: 4097)], at: "/payload", keyword: "payloadTooLarge", kind: .rule)
+        let voip: [String: JSONValue?] = ["pushType": "voip", "topic": "com.example.app.voip"]
+        var bigVoip = voip
+        bigVoip["payload"] = EventFixtures.payload(bytes: 5120)
+        _ = try decoder.decode(EventFixtures.event(bigVoip))
+        bigVoip["payload"] = EventFixtures.payload(bytes: 5121)
+        try expect(bigVoip, at: "/payload", keyword: "payloadTooLarge", kind: .rule)
+    }
+
+    @Test("payload content per push type")
+    func payloadContent() throws {
+        try expect(["payload": ["data": 1]], at: "/payload", keyword: "required")
+        try expect(["payload": ["aps": ["category": "x"]]], at: "/payload/aps", keyword: "anyOf")
+        try expect(
+            ["pushType": "background", "priority": 5, "payload": ["aps": ["alert": "hi", "content-available": 1]]],
+            at: "/payload/aps", keyword: "not")
+        try expect(
+            ["pushType": "background", "priority": 5, "payload": ["aps": ["content-available": 0]]],
+            at: "/payload/aps/content-available", keyword: "const")
+        try expect(
+            ["pushType": "liveactivity", "topic": "com.example.app.push-type.liveactivity", "priority": 5,
+             "payload": ["aps": ["timestamp": 1, "event": "pause"]]],
+            at: "/payload/aps/event", keyword: "enum")
+    }
+
+    // MARK: environment and metadata
+
+    @Test("environment: production or development")
+    func environment() throws {
+        try expect(["environment": "staging"], at: "/environment", keyword: "enum")
+        let dev = try decoder.decode(EventFixtures.event(["environment": "development"]))
+        #expect(dev.environment == .development)
+        #expect(dev.environment.host == "api.sandbox.push.apple.com")
+    }
+
+    @Test("collect-all reports every schema problem, each located")
+    func collectAll() throws {
+        let problems = decoder.problems(in: EventFixtures.event(["priority": 7, "deviceToken": "xyz", "environment": "qa"])[...])
+        #expect(Set(problems.map(\.instanceLocation)) == ["/priority", "/deviceToken", "/environment"])
+        #expect(problems.allSatisfy { $0.kind == .schema })
+    }
+
+    @Test("the error keeps the event id so an invalid result can be keyed")
+    func eventIDOnError() throws {
+        do {
+            _ = try decoder.decode(EventFixtures.event(["priority": 7]))
+            Issue.record("accepted")
+        } catch {
+            #expect(error.eventID == "5B0E9A4C-7F2D-4C1E-9A57-0D6C1F4E8B21")
+            #expect(error.kind == .schema)
+        }
+    }
+}
