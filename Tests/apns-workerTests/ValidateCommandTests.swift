@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+
+/// Runs the built `apns-worker` binary as a user would: exit codes, output format, stdin.
+@Suite("apns-worker validate (the binary)")
+struct ValidateCommandTests {
+    static let binary: URL = {
+        // The test bundle sits in the same build folder as the executable.
+        var dir = Bundle.main.bundleURL
+        for _ in 0..<4 {
+            let candidate = dir.appendingPathComponent("apns-worker")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            dir = dir.deletingLastPathComponent()
+        }
+        return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(".build/debug/apns-worker")
+    }()
+
+    struct Run {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    func run(_ arguments: [String], stdin: String? = nil) throws -> Run {
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = arguments
+        let out = Pipe()
+        let err = Pipe()
+        let input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
+            stderr: String(decoding: e, as: UTF8.self))
+    }
+
+    func temporaryFile(_ name: String, _ contents: String) throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("apns-worker-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let url = dir.appendingPathComponent(name)
+        try contents.write(to: url, atomically: true, encoding: .utf8)
+        return url.path
+    }
+
+    static let valid = #"{"id":"e1","deviceToken":"abcd","topic":"com.example.app","pushType":"alert","payload":{"aps":{"alert":"hi"}}}"#
+    static let badPriority = #"{"id":"e2","deviceToken":"abcd","topic":"com.example.app","pushType":"background","priority":10,"payload":{"aps":{"content-available":1}}}"#
+
+    @Test("valid events exit 0 and print nothing on stdout")
+    func valid() throws {
+        let file = try temporaryFile("ok.json", Self.valid)
+        let r = try run(["validate", file])
+        #expect(r.status == 0)
+        #expect(r.stdout.isEmpty)
+        #expect(r.stderr.contains("1 valid, 0 invalid"))
+    }
+
+    @Test("an invalid event exits 1 with FILE: pointer: message")
+    func invalid() throws {
+        let file = try temporaryFile("bad.json", Self.badPriority)
+        let r = try run(["validate", file])
+        #expect(r.status == 1)
+        #expect(r.stdout == "\(file): /priority: value 10 is not one of 5, 1\n")
+    }
+
+    @Test("NDJSON on stdin: FILE:LINE for each problem, blank lines skipped")
+    func ndjsonStdin() throws {
+        let r = try run(["validate", "-"], stdin: Self.valid + "\n\n" + Self.badPriority + "\n{oops\n")
+        #expect(r.status == 1)
+        let lines = r.stdout.split(separator: "\n")
+        #expect(lines.count == 2)
+        #expect(lines.first == "<stdin>:3: /priority: value 10 is not one of 5, 1")
+        #expect(lines.last?.hasPrefix("<stdin>:4: (root): invalid JSON at line 1, column 2") == true)
+        #expect(r.stderr.contains("3 events: 1 valid, 2 invalid"))
+    }
+
+    @Test(".ndjson files are read line by line")
+    func ndjsonFile() throws {
+        let file = try temporaryFile("events.ndjson", Self.valid + "\n" + Self.valid + "\n")
+        let r = try run(["validate", file])
+        #expect(r.status == 0)
+        #expect(r.stderr.contains("2 events: 2 valid, 0 invalid"))
+    }
+
+    @Test("--schema validates against any draft-07 schema")
+    func customSchema() throws {
+        let schema = try temporaryFile("s.json", #"{"type": "object", "required": ["user"], "properties": {"user": {"type": "string"}}}"#)
+        let event = try temporaryFile("e.json", #"{"user": 5}"#)
+        let r = try run(["validate", "--schema", schema, event])
+        #expect(r.status == 1)
+        #expect(r.stdout == "\(event): /user: expected string, found integer\n")
+        let extended = try temporaryFile("ext.json",
+            #"{"allOf": [{"$ref": "urn:apns-worker:schema:notification-event"}, {"required": ["metadata"]}]}"#)
+        let ok = try temporaryFile("ok.json", Self.valid)
+        let r2 = try run(["validate", "--schema", extended, ok])
+        #expect(r2.status == 1)
+        #expect(r2.stdout == "\(ok): (root): required property 'metadata' is missing\n")
+    }
+
+    @Test("usage, file and schema errors exit 2", arguments: [
+        ["validate"],
+        ["validate", "--bogus", "x"],
+        ["validate", "/nonexistent/event.json"],
+        ["validate", "--schema", "/nonexistent/schema.json", "x"],
+    ])
+    func usage(arguments: [String]) throws {
+        let r = try run(arguments)
+        #expect(r.status == 2, "\(r.stderr)")
+        #expect(!r.stderr.isEmpty)
+    }
+
+    @Test("a schema with a $ref cycle is a schema error (exit 2)")
+    func cyclicSchema() throws {
+        let schema = try temporaryFile("cycle.json", ##"{"$ref": "#"}"##)
+        let event = try temporaryFile("e.json", "{}")
+        let r = try run(["validate", "--schema", schema, event])
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("reference cycle"))
+    }
+}
