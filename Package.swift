@@ -58,6 +58,7 @@ let package = Package(
             name: "JSONSchemaBenchmark",
             dependencies: ["JSONSchema", "Worker"],
             path: "Benchmarks/JSONSchemaBenchmark",
+            exclude: ["inputs", "jsonschema_bench.py"],
             swiftSettings: swiftSettings
         ),
 

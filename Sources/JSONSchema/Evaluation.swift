@@ -22,9 +22,11 @@ struct Evaluation {
     var wantsMessages: Bool { mode != .verdict }
     var continuesAfterFailure: Bool { mode == .all }
 
-    mutating func fail(_ node: Node, _ keyword: String, _ message: @autoclosure () -> String) {
+    /// Records a failure of `keyword` in the schema at `location` (skipped when only the verdict counts).
+    @inline(__always)
+    mutating func fail(_ location: @autoclosure () -> String, _ keyword: String, _ message: @autoclosure () -> String) {
         guard wantsMessages else { return }
-        errors.append(PendingError(schemaLocation: node.location + "/" + keyword, keyword: keyword, message: message()))
+        errors.append(PendingError(schemaLocation: location() + "/" + keyword, keyword: keyword, message: message()))
     }
 
     /// Adds `token` to the instance path of every error recorded since `mark`.

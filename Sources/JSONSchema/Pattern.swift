@@ -14,9 +14,18 @@
 struct Pattern: @unchecked Sendable {
     let source: String
     let regex: Regex<AnyRegexOutput>
+    /// The fast engine, when the pattern is in its subset (nearly always).
+    let own: ECMARegex?
 
     init(_ source: String) throws(SchemaError) {
         self.source = source
+        do {
+            own = try ECMARegex(source)
+        } catch .invalid(let reason) {
+            throw SchemaError("invalid regular expression '\(source)': \(reason)")
+        } catch {
+            own = nil
+        }
         do {
             regex = try Regex(Self.translate(source))
                 .matchingSemantics(.unicodeScalar)
@@ -28,7 +37,8 @@ struct Pattern: @unchecked Sendable {
     }
 
     func matches(_ string: String) -> Bool {
-        (try? regex.firstMatch(in: string)) != nil
+        if let own, let verdict = own.matches(string) { return verdict }
+        return (try? regex.firstMatch(in: string)) != nil
     }
 
     /// Whether `source` is an ECMA-262 regular expression as the `regex` format means it (u-flag

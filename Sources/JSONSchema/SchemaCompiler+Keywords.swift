@@ -3,7 +3,7 @@ extension SchemaCompiler {
     mutating func compile(_ location: Location) throws(SchemaError) -> Int {
         if let done = memo[location] { return done }
         let index = nodes.count
-        nodes.append(Node(location: locationString(location)))
+        nodes.append(SchemaNode(location: locationString(location)))
         memo[location] = index
         guard let value = JSONPointer.resolve(location.pointer, in: documents[location.document]) else {
             throw SchemaError("no schema here", at: locationString(location))
@@ -22,7 +22,7 @@ extension SchemaCompiler {
         return index
     }
 
-    mutating func compileKeywords(_ o: JSONObject, at loc: Location) throws(SchemaError) -> [Keyword] {
+    mutating func compileKeywords(_ o: JSONObject, at loc: Location) throws(SchemaError) -> [SchemaKeyword] {
         func fail(_ keyword: String, _ message: String) -> SchemaError {
             SchemaError(message, at: locationString(loc.appending(keyword)))
         }
@@ -44,7 +44,7 @@ extension SchemaCompiler {
             return [.ref(try compile(try resolveReference(reference, from: loc)))]
         }
 
-        var k: [Keyword] = []
+        var k: [SchemaKeyword] = []
         if let t = o["type"] {
             var set = TypeSet()
             let names: [JSONValue] = t.arrayValue ?? [t]
@@ -107,7 +107,7 @@ extension SchemaCompiler {
         return k
     }
 
-    mutating func compileArrayKeywords(_ o: JSONObject, at loc: Location, into k: inout [Keyword]) throws(SchemaError) {
+    mutating func compileArrayKeywords(_ o: JSONObject, at loc: Location, into k: inout [SchemaKeyword]) throws(SchemaError) {
         if let items = o["items"] {
             if case .array(let list) = items {
                 var children: [Int] = []
@@ -138,7 +138,7 @@ extension SchemaCompiler {
         return n.intValue ?? Int.max
     }
 
-    mutating func compileObjectKeywords(_ o: JSONObject, at loc: Location, into k: inout [Keyword]) throws(SchemaError) {
+    mutating func compileObjectKeywords(_ o: JSONObject, at loc: Location, into k: inout [SchemaKeyword]) throws(SchemaError) {
         func fail(_ keyword: String, _ message: String) -> SchemaError {
             SchemaError(message, at: locationString(loc.appending(keyword)))
         }

@@ -18,7 +18,7 @@ struct SchemaCompiler {
     /// The base URI in force at every indexed subschema.
     var bases: [Location: URIReference] = [:]
     var memo: [Location: Int] = [:]
-    var nodes: [Node] = []
+    var nodes: [SchemaNode] = []
     let resolver: ((String) throws -> JSONValue?)?
     let formatAssertion: Bool
 
@@ -31,7 +31,7 @@ struct SchemaCompiler {
         let doc = addDocument(root, uri: baseURI)
         let rootIndex = try compile(Location(document: doc, pointer: ""))
         try checkCycles(from: rootIndex)
-        return Program(nodes: nodes, root: rootIndex)
+        return Program(lowering: nodes, root: rootIndex)
     }
 
     // MARK: documents and identifiers

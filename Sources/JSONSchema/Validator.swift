@@ -1,89 +1,97 @@
 /// Running a ``Program`` over an instance.
 extension Program {
-    func validate(_ nodeIndex: Int, _ value: JSONValue, _ e: inout Evaluation) -> Bool {
-        let node = nodes[nodeIndex]
+    func validate(_ n: Int, _ value: JSONValue, _ e: inout Evaluation) -> Bool {
+        let node = nodes[n]
         var valid = true
-        for keyword in node.keywords {
-            if !check(keyword, node, value, &e) {
+        var k = node.firstKeyword
+        let end = k + node.keywordCount
+        while k < end {
+            if !check(keywords[k], n, value, &e) {
                 valid = false
                 if !e.continuesAfterFailure { return false }
             }
+            k += 1
         }
         return valid
     }
 
     /// Validates `value` (found under `token` in its parent) against a child node.
     @inline(__always)
-    func validateChild(_ nodeIndex: Int, _ value: JSONValue, _ token: @autoclosure () -> PathToken, _ e: inout Evaluation)
+    func validateChild(_ child: Int, _ value: JSONValue, _ token: @autoclosure () -> PathToken, _ e: inout Evaluation)
         -> Bool
     {
         let mark = e.errors.count
-        if validate(nodeIndex, value, &e) { return true }
+        if validate(child, value, &e) { return true }
         e.prefix(since: mark, with: token())
         return false
     }
 
-    func check(_ keyword: Keyword, _ node: Node, _ value: JSONValue, _ e: inout Evaluation) -> Bool {
+    /// Runs several nodes on the same value, all of which must pass.
+    func validateAll(_ children: [Int], _ value: JSONValue, _ e: inout Evaluation) -> Bool {
+        var valid = true
+        for child in children where !validate(child, value, &e) {
+            valid = false
+            if !e.continuesAfterFailure { return false }
+        }
+        return valid
+    }
+
+    func check(_ keyword: Keyword, _ n: Int, _ value: JSONValue, _ e: inout Evaluation) -> Bool {
         switch keyword {
         case .falseSchema:
-            e.fail(node, "false", "no value is allowed here (the schema is false)")
+            e.fail(locations[n], "false", "no value is allowed here (the schema is false)")
             return false
         case .type(let types):
             if matches(types, value) { return true }
-            e.fail(node, "type", "expected \(describe(types)), found \(typeName(value))")
+            e.fail(locations[n], "type", "expected \(describe(types)), found \(typeName(value))")
             return false
-        case .constant(let expected):
-            if value == expected { return true }
-            e.fail(node, "const", "value must be \(brief(expected))")
+        case .constant(let i):
+            if value == values[i] { return true }
+            e.fail(locations[n], "const", "value must be \(brief(values[i]))")
             return false
-        case .enumeration(let allowed):
-            for candidate in allowed where candidate == value { return true }
-            e.fail(node, "enum", "value \(brief(value)) is not one of \(allowed.map(brief).joined(separator: ", "))")
+        case .enumeration(let i):
+            for candidate in valueLists[i] where candidate == value { return true }
+            e.fail(locations[n], "enum", "value \(brief(value)) is not one of \(valueLists[i].map(brief).joined(separator: ", "))")
             return false
         case .multipleOf, .maximum, .exclusiveMaximum, .minimum, .exclusiveMinimum:
-            guard case .number(let n) = value else { return true }
-            return checkNumber(keyword, n, node, &e)
+            guard case .number(let number) = value else { return true }
+            return checkNumber(keyword, number, n, &e)
         case .maxLength, .minLength, .pattern, .format:
             guard case .string(let s) = value else { return true }
-            return checkString(keyword, s, node, &e)
+            return checkString(keyword, s, n, &e)
         case .items, .tupleItems, .maxItems, .minItems, .uniqueItems, .contains:
             guard case .array(let a) = value else { return true }
-            return checkArray(keyword, a, node, &e)
+            return checkArray(keyword, a, n, &e)
         case .maxProperties, .minProperties, .required, .properties, .dependencies, .propertyNames:
             guard case .object(let o) = value else { return true }
-            return checkObject(keyword, o, node, &e)
+            return checkObject(keyword, o, n, &e)
         case .conditional(let ifNode, let thenNode, let elseNode):
             let holds = e.verdict { validate(ifNode, value, &$0) }
-            if holds, let thenNode { return validate(thenNode, value, &e) }
-            if !holds, let elseNode { return validate(elseNode, value, &e) }
+            if holds && thenNode >= 0 { return validate(thenNode, value, &e) }
+            if !holds && elseNode >= 0 { return validate(elseNode, value, &e) }
             return true
-        case .allOf(let children):
-            var valid = true
-            for child in children where !validate(child, value, &e) {
-                valid = false
-                if !e.continuesAfterFailure { return false }
-            }
-            return valid
-        case .anyOf(let children):
-            for child in children where e.verdict({ validate(child, value, &$0) }) { return true }
-            e.fail(node, "anyOf", "value matches none of the \(children.count) schemas in anyOf")
+        case .allOf(let i):
+            return validateAll(nodeLists[i], value, &e)
+        case .anyOf(let i):
+            for child in nodeLists[i] where e.verdict({ validate(child, value, &$0) }) { return true }
+            e.fail(locations[n], "anyOf", "value matches none of the \(nodeLists[i].count) schemas in anyOf")
             return false
-        case .oneOf(let children):
+        case .oneOf(let i):
             var matched: [Int] = []
-            for (i, child) in children.enumerated() where e.verdict({ validate(child, value, &$0) }) {
-                matched.append(i)
+            for (k, child) in nodeLists[i].enumerated() where e.verdict({ validate(child, value, &$0) }) {
+                matched.append(k)
                 if matched.count > 1 { break }
             }
             if matched.count == 1 { return true }
             if matched.isEmpty {
-                e.fail(node, "oneOf", "value matches none of the \(children.count) schemas in oneOf")
+                e.fail(locations[n], "oneOf", "value matches none of the \(nodeLists[i].count) schemas in oneOf")
             } else {
-                e.fail(node, "oneOf", "value matches oneOf schemas \(matched[0]) and \(matched[1]); exactly one may match")
+                e.fail(locations[n], "oneOf", "value matches oneOf schemas \(matched[0]) and \(matched[1]); exactly one may match")
             }
             return false
         case .not(let child):
             if !e.verdict({ validate(child, value, &$0) }) { return true }
-            e.fail(node, "not", "value must not match the schema in 'not'")
+            e.fail(locations[n], "not", "value must not match the schema in 'not'")
             return false
         case .ref(let target):
             return validate(target, value, &e)

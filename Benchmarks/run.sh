@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Benchmark runner: Benchmarks/run.sh NAME (or `make bench BENCH=NAME`).
+# Builds in release mode, runs the benchmark pinned to one core, runs the reference tool on the same
+# inputs in the same run, and prints the figures side by side. Benchmarks report; they never fail on
+# a time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SWIFT=${SWIFT:-swift}
+PYTHON=${PYTHON:-/usr/bin/python3}
+# One core: the same one for both sides, so neither gets the other's.
+PIN=""
+if command -v taskset >/dev/null 2>&1; then PIN="taskset -c ${BENCH_CPU:-0}"; fi
+
+usage() {
+    echo "usage: $0 NAME" >&2
+    echo "benchmarks: jsonschema" >&2
+    exit 2
+}
+
+bench_jsonschema() {
+    local dir=Benchmarks/JSONSchemaBenchmark
+    local schema=schemas/notification-event.schema.json
+    local inputs=("$dir/inputs/alert-valid.json" "$dir/inputs/background-priority-10-invalid.json")
+    "$SWIFT" build -c release --product JSONSchemaBenchmark >&2
+    local bin
+    bin="$("$SWIFT" build -c release --show-bin-path)/JSONSchemaBenchmark"
+    local swift_out python_out
+    swift_out=$(mktemp)
+    python_out=$(mktemp)
+    trap 'rm -f "$swift_out" "$python_out"' RETURN
+    echo "running Swift (JSONSchema) ..." >&2
+    $PIN "$bin" "$schema" "${inputs[@]}" >"$swift_out"
+    echo "running Python (jsonschema) ..." >&2
+    $PIN "$PYTHON" "$dir/jsonschema_bench.py" "$schema" "${inputs[@]}" >"$python_out"
+    "$PYTHON" - "$swift_out" "$python_out" <<'PY'
+import sys
+def load(path):
+    rows, notes = {}, []
+    for line in open(path):
+        if line.startswith("#"):
+            notes.append(line.strip()); continue
+        parts = line.split()
+        rows[(parts[0], parts[1])] = float(parts[2])
+    return rows, notes
+swift, _ = load(sys.argv[1])
+python, notes = load(sys.argv[2])
+print(f"{'measure':<20} {'event':<42} {'Swift /s':>12} {'Python /s':>12} {'ratio':>8}")
+for key, s in swift.items():
+    p = python.get(key)
+    ratio = f"{s / p:7.1f}x" if p else "       -"
+    ptext = f"{p:12,.0f}" if p else f"{'-':>12}"
+    print(f"{key[0]:<20} {key[1]:<42} {s:12,.0f} {ptext} {ratio}")
+for n in notes:
+    print(n)
+print("(one core each, median of 3 runs; full-decode = parse + schema + APNs rules, Swift only)")
+PY
+}
+
+case "${1:-}" in
+    jsonschema) bench_jsonschema ;;
+    *) usage ;;
+esac
