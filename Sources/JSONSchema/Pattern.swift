@@ -13,18 +13,23 @@
 /// published atomically by the standard library, so sharing one across threads only reads.
 struct Pattern: @unchecked Sendable {
     let source: String
-    let regex: Regex<AnyRegexOutput>
     /// The fast engine, when the pattern is in its subset (nearly always).
     let own: ECMARegex?
+    /// Swift's engine: for lookaround and backreferences, and for inputs too large for `own`'s state
+    /// set. Nil when Swift's syntax rejects a pattern `own` handles (`[^]`, `[\d-z]`).
+    let regex: Regex<AnyRegexOutput>?
 
     init(_ source: String) throws(SchemaError) {
         self.source = source
+        var ownIssue: RegexSyntaxIssue?
         do {
             own = try ECMARegex(source)
-        } catch .invalid(let reason) {
-            throw SchemaError("invalid regular expression '\(source)': \(reason)")
         } catch {
             own = nil
+            ownIssue = error
+        }
+        if case .invalid(let reason)? = ownIssue {
+            throw SchemaError("invalid regular expression '\(source)': \(reason)")
         }
         do {
             regex = try Regex(Self.translate(source))
@@ -32,12 +37,18 @@ struct Pattern: @unchecked Sendable {
                 .asciiOnlyDigits()
                 .asciiOnlyWordCharacters()
         } catch {
-            throw SchemaError("invalid regular expression '\(source)': \(error)")
+            guard own != nil else { throw SchemaError("invalid regular expression '\(source)': \(error)") }
+            regex = nil
         }
     }
 
     func matches(_ string: String) -> Bool {
-        if let own, let verdict = own.matches(string) { return verdict }
+        if let own {
+            if let verdict = own.matches(string, maxStateBits: regex == nil ? ECMARegex.maxStateBitsWithoutFallback : ECMARegex.maxStateBits) {
+                return verdict
+            }
+        }
+        guard let regex else { return false }
         return (try? regex.firstMatch(in: string)) != nil
     }
 

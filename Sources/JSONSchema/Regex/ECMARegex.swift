@@ -24,6 +24,8 @@ struct ECMARegex: Sendable {
 
     /// Program size × input length above which ``matches`` declines (returns nil), to bound memory.
     static let maxStateBits = 1 << 22
+    /// The bound when there is no other engine to hand over to (128 MiB of state).
+    static let maxStateBitsWithoutFallback = 1 << 30
     static let maxProgram = 20_000
 
     init(_ source: String) throws(RegexSyntaxIssue) {
@@ -94,13 +96,13 @@ struct ECMARegex: Sendable {
     }
 
     /// Whether the pattern occurs in `string`; nil when the input is too large for this engine.
-    func matches(_ string: String) -> Bool? {
+    func matches(_ string: String, maxStateBits: Int = ECMARegex.maxStateBits) -> Bool? {
         var scalars: [UInt32] = []
         scalars.reserveCapacity(string.utf8.count)
         for u in string.unicodeScalars { scalars.append(u.value) }
         let n = scalars.count
         let width = n + 1
-        guard program.count * width <= Self.maxStateBits else { return nil }
+        guard program.count * width <= maxStateBits else { return nil }
         var visited = [UInt64](repeating: 0, count: (program.count * width + 63) / 64)
         var stack: [(pc: Int, at: Int)] = []
         let lastStart = anchoredAtStart ? 0 : n
