@@ -13,7 +13,7 @@ BUILD_PACKAGES := pkg-config librdkafka-dev libnghttp2-dev libssl-dev
 # JSON-Schema-Test-Suite, Python's aioapns and jsonschema).
 TEST_PACKAGES  := kcat nghttp2-client nghttp2-server json-schema-test-suite python3-aioapns python3-jsonschema
 
-.PHONY: all build release test test-kafka tsan asan demo dev bench deps deps-build deps-test lint clean
+.PHONY: all build release test test-kafka tsan asan demo dev bench deps deps-build deps-test lint clean embed-schemas
 
 all: build
 
@@ -70,6 +70,10 @@ dev: deps-build
 # Benchmarks: release builds, figures printed next to a reference tool's in the same run.
 bench: deps-test
 	Benchmarks/run.sh $(BENCH)
+
+# After editing schemas/*.schema.json: copy them into the Worker module (a test fails until you do).
+embed-schemas:
+	python3 scripts/embed-schemas.py
 
 lint:
 	$(SWIFT) format lint --recursive --strict Sources Tests Benchmarks

@@ -42,7 +42,8 @@ func rate(_ body: () -> Bool) -> Double {
         repeat {
             for _ in 0..<1000 where body() { sink &+= 1 }
             count += 1000
-            elapsed = Double((clock.now - start).components.attoseconds) / 1e18
+            elapsed =
+                Double((clock.now - start).components.attoseconds) / 1e18
                 + Double((clock.now - start).components.seconds)
         } while elapsed < duration
         return Double(count) / elapsed

@@ -17,13 +17,17 @@ extension FormatCheck {
             i += 1
         }
         // The scheme: letters first, then letters, digits, '+', '-', '.', up to the first ':'.
-        let firstDelimiter = b.firstIndex(where: { $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "/")
-            || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") })
+        let firstDelimiter = b.firstIndex(where: {
+            $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "/")
+                || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
+        })
         var rest = b[...]
         if let d = firstDelimiter, b[d] == UInt8(ascii: ":") {
             let scheme = b[..<d]
             guard let first = scheme.first, (first | 0x20) >= 97 && (first | 0x20) <= 122,
-                scheme.allSatisfy({ isAlnum($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") })
+                scheme.allSatisfy({
+                    isAlnum($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".")
+                })
             else { return false }
             rest = b[(d + 1)...]
         } else if requireScheme {
@@ -32,14 +36,19 @@ extension FormatCheck {
         // Authority: brackets only around an IP literal, port digits only.
         if rest.starts(with: "//".utf8) {
             let afterSlashes = rest.dropFirst(2)
-            let end = afterSlashes.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?")
-                || $0 == UInt8(ascii: "#") }) ?? afterSlashes.endIndex
+            let end =
+                afterSlashes.firstIndex(where: {
+                    $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?")
+                        || $0 == UInt8(ascii: "#")
+                }) ?? afterSlashes.endIndex
             var authority = afterSlashes[..<end]
             if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[(at + 1)...] }
             if authority.first == UInt8(ascii: "[") {
                 guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else { return false }
                 let tail = authority[(close + 1)...]
-                guard tail.isEmpty || (tail.first == UInt8(ascii: ":") && tail.dropFirst().allSatisfy { $0 >= 48 && $0 <= 57 })
+                guard
+                    tail.isEmpty
+                        || (tail.first == UInt8(ascii: ":") && tail.dropFirst().allSatisfy { $0 >= 48 && $0 <= 57 })
                 else { return false }
             } else {
                 if authority.contains(UInt8(ascii: "[")) || authority.contains(UInt8(ascii: "]")) { return false }

@@ -56,9 +56,10 @@ enum FormatCheck {
         guard !local.isEmpty, !domain.isEmpty, !local.hasPrefix("."), !local.hasSuffix("."), !local.contains("..")
         else { return false }
         let localOK = local.unicodeScalars.allSatisfy { c in
-            (international && c.value >= 0x80) || c.properties.isASCIIHexDigit || (c.isASCII && (
-                ("a"..."z").contains(c) || ("A"..."Z").contains(c) || ("0"..."9").contains(c)
-                    || "!#$%&'*+/=?^_`{|}~.-".unicodeScalars.contains(c)))
+            (international && c.value >= 0x80) || c.properties.isASCIIHexDigit
+                || (c.isASCII
+                    && (("a"..."z").contains(c) || ("A"..."Z").contains(c) || ("0"..."9").contains(c)
+                        || "!#$%&'*+/=?^_`{|}~.-".unicodeScalars.contains(c)))
         }
         if !localOK { return false }
         if domain.hasPrefix("[") && domain.hasSuffix("]") {

@@ -75,7 +75,8 @@ extension JSONReader {
         case UInt8(ascii: "u"):
             var scalar = try parseHex4()
             if scalar >= 0xD800 && scalar <= 0xDBFF {
-                guard pos + 1 < bytes.count, bytes[pos] == UInt8(ascii: "\\"), bytes[pos + 1] == UInt8(ascii: "u") else {
+                guard pos + 1 < bytes.count, bytes[pos] == UInt8(ascii: "\\"), bytes[pos + 1] == UInt8(ascii: "u")
+                else {
                     throw error("unpaired surrogate escape \\u\(hex(scalar, width: 4))", at: escapeStart)
                 }
                 pos += 2

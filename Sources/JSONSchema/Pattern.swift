@@ -44,7 +44,9 @@ struct Pattern: @unchecked Sendable {
 
     func matches(_ string: String) -> Bool {
         if let own {
-            if let verdict = own.matches(string, maxStateBits: regex == nil ? ECMARegex.maxStateBitsWithoutFallback : ECMARegex.maxStateBits) {
+            if let verdict = own.matches(
+                string, maxStateBits: regex == nil ? ECMARegex.maxStateBitsWithoutFallback : ECMARegex.maxStateBits)
+            {
                 return verdict
             }
         }

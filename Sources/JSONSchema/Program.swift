@@ -153,7 +153,8 @@ final class Program: Sendable {
             case .format(let f): return .format(f)
             case .items(let n): return .items(n)
             case .tupleItems(let children, let additional, let additionalIsFalse):
-                tuples.append(TupleItems(children: children, additional: additional ?? -1, additionalIsFalse: additionalIsFalse))
+                tuples.append(
+                    TupleItems(children: children, additional: additional ?? -1, additionalIsFalse: additionalIsFalse))
                 return .tupleItems(tuples.count - 1)
             case .maxItems(let n): return .maxItems(n)
             case .minItems(let n): return .minItems(n)
@@ -169,7 +170,8 @@ final class Program: Sendable {
                 propertyTables.append(
                     Properties(
                         names: names, nodes: p.namedOrder.map(\.1),
-                        index: names.count > 12 ? Dictionary(names.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a }) : nil,
+                        index: names.count > 12
+                            ? Dictionary(names.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a }) : nil,
                         patterns: p.patterns, additional: p.additional ?? -1, additionalIsFalse: p.additionalIsFalse))
                 return .properties(propertyTables.count - 1)
             case .dependencies(let d):

@@ -17,7 +17,8 @@ extension SchemaCompiler {
             _ = base(at: location)
             nodes[index].keywords = try compileKeywords(object, at: location)
         default:
-            throw SchemaError("a schema must be an object or a boolean, not \(value.typeName)", at: locationString(location))
+            throw SchemaError(
+                "a schema must be an object or a boolean, not \(value.typeName)", at: locationString(location))
         }
         return index
     }
@@ -107,14 +108,17 @@ extension SchemaCompiler {
         return k
     }
 
-    mutating func compileArrayKeywords(_ o: JSONObject, at loc: Location, into k: inout [SchemaKeyword]) throws(SchemaError) {
+    mutating func compileArrayKeywords(_ o: JSONObject, at loc: Location, into k: inout [SchemaKeyword])
+        throws(SchemaError)
+    {
         if let items = o["items"] {
             if case .array(let list) = items {
                 var children: [Int] = []
                 for i in list.indices { children.append(try compile(loc.appending("items").appending(String(i)))) }
                 let additional = o["additionalItems"] == nil ? nil : try compile(loc.appending("additionalItems"))
                 k.append(
-                    .tupleItems(children, additional: additional, additionalIsFalse: o["additionalItems"] == .bool(false)))
+                    .tupleItems(
+                        children, additional: additional, additionalIsFalse: o["additionalItems"] == .bool(false)))
             } else {
                 k.append(.items(try compile(loc.appending("items"))))
             }
@@ -138,7 +142,9 @@ extension SchemaCompiler {
         return n.intValue ?? Int.max
     }
 
-    mutating func compileObjectKeywords(_ o: JSONObject, at loc: Location, into k: inout [SchemaKeyword]) throws(SchemaError) {
+    mutating func compileObjectKeywords(_ o: JSONObject, at loc: Location, into k: inout [SchemaKeyword])
+        throws(SchemaError)
+    {
         func fail(_ keyword: String, _ message: String) -> SchemaError {
             SchemaError(message, at: locationString(loc.appending(keyword)))
         }
@@ -148,7 +154,9 @@ extension SchemaCompiler {
             guard case .array(let list) = r else { throw fail("required", "'required' must be an array of strings") }
             var names: [String] = []
             for item in list {
-                guard case .string(let s) = item else { throw fail("required", "'required' must be an array of strings") }
+                guard case .string(let s) = item else {
+                    throw fail("required", "'required' must be an array of strings")
+                }
                 names.append(s)
             }
             if !names.isEmpty { k.append(.required(names)) }

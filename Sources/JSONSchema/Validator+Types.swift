@@ -42,7 +42,9 @@ extension Program {
             } else if s.utf8.count / 4 >= min || s.unicodeScalars.count >= min {
                 return true
             }
-            e.fail(locations[n], "minLength", "string is \(s.unicodeScalars.count) characters long, less than the minimum of \(min)")
+            e.fail(
+                locations[n], "minLength",
+                "string is \(s.unicodeScalars.count) characters long, less than the minimum of \(min)")
         case .pattern(let i):
             let p = patterns[i]
             if p.matches(s) { return true }
@@ -138,7 +140,8 @@ extension Program {
                 switch dependency {
                 case .properties(let needed):
                     for other in needed where o.position(of: other) == nil {
-                        e.fail(locations[n], "dependencies", "property '\(other)' is required when '\(name)' is present")
+                        e.fail(
+                            locations[n], "dependencies", "property '\(other)' is required when '\(name)' is present")
                         valid = false
                         if !e.continuesAfterFailure { return false }
                     }

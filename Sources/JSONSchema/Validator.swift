@@ -51,7 +51,9 @@ extension Program {
             return false
         case .enumeration(let i):
             for candidate in valueLists[i] where candidate == value { return true }
-            e.fail(locations[n], "enum", "value \(brief(value)) is not one of \(valueLists[i].map(brief).joined(separator: ", "))")
+            e.fail(
+                locations[n], "enum",
+                "value \(brief(value)) is not one of \(valueLists[i].map(brief).joined(separator: ", "))")
             return false
         case .multipleOf, .maximum, .exclusiveMaximum, .minimum, .exclusiveMinimum:
             guard case .number(let number) = value else { return true }
@@ -86,7 +88,9 @@ extension Program {
             if matched.isEmpty {
                 e.fail(locations[n], "oneOf", "value matches none of the \(nodeLists[i].count) schemas in oneOf")
             } else {
-                e.fail(locations[n], "oneOf", "value matches oneOf schemas \(matched[0]) and \(matched[1]); exactly one may match")
+                e.fail(
+                    locations[n], "oneOf",
+                    "value matches oneOf schemas \(matched[0]) and \(matched[1]); exactly one may match")
             }
             return false
         case .not(let child):

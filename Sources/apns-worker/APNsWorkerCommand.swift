@@ -7,7 +7,7 @@ struct APNsWorkerCommand: AsyncParsableCommand {
         commandName: "apns-worker",
         abstract: "Kafka in, Apple Push Notification service out.",
         subcommands: [
-            ValidateCommand.self,
+            ValidateCommand.self
         ]
     )
 }

@@ -14,7 +14,10 @@ struct ValidateCommand: ParsableCommand {
             """
     )
 
-    @Option(name: .long, help: ArgumentHelp("Validate against this draft-07 schema instead (schema only, no APNs rules).", valueName: "FILE"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Validate against this draft-07 schema instead (schema only, no APNs rules).", valueName: "FILE"))
     var schema: String?
 
     @Argument(help: ArgumentHelp("Event files; '-' reads NDJSON from stdin.", valueName: "FILE"))
@@ -34,7 +37,9 @@ struct ValidateCommand: ParsableCommand {
         }
         var tally = EventFileValidator.Tally()
         for name in files {
-            let data = name == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: name)
+            let data =
+                name == "-"
+                ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: name)
             guard let data else {
                 FileOutput.standardError.write("apns-worker validate: cannot read '\(name)'\n")
                 throw ExitCode(2)
@@ -48,7 +53,8 @@ struct ValidateCommand: ParsableCommand {
             tally.valid += counts.valid
             tally.invalid += counts.invalid
         }
-        FileOutput.standardError.write("\(tally.valid + tally.invalid) events: \(tally.valid) valid, \(tally.invalid) invalid\n")
+        FileOutput.standardError.write(
+            "\(tally.valid + tally.invalid) events: \(tally.valid) valid, \(tally.invalid) invalid\n")
         if tally.invalid > 0 { throw ExitCode(1) }
     }
 }

@@ -30,20 +30,22 @@ struct JSONParserTests {
         #expect(v["b"] == [1, .number(JSONNumber(-2.5)!), true, false, nil])
     }
 
-    @Test("malformed JSON reports line and column", arguments: [
-        ("{\"a\": 1,\n  \"b\": }", 2, 8, "expected a JSON value"),
-        ("[1, 2", 1, 6, "expected ',' or ']'"),
-        ("{\"a\" 1}", 1, 6, "expected ':'"),
-        ("[01]", 1, 2, "leading zeros"),
-        ("[1.]", 1, 2, "after the decimal point"),
-        ("tru", 1, 1, "expected 'true'"),
-        ("{\"a\": 1} x", 1, 10, "after the JSON value"),
-        ("", 1, 1, "empty document"),
-        ("\"a\tb\"", 1, 3, "must be escaped"),
-        ("\"\\x\"", 1, 2, "invalid escape"),
-        ("[\"\\ud800\"]", 1, 3, "unpaired surrogate"),
-        ("{\"a\": 1, \"a\": 2}", 1, 10, "duplicate member name 'a'"),
-    ])
+    @Test(
+        "malformed JSON reports line and column",
+        arguments: [
+            ("{\"a\": 1,\n  \"b\": }", 2, 8, "expected a JSON value"),
+            ("[1, 2", 1, 6, "expected ',' or ']'"),
+            ("{\"a\" 1}", 1, 6, "expected ':'"),
+            ("[01]", 1, 2, "leading zeros"),
+            ("[1.]", 1, 2, "after the decimal point"),
+            ("tru", 1, 1, "expected 'true'"),
+            ("{\"a\": 1} x", 1, 10, "after the JSON value"),
+            ("", 1, 1, "empty document"),
+            ("\"a\tb\"", 1, 3, "must be escaped"),
+            ("\"\\x\"", 1, 2, "invalid escape"),
+            ("[\"\\ud800\"]", 1, 3, "unpaired surrogate"),
+            ("{\"a\": 1, \"a\": 2}", 1, 10, "duplicate member name 'a'"),
+        ])
     func malformed(text: String, line: Int, column: Int, message: String) throws {
         let error = try #require(parseError(text))
         #expect(error.line == line)
@@ -51,13 +53,15 @@ struct JSONParserTests {
         #expect(error.message.contains(message), "\(error)")
     }
 
-    @Test("invalid UTF-8 is an error with its position", arguments: [
-        [0x22, 0xFF, 0x22],  // not a UTF-8 byte
-        [0x22, 0xC3, 0x22],  // truncated sequence
-        [0x22, 0xE0, 0x80, 0x80, 0x22],  // overlong
-        [0x22, 0xED, 0xA0, 0x80, 0x22],  // encoded surrogate
-        [0x22, 0xF4, 0x90, 0x80, 0x80, 0x22],  // beyond U+10FFFF
-    ] as [[UInt8]])
+    @Test(
+        "invalid UTF-8 is an error with its position",
+        arguments: [
+            [0x22, 0xFF, 0x22],  // not a UTF-8 byte
+            [0x22, 0xC3, 0x22],  // truncated sequence
+            [0x22, 0xE0, 0x80, 0x80, 0x22],  // overlong
+            [0x22, 0xED, 0xA0, 0x80, 0x22],  // encoded surrogate
+            [0x22, 0xF4, 0x90, 0x80, 0x80, 0x22],  // beyond U+10FFFF
+        ] as [[UInt8]])
     func invalidUTF8(bytes: [UInt8]) throws {
         let error = try #require(parseError(bytes: bytes))
         #expect(error.message.contains("invalid UTF-8"), "\(error)")

@@ -3,7 +3,8 @@ import JSONSchema
 
 /// Debian's `json-schema-test-suite`: where it is, its remote documents, and running its files.
 enum TestSuite {
-    static let root = ProcessInfo.processInfo.environment["JSON_SCHEMA_TEST_SUITE"]
+    static let root =
+        ProcessInfo.processInfo.environment["JSON_SCHEMA_TEST_SUITE"]
         ?? "/usr/share/json-schema-test-suite"
     static var draft7: String { root + "/tests/draft7" }
     static var remotes: String { root + "/remotes" }
@@ -57,7 +58,8 @@ enum TestSuite {
             } catch {
                 for test in tests {
                     result.failures.append(
-                        Failure(file: name, group: description, test: test["description"]?.stringValue ?? "?",
+                        Failure(
+                            file: name, group: description, test: test["description"]?.stringValue ?? "?",
                             detail: "schema did not compile: \(error)"))
                 }
                 continue
@@ -73,8 +75,10 @@ enum TestSuite {
                     result.passed += 1
                 } else {
                     result.failures.append(
-                        Failure(file: name, group: description, test: test["description"]?.stringValue ?? "?",
-                            detail: consistent ? "expected \(expected ? "valid" : "invalid"), got \(verdict ? "valid" : "invalid")"
+                        Failure(
+                            file: name, group: description, test: test["description"]?.stringValue ?? "?",
+                            detail: consistent
+                                ? "expected \(expected ? "valid" : "invalid"), got \(verdict ? "valid" : "invalid")"
                                 : "verdict and error list disagree"))
                 }
             }

@@ -39,7 +39,8 @@ struct TestSuiteTests {
 
     @Test("optional files: only documented failures")
     func optional() throws {
-        let files = TestSuite.files(in: TestSuite.draft7 + "/optional")
+        let files =
+            TestSuite.files(in: TestSuite.draft7 + "/optional")
             + TestSuite.files(in: TestSuite.draft7 + "/optional/format")
         try #require(!files.isEmpty, "no optional suite files under \(TestSuite.draft7)/optional")
         var passed = 0

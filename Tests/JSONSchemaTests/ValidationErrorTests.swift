@@ -42,12 +42,14 @@ struct ValidationErrorTests {
         let instance = try JSONParser.parse(
             ##"{"payload": {"aps": {"badge": -1, "sound": "x"}}, "tags": ["abcd", 5, "abcd"]}"##)
         let all = schema.validate(instance, mode: .allErrors)
-        #expect(all.map(\.instanceLocation) == [
-            "/payload/aps", "/payload/aps/badge", "/payload/aps/sound", "/tags/0", "/tags/1", "/tags/2", "/tags",
-        ])
-        #expect(all.map(\.keyword) == [
-            "required", "minimum", "additionalProperties", "maxLength", "type", "maxLength", "uniqueItems",
-        ])
+        #expect(
+            all.map(\.instanceLocation) == [
+                "/payload/aps", "/payload/aps/badge", "/payload/aps/sound", "/tags/0", "/tags/1", "/tags/2", "/tags",
+            ])
+        #expect(
+            all.map(\.keyword) == [
+                "required", "minimum", "additionalProperties", "maxLength", "type", "maxLength", "uniqueItems",
+            ])
         #expect(all[3].schemaLocation == "#/definitions/tag/maxLength")
         #expect(all[2].message == "property 'sound' is not allowed")
         #expect(schema.validate(instance).count == 1)
@@ -68,11 +70,13 @@ struct ValidationErrorTests {
         #expect(error.instanceLocation == "/a~1b~0c")
     }
 
-    @Test("a $ref cycle is refused at compile time", arguments: [
-        ##"{"$ref": "#"}"##,
-        ##"{"definitions": {"a": {"$ref": "#/definitions/b"}, "b": {"allOf": [{"$ref": "#/definitions/a"}]}}, "$ref": "#/definitions/a"}"##,
-        ##"{"anyOf": [{"type": "string"}, {"$ref": "#"}]}"##,
-    ])
+    @Test(
+        "a $ref cycle is refused at compile time",
+        arguments: [
+            ##"{"$ref": "#"}"##,
+            ##"{"definitions": {"a": {"$ref": "#/definitions/b"}, "b": {"allOf": [{"$ref": "#/definitions/a"}]}}, "$ref": "#/definitions/a"}"##,
+            ##"{"anyOf": [{"type": "string"}, {"$ref": "#"}]}"##,
+        ])
     func cycle(text: String) throws {
         do {
             _ = try JSONSchema(text: text)
@@ -90,15 +94,17 @@ struct ValidationErrorTests {
         #expect(error.instanceLocation == "/next")
     }
 
-    @Test("schema errors say where", arguments: [
-        (##"{"type": "strin"}"##, "#/type"),
-        (##"{"properties": {"a": {"minLength": -1}}}"##, "#/properties/a/minLength"),
-        (##"{"pattern": "(unclosed"}"##, "#/pattern"),
-        (##"{"items": {"$ref": "#/definitions/missing"}}"##, "#/items/$ref"),
-        (##"{"$ref": "http://example.com/other.json"}"##, "#/$ref"),
-        (##"{"properties": 5}"##, "#/properties"),
-        (##"[1]"##, "#"),
-    ])
+    @Test(
+        "schema errors say where",
+        arguments: [
+            (##"{"type": "strin"}"##, "#/type"),
+            (##"{"properties": {"a": {"minLength": -1}}}"##, "#/properties/a/minLength"),
+            (##"{"pattern": "(unclosed"}"##, "#/pattern"),
+            (##"{"items": {"$ref": "#/definitions/missing"}}"##, "#/items/$ref"),
+            (##"{"$ref": "http://example.com/other.json"}"##, "#/$ref"),
+            (##"{"properties": 5}"##, "#/properties"),
+            (##"[1]"##, "#"),
+        ])
     func schemaErrors(text: String, location: String) throws {
         do {
             _ = try JSONSchema(text: text)

@@ -14,7 +14,8 @@ struct EventSchemaFileTests {
     func embedded() throws {
         for name in ["notification-event", "result-event"] {
             let file = try load("\(name).schema.json")
-            let embedded = try JSONParser.parse(name == "result-event" ? EventSchemasText.result : EventSchemasText.notification)
+            let embedded = try JSONParser.parse(
+                name == "result-event" ? EventSchemasText.result : EventSchemasText.notification)
             #expect(file == embedded, "\(name): the embedded copy differs from schemas/\(name).schema.json")
         }
     }

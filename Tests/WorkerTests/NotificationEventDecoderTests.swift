@@ -27,7 +27,9 @@ struct NotificationEventDecoderTests {
         #expect(p.keyword == keyword, "\(p)", sourceLocation: sourceLocation)
         #expect(p.kind == kind, sourceLocation: sourceLocation)
         if let schemaPointer {
-            #expect(p.schemaLocation == "urn:apns-worker:schema:notification-event#" + schemaPointer, sourceLocation: sourceLocation)
+            #expect(
+                p.schemaLocation == "urn:apns-worker:schema:notification-event#" + schemaPointer,
+                sourceLocation: sourceLocation)
         }
         // Collect-all mode reports the same problem among its list.
         #expect(decoder.problems(in: EventFixtures.event(changes)[...]).contains(p), sourceLocation: sourceLocation)
@@ -47,16 +49,19 @@ struct NotificationEventDecoderTests {
         #expect(n.collapseID == "order-1234")
         // apns-id derived from a UUID event id, lowercased.
         #expect(n.apnsID?.uuidString == "5b0e9a4c-7f2d-4c1e-9a57-0d6c1f4e8b21")
-        #expect(String(decoding: n.payload, as: UTF8.self)
-            == #"{"aps":{"alert":{"title":"Shipped","body":"Your order is on its way."},"badge":1}}"#)
+        #expect(
+            String(decoding: n.payload, as: UTF8.self)
+                == #"{"aps":{"alert":{"title":"Shipped","body":"Your order is on its way."},"badge":1}}"#)
         #expect(event.metadata == ["tenant": "acme", "trace": [1, 2, 3]])
     }
 
     @Test("optional fields may be absent; defaults apply")
     func minimal() throws {
-        let event = try decoder.decode(EventFixtures.event([
-            "id": "not-a-uuid", "environment": nil, "priority": nil, "expiration": nil, "collapseId": nil, "metadata": nil,
-        ]))
+        let event = try decoder.decode(
+            EventFixtures.event([
+                "id": "not-a-uuid", "environment": nil, "priority": nil, "expiration": nil, "collapseId": nil,
+                "metadata": nil,
+            ]))
         #expect(event.environment == .production)
         #expect(event.notification.apnsID == nil)
         #expect(event.notification.priority == nil)
@@ -75,7 +80,8 @@ struct NotificationEventDecoderTests {
         let utf8 = try problem([0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D])
         #expect(utf8.kind == .malformedJSON)
         #expect(utf8.message.contains("invalid UTF-8"))
-        let deep = try problem(Array((String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)).utf8))
+        let deep = try problem(
+            Array((String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)).utf8))
         #expect(deep.message.contains("nesting deeper"))
     }
 
@@ -94,12 +100,19 @@ struct NotificationEventDecoderTests {
 
     @Test("device token: hex, even length, any size, case-insensitive")
     func deviceToken() throws {
-        try expect(["deviceToken": "74 0f"], at: "/deviceToken", keyword: "pattern", schemaPointer: "/properties/deviceToken/pattern")
+        try expect(
+            ["deviceToken": "74 0f"], at: "/deviceToken", keyword: "pattern",
+            schemaPointer: "/properties/deviceToken/pattern")
         try expect(["deviceToken": "abc"], at: "/deviceToken", keyword: "pattern")
         try expect(["deviceToken": "zz"], at: "/deviceToken", keyword: "pattern")
         try expect(["deviceToken": ""], at: "/deviceToken", keyword: "minLength")
-        let upper = try decoder.decode(EventFixtures.event(["deviceToken": "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF"]))
-        #expect(upper.notification.deviceToken.hex == "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
+        let upper = try decoder.decode(
+            EventFixtures.event([
+                "deviceToken": "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF"
+            ]))
+        #expect(
+            upper.notification.deviceToken.hex
+                == "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
         #expect(upper.notification.deviceToken.path.hasPrefix("/3/device/abcdef"))
         _ = try decoder.decode(EventFixtures.event(["deviceToken": "ab"]))
     }
@@ -124,32 +137,42 @@ struct NotificationEventDecoderTests {
     @Test("each push type needs its topic suffix", arguments: suffixes)
     func topicSuffix(type: String, suffix: String) throws {
         let priority: JSONValue = 5
-        let ok = try decoder.decode(EventFixtures.event([
-            "pushType": .string(type), "topic": .string("com.example.app" + suffix), "priority": priority,
-            "payload": Self.payload(for: type),
-        ]))
+        let ok = try decoder.decode(
+            EventFixtures.event([
+                "pushType": .string(type), "topic": .string("com.example.app" + suffix), "priority": priority,
+                "payload": Self.payload(for: type),
+            ]))
         #expect(ok.notification.pushType.rawValue == type)
         #expect(ok.notification.topic.hasSuffix(suffix))
-        let p = try problem(EventFixtures.event([
-            "pushType": .string(type), "topic": "com.example.app", "priority": priority, "payload": Self.payload(for: type),
-        ]))
+        let p = try problem(
+            EventFixtures.event([
+                "pushType": .string(type), "topic": "com.example.app", "priority": priority,
+                "payload": Self.payload(for: type),
+            ]))
         #expect(p.instanceLocation == "/topic")
         #expect(p.keyword == "pattern")
         #expect(p.schemaLocation?.hasSuffix("/then/properties/topic/pattern") == true)
         // The suffix alone, with no bundle id before it, is not a topic either.
-        let bare = try problem(EventFixtures.event([
-            "pushType": .string(type), "topic": .string(suffix), "priority": priority, "payload": Self.payload(for: type),
-        ]))
+        let bare = try problem(
+            EventFixtures.event([
+                "pushType": .string(type), "topic": .string(suffix), "priority": priority,
+                "payload": Self.payload(for: type),
+            ]))
         #expect(bare.instanceLocation == "/topic")
     }
 
     @Test("alert, background and mdm take the bare topic; unknown types are refused")
     func pushTypes() throws {
-        _ = try decoder.decode(EventFixtures.event(["pushType": "mdm", "topic": "com.apple.mgmt.External.1b4e28ba", "payload": ["mdm": "x"]]))
-        _ = try decoder.decode(EventFixtures.event(["pushType": "background", "priority": 5, "payload": Self.payload(for: "background")]))
+        _ = try decoder.decode(
+            EventFixtures.event([
+                "pushType": "mdm", "topic": "com.apple.mgmt.External.1b4e28ba", "payload": ["mdm": "x"],
+            ]))
+        _ = try decoder.decode(
+            EventFixtures.event(["pushType": "background", "priority": 5, "payload": Self.payload(for: "background")]))
         try expect(["pushType": "banner"], at: "/pushType", keyword: "enum", schemaPointer: "/properties/pushType/enum")
         try expect(["pushType": nil], at: "", keyword: "required")
-        try expect(["topic": "com.example app"], at: "/topic", keyword: "pattern", schemaPointer: "/properties/topic/pattern")
+        try expect(
+            ["topic": "com.example app"], at: "/topic", keyword: "pattern", schemaPointer: "/properties/topic/pattern")
         try expect(["topic": ""], at: "/topic", keyword: "minLength")
     }
 
@@ -162,11 +185,16 @@ struct NotificationEventDecoderTests {
         try expect(
             ["pushType": "background", "priority": 10, "payload": Self.payload(for: "background")],
             at: "/priority", keyword: "enum")
-        let p = try problem(EventFixtures.event(["pushType": "background", "priority": 10, "payload": Self.payload(for: "background")]))
+        let p = try problem(
+            EventFixtures.event(["pushType": "background", "priority": 10, "payload": Self.payload(for: "background")]))
         #expect(p.schemaLocation?.hasSuffix("/then/properties/priority/enum") == true)
-        for value in [10, 5, 1] { _ = try decoder.decode(EventFixtures.event(["priority": .number(JSONNumber(value))])) }
+        for value in [10, 5, 1] {
+            _ = try decoder.decode(EventFixtures.event(["priority": .number(JSONNumber(value))]))
+        }
         // Background without a priority is sent with 5.
-        let bg = try decoder.decode(EventFixtures.event(["pushType": "background", "priority": nil, "payload": Self.payload(for: "background")]))
+        let bg = try decoder.decode(
+            EventFixtures.event(["pushType": "background", "priority": nil, "payload": Self.payload(for: "background")])
+        )
         #expect(bg.notification.headerPriority == .powerConsidered)
     }
 
@@ -177,7 +205,8 @@ struct NotificationEventDecoderTests {
         try expect(["expiration": -1], at: "/expiration", keyword: "minimum")
         try expect(["expiration": .number(JSONNumber(1.5)!)], at: "/expiration", keyword: "type")
         try expect(["expiration": "tomorrow"], at: "/expiration", keyword: "type")
-        try expect(["expiration": .number(try #require(JSONParser.parse("9223372036854775808").numberValue))],
+        try expect(
+            ["expiration": .number(try #require(JSONParser.parse("9223372036854775808").numberValue))],
             at: "/expiration", keyword: "maximum")
         let zero = try decoder.decode(EventFixtures.event(["expiration": 0]))
         #expect(zero.notification.expiration == .immediately)
@@ -190,7 +219,9 @@ struct NotificationEventDecoderTests {
         _ = try decoder.decode(EventFixtures.event(["collapseId": .string(String(repeating: "c", count: 64))]))
         try expect(["collapseId": .string(String(repeating: "c", count: 65))], at: "/collapseId", keyword: "maxLength")
         // 40 characters pass the schema (maxLength counts characters) but are 80 bytes: the code rule.
-        try expect(["collapseId": .string(String(repeating: "é", count: 40))], at: "/collapseId", keyword: "badCollapseId", kind: .rule)
+        try expect(
+            ["collapseId": .string(String(repeating: "é", count: 40))], at: "/collapseId", keyword: "badCollapseId",
+            kind: .rule)
         try expect(["collapseId": ""], at: "/collapseId", keyword: "minLength")
     }
 
@@ -203,7 +234,8 @@ struct NotificationEventDecoderTests {
         try expect(["payload": ["aps": "alert"]], at: "/payload/aps", keyword: "type")
         let limit = try decoder.decode(EventFixtures.event(["payload": EventFixtures.payload(bytes: 4096)]))
         #expect(limit.notification.payload.count == 4096)
-        try expect(["payload": EventFixtures.payload(bytes: 4097)], at: "/payload", keyword: "payloadTooLarge", kind: .rule)
+        try expect(
+            ["payload": EventFixtures.payload(bytes: 4097)], at: "/payload", keyword: "payloadTooLarge", kind: .rule)
         let voip: [String: JSONValue?] = ["pushType": "voip", "topic": "com.example.app.voip"]
         var bigVoip = voip
         bigVoip["payload"] = EventFixtures.payload(bytes: 5120)
@@ -223,8 +255,10 @@ struct NotificationEventDecoderTests {
             ["pushType": "background", "priority": 5, "payload": ["aps": ["content-available": 0]]],
             at: "/payload/aps/content-available", keyword: "const")
         try expect(
-            ["pushType": "liveactivity", "topic": "com.example.app.push-type.liveactivity", "priority": 5,
-             "payload": ["aps": ["timestamp": 1, "event": "pause"]]],
+            [
+                "pushType": "liveactivity", "topic": "com.example.app.push-type.liveactivity", "priority": 5,
+                "payload": ["aps": ["timestamp": 1, "event": "pause"]],
+            ],
             at: "/payload/aps/event", keyword: "enum")
     }
 
@@ -240,7 +274,8 @@ struct NotificationEventDecoderTests {
 
     @Test("collect-all reports every schema problem, each located")
     func collectAll() throws {
-        let problems = decoder.problems(in: EventFixtures.event(["priority": 7, "deviceToken": "xyz", "environment": "qa"])[...])
+        let problems = decoder.problems(
+            in: EventFixtures.event(["priority": 7, "deviceToken": "xyz", "environment": "qa"])[...])
         #expect(Set(problems.map(\.instanceLocation)) == ["/priority", "/deviceToken", "/environment"])
         #expect(problems.allSatisfy { $0.kind == .schema })
     }

@@ -38,20 +38,24 @@ struct ValidateCommandTests {
         let o = out.fileHandleForReading.readDataToEndOfFile()
         let e = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return Run(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
+        return Run(
+            status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
             stderr: String(decoding: e, as: UTF8.self))
     }
 
     func temporaryFile(_ name: String, _ contents: String) throws -> String {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("apns-worker-tests-\(UUID().uuidString)")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "apns-worker-tests-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let url = dir.appendingPathComponent(name)
         try contents.write(to: url, atomically: true, encoding: .utf8)
         return url.path
     }
 
-    static let valid = #"{"id":"e1","deviceToken":"abcd","topic":"com.example.app","pushType":"alert","payload":{"aps":{"alert":"hi"}}}"#
-    static let badPriority = #"{"id":"e2","deviceToken":"abcd","topic":"com.example.app","pushType":"background","priority":10,"payload":{"aps":{"content-available":1}}}"#
+    static let valid =
+        #"{"id":"e1","deviceToken":"abcd","topic":"com.example.app","pushType":"alert","payload":{"aps":{"alert":"hi"}}}"#
+    static let badPriority =
+        #"{"id":"e2","deviceToken":"abcd","topic":"com.example.app","pushType":"background","priority":10,"payload":{"aps":{"content-available":1}}}"#
 
     @Test("valid events exit 0 and print nothing on stdout")
     func valid() throws {
@@ -91,12 +95,14 @@ struct ValidateCommandTests {
 
     @Test("--schema validates against any draft-07 schema")
     func customSchema() throws {
-        let schema = try temporaryFile("s.json", #"{"type": "object", "required": ["user"], "properties": {"user": {"type": "string"}}}"#)
+        let schema = try temporaryFile(
+            "s.json", #"{"type": "object", "required": ["user"], "properties": {"user": {"type": "string"}}}"#)
         let event = try temporaryFile("e.json", #"{"user": 5}"#)
         let r = try run(["validate", "--schema", schema, event])
         #expect(r.status == 1)
         #expect(r.stdout == "\(event): /user: expected string, found integer\n")
-        let extended = try temporaryFile("ext.json",
+        let extended = try temporaryFile(
+            "ext.json",
             #"{"allOf": [{"$ref": "urn:apns-worker:schema:notification-event"}, {"required": ["metadata"]}]}"#)
         let ok = try temporaryFile("ok.json", Self.valid)
         let r2 = try run(["validate", "--schema", extended, ok])
@@ -104,12 +110,14 @@ struct ValidateCommandTests {
         #expect(r2.stdout == "\(ok): (root): required property 'metadata' is missing\n")
     }
 
-    @Test("usage, file and schema errors exit 2", arguments: [
-        ["validate"],
-        ["validate", "--bogus", "x"],
-        ["validate", "/nonexistent/event.json"],
-        ["validate", "--schema", "/nonexistent/schema.json", "x"],
-    ])
+    @Test(
+        "usage, file and schema errors exit 2",
+        arguments: [
+            ["validate"],
+            ["validate", "--bogus", "x"],
+            ["validate", "/nonexistent/event.json"],
+            ["validate", "--schema", "/nonexistent/schema.json", "x"],
+        ])
     func usage(arguments: [String]) throws {
         let r = try run(arguments)
         #expect(r.status == 2, "\(r.stderr)")

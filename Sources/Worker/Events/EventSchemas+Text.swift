@@ -2,867 +2,867 @@
 extension EventSchemas {
     /// schemas/notification-event.schema.json, verbatim.
     static let notificationEventText = #"""
-{
-  "$schema": "http://json-schema.org/draft-07/schema#",
-  "$id": "urn:apns-worker:schema:notification-event",
-  "title": "APNs notification event",
-  "description": "One push notification to send, as consumed from Kafka. The worker validates every event against this schema, then checks in code the rules a schema cannot express: the payload, serialized compactly as it is sent, is at most 4096 bytes (5120 for voip); collapseId is at most 64 bytes of UTF-8 (maxLength here counts characters); the device token's hex is lower-cased; apns-id is the event id when that is a canonical UUID; location pushes need a token-authenticated connection. See docs/events.md.",
-  "type": "object",
-  "required": [
-    "id",
-    "deviceToken",
-    "topic",
-    "pushType",
-    "payload"
-  ],
-  "additionalProperties": false,
-  "properties": {
-    "id": {
-      "type": "string",
-      "minLength": 1,
-      "maxLength": 256,
-      "description": "The producer's id for this event; keys the result event. When it is a UUID it becomes the apns-id."
-    },
-    "deviceToken": {
-      "type": "string",
-      "minLength": 2,
-      "pattern": "^([0-9A-Fa-f]{2})+$",
-      "description": "Hex device token: even length, no assumption about its size."
-    },
-    "environment": {
-      "enum": [
-        "production",
-        "development"
-      ],
-      "default": "production",
-      "description": "production: api.push.apple.com; development: api.sandbox.push.apple.com."
-    },
-    "topic": {
-      "type": "string",
-      "minLength": 1,
-      "maxLength": 255,
-      "pattern": "^[!-~]+$",
-      "description": "apns-topic: the bundle id, plus the push type's suffix (.voip, .complication, …); for mdm the certificate's UID topic."
-    },
-    "pushType": {
-      "enum": [
-        "alert",
-        "background",
-        "voip",
-        "complication",
-        "fileprovider",
-        "mdm",
-        "liveactivity",
-        "location",
-        "pushtotalk",
-        "widgets",
-        "controls"
-      ],
-      "description": "apns-push-type."
-    },
-    "priority": {
-      "enum": [
-        10,
-        5,
-        1
-      ],
-      "description": "apns-priority; absent means 10 (5 for background)."
-    },
-    "expiration": {
-      "type": "integer",
-      "minimum": 0,
-      "maximum": 9223372036854775807,
-      "description": "apns-expiration: UNIX time in seconds; 0 means deliver once, do not store."
-    },
-    "collapseId": {
-      "type": "string",
-      "minLength": 1,
-      "maxLength": 64,
-      "description": "apns-collapse-id: at most 64 bytes of UTF-8 (checked in code)."
-    },
-    "payload": {
-      "type": "object",
-      "minProperties": 1,
-      "properties": {
-        "aps": {
-          "type": "object"
-        }
-      },
-      "description": "The JSON payload sent to APNs; not empty; at most 4096 bytes (5120 for voip), checked in code."
-    },
-    "metadata": {
-      "description": "Anything; not sent to APNs, copied into the result event."
-    }
-  },
-  "allOf": [
-    {
-      "if": {
-        "properties": {
-          "pushType": {
-            "const": "voip"
-          }
-        },
-        "required": [
-          "pushType"
-        ]
-      },
-      "then": {
-        "properties": {
-          "topic": {
-            "pattern": "^[^.].*\\.voip$",
-            "description": "push type 'voip' needs the topic <bundle id>.voip"
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "pushType": {
-            "const": "complication"
-          }
-        },
-        "required": [
-          "pushType"
-        ]
-      },
-      "then": {
-        "properties": {
-          "topic": {
-            "pattern": "^[^.].*\\.complication$",
-            "description": "push type 'complication' needs the topic <bundle id>.complication"
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "pushType": {
-            "const": "fileprovider"
-          }
-        },
-        "required": [
-          "pushType"
-        ]
-      },
-      "then": {
-        "properties": {
-          "topic": {
-            "pattern": "^[^.].*\\.pushkit\\.fileprovider$",
-            "description": "push type 'fileprovider' needs the topic <bundle id>.pushkit.fileprovider"
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "pushType": {
-            "const": "liveactivity"
-          }
-        },
-        "required": [
-          "pushType"
-        ]
-      },
-      "then": {
-        "properties": {
-          "topic": {
-            "pattern": "^[^.].*\\.push-type\\.liveactivity$",
-            "description": "push type 'liveactivity' needs the topic <bundle id>.push-type.liveactivity"
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "pushType": {
-            "const": "location"
-          }
-        },
-        "required": [
-          "pushType"
-        ]
-      },
-      "then": {
-        "properties": {
-          "topic": {
-            "pattern": "^[^.].*\\.location-query$",
-            "description": "push type 'location' needs the topic <bundle id>.location-query"
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "pushType": {
-            "const": "pushtotalk"
-          }
-        },
-        "required": [
-          "pushType"
-        ]
-      },
-      "then": {
-        "properties": {
-          "topic": {
-            "pattern": "^[^.].*\\.voip-ptt$",
-            "description": "push type 'pushtotalk' needs the topic <bundle id>.voip-ptt"
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "pushType": {
-            "const": "widgets"
-          }
-        },
-        "required": [
-          "pushType"
-        ]
-      },
-      "then": {
-        "properties": {
-          "topic": {
-            "pattern": "^[^.].*\\.push-type\\.widgets$",
-            "description": "push type 'widgets' needs the topic <bundle id>.push-type.widgets"
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "pushType": {
-            "const": "controls"
-          }
-        },
-        "required": [
-          "pushType"
-        ]
-      },
-      "then": {
-        "properties": {
-          "topic": {
-            "pattern": "^[^.].*\\.push-type\\.controls$",
-            "description": "push type 'controls' needs the topic <bundle id>.push-type.controls"
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "pushType": {
-            "const": "background"
-          }
-        },
-        "required": [
-          "pushType"
-        ]
-      },
-      "then": {
-        "properties": {
-          "priority": {
-            "enum": [
-              5,
-              1
-            ],
-            "description": "background notifications must not use priority 10"
+        {
+          "$schema": "http://json-schema.org/draft-07/schema#",
+          "$id": "urn:apns-worker:schema:notification-event",
+          "title": "APNs notification event",
+          "description": "One push notification to send, as consumed from Kafka. The worker validates every event against this schema, then checks in code the rules a schema cannot express: the payload, serialized compactly as it is sent, is at most 4096 bytes (5120 for voip); collapseId is at most 64 bytes of UTF-8 (maxLength here counts characters); the device token's hex is lower-cased; apns-id is the event id when that is a canonical UUID; location pushes need a token-authenticated connection. See docs/events.md.",
+          "type": "object",
+          "required": [
+            "id",
+            "deviceToken",
+            "topic",
+            "pushType",
+            "payload"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "id": {
+              "type": "string",
+              "minLength": 1,
+              "maxLength": 256,
+              "description": "The producer's id for this event; keys the result event. When it is a UUID it becomes the apns-id."
+            },
+            "deviceToken": {
+              "type": "string",
+              "minLength": 2,
+              "pattern": "^([0-9A-Fa-f]{2})+$",
+              "description": "Hex device token: even length, no assumption about its size."
+            },
+            "environment": {
+              "enum": [
+                "production",
+                "development"
+              ],
+              "default": "production",
+              "description": "production: api.push.apple.com; development: api.sandbox.push.apple.com."
+            },
+            "topic": {
+              "type": "string",
+              "minLength": 1,
+              "maxLength": 255,
+              "pattern": "^[!-~]+$",
+              "description": "apns-topic: the bundle id, plus the push type's suffix (.voip, .complication, …); for mdm the certificate's UID topic."
+            },
+            "pushType": {
+              "enum": [
+                "alert",
+                "background",
+                "voip",
+                "complication",
+                "fileprovider",
+                "mdm",
+                "liveactivity",
+                "location",
+                "pushtotalk",
+                "widgets",
+                "controls"
+              ],
+              "description": "apns-push-type."
+            },
+            "priority": {
+              "enum": [
+                10,
+                5,
+                1
+              ],
+              "description": "apns-priority; absent means 10 (5 for background)."
+            },
+            "expiration": {
+              "type": "integer",
+              "minimum": 0,
+              "maximum": 9223372036854775807,
+              "description": "apns-expiration: UNIX time in seconds; 0 means deliver once, do not store."
+            },
+            "collapseId": {
+              "type": "string",
+              "minLength": 1,
+              "maxLength": 64,
+              "description": "apns-collapse-id: at most 64 bytes of UTF-8 (checked in code)."
+            },
+            "payload": {
+              "type": "object",
+              "minProperties": 1,
+              "properties": {
+                "aps": {
+                  "type": "object"
+                }
+              },
+              "description": "The JSON payload sent to APNs; not empty; at most 4096 bytes (5120 for voip), checked in code."
+            },
+            "metadata": {
+              "description": "Anything; not sent to APNs, copied into the result event."
+            }
           },
-          "payload": {
-            "required": [
-              "aps"
-            ],
-            "properties": {
-              "aps": {
-                "required": [
-                  "content-available"
-                ],
+          "allOf": [
+            {
+              "if": {
                 "properties": {
-                  "content-available": {
-                    "const": 1
+                  "pushType": {
+                    "const": "voip"
                   }
                 },
-                "not": {
-                  "anyOf": [
-                    {
-                      "required": [
-                        "alert"
-                      ]
-                    },
-                    {
-                      "required": [
-                        "sound"
-                      ]
-                    },
-                    {
-                      "required": [
-                        "badge"
-                      ]
-                    }
-                  ]
-                }
-              }
-            }
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "pushType": {
-            "const": "alert"
-          }
-        },
-        "required": [
-          "pushType"
-        ]
-      },
-      "then": {
-        "properties": {
-          "payload": {
-            "required": [
-              "aps"
-            ],
-            "properties": {
-              "aps": {
-                "anyOf": [
-                  {
-                    "required": [
-                      "alert"
-                    ]
-                  },
-                  {
-                    "required": [
-                      "sound"
-                    ]
-                  },
-                  {
-                    "required": [
-                      "badge"
-                    ]
-                  }
-                ]
-              }
-            }
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "pushType": {
-            "const": "liveactivity"
-          }
-        },
-        "required": [
-          "pushType"
-        ]
-      },
-      "then": {
-        "properties": {
-          "payload": {
-            "required": [
-              "aps"
-            ],
-            "properties": {
-              "aps": {
                 "required": [
-                  "timestamp",
-                  "event"
-                ],
+                  "pushType"
+                ]
+              },
+              "then": {
                 "properties": {
-                  "timestamp": {
-                    "type": "integer",
-                    "minimum": 0
-                  },
-                  "event": {
+                  "topic": {
+                    "pattern": "^[^.].*\\.voip$",
+                    "description": "push type 'voip' needs the topic <bundle id>.voip"
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "pushType": {
+                    "const": "complication"
+                  }
+                },
+                "required": [
+                  "pushType"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "topic": {
+                    "pattern": "^[^.].*\\.complication$",
+                    "description": "push type 'complication' needs the topic <bundle id>.complication"
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "pushType": {
+                    "const": "fileprovider"
+                  }
+                },
+                "required": [
+                  "pushType"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "topic": {
+                    "pattern": "^[^.].*\\.pushkit\\.fileprovider$",
+                    "description": "push type 'fileprovider' needs the topic <bundle id>.pushkit.fileprovider"
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "pushType": {
+                    "const": "liveactivity"
+                  }
+                },
+                "required": [
+                  "pushType"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "topic": {
+                    "pattern": "^[^.].*\\.push-type\\.liveactivity$",
+                    "description": "push type 'liveactivity' needs the topic <bundle id>.push-type.liveactivity"
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "pushType": {
+                    "const": "location"
+                  }
+                },
+                "required": [
+                  "pushType"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "topic": {
+                    "pattern": "^[^.].*\\.location-query$",
+                    "description": "push type 'location' needs the topic <bundle id>.location-query"
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "pushType": {
+                    "const": "pushtotalk"
+                  }
+                },
+                "required": [
+                  "pushType"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "topic": {
+                    "pattern": "^[^.].*\\.voip-ptt$",
+                    "description": "push type 'pushtotalk' needs the topic <bundle id>.voip-ptt"
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "pushType": {
+                    "const": "widgets"
+                  }
+                },
+                "required": [
+                  "pushType"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "topic": {
+                    "pattern": "^[^.].*\\.push-type\\.widgets$",
+                    "description": "push type 'widgets' needs the topic <bundle id>.push-type.widgets"
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "pushType": {
+                    "const": "controls"
+                  }
+                },
+                "required": [
+                  "pushType"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "topic": {
+                    "pattern": "^[^.].*\\.push-type\\.controls$",
+                    "description": "push type 'controls' needs the topic <bundle id>.push-type.controls"
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "pushType": {
+                    "const": "background"
+                  }
+                },
+                "required": [
+                  "pushType"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "priority": {
                     "enum": [
-                      "start",
-                      "update",
-                      "end"
-                    ]
+                      5,
+                      1
+                    ],
+                    "description": "background notifications must not use priority 10"
+                  },
+                  "payload": {
+                    "required": [
+                      "aps"
+                    ],
+                    "properties": {
+                      "aps": {
+                        "required": [
+                          "content-available"
+                        ],
+                        "properties": {
+                          "content-available": {
+                            "const": 1
+                          }
+                        },
+                        "not": {
+                          "anyOf": [
+                            {
+                              "required": [
+                                "alert"
+                              ]
+                            },
+                            {
+                              "required": [
+                                "sound"
+                              ]
+                            },
+                            {
+                              "required": [
+                                "badge"
+                              ]
+                            }
+                          ]
+                        }
+                      }
+                    }
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "pushType": {
+                    "const": "alert"
+                  }
+                },
+                "required": [
+                  "pushType"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "payload": {
+                    "required": [
+                      "aps"
+                    ],
+                    "properties": {
+                      "aps": {
+                        "anyOf": [
+                          {
+                            "required": [
+                              "alert"
+                            ]
+                          },
+                          {
+                            "required": [
+                              "sound"
+                            ]
+                          },
+                          {
+                            "required": [
+                              "badge"
+                            ]
+                          }
+                        ]
+                      }
+                    }
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "pushType": {
+                    "const": "liveactivity"
+                  }
+                },
+                "required": [
+                  "pushType"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "payload": {
+                    "required": [
+                      "aps"
+                    ],
+                    "properties": {
+                      "aps": {
+                        "required": [
+                          "timestamp",
+                          "event"
+                        ],
+                        "properties": {
+                          "timestamp": {
+                            "type": "integer",
+                            "minimum": 0
+                          },
+                          "event": {
+                            "enum": [
+                              "start",
+                              "update",
+                              "end"
+                            ]
+                          }
+                        }
+                      }
+                    }
                   }
                 }
               }
             }
-          }
+          ],
+          "examples": [
+            {
+              "id": "5b0e9a4c-7f2d-4c1e-9a57-0d6c1f4e8b21",
+              "deviceToken": "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad",
+              "environment": "production",
+              "topic": "com.example.app",
+              "pushType": "alert",
+              "priority": 10,
+              "expiration": 1767225600,
+              "collapseId": "order-1234",
+              "payload": {
+                "aps": {
+                  "alert": {
+                    "title": "Order shipped",
+                    "body": "Your order 1234 is on its way."
+                  },
+                  "sound": "default",
+                  "badge": 1
+                }
+              },
+              "metadata": {
+                "tenant": "acme",
+                "campaign": "shipping"
+              }
+            },
+            {
+              "id": "refresh-42",
+              "deviceToken": "8a1b2c3d4e5f60718293a4b5c6d7e8f9",
+              "topic": "com.example.app",
+              "pushType": "background",
+              "priority": 5,
+              "payload": {
+                "aps": {
+                  "content-available": 1
+                },
+                "since": 1767225000
+              }
+            },
+            {
+              "id": "call-7",
+              "deviceToken": "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+              "environment": "development",
+              "topic": "com.example.app.voip",
+              "pushType": "voip",
+              "priority": 10,
+              "expiration": 0,
+              "payload": {
+                "caller": "Alice",
+                "callId": "c-7"
+              }
+            },
+            {
+              "id": "score-3",
+              "deviceToken": "abcdef0123456789",
+              "topic": "com.example.app.push-type.liveactivity",
+              "pushType": "liveactivity",
+              "priority": 5,
+              "payload": {
+                "aps": {
+                  "timestamp": 1767225600,
+                  "event": "update",
+                  "content-state": {
+                    "home": 2,
+                    "away": 1
+                  }
+                }
+              }
+            }
+          ]
         }
-      }
-    }
-  ],
-  "examples": [
-    {
-      "id": "5b0e9a4c-7f2d-4c1e-9a57-0d6c1f4e8b21",
-      "deviceToken": "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad",
-      "environment": "production",
-      "topic": "com.example.app",
-      "pushType": "alert",
-      "priority": 10,
-      "expiration": 1767225600,
-      "collapseId": "order-1234",
-      "payload": {
-        "aps": {
-          "alert": {
-            "title": "Order shipped",
-            "body": "Your order 1234 is on its way."
-          },
-          "sound": "default",
-          "badge": 1
-        }
-      },
-      "metadata": {
-        "tenant": "acme",
-        "campaign": "shipping"
-      }
-    },
-    {
-      "id": "refresh-42",
-      "deviceToken": "8a1b2c3d4e5f60718293a4b5c6d7e8f9",
-      "topic": "com.example.app",
-      "pushType": "background",
-      "priority": 5,
-      "payload": {
-        "aps": {
-          "content-available": 1
-        },
-        "since": 1767225000
-      }
-    },
-    {
-      "id": "call-7",
-      "deviceToken": "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-      "environment": "development",
-      "topic": "com.example.app.voip",
-      "pushType": "voip",
-      "priority": 10,
-      "expiration": 0,
-      "payload": {
-        "caller": "Alice",
-        "callId": "c-7"
-      }
-    },
-    {
-      "id": "score-3",
-      "deviceToken": "abcdef0123456789",
-      "topic": "com.example.app.push-type.liveactivity",
-      "pushType": "liveactivity",
-      "priority": 5,
-      "payload": {
-        "aps": {
-          "timestamp": 1767225600,
-          "event": "update",
-          "content-state": {
-            "home": 2,
-            "away": 1
-          }
-        }
-      }
-    }
-  ]
-}
-"""#
+        """#
 
     /// schemas/result-event.schema.json, verbatim.
     static let resultEventText = #"""
-{
-  "$schema": "http://json-schema.org/draft-07/schema#",
-  "$id": "urn:apns-worker:schema:result-event",
-  "title": "APNs result event",
-  "description": "Exactly one per consumed event, published to the response topic, keyed by the event id. After a crash an event may be reported twice: drop duplicates by eventId. See docs/events.md.",
-  "type": "object",
-  "required": [
-    "eventId",
-    "outcome",
-    "status",
-    "reason",
-    "attempts",
-    "latencyMs",
-    "completedAt",
-    "source"
-  ],
-  "additionalProperties": false,
-  "properties": {
-    "eventId": {
-      "type": [
-        "string",
-        "null"
-      ],
-      "description": "The event's id; null only for an invalid event whose id could not be read."
-    },
-    "apnsId": {
-      "type": [
-        "string",
-        "null"
-      ],
-      "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
-      "description": "The apns-id APNs answered with (lowercase UUID); null when nothing was sent."
-    },
-    "outcome": {
-      "enum": [
-        "delivered",
-        "unregistered",
-        "rejected",
-        "failed",
-        "expired",
-        "invalid"
-      ]
-    },
-    "status": {
-      "type": [
-        "integer",
-        "null"
-      ],
-      "minimum": 100,
-      "maximum": 599,
-      "description": "The HTTP status of APNs' last answer; null when none came (invalid, expired before an answer, transport failures)."
-    },
-    "reason": {
-      "type": [
-        "string",
-        "null"
-      ],
-      "minLength": 1,
-      "description": "APNs' reason (BadDeviceToken, Unregistered, …), or for invalid events the rule broken (malformedJSON, schema, payloadTooLarge, …); null when delivered."
-    },
-    "detail": {
-      "type": "string",
-      "description": "A sentence for people, e.g. '/payload/aps: required property 'alert' is missing'."
-    },
-    "apnsTimestamp": {
-      "type": "integer",
-      "minimum": 0,
-      "description": "For unregistered: APNs' timestamp (milliseconds since the epoch) of when the token stopped being valid."
-    },
-    "attempts": {
-      "type": "integer",
-      "minimum": 0,
-      "description": "Requests sent to APNs for this event (0 when never sent)."
-    },
-    "latencyMs": {
-      "type": "number",
-      "minimum": 0,
-      "description": "Milliseconds from consuming the event to completing it."
-    },
-    "completedAt": {
-      "type": "string",
-      "format": "date-time",
-      "description": "When the worker completed the event (RFC 3339, UTC)."
-    },
-    "source": {
-      "type": "object",
-      "required": [
-        "topic",
-        "partition",
-        "offset"
-      ],
-      "additionalProperties": false,
-      "properties": {
-        "topic": {
-          "type": "string",
-          "minLength": 1
-        },
-        "partition": {
-          "type": "integer",
-          "minimum": 0
-        },
-        "offset": {
-          "type": "integer",
-          "minimum": 0
+        {
+          "$schema": "http://json-schema.org/draft-07/schema#",
+          "$id": "urn:apns-worker:schema:result-event",
+          "title": "APNs result event",
+          "description": "Exactly one per consumed event, published to the response topic, keyed by the event id. After a crash an event may be reported twice: drop duplicates by eventId. See docs/events.md.",
+          "type": "object",
+          "required": [
+            "eventId",
+            "outcome",
+            "status",
+            "reason",
+            "attempts",
+            "latencyMs",
+            "completedAt",
+            "source"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "eventId": {
+              "type": [
+                "string",
+                "null"
+              ],
+              "description": "The event's id; null only for an invalid event whose id could not be read."
+            },
+            "apnsId": {
+              "type": [
+                "string",
+                "null"
+              ],
+              "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+              "description": "The apns-id APNs answered with (lowercase UUID); null when nothing was sent."
+            },
+            "outcome": {
+              "enum": [
+                "delivered",
+                "unregistered",
+                "rejected",
+                "failed",
+                "expired",
+                "invalid"
+              ]
+            },
+            "status": {
+              "type": [
+                "integer",
+                "null"
+              ],
+              "minimum": 100,
+              "maximum": 599,
+              "description": "The HTTP status of APNs' last answer; null when none came (invalid, expired before an answer, transport failures)."
+            },
+            "reason": {
+              "type": [
+                "string",
+                "null"
+              ],
+              "minLength": 1,
+              "description": "APNs' reason (BadDeviceToken, Unregistered, …), or for invalid events the rule broken (malformedJSON, schema, payloadTooLarge, …); null when delivered."
+            },
+            "detail": {
+              "type": "string",
+              "description": "A sentence for people, e.g. '/payload/aps: required property 'alert' is missing'."
+            },
+            "apnsTimestamp": {
+              "type": "integer",
+              "minimum": 0,
+              "description": "For unregistered: APNs' timestamp (milliseconds since the epoch) of when the token stopped being valid."
+            },
+            "attempts": {
+              "type": "integer",
+              "minimum": 0,
+              "description": "Requests sent to APNs for this event (0 when never sent)."
+            },
+            "latencyMs": {
+              "type": "number",
+              "minimum": 0,
+              "description": "Milliseconds from consuming the event to completing it."
+            },
+            "completedAt": {
+              "type": "string",
+              "format": "date-time",
+              "description": "When the worker completed the event (RFC 3339, UTC)."
+            },
+            "source": {
+              "type": "object",
+              "required": [
+                "topic",
+                "partition",
+                "offset"
+              ],
+              "additionalProperties": false,
+              "properties": {
+                "topic": {
+                  "type": "string",
+                  "minLength": 1
+                },
+                "partition": {
+                  "type": "integer",
+                  "minimum": 0
+                },
+                "offset": {
+                  "type": "integer",
+                  "minimum": 0
+                }
+              },
+              "description": "Where the event was consumed from."
+            },
+            "metadata": {
+              "description": "The event's metadata, copied unchanged."
+            }
+          },
+          "allOf": [
+            {
+              "if": {
+                "properties": {
+                  "outcome": {
+                    "const": "delivered"
+                  }
+                },
+                "required": [
+                  "outcome"
+                ]
+              },
+              "then": {
+                "required": [
+                  "apnsId"
+                ],
+                "properties": {
+                  "status": {
+                    "const": 200
+                  },
+                  "reason": {
+                    "const": null
+                  },
+                  "apnsId": {
+                    "type": "string"
+                  },
+                  "attempts": {
+                    "minimum": 1
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "outcome": {
+                    "const": "unregistered"
+                  }
+                },
+                "required": [
+                  "outcome"
+                ]
+              },
+              "then": {
+                "required": [
+                  "apnsTimestamp"
+                ],
+                "properties": {
+                  "status": {
+                    "const": 410
+                  },
+                  "reason": {
+                    "enum": [
+                      "Unregistered",
+                      "ExpiredToken"
+                    ]
+                  },
+                  "attempts": {
+                    "minimum": 1
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "outcome": {
+                    "const": "rejected"
+                  }
+                },
+                "required": [
+                  "outcome"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "status": {
+                    "enum": [
+                      400,
+                      403,
+                      404,
+                      405,
+                      413
+                    ]
+                  },
+                  "reason": {
+                    "type": "string"
+                  },
+                  "attempts": {
+                    "minimum": 1
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "outcome": {
+                    "const": "failed"
+                  }
+                },
+                "required": [
+                  "outcome"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "status": {
+                    "enum": [
+                      403,
+                      429,
+                      500,
+                      503,
+                      null
+                    ]
+                  },
+                  "reason": {
+                    "type": "string"
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "outcome": {
+                    "const": "expired"
+                  }
+                },
+                "required": [
+                  "outcome"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "status": {
+                    "enum": [
+                      429,
+                      500,
+                      503,
+                      null
+                    ]
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "outcome": {
+                    "const": "invalid"
+                  }
+                },
+                "required": [
+                  "outcome"
+                ]
+              },
+              "then": {
+                "required": [
+                  "detail"
+                ],
+                "properties": {
+                  "status": {
+                    "const": null
+                  },
+                  "apnsId": {
+                    "const": null
+                  },
+                  "reason": {
+                    "type": "string"
+                  },
+                  "attempts": {
+                    "const": 0
+                  }
+                }
+              }
+            }
+          ],
+          "examples": [
+            {
+              "eventId": "5b0e9a4c-7f2d-4c1e-9a57-0d6c1f4e8b21",
+              "apnsId": "5b0e9a4c-7f2d-4c1e-9a57-0d6c1f4e8b21",
+              "outcome": "delivered",
+              "status": 200,
+              "reason": null,
+              "attempts": 1,
+              "latencyMs": 41.7,
+              "completedAt": "2026-11-22T03:14:07.512Z",
+              "source": {
+                "topic": "push.events",
+                "partition": 3,
+                "offset": 128734
+              },
+              "metadata": {
+                "tenant": "acme"
+              }
+            },
+            {
+              "eventId": "refresh-42",
+              "apnsId": "0f7c4b7e-1d2a-4e36-8c55-6a1b2f3d4e5c",
+              "outcome": "unregistered",
+              "status": 410,
+              "reason": "Unregistered",
+              "apnsTimestamp": 1763780047000,
+              "attempts": 1,
+              "latencyMs": 38,
+              "completedAt": "2026-11-22T03:14:08Z",
+              "source": {
+                "topic": "push.events",
+                "partition": 0,
+                "offset": 77
+              }
+            },
+            {
+              "eventId": "call-7",
+              "apnsId": "9d2e8f10-3b4c-4d5e-8f60-718293a4b5c6",
+              "outcome": "rejected",
+              "status": 400,
+              "reason": "BadDeviceToken",
+              "detail": "the device token is not valid for this environment",
+              "attempts": 1,
+              "latencyMs": 35.2,
+              "completedAt": "2026-11-22T03:14:09Z",
+              "source": {
+                "topic": "push.voip",
+                "partition": 1,
+                "offset": 9
+              }
+            },
+            {
+              "eventId": "order-9",
+              "apnsId": null,
+              "outcome": "failed",
+              "status": 503,
+              "reason": "ServiceUnavailable",
+              "detail": "retries exhausted after 8 attempts",
+              "attempts": 8,
+              "latencyMs": 61234,
+              "completedAt": "2026-11-22T03:15:10Z",
+              "source": {
+                "topic": "push.events",
+                "partition": 2,
+                "offset": 5531
+              }
+            },
+            {
+              "eventId": "promo-1",
+              "apnsId": null,
+              "outcome": "expired",
+              "status": 429,
+              "reason": "TooManyRequests",
+              "detail": "apns-expiration passed while retrying",
+              "attempts": 3,
+              "latencyMs": 30500,
+              "completedAt": "2026-11-22T03:16:00Z",
+              "source": {
+                "topic": "push.events",
+                "partition": 2,
+                "offset": 5532
+              }
+            },
+            {
+              "eventId": null,
+              "apnsId": null,
+              "outcome": "invalid",
+              "status": null,
+              "reason": "malformedJSON",
+              "detail": "(root): invalid JSON at line 1, column 17: unexpected end of input",
+              "attempts": 0,
+              "latencyMs": 0.2,
+              "completedAt": "2026-11-22T03:14:07Z",
+              "source": {
+                "topic": "push.events",
+                "partition": 1,
+                "offset": 10
+              }
+            }
+          ]
         }
-      },
-      "description": "Where the event was consumed from."
-    },
-    "metadata": {
-      "description": "The event's metadata, copied unchanged."
-    }
-  },
-  "allOf": [
-    {
-      "if": {
-        "properties": {
-          "outcome": {
-            "const": "delivered"
-          }
-        },
-        "required": [
-          "outcome"
-        ]
-      },
-      "then": {
-        "required": [
-          "apnsId"
-        ],
-        "properties": {
-          "status": {
-            "const": 200
-          },
-          "reason": {
-            "const": null
-          },
-          "apnsId": {
-            "type": "string"
-          },
-          "attempts": {
-            "minimum": 1
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "outcome": {
-            "const": "unregistered"
-          }
-        },
-        "required": [
-          "outcome"
-        ]
-      },
-      "then": {
-        "required": [
-          "apnsTimestamp"
-        ],
-        "properties": {
-          "status": {
-            "const": 410
-          },
-          "reason": {
-            "enum": [
-              "Unregistered",
-              "ExpiredToken"
-            ]
-          },
-          "attempts": {
-            "minimum": 1
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "outcome": {
-            "const": "rejected"
-          }
-        },
-        "required": [
-          "outcome"
-        ]
-      },
-      "then": {
-        "properties": {
-          "status": {
-            "enum": [
-              400,
-              403,
-              404,
-              405,
-              413
-            ]
-          },
-          "reason": {
-            "type": "string"
-          },
-          "attempts": {
-            "minimum": 1
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "outcome": {
-            "const": "failed"
-          }
-        },
-        "required": [
-          "outcome"
-        ]
-      },
-      "then": {
-        "properties": {
-          "status": {
-            "enum": [
-              403,
-              429,
-              500,
-              503,
-              null
-            ]
-          },
-          "reason": {
-            "type": "string"
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "outcome": {
-            "const": "expired"
-          }
-        },
-        "required": [
-          "outcome"
-        ]
-      },
-      "then": {
-        "properties": {
-          "status": {
-            "enum": [
-              429,
-              500,
-              503,
-              null
-            ]
-          }
-        }
-      }
-    },
-    {
-      "if": {
-        "properties": {
-          "outcome": {
-            "const": "invalid"
-          }
-        },
-        "required": [
-          "outcome"
-        ]
-      },
-      "then": {
-        "required": [
-          "detail"
-        ],
-        "properties": {
-          "status": {
-            "const": null
-          },
-          "apnsId": {
-            "const": null
-          },
-          "reason": {
-            "type": "string"
-          },
-          "attempts": {
-            "const": 0
-          }
-        }
-      }
-    }
-  ],
-  "examples": [
-    {
-      "eventId": "5b0e9a4c-7f2d-4c1e-9a57-0d6c1f4e8b21",
-      "apnsId": "5b0e9a4c-7f2d-4c1e-9a57-0d6c1f4e8b21",
-      "outcome": "delivered",
-      "status": 200,
-      "reason": null,
-      "attempts": 1,
-      "latencyMs": 41.7,
-      "completedAt": "2026-11-22T03:14:07.512Z",
-      "source": {
-        "topic": "push.events",
-        "partition": 3,
-        "offset": 128734
-      },
-      "metadata": {
-        "tenant": "acme"
-      }
-    },
-    {
-      "eventId": "refresh-42",
-      "apnsId": "0f7c4b7e-1d2a-4e36-8c55-6a1b2f3d4e5c",
-      "outcome": "unregistered",
-      "status": 410,
-      "reason": "Unregistered",
-      "apnsTimestamp": 1763780047000,
-      "attempts": 1,
-      "latencyMs": 38,
-      "completedAt": "2026-11-22T03:14:08Z",
-      "source": {
-        "topic": "push.events",
-        "partition": 0,
-        "offset": 77
-      }
-    },
-    {
-      "eventId": "call-7",
-      "apnsId": "9d2e8f10-3b4c-4d5e-8f60-718293a4b5c6",
-      "outcome": "rejected",
-      "status": 400,
-      "reason": "BadDeviceToken",
-      "detail": "the device token is not valid for this environment",
-      "attempts": 1,
-      "latencyMs": 35.2,
-      "completedAt": "2026-11-22T03:14:09Z",
-      "source": {
-        "topic": "push.voip",
-        "partition": 1,
-        "offset": 9
-      }
-    },
-    {
-      "eventId": "order-9",
-      "apnsId": null,
-      "outcome": "failed",
-      "status": 503,
-      "reason": "ServiceUnavailable",
-      "detail": "retries exhausted after 8 attempts",
-      "attempts": 8,
-      "latencyMs": 61234,
-      "completedAt": "2026-11-22T03:15:10Z",
-      "source": {
-        "topic": "push.events",
-        "partition": 2,
-        "offset": 5531
-      }
-    },
-    {
-      "eventId": "promo-1",
-      "apnsId": null,
-      "outcome": "expired",
-      "status": 429,
-      "reason": "TooManyRequests",
-      "detail": "apns-expiration passed while retrying",
-      "attempts": 3,
-      "latencyMs": 30500,
-      "completedAt": "2026-11-22T03:16:00Z",
-      "source": {
-        "topic": "push.events",
-        "partition": 2,
-        "offset": 5532
-      }
-    },
-    {
-      "eventId": null,
-      "apnsId": null,
-      "outcome": "invalid",
-      "status": null,
-      "reason": "malformedJSON",
-      "detail": "(root): invalid JSON at line 1, column 17: unexpected end of input",
-      "attempts": 0,
-      "latencyMs": 0.2,
-      "completedAt": "2026-11-22T03:14:07Z",
-      "source": {
-        "topic": "push.events",
-        "partition": 1,
-        "offset": 10
-      }
-    }
-  ]
-}
-"""#
+        """#
 }

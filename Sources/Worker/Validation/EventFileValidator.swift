@@ -49,7 +49,8 @@ public struct EventFileValidator: Sendable {
     /// Serves `file:` URIs from disk and our own schemas by `$id`.
     @Sendable static func fileResolver(_ uri: String) throws -> JSONValue? {
         switch uri {
-        case "urn:apns-worker:schema:notification-event": return try JSONParser.parse(EventSchemas.notificationEventText)
+        case "urn:apns-worker:schema:notification-event":
+            return try JSONParser.parse(EventSchemas.notificationEventText)
         case "urn:apns-worker:schema:result-event": return try JSONParser.parse(EventSchemas.resultEventText)
         default: break
         }
