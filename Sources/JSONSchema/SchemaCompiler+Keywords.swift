@@ -167,7 +167,6 @@ extension SchemaCompiler {
                 guard case .object(let map) = props else { throw fail("properties", "'properties' must be an object") }
                 for name in map.keys {
                     let child = try compile(loc.appending("properties").appending(name))
-                    p.named[name] = child
                     p.namedOrder.append((name, child))
                 }
             }

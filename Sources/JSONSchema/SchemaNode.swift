@@ -31,7 +31,6 @@ enum Dependency: Sendable {
 /// `properties`, `patternProperties` and `additionalProperties` together, so an object's members
 /// are visited once. `additional == nil` means anything goes.
 struct PropertySchemas: Sendable {
-    var named: [String: Int] = [:]
     var namedOrder: [(String, Int)] = []
     var patterns: [(Pattern, Int)] = []
     var additional: Int?
