@@ -96,14 +96,36 @@ struct ECMARegex: Sendable {
     }
 
     /// Whether the pattern occurs in `string`; nil when the input is too large for this engine.
+    ///
+    /// ASCII strings (device tokens, topics, ids) are matched on their UTF-8 bytes in place; others
+    /// are decoded to code points once. The visited set lives in a temporary (stack, when small)
+    /// allocation.
     func matches(_ string: String, maxStateBits: Int = ECMARegex.maxStateBits) -> Bool? {
-        var scalars: [UInt32] = []
-        scalars.reserveCapacity(string.utf8.count)
-        for u in string.unicodeScalars { scalars.append(u.value) }
-        let n = scalars.count
+        // At least a quarter as many code points as bytes: decline huge inputs before decoding them.
+        if program.count * (string.utf8.count / 4 + 1) > maxStateBits { return nil }
+        let ascii: Bool?? = string.utf8.withContiguousStorageIfAvailable { bytes -> Bool? in
+            guard bytes.allSatisfy({ $0 < 0x80 }) else { return nil }
+            return run(ASCIIInput(bytes: bytes), maxStateBits: maxStateBits)
+        }
+        if case .some(.some(let verdict)) = ascii { return verdict }
+        let scalars = string.unicodeScalars.map(\.value)
+        return scalars.withUnsafeBufferPointer { run(ScalarInput(scalars: $0), maxStateBits: maxStateBits) }
+    }
+
+    private func run<Input: RegexInput>(_ input: Input, maxStateBits: Int) -> Bool? {
+        let n = input.count
         let width = n + 1
         guard program.count * width <= maxStateBits else { return nil }
-        var visited = [UInt64](repeating: 0, count: (program.count * width + 63) / 64)
+        let words = (program.count * width + 63) / 64
+        return withUnsafeTemporaryAllocation(of: UInt64.self, capacity: words) { visited -> Bool in
+            visited.initialize(repeating: 0)
+            return search(input, visited: visited)
+        }
+    }
+
+    private func search<Input: RegexInput>(_ input: Input, visited: UnsafeMutableBufferPointer<UInt64>) -> Bool {
+        let n = input.count
+        let width = n + 1
         var stack: [(pc: Int, at: Int)] = []
         let lastStart = anchoredAtStart ? 0 : n
         for start in 0...lastStart {
@@ -117,12 +139,12 @@ struct ECMARegex: Sendable {
                     visited[bit >> 6] |= 1 << UInt64(bit & 63)
                     switch program[pc] {
                     case .scalar(let c):
-                        guard at < n && scalars[at] == c else { break }
+                        guard at < n && input[at] == c else { break }
                         pc += 1
                         at += 1
                         continue
                     case .set(let k):
-                        guard at < n && sets[k].contains(scalars[at]) else { break }
+                        guard at < n && sets[k].contains(input[at]) else { break }
                         pc += 1
                         at += 1
                         continue
@@ -142,8 +164,8 @@ struct ECMARegex: Sendable {
                         pc += 1
                         continue
                     case .wordBoundary(let wanted):
-                        let before = at > 0 && ScalarSet.word.ranges.contains { $0.contains(scalars[at - 1]) }
-                        let after = at < n && ScalarSet.word.ranges.contains { $0.contains(scalars[at]) }
+                        let before = at > 0 && ScalarSet.word.ranges.contains { $0.contains(input[at - 1]) }
+                        let after = at < n && ScalarSet.word.ranges.contains { $0.contains(input[at]) }
                         guard (before != after) == wanted else { break }
                         pc += 1
                         continue
@@ -156,4 +178,22 @@ struct ECMARegex: Sendable {
         }
         return false
     }
+}
+
+/// What the matcher reads: code points by position.
+private protocol RegexInput {
+    var count: Int { get }
+    subscript(_ i: Int) -> UInt32 { get }
+}
+
+private struct ASCIIInput: RegexInput {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var count: Int { bytes.count }
+    subscript(_ i: Int) -> UInt32 { UInt32(bytes[i]) }
+}
+
+private struct ScalarInput: RegexInput {
+    let scalars: UnsafeBufferPointer<UInt32>
+    var count: Int { scalars.count }
+    subscript(_ i: Int) -> UInt32 { scalars[i] }
 }
