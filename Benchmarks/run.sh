@@ -14,7 +14,7 @@ if command -v taskset >/dev/null 2>&1; then PIN="taskset -c ${BENCH_CPU:-0}"; fi
 
 usage() {
     echo "usage: $0 NAME" >&2
-    echo "benchmarks: jsonschema" >&2
+    echo "benchmarks: jsonschema, jsonschema-instructions" >&2
     exit 2
 }
 
@@ -57,7 +57,38 @@ print("(one core each, median of 3 runs; full-decode = parse + schema + APNs rul
 PY
 }
 
+# Instructions per validation under callgrind (Swift and Python, schema-only): deterministic, so it
+# compares the two even on a loaded machine. Slow (Python under valgrind): about two minutes.
+bench_jsonschema_instructions() {
+    local dir=Benchmarks/JSONSchemaBenchmark
+    local schema=schemas/notification-event.schema.json
+    "$SWIFT" build -c release --product JSONSchemaBenchmark >&2
+    local bin
+    bin="$("$SWIFT" build -c release --show-bin-path)/JSONSchemaBenchmark"
+    # Total instructions at two iteration counts; the difference over the extra iterations is the
+    # cost of one validation, without start-up and schema compilation.
+    count() {
+        local out
+        out=$(mktemp)
+        BENCH_ONLY=schema-only BENCH_ITERATIONS=$1 valgrind --tool=callgrind --callgrind-out-file="$out" \
+            "${@:2}" >/dev/null 2>&1
+        callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
+        rm -f "$out"
+    }
+    printf "%-40s %16s %16s %8s\n" "event (schema-only)" "Swift instr." "Python instr." "ratio"
+    for input in "$dir/inputs/alert-valid.json" "$dir/inputs/background-priority-10-invalid.json"; do
+        local s1 s2 p1 p2
+        s1=$(count 1000 "$bin" "$schema" "$input")
+        s2=$(count 11000 "$bin" "$schema" "$input")
+        p1=$(count 100 "$PYTHON" "$dir/jsonschema_bench.py" "$schema" "$input")
+        p2=$(count 1100 "$PYTHON" "$dir/jsonschema_bench.py" "$schema" "$input")
+        "$PYTHON" -c "import sys; s=($s2-$s1)/10000; p=($p2-$p1)/1000; print(f'{sys.argv[1]:<40} {s:16,.0f} {p:16,.0f} {p/s:7.1f}x')" \
+            "$(basename "$input")"
+    done
+}
+
 case "${1:-}" in
     jsonschema) bench_jsonschema ;;
+    jsonschema-instructions) bench_jsonschema_instructions ;;
     *) usage ;;
 esac

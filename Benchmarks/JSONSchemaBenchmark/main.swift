@@ -31,8 +31,17 @@ func read(_ path: String) -> [UInt8] {
 let schema = try JSONSchema(JSONParser.parse(read(arguments.first!)))
 let decoder = NotificationEventDecoder(schema: schema)
 
+/// BENCH_ITERATIONS=N runs each measure exactly N times and prints N instead of a rate: for
+/// instruction counting under valgrind, which is immune to the machine's other load.
+let iterations = Int(ProcessInfo.processInfo.environment["BENCH_ITERATIONS"] ?? "")
+
 /// Runs `body` in batches for `seconds`, three times after a warm-up; returns the median rate.
 func rate(_ body: () -> Bool) -> Double {
+    if let iterations {
+        var sink = 0
+        for _ in 0..<iterations where body() { sink &+= 1 }
+        return sink == -1 ? 0 : Double(iterations)
+    }
     var sink = 0
     func measure(_ duration: Double) -> Double {
         let clock = ContinuousClock()
