@@ -32,7 +32,9 @@ public struct JSONObject: Sendable {
 
     public func position(of key: String) -> Int? {
         if let index { return index[key] }
-        for i in keys.indices where keys[i] == key { return i }
+        // Lengths first: O(1) for native strings, and most keys differ in length.
+        let length = key.utf8.count
+        for i in keys.indices where keys[i].utf8.count == length && keys[i] == key { return i }
         return nil
     }
 

@@ -61,7 +61,7 @@ extension JSONValue: Equatable {
         case (.null, .null): return true
         case (.bool(let a), .bool(let b)): return a == b
         case (.number(let a), .number(let b)): return a == b
-        case (.string(let a), .string(let b)): return a == b
+        case (.string(let a), .string(let b)): return a.utf8.count == b.utf8.count && a == b
         case (.array(let a), .array(let b)): return a == b
         case (.object(let a), .object(let b)): return a == b
         default: return false

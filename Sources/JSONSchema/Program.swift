@@ -10,13 +10,20 @@ final class Program: Sendable {
         let keywordCount: Int
     }
 
-    struct TupleItems: Sendable {
+    /// Classes, not structs: passing one along retains one reference, not each of its arrays.
+    final class TupleItems: Sendable {
         let children: [Int]
         let additional: Int
         let additionalIsFalse: Bool
+
+        init(children: [Int], additional: Int, additionalIsFalse: Bool) {
+            self.children = children
+            self.additional = additional
+            self.additionalIsFalse = additionalIsFalse
+        }
     }
 
-    struct Properties: Sendable {
+    final class Properties: Sendable {
         /// Schema property names and their nodes, in schema order.
         let names: [String]
         let nodes: [Int]
@@ -27,9 +34,21 @@ final class Program: Sendable {
         let additional: Int
         let additionalIsFalse: Bool
 
+        init(names: [String], nodes: [Int], index: [String: Int]?, patterns: [(Pattern, Int)], additional: Int,
+            additionalIsFalse: Bool)
+        {
+            self.names = names
+            self.nodes = nodes
+            self.index = index
+            self.patterns = patterns
+            self.additional = additional
+            self.additionalIsFalse = additionalIsFalse
+        }
+
         func node(for key: String) -> Int? {
             if let index { return index[key].map { nodes[$0] } }
-            for i in names.indices where names[i] == key { return nodes[i] }
+            let length = key.utf8.count
+            for i in names.indices where names[i].utf8.count == length && names[i] == key { return nodes[i] }
             return nil
         }
     }

@@ -21,6 +21,8 @@ struct ECMARegex: Sendable {
     let program: [Instruction]
     let sets: [ScalarSet]
     let anchoredAtStart: Bool
+    /// Split instructions: each (split, position) pushes at most once, which bounds the stack.
+    let splitCount: Int
 
     /// Program size × input length above which ``matches`` declines (returns nil), to bound memory.
     static let maxStateBits = 1 << 22
@@ -36,6 +38,10 @@ struct ECMARegex: Sendable {
         program = compiler.program
         sets = compiler.sets
         if case .start = program.first { anchoredAtStart = true } else { anchoredAtStart = false }
+        splitCount = program.reduce(0) { count, instruction in
+            if case .split = instruction { return count + 1 }
+            return count
+        }
     }
 
     struct Compiler {
@@ -119,20 +125,28 @@ struct ECMARegex: Sendable {
         let words = (program.count * width + 63) / 64
         return withUnsafeTemporaryAllocation(of: UInt64.self, capacity: words) { visited -> Bool in
             visited.initialize(repeating: 0)
-            return search(input, visited: visited)
+            // One slot per possible push, plus the start state.
+            return withUnsafeTemporaryAllocation(of: Int.self, capacity: 2 * (splitCount * width + 1)) { stack in
+                search(input, visited: visited, stack: stack)
+            }
         }
     }
 
-    private func search<Input: RegexInput>(_ input: Input, visited: UnsafeMutableBufferPointer<UInt64>) -> Bool {
+    private func search<Input: RegexInput>(
+        _ input: Input, visited: UnsafeMutableBufferPointer<UInt64>, stack: UnsafeMutableBufferPointer<Int>
+    ) -> Bool {
         let n = input.count
         let width = n + 1
-        var stack: [(pc: Int, at: Int)] = []
+        var top = 0  // stack holds (pc, at) pairs
         let lastStart = anchoredAtStart ? 0 : n
         for start in 0...lastStart {
-            stack.append((0, start))
-            while let (firstPC, firstAt) = stack.popLast() {
-                var pc = firstPC
-                var at = firstAt
+            stack[0] = 0
+            stack[1] = start
+            top = 2
+            while top > 0 {
+                top -= 2
+                var pc = stack[top]
+                var at = stack[top + 1]
                 while true {
                     let bit = pc * width + at
                     if visited[bit >> 6] & (1 << UInt64(bit & 63)) != 0 { break }
@@ -149,7 +163,9 @@ struct ECMARegex: Sendable {
                         at += 1
                         continue
                     case .split(let preferred, let other):
-                        stack.append((other, at))
+                        stack[top] = other
+                        stack[top + 1] = at
+                        top += 2
                         pc = preferred
                         continue
                     case .jump(let target):
