@@ -34,9 +34,10 @@ final class Program: Sendable {
         let additional: Int
         let additionalIsFalse: Bool
 
-        init(names: [String], nodes: [Int], index: [String: Int]?, patterns: [(Pattern, Int)], additional: Int,
-            additionalIsFalse: Bool)
-        {
+        init(
+            names: [String], nodes: [Int], index: [String: Int]?, patterns: [(Pattern, Int)], additional: Int,
+            additionalIsFalse: Bool
+        ) {
             self.names = names
             self.nodes = nodes
             self.index = index
