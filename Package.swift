@@ -13,6 +13,7 @@ let package = Package(
     products: [],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
     ],
     targets: [
         // MARK: C system libraries (module maps only; Debian packages named as providers)
@@ -30,6 +31,22 @@ let package = Package(
             name: "COpenSSL",
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
+        ),
+
+        // MARK: Kafka (librdkafka wrapper)
+        .target(
+            name: "Kafka",
+            dependencies: [
+                "CRdKafka",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "KafkaTests",
+            dependencies: ["Kafka"],
+            swiftSettings: swiftSettings
         ),
 
         // MARK: APNs provider client
