@@ -1,0 +1,169 @@
+import Foundation
+import Kafka
+import Synchronization
+import Testing
+
+@Suite("Kafka consumer groups on the mock cluster", .timeLimit(.minutes(3)))
+struct KafkaGroupTests {
+    func produce(_ count: Int, to topic: String, on cluster: KafkaMockCluster, from start: Int = 0) async throws {
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
+        for index in start..<(start + count) {
+            try await producer.send(KafkaProducerMessage(topic: topic, key: Array("k\(index)".utf8), value: Array("\(index)".utf8))) { _ in }
+        }
+        try await producer.flush(timeout: .seconds(30))
+        await producer.close()
+    }
+
+    static func index(_ record: KafkaConsumerMessage) -> Int {
+        Int(String(decoding: record.value ?? [], as: UTF8.self))!
+    }
+
+    @Test("two members split the partitions; when one leaves, the other takes over and nothing is lost")
+    func twoMembersShareThenTakeOver() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("shared")
+        let group = uniqueName("group")
+        try cluster.createTopic(topic, partitions: 4)
+        let total = 4_000
+        try await produce(total, to: topic, on: cluster)
+
+        let handlerA = RecordingRebalanceHandler()
+        let handlerB = RecordingRebalanceHandler()
+        let a = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: group), rebalanceHandler: handlerA)
+        let b = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: group), rebalanceHandler: handlerB)
+        handlerA.consumer.withLock { $0 = a }
+        handlerB.consumer.withLock { $0 = b }
+        let seenA = Mutex<[Int]>([])
+        let seenB = Mutex<[Int]>([])
+
+        // A reads slowly so that B joins while A still has work; B reads at full speed.
+        try a.subscribe(topics: [topic])
+        let readerA = Task {
+            for try await record in a.messages {
+                seenA.withLock { $0.append(Self.index(record)) }
+                handlerA.processed(record)
+                try await Task.sleep(for: .milliseconds(2))
+            }
+        }
+        try await withTimeout(20, "A's first records") {
+            while seenA.withLock({ $0.count }) < 10 { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        try b.subscribe(topics: [topic])
+        let readerB = Task {
+            for try await record in b.messages {
+                seenB.withLock { $0.append(Self.index(record)) }
+                handlerB.processed(record)
+            }
+        }
+        // Both members hold partitions at once: the group split them.
+        try await withTimeout(30, "the split") {
+            while a.assignment.isEmpty || b.assignment.isEmpty || a.assignment.count + b.assignment.count != 4 {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        #expect(a.assignment.isDisjoint(with: b.assignment))
+        try await withTimeout(20, "B's first records") {
+            while seenB.withLock({ $0.count }) == 0 { try await Task.sleep(for: .milliseconds(50)) }
+        }
+
+        // A leaves: its revocation commits what it processed, and B takes every partition.
+        await a.close()
+        _ = await readerA.result
+        try await withTimeout(30, "B taking over") {
+            while b.assignment.count != 4 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        try await withTimeout(60, "every record read") {
+            while Set(seenA.withLock { $0 } + seenB.withLock { $0 }).count < total {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        await b.close()
+        _ = await readerB.result
+
+        let all = seenA.withLock { $0 } + seenB.withLock { $0 }
+        #expect(Set(all) == Set(0..<total), "no record lost")
+        // A committed what it processed when it left, so B re-reads at most what A read in the
+        // instant between its last commit snapshot and the revocation.
+        #expect(all.count - total <= 10, "duplicates: \(all.count - total)")
+        #expect(handlerA.events.contains { if case .revoked = $0 { true } else { false } })
+        #expect(handlerB.events.filter { if case .assigned = $0 { true } else { false } }.count >= 2)
+    }
+
+    @Test("committed offsets survive a restart: the next member starts where the last one committed")
+    func commitsSurviveRestart() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("restart")
+        let group = uniqueName("group")
+        try cluster.createTopic(topic, partitions: 1)
+        try await produce(200, to: topic, on: cluster)
+
+        let first = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: group))
+        try first.subscribe(topics: [topic])
+        let firstRecords = try await read(120, from: first)
+        #expect(firstRecords.map(Self.index) == Array(0..<120))
+        // Commit 100 (the next offset to read), not everything read.
+        try await first.commit([KafkaTopicPartitionOffset(topic: topic, partition: 0, offset: 100)])
+        let stored = try await first.committedOffsets(for: [KafkaTopicPartition(topic: topic, partition: 0)])
+        #expect(stored[KafkaTopicPartition(topic: topic, partition: 0)] == 100)
+        await first.close()
+
+        let second = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: group))
+        try second.subscribe(topics: [topic])
+        let secondRecords = try await read(100, from: second)
+        #expect(secondRecords.first?.offset == 100)
+        #expect(secondRecords.map(Self.index) == Array(100..<200))
+        await second.close()
+    }
+
+    @Test("pause stops delivery from a partition and resume restarts it")
+    func pauseAndResume() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("pause")
+        try cluster.createTopic(topic, partitions: 1)
+        try await produce(10, to: topic, on: cluster)
+        let consumer = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: uniqueName("g")))
+        try consumer.subscribe(topics: [topic])
+        #expect(try await read(10, from: consumer).map(Self.index) == Array(0..<10))
+
+        let partition = KafkaTopicPartition(topic: topic, partition: 0)
+        consumer.pause([partition])
+        try await produce(50, to: topic, on: cluster, from: 10)
+        let whilePaused = try await readAvailable(from: consumer, for: 3)
+        #expect(whilePaused.isEmpty, "paused, yet \(whilePaused.count) records arrived")
+
+        consumer.resume([partition])
+        #expect(try await read(50, from: consumer).map(Self.index) == Array(10..<60))
+        await consumer.close()
+    }
+
+    @Test("a reader that stops reading does not make the consumer buffer the backlog")
+    func bufferStaysBounded() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("backlog")
+        try cluster.createTopic(topic, partitions: 4)
+        let total = 20_000
+        try await produce(total, to: topic, on: cluster)
+        var configuration = consumerConfiguration(cluster, group: uniqueName("g"))
+        configuration.bufferCapacity = 100
+        // Keep librdkafka's own prefetch small too, so what is held in memory is what we bound.
+        configuration.properties["queued.max.messages.kbytes"] = "64"
+        configuration.properties["max.partition.fetch.bytes"] = "16384"
+        let consumer = try KafkaConsumer(configuration: configuration)
+        try consumer.subscribe(topics: [topic])
+        _ = try await read(1, from: consumer)  // joined, fetching
+
+        // Nobody reads for 3 seconds: the consumer fills its buffer, pauses, and holds there.
+        var peak = 0
+        for _ in 0..<30 {
+            try await Task.sleep(for: .milliseconds(100))
+            peak = max(peak, consumer.bufferedCount)
+        }
+        #expect(peak >= 100, "the buffer filled up to its capacity")
+        #expect(peak < 1_000, "peak \(peak): the backlog of \(total) stayed in Kafka")
+
+        // Reading again resumes the partitions and everything arrives, once each.
+        let rest = try await read(total - 1, from: consumer, within: 60)
+        #expect(Set(rest.map { "\($0.partition)/\($0.offset)" }).count == total - 1)
+        await consumer.close()
+    }
+}
