@@ -49,6 +49,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        .executableTarget(
+            name: "KafkaBenchmark",
+            dependencies: ["Kafka", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/KafkaBenchmark",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: APNs provider client
         .target(
             name: "APNs",

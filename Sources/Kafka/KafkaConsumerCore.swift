@@ -15,6 +15,10 @@ final class KafkaConsumerCore: Sendable {
     private let handlerTimeout: Duration
     let logger: Logger
     private let stopRequested = Atomic<Bool>(false)
+    /// Signalled by the reader when the poll thread waits for room in a full buffer.
+    let spaceAvailable = DispatchSemaphore(value: 0)
+    /// How long a full buffer holds the poll thread back before the partitions are paused.
+    static let fullBufferGrace: Duration = .milliseconds(500)
     private let closeState = Mutex<(closed: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     init(capacity: Int, handler: (any KafkaRebalanceHandler)?, handlerTimeout: Duration, logger: Logger) {
@@ -35,6 +39,7 @@ final class KafkaConsumerCore: Sendable {
 
     private func pollLoop(_ client: RDKafkaClient) {
         while !stopRequested.load(ordering: .acquiring) {
+            waitForSpace(client)
             guard let message = rd_kafka_consumer_poll(client.handle, 100) else { continue }
             receive(message, client)
             rd_kafka_message_destroy(message)
@@ -53,6 +58,20 @@ final class KafkaConsumerCore: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
+    /// Holds the poll thread while the buffer is full, up to `fullBufferGrace`; then pauses the
+    /// partitions, so that polling (and with it rebalances and heartbeats) goes on without records.
+    private func waitForSpace(_ client: RDKafkaClient) {
+        let deadline = ContinuousClock.now + Self.fullBufferGrace
+        while !stopRequested.load(ordering: .acquiring) {
+            guard case .wait = state.withLock({ $0.checkSpace() }) else { return }
+            if ContinuousClock.now >= deadline {
+                if state.withLock({ $0.pauseForFlow() }) { applyPauses(client.handle) }
+                return
+            }
+            _ = spaceAvailable.wait(timeout: .now() + .milliseconds(50))
+        }
+    }
+
     private func receive(_ message: UnsafeMutablePointer<rd_kafka_message_t>, _ client: RDKafkaClient) {
         let err = message.pointee.err
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
@@ -67,9 +86,14 @@ final class KafkaConsumerCore: Sendable {
         let record = KafkaConsumerMessage(copying: message)
         switch state.withLock({ $0.push(record) }) {
         case .deliver(let waiter, let record): waiter.resume(returning: record)
-        case .buffered(pausesChanged: true): applyPauses(client.handle)
-        case .buffered(pausesChanged: false), .dropped: break
+        case .buffered, .dropped: break
         }
+    }
+
+    /// The reader took a record: wake the poll thread if it waits for room, apply a lifted pause.
+    func tookRecord(pausesChanged: Bool, wakePoller: Bool, client: RDKafkaClient) {
+        if wakePoller { spaceAvailable.signal() }
+        if pausesChanged { applyPauses(client.handle) }
     }
 
     func clientError(_ error: KafkaError) {

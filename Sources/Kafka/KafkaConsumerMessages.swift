@@ -18,8 +18,8 @@ public struct KafkaConsumerMessages: AsyncSequence, Sendable {
 
         public mutating func next() async throws -> KafkaConsumerMessage? {
             switch core.state.withLock({ $0.take() }) {
-            case .message(let message, let pausesChanged):
-                if pausesChanged { core.applyPauses(client.handle) }
+            case .message(let message, let pausesChanged, let wakePoller):
+                core.tookRecord(pausesChanged: pausesChanged, wakePoller: wakePoller, client: client)
                 return message
             case .finished(let error):
                 if let error { throw error }
@@ -31,8 +31,8 @@ public struct KafkaConsumerMessages: AsyncSequence, Sendable {
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { continuation in
                     switch core.state.withLock({ $0.wait(continuation) }) {
-                    case .message(let message, let pausesChanged):
-                        if pausesChanged { core.applyPauses(client.handle) }
+                    case .message(let message, let pausesChanged, let wakePoller):
+                        core.tookRecord(pausesChanged: pausesChanged, wakePoller: wakePoller, client: client)
                         continuation.resume(returning: message)
                     case .finished(let error):
                         if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: nil) }

@@ -11,16 +11,19 @@ struct KafkaConsumerStateMachine {
         case failed(KafkaError)
     }
 
-    /// Records are buffered up to `capacity`; at `capacity` every assigned partition is paused and at
-    /// `capacity / 2` they are resumed.
+    /// Records are buffered up to `capacity`. A full buffer first holds the poll thread back for a
+    /// moment (a reader that is only briefly behind costs nothing); if it stays full, every assigned
+    /// partition is paused until the reader has drained it to `capacity / 2`.
     let capacity: Int
     private var buffer: Deque<KafkaConsumerMessage> = []
     private var waiter: Waiter?
     private var termination: Termination?
     private(set) var assigned: Set<KafkaTopicPartition> = []
     private var pausedByCaller: Set<KafkaTopicPartition> = []
-    /// The buffer is full: everything is paused until the reader catches up.
+    /// The buffer stayed full: everything is paused until the reader catches up.
     private(set) var pausedForFlow = false
+    /// The poll thread waits for the reader to make room.
+    private var pollerWaiting = false
 
     init(capacity: Int) {
         self.capacity = max(capacity, 2)
@@ -37,7 +40,7 @@ struct KafkaConsumerStateMachine {
 
     enum PushAction {
         case deliver(Waiter, KafkaConsumerMessage)
-        case buffered(pausesChanged: Bool)
+        case buffered
         case dropped
     }
 
@@ -48,11 +51,30 @@ struct KafkaConsumerStateMachine {
             return .deliver(waiter, message)
         }
         buffer.append(message)
-        if !pausedForFlow, buffer.count >= capacity {
-            pausedForFlow = true
-            return .buffered(pausesChanged: true)
-        }
-        return .buffered(pausesChanged: false)
+        return .buffered
+    }
+
+    /// What the poll thread should do before its next poll.
+    enum SpaceAction {
+        /// Poll: there is room, or the partitions are already paused (polling then only serves
+        /// callbacks and the few records librdkafka had already queued).
+        case poll
+        /// Wait for the reader to take a record (it will signal).
+        case wait
+    }
+
+    mutating func checkSpace() -> SpaceAction {
+        guard buffer.count >= capacity, !pausedForFlow, termination == nil else { return .poll }
+        pollerWaiting = true
+        return .wait
+    }
+
+    /// The buffer stayed full for too long: pause everything. Returns whether the pause set changed.
+    mutating func pauseForFlow() -> Bool {
+        pollerWaiting = false
+        guard buffer.count >= capacity, !pausedForFlow else { return false }
+        pausedForFlow = true
+        return true
     }
 
     mutating func assign(_ partitions: [KafkaTopicPartition]) {
@@ -75,6 +97,7 @@ struct KafkaConsumerStateMachine {
         guard self.termination == nil else { return nil }
         self.termination = termination
         buffer.removeAll()
+        pollerWaiting = false
         defer { waiter = nil }
         return waiter
     }
@@ -87,7 +110,8 @@ struct KafkaConsumerStateMachine {
     // MARK: reader
 
     enum TakeAction {
-        case message(KafkaConsumerMessage, pausesChanged: Bool)
+        /// `wakePoller`: the poll thread is waiting for room and now has it.
+        case message(KafkaConsumerMessage, pausesChanged: Bool, wakePoller: Bool)
         case finished(KafkaError?)
         /// Nothing yet; with `wait(_:)`, the waiter was stored and will be resumed by the poll thread.
         case empty
@@ -95,7 +119,9 @@ struct KafkaConsumerStateMachine {
 
     mutating func take() -> TakeAction {
         if let message = buffer.popFirst() {
-            return .message(message, pausesChanged: releaseFlowPauseIfDrained())
+            let wakePoller = pollerWaiting
+            pollerWaiting = false
+            return .message(message, pausesChanged: releaseFlowPauseIfDrained(), wakePoller: wakePoller)
         }
         if let termination {
             if case .failed(let error) = termination { return .finished(error) }

@@ -8,27 +8,32 @@ struct KafkaUnitTests {
         KafkaConsumerMessage(topic: "t", partition: partition, offset: offset, key: nil, value: [])
     }
 
-    @Test("the buffer pauses every assigned partition when full and resumes at half")
+    @Test("a full buffer holds the poller, then pauses every assigned partition, and resumes at half")
     func flowControl() {
         var state = KafkaConsumerStateMachine(capacity: 4)
         let partitions = [KafkaTopicPartition(topic: "t", partition: 0), KafkaTopicPartition(topic: "t", partition: 1)]
         state.assign(partitions)
         state.pause([partitions[1]])
         #expect(state.desiredPaused == [partitions[1]])
-        for offset in 0..<3 {
-            guard case .buffered(pausesChanged: false) = state.push(record(0, Int64(offset))) else {
-                Issue.record("record \(offset) should just be buffered")
-                return
-            }
+        for offset in 0..<4 {
+            guard case .poll = state.checkSpace() else { return #expect(Bool(false), "room for record \(offset)") }
+            guard case .buffered = state.push(record(0, Int64(offset))) else { return #expect(Bool(false)) }
         }
-        guard case .buffered(pausesChanged: true) = state.push(record(0, 3)) else {
-            Issue.record("the fourth record fills the buffer and pauses everything")
-            return
+        // Full: the poller waits, and the reader's next take wakes it.
+        guard case .wait = state.checkSpace() else { return #expect(Bool(false), "a full buffer holds the poller") }
+        guard case .message(let first, pausesChanged: false, wakePoller: true) = state.take() else {
+            return #expect(Bool(false), "taking from a full buffer wakes the poller")
         }
-        #expect(state.desiredPaused == Set(partitions))
-        guard case .message(let first, pausesChanged: false) = state.take() else { return #expect(Bool(false)) }
         #expect(first.offset == 0)
-        guard case .message(_, pausesChanged: true) = state.take() else { return #expect(Bool(false)) }
+        _ = state.push(record(0, 4))
+        // Still full after the grace period: everything is paused, and polling goes on.
+        guard case .wait = state.checkSpace() else { return #expect(Bool(false)) }
+        let paused = state.pauseForFlow()
+        #expect(paused)
+        #expect(state.desiredPaused == Set(partitions))
+        guard case .poll = state.checkSpace() else { return #expect(Bool(false), "paused: poll for callbacks") }
+        guard case .message(_, pausesChanged: false, _) = state.take() else { return #expect(Bool(false)) }
+        guard case .message(_, pausesChanged: true, _) = state.take() else { return #expect(Bool(false)) }
         // Back at half: only the caller's own pause remains.
         #expect(state.desiredPaused == [partitions[1]])
     }
@@ -43,7 +48,7 @@ struct KafkaUnitTests {
         }
         _ = state.revoke([KafkaTopicPartition(topic: "t", partition: 0)])
         var remaining: [Int64] = []
-        while case .message(let message, _) = state.take() {
+        while case .message(let message, _, _) = state.take() {
             #expect(message.partition == 1)
             remaining.append(message.offset)
         }
