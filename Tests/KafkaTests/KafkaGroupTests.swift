@@ -167,3 +167,36 @@ struct KafkaGroupTests {
         await consumer.close()
     }
 }
+
+@Suite("Kafka consumer statistics", .timeLimit(.minutes(1)))
+struct KafkaStatisticsTests {
+    @Test("the statistics callback reports each partition's lag behind the committed offset")
+    func lagIsReported() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("lag")
+        try cluster.createTopic(topic, partitions: 1)
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
+        for index in 0..<100 {
+            _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("\(index)".utf8)))
+        }
+        await producer.close()
+
+        let latest = Mutex<KafkaConsumerStatistics?>(nil)
+        var configuration = consumerConfiguration(cluster, group: uniqueName("g"))
+        configuration.statisticsInterval = .milliseconds(200)
+        let consumer = try KafkaConsumer(configuration: configuration) { stats in latest.withLock { $0 = stats } }
+        try consumer.subscribe(topics: [topic])
+        _ = try await read(100, from: consumer)
+        try await consumer.commit([KafkaTopicPartitionOffset(topic: topic, partition: 0, offset: 60)])
+        let partition = KafkaTopicPartition(topic: topic, partition: 0)
+        try await withTimeout(20, "a statistics report with the committed offset") {
+            while latest.withLock({ $0?.partitions[partition]?.committedOffset }) != 60 {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        let stats = try #require(latest.withLock { $0 }?.partitions[partition])
+        #expect(stats.highWatermark == 100)
+        #expect(stats.consumerLag == 40)
+        await consumer.close()
+    }
+}
