@@ -45,9 +45,11 @@ let package = Package(
         ),
         .testTarget(
             name: "KafkaTests",
-            dependencies: ["Kafka"],
+            dependencies: ["Kafka", "CSanitizerThreads"],
             swiftSettings: swiftSettings
         ),
+        // Lets ThreadSanitizer see librdkafka's C11 threads (see its source). Tests only.
+        .target(name: "CSanitizerThreads", path: "Tests/CSanitizerThreads"),
 
         .executableTarget(
             name: "KafkaBenchmark",

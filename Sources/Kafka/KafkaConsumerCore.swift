@@ -7,10 +7,10 @@ import Synchronization
 /// The part of a consumer that librdkafka's callbacks and the poll thread reach: state, pauses, the
 /// rebalance handler. Separate from `KafkaConsumer` so callbacks can be set before the handle exists.
 final class KafkaConsumerCore: Sendable {
-    let state: Mutex<KafkaConsumerStateMachine>
+    let state: Locked<KafkaConsumerStateMachine>
     /// The pause set last applied to librdkafka. Its lock also orders pause/resume calls, so the
     /// latest decision is always the one librdkafka ends up with.
-    private let appliedPauses = Mutex<Set<KafkaTopicPartition>>([])
+    private let appliedPauses = Locked<Set<KafkaTopicPartition>>([])
     private let handler: (any KafkaRebalanceHandler)?
     private let handlerTimeout: Duration
     let logger: Logger
@@ -19,10 +19,10 @@ final class KafkaConsumerCore: Sendable {
     let spaceAvailable = DispatchSemaphore(value: 0)
     /// How long a full buffer holds the poll thread back before the partitions are paused.
     static let fullBufferGrace: Duration = .milliseconds(500)
-    private let closeState = Mutex<(closed: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let closeState = Locked<(closed: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     init(capacity: Int, handler: (any KafkaRebalanceHandler)?, handlerTimeout: Duration, logger: Logger) {
-        self.state = Mutex(KafkaConsumerStateMachine(capacity: capacity))
+        self.state = Locked(KafkaConsumerStateMachine(capacity: capacity))
         self.handler = handler
         self.handlerTimeout = handlerTimeout
         self.logger = logger

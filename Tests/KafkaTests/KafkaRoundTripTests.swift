@@ -1,6 +1,5 @@
 import Foundation
 import Kafka
-import Synchronization
 import Testing
 
 @Suite("Kafka on the mock cluster", .timeLimit(.minutes(2)))
@@ -13,8 +12,8 @@ struct KafkaRoundTripTests {
         let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
 
         let count = 10_000
-        let delivered = Mutex<[Int: KafkaDeliveryReport]>([:])
-        let failures = Mutex<[KafkaError]>([])
+        let delivered = TestLocked<[Int: KafkaDeliveryReport]>([:])
+        let failures = TestLocked<[KafkaError]>([])
         for index in 0..<count {
             let record = KafkaProducerMessage(
                 topic: topic, key: Array("key-\(index)".utf8), value: Array("value-\(index)-\(String(repeating: "x", count: index % 50))".utf8),
@@ -70,7 +69,7 @@ struct KafkaRoundTripTests {
         _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("warm-up".utf8)))
 
         try cluster.setBroker(1, up: false)
-        let result = Mutex<Result<KafkaDeliveryReport, KafkaError>?>(nil)
+        let result = TestLocked<Result<KafkaDeliveryReport, KafkaError>?>(nil)
         try await producer.send(KafkaProducerMessage(topic: topic, value: Array("while-down".utf8))) { outcome in
             result.withLock { $0 = outcome }
         }
