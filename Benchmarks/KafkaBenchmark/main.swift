@@ -7,6 +7,8 @@ import Synchronization
 
 let recordCount = Int(ProcessInfo.processInfo.environment["KAFKA_BENCH_RECORDS"] ?? "") ?? 200_000
 let recordSize = 200
+// Each figure is the median of this many rounds; the rounds interleave the two clients.
+let rounds = 3
 let partitions = 4
 // The same producer settings for both clients: idempotent, lz4, 5 ms linger.
 let producerSettings = ["enable.idempotence": "true", "compression.codec": "lz4", "linger.ms": "5"]
@@ -83,7 +85,9 @@ func wrapperConsume(_ bootstrap: String, topic: String) async throws -> Double {
 // client shares a process, or its CPU time, with the brokers.
 if CommandLine.arguments.dropFirst().first == "--cluster" {
     let cluster = try KafkaMockCluster(brokers: 1, logger: quiet)
-    for topic in ["ours", "theirs"] { try cluster.createTopic(topic, partitions: partitions) }
+    for round in 0..<rounds {
+        for topic in ["ours-\(round)", "theirs-\(round)"] { try cluster.createTopic(topic, partitions: partitions) }
+    }
     FileHandle.standardOutput.write(Data((cluster.bootstrapServers + "\n").utf8))
     FileHandle.standardOutput.synchronizeFile()
     _ = FileHandle.standardInput.readDataToEndOfFile()  // until the parent closes our stdin
@@ -120,13 +124,20 @@ try input.write(to: URL(fileURLWithPath: inputFile))
 defer { try? FileManager.default.removeItem(atPath: inputFile) }
 let kcatSettings = producerSettings.flatMap { ["-X", "\($0.key)=\($0.value)"] }
 
-print("Kafka wrapper vs kcat: mock cluster in its own process, \(recordCount) records of \(recordSize) B, \(partitions) partitions")
-let ourProduce = try await wrapperProduce(bootstrap, topic: "ours")
-let theirProduce = try timed(
-    "/usr/bin/kcat", ["-b", bootstrap, "-P", "-t", "theirs", "-K", "|", "-l", inputFile] + kcatSettings)
-let ourConsume = try await wrapperConsume(bootstrap, topic: "ours")
-// kcat's simple consumer (no group join) reading every partition to its end.
-let theirConsume = try timed("/usr/bin/kcat", ["-b", bootstrap, "-C", "-t", "theirs", "-o", "beginning", "-e", "-q"])
+print("Kafka wrapper vs kcat: mock cluster in its own process, \(recordCount) records of \(recordSize) B, "
+      + "\(partitions) partitions, median of \(rounds) interleaved rounds")
+var ourProduces: [Double] = [], theirProduces: [Double] = [], ourConsumes: [Double] = [], theirConsumes: [Double] = []
+for round in 0..<rounds {
+    ourProduces.append(try await wrapperProduce(bootstrap, topic: "ours-\(round)"))
+    theirProduces.append(try timed(
+        "/usr/bin/kcat", ["-b", bootstrap, "-P", "-t", "theirs-\(round)", "-K", "|", "-l", inputFile] + kcatSettings))
+    ourConsumes.append(try await wrapperConsume(bootstrap, topic: "ours-\(round)"))
+    // kcat's simple consumer (no group join) reading every partition to its end.
+    theirConsumes.append(try timed("/usr/bin/kcat", ["-b", bootstrap, "-C", "-t", "theirs-\(round)", "-o", "beginning", "-e", "-q"]))
+}
+func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+let (ourProduce, theirProduce) = (median(ourProduces), median(theirProduces))
+let (ourConsume, theirConsume) = (median(ourConsumes), median(theirConsumes))
 
 func row(_ name: String, _ elapsed: Double) -> String {
     let rate = Double(recordCount) / elapsed

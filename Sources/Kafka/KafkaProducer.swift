@@ -40,13 +40,15 @@ public final class KafkaProducer: Sendable {
         _ message: KafkaProducerMessage,
         onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
     ) async throws(KafkaError) {
-        let clock = ContinuousClock()
-        let deadline = clock.now + deliveryTimeout
+        var deadline: ContinuousClock.Instant?  // read the clock only once the queue is full
         while true {
             do throws(KafkaError) {
                 try enqueue(message, onDelivery)
                 return
-            } catch where error.code == .queueFull && clock.now < deadline {
+            } catch where error.code == .queueFull {
+                let limit = deadline ?? ContinuousClock.now + deliveryTimeout
+                deadline = limit
+                guard ContinuousClock.now < limit else { throw error }
                 try? await Task.sleep(for: .milliseconds(1))
             }
         }
@@ -54,20 +56,15 @@ public final class KafkaProducer: Sendable {
 
     /// Sends a record and returns once Kafka has stored it.
     public func send(_ message: KafkaProducerMessage) async throws -> KafkaDeliveryReport {
-        let clock = ContinuousClock()
-        let deadline = clock.now + deliveryTimeout
-        while true {
-            let report: KafkaDeliveryReport? = try await withCheckedThrowingContinuation { continuation in
+        try await withCheckedThrowingContinuation { continuation in
+            // The enqueue itself may wait for room, so it runs in a task of its own.
+            Task {
                 do throws(KafkaError) {
-                    try enqueue(message) { continuation.resume(with: $0.map(Optional.some)) }
-                } catch where error.code == .queueFull && clock.now < deadline {
-                    continuation.resume(returning: nil)
+                    try await send(message) { continuation.resume(with: $0) }
                 } catch {
                     continuation.resume(throwing: error)
                 }
             }
-            if let report { return report }
-            try? await Task.sleep(for: .milliseconds(1))
         }
     }
 

@@ -1,85 +1,55 @@
 import CRdKafka
-import Foundation
 
 /// `rd_kafka_produceva`: the non-variadic produce call (Swift cannot call `rd_kafka_producev`).
+/// librdkafka copies everything (`RD_KAFKA_MSG_F_COPY`) before returning, so all pointers here are
+/// scoped to the call. The common case (no headers) allocates nothing but the field array on the stack.
 enum RDKafkaProduce {
     /// Enqueues a copy of `message`; returns the error if librdkafka refuses it.
     static func produce(
         _ handle: OpaquePointer, _ message: KafkaProducerMessage, opaque: UnsafeMutableRawPointer
     ) -> KafkaError? {
-        // C strings for the topic and header names, freed once librdkafka has copied them.
-        let names = ([message.topic] + message.headers.map(\.key)).map { strdup($0)! }
-        defer { names.forEach { free($0) } }
-        // All header values in one buffer: (start, count), count -1 for a null value.
-        var headerBytes: [UInt8] = []
-        var headerSpans: [(Int, Int)] = []
-        for header in message.headers {
-            if let value = header.value {
-                headerSpans.append((headerBytes.count, value.count))
-                headerBytes.append(contentsOf: value)
-            } else {
-                headerSpans.append((0, -1))
-            }
-        }
-        let error: OpaquePointer? = headerBytes.withUnsafeBytes { headerBuffer in
-            withBytes(message.key) { key in
-                withBytes(message.value) { value in
-                    var fields: [rd_kafka_vu_t] = []
-                    fields.reserveCapacity(6 + message.headers.count)
-                    var field = rd_kafka_vu_t()
-                    field.vtype = RD_KAFKA_VTYPE_TOPIC
-                    field.u.cstr = UnsafePointer(names[0])
-                    fields.append(field)
-                    if let partition = message.partition {
-                        field = rd_kafka_vu_t()
-                        field.vtype = RD_KAFKA_VTYPE_PARTITION
-                        field.u.i32 = partition
-                        fields.append(field)
-                    }
-                    if let key {
-                        field = rd_kafka_vu_t()
-                        field.vtype = RD_KAFKA_VTYPE_KEY
-                        field.u.mem.ptr = UnsafeMutableRawPointer(mutating: key.baseAddress)
-                        field.u.mem.size = key.count
-                        fields.append(field)
-                    }
-                    if let value {
-                        field = rd_kafka_vu_t()
-                        field.vtype = RD_KAFKA_VTYPE_VALUE
-                        field.u.mem.ptr = UnsafeMutableRawPointer(mutating: value.baseAddress)
-                        field.u.mem.size = value.count
-                        fields.append(field)
-                    }
-                    for (index, (start, count)) in headerSpans.enumerated() {
-                        field = rd_kafka_vu_t()
-                        field.vtype = RD_KAFKA_VTYPE_HEADER
-                        field.u.header.name = UnsafePointer(names[index + 1])
-                        if count >= 0 {
-                            field.u.header.val = headerBuffer.baseAddress.map { UnsafeRawPointer($0 + start) }
-                                ?? UnsafeRawPointer(names[index + 1])  // zero-length value: any valid pointer
-                            field.u.header.size = count
-                        } else {
-                            field.u.header.val = nil
-                            field.u.header.size = 0
+        let error: OpaquePointer? = message.topic.withCString { topic in
+            withHeaders(message.headers) { headers in
+                withBytes(message.key) { key in
+                    withBytes(message.value) { value in
+                        withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: 7 + headers.count) { fields in
+                            var count = 0
+                            func append(_ type: rd_kafka_vtype_t, _ fill: (inout rd_kafka_vu_t) -> Void) {
+                                var field = rd_kafka_vu_t()
+                                field.vtype = type
+                                fill(&field)
+                                fields.initializeElement(at: count, to: field)
+                                count += 1
+                            }
+                            append(RD_KAFKA_VTYPE_TOPIC) { $0.u.cstr = topic }
+                            if let partition = message.partition { append(RD_KAFKA_VTYPE_PARTITION) { $0.u.i32 = partition } }
+                            if let key {
+                                append(RD_KAFKA_VTYPE_KEY) {
+                                    $0.u.mem.ptr = UnsafeMutableRawPointer(mutating: key.baseAddress)
+                                    $0.u.mem.size = key.count
+                                }
+                            }
+                            if let value {
+                                append(RD_KAFKA_VTYPE_VALUE) {
+                                    $0.u.mem.ptr = UnsafeMutableRawPointer(mutating: value.baseAddress)
+                                    $0.u.mem.size = value.count
+                                }
+                            }
+                            for header in headers {
+                                append(RD_KAFKA_VTYPE_HEADER) {
+                                    $0.u.header.name = header.name
+                                    $0.u.header.val = header.value
+                                    $0.u.header.size = header.size
+                                }
+                            }
+                            if let timestamp = message.timestampMilliseconds {
+                                append(RD_KAFKA_VTYPE_TIMESTAMP) { $0.u.i64 = timestamp }
+                            }
+                            append(RD_KAFKA_VTYPE_MSGFLAGS) { $0.u.i = RD_KAFKA_MSG_F_COPY }
+                            append(RD_KAFKA_VTYPE_OPAQUE) { $0.u.ptr = opaque }
+                            defer { fields.baseAddress!.deinitialize(count: count) }
+                            return rd_kafka_produceva(handle, fields.baseAddress, count)
                         }
-                        fields.append(field)
-                    }
-                    if let timestamp = message.timestampMilliseconds {
-                        field = rd_kafka_vu_t()
-                        field.vtype = RD_KAFKA_VTYPE_TIMESTAMP
-                        field.u.i64 = timestamp
-                        fields.append(field)
-                    }
-                    field = rd_kafka_vu_t()
-                    field.vtype = RD_KAFKA_VTYPE_MSGFLAGS
-                    field.u.i = RD_KAFKA_MSG_F_COPY
-                    fields.append(field)
-                    field = rd_kafka_vu_t()
-                    field.vtype = RD_KAFKA_VTYPE_OPAQUE
-                    field.u.ptr = opaque
-                    fields.append(field)
-                    return fields.withUnsafeMutableBufferPointer {
-                        rd_kafka_produceva(handle, $0.baseAddress, $0.count)
                     }
                 }
             }
@@ -87,12 +57,50 @@ enum RDKafkaProduce {
         return error.map { KafkaError(consuming: $0) }
     }
 
-    /// Scoped bytes of an optional array; an empty array still gets a non-nil (dangling-safe) pointer.
+    /// A header as librdkafka's `RD_KAFKA_VTYPE_HEADER` wants it. A null value is (nil, 0).
+    private struct CHeader {
+        let name: UnsafePointer<CChar>
+        let value: UnsafeRawPointer?
+        let size: Int
+    }
+
+    /// Scoped C views of the headers: every name and value in one buffer each.
+    private static func withHeaders<R>(_ headers: [KafkaHeader], _ body: ([CHeader]) -> R) -> R {
+        guard !headers.isEmpty else { return body([]) }
+        var names: [CChar] = []
+        var values: [UInt8] = [0]  // never empty, so a zero-length value still has a valid pointer
+        var spans: [(name: Int, value: Int, size: Int)] = []
+        spans.reserveCapacity(headers.count)
+        for header in headers {
+            let nameStart = names.count
+            names.append(contentsOf: header.key.utf8.map { CChar(bitPattern: $0) })
+            names.append(0)
+            if let value = header.value {
+                spans.append((nameStart, values.count, value.count))
+                values.append(contentsOf: value)
+            } else {
+                spans.append((nameStart, -1, 0))
+            }
+        }
+        return names.withUnsafeBufferPointer { nameBuffer in
+            values.withUnsafeBytes { valueBuffer in
+                body(spans.map { span in
+                    CHeader(
+                        name: nameBuffer.baseAddress! + span.name,
+                        value: span.value < 0 ? nil : valueBuffer.baseAddress! + span.value,
+                        size: span.size)
+                })
+            }
+        }
+    }
+
+    /// Scoped bytes of an optional array; an empty array still gets a valid pointer.
     private static func withBytes<R>(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> R) -> R {
         guard let bytes else { return body(nil) }
         if bytes.isEmpty {
-            var zero: UInt8 = 0
-            return withUnsafeBytes(of: &zero) { body(UnsafeRawBufferPointer(start: $0.baseAddress, count: 0)) }
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1) {
+                body(UnsafeRawBufferPointer(start: $0.baseAddress, count: 0))
+            }
         }
         return bytes.withUnsafeBytes { body($0) }
     }
