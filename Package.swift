@@ -58,6 +58,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: Worker (the pipeline)
+        .target(
+            name: "Worker",
+            dependencies: [
+                "Kafka", "APNs",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "WorkerTests",
+            dependencies: ["Worker", "Kafka", "APNs"],
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: APNs provider client
         .target(
             name: "APNs",
