@@ -61,6 +61,35 @@ public final class KafkaConsumer: Sendable {
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
     }
 
+    /// Reads these partitions from these offsets without joining a group (no rebalances; the group ID
+    /// is only used if the caller commits). Use `KafkaOffset.beginning`/`.end` for the ends.
+    /// Replaces any earlier manual assignment.
+    public func assign(_ start: [KafkaTopicPartitionOffset]) throws(KafkaError) {
+        let list = RDKafkaTopicPartitionList(start)
+        let err = list.withPointer { rd_kafka_assign(client.handle, $0) }
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+        let partitions = start.map(\.topicPartition)
+        core.state.withLock { state in
+            _ = state.revoke(Array(state.assigned))
+            state.assign(partitions)
+        }
+        core.applyPauses(client.handle)
+    }
+
+    /// The partition IDs of a topic, from the cluster's metadata.
+    public func partitions(of topic: String, timeout: Duration = .seconds(10)) async throws -> [Int32] {
+        let client = self.client
+        return try await onBlockingQueue { () throws(KafkaError) in try client.partitionIDs(of: topic, timeout: timeout) }
+    }
+
+    /// The first offset still stored in a partition and one past its last (its end).
+    public func watermarks(
+        of partition: KafkaTopicPartition, timeout: Duration = .seconds(10)
+    ) async throws -> (low: Int64, high: Int64) {
+        let client = self.client
+        return try await onBlockingQueue { () throws(KafkaError) in try client.watermarks(of: partition, timeout: timeout) }
+    }
+
     /// The partitions currently assigned to this member.
     public var assignment: Set<KafkaTopicPartition> {
         core.state.withLock { $0.assigned }

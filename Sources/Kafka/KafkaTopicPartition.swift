@@ -32,3 +32,13 @@ public struct KafkaTopicPartitionOffset: Sendable, Hashable, CustomStringConvert
 
     public var description: String { "\(topicPartition)@\(offset)" }
 }
+
+/// Kafka's logical offsets, for `KafkaConsumer.assign(_:)`.
+public enum KafkaOffset {
+    /// The first record still stored.
+    public static let beginning: Int64 = -2
+    /// After the last record: only new records are read.
+    public static let end: Int64 = -1
+    /// The group's committed offset (or `autoOffsetReset` where there is none).
+    public static let stored: Int64 = -1000
+}

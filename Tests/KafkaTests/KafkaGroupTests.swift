@@ -210,3 +210,33 @@ struct KafkaStatisticsTests {
         await consumer.close()
     }
 }
+
+@Suite("Kafka manual assignment and metadata", .timeLimit(.minutes(1)))
+struct KafkaAssignmentTests {
+    @Test("a consumer reads assigned partitions from given offsets, and sees partitions and watermarks")
+    func assignAndWatermarks() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("assign")
+        try cluster.createTopic(topic, partitions: 3)
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
+        for index in 0..<30 {
+            _ = try await producer.send(KafkaProducerMessage(topic: topic, partition: Int32(index % 3), value: Array("\(index)".utf8)))
+        }
+        await producer.close()
+
+        let consumer = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: uniqueName("unused")))
+        #expect(try await consumer.partitions(of: topic) == [0, 1, 2])
+        let marks = try await consumer.watermarks(of: KafkaTopicPartition(topic: topic, partition: 1))
+        #expect(marks.low == 0 && marks.high == 10)
+
+        try consumer.assign([
+            KafkaTopicPartitionOffset(topic: topic, partition: 1, offset: 7),
+            KafkaTopicPartitionOffset(topic: topic, partition: 2, offset: KafkaOffset.beginning),
+        ])
+        let records = try await read(13, from: consumer, within: 20)
+        #expect(records.filter { $0.partition == 1 }.map(\.offset) == [7, 8, 9])
+        #expect(records.filter { $0.partition == 2 }.map(\.offset) == Array(0..<10))
+        #expect(!records.contains { $0.partition == 0 })
+        await consumer.close()
+    }
+}
