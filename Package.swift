@@ -13,6 +13,8 @@ let package = Package(
     products: [],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     ],
     targets: [
@@ -31,6 +33,48 @@ let package = Package(
             name: "COpenSSL",
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
+        ),
+
+        // MARK: Kafka (librdkafka wrapper)
+        .target(
+            name: "Kafka",
+            dependencies: [
+                "CRdKafka",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "KafkaTests",
+            dependencies: ["Kafka", "CSanitizerThreads"],
+            swiftSettings: swiftSettings
+        ),
+        // Lets ThreadSanitizer see librdkafka's C11 threads (see its source). Tests only.
+        .target(name: "CSanitizerThreads", path: "Tests/CSanitizerThreads"),
+
+        .executableTarget(
+            name: "KafkaBenchmark",
+            dependencies: ["Kafka", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/KafkaBenchmark",
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Worker (the pipeline)
+        .target(
+            name: "Worker",
+            dependencies: [
+                "Kafka", "APNs", "JSONSchema",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "WorkerTests",
+            dependencies: ["Worker", "Kafka", "APNs", "JSONSchema"],
+            swiftSettings: swiftSettings
         ),
 
         // MARK: APNs provider client
@@ -59,18 +103,6 @@ let package = Package(
             dependencies: ["JSONSchema", "Worker"],
             path: "Benchmarks/JSONSchemaBenchmark",
             exclude: ["inputs", "jsonschema_bench.py"],
-            swiftSettings: swiftSettings
-        ),
-
-        // MARK: Worker (the pipeline; for now: event decoding and validation)
-        .target(
-            name: "Worker",
-            dependencies: ["JSONSchema", "APNs"],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "WorkerTests",
-            dependencies: ["Worker"],
             swiftSettings: swiftSettings
         ),
 

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Benchmark runner: Benchmarks/run.sh NAME (or `make bench BENCH=NAME`).
-# Builds in release mode, runs the benchmark pinned to one core, runs the reference tool on the same
-# inputs in the same run, and prints the figures side by side. Benchmarks report; they never fail on
-# a time.
+# Runs benchmarks in release builds and prints their figures next to a reference tool's, measured in
+# the same run on the same machine. Usage: Benchmarks/run.sh [NAME|all] (or `make bench BENCH=NAME`).
+# Benchmarks report; they never fail on a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,9 +12,13 @@ PIN=""
 if command -v taskset >/dev/null 2>&1; then PIN="taskset -c ${BENCH_CPU:-0}"; fi
 
 usage() {
-    echo "usage: $0 NAME" >&2
-    echo "benchmarks: jsonschema, jsonschema-instructions" >&2
+    echo "unknown benchmark: $1 (kafka, jsonschema, jsonschema-instructions, all)" >&2
     exit 2
+}
+
+bench_kafka() {
+    "$SWIFT" build -c release --product KafkaBenchmark
+    "$("$SWIFT" build -c release --show-bin-path)/KafkaBenchmark"
 }
 
 bench_jsonschema() {
@@ -87,8 +90,10 @@ bench_jsonschema_instructions() {
     done
 }
 
-case "${1:-}" in
+case "${1:-all}" in
+    kafka) bench_kafka ;;
     jsonschema) bench_jsonschema ;;
     jsonschema-instructions) bench_jsonschema_instructions ;;
-    *) usage ;;
+    all) bench_kafka; bench_jsonschema ;;
+    *) usage "$1" ;;
 esac

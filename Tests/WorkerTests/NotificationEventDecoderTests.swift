@@ -288,6 +288,8 @@ struct NotificationEventDecoderTests {
         } catch {
             #expect(error.eventID == "5B0E9A4C-7F2D-4C1E-9A57-0D6C1F4E8B21")
             #expect(error.kind == .schema)
+            #expect(error.deadLetterReason == .schema)
+            #expect(error.deadLetterDetail == "/priority: value 7 is not one of 10, 5, 1")
         }
     }
 }

@@ -84,8 +84,20 @@ public struct EventDecodingError: Error, Sendable, CustomStringConvertible {
     /// At least one; the first is the one to report when only one fits (a dead-letter header).
     public let problems: [EventProblem]
 
-    /// `malformed-json`, `schema` or `rule`: the dead-letter reason code.
+    /// `malformed-json`, `schema` or `rule`.
     public var kind: EventProblem.Kind { problems[0].kind }
+
+    /// The `dlq-reason` for this event's dead letter.
+    public var deadLetterReason: DeadLetterReason {
+        switch kind {
+        case .malformedJSON: .malformedJSON
+        case .schema: .schema
+        case .rule: .rule
+        }
+    }
+
+    /// The `dlq-detail` for this event's dead letter: the first problem, `<pointer>: <message>`.
+    public var deadLetterDetail: String { problems[0].description }
 
     public var description: String { problems.map(\.description).joined(separator: "; ") }
 }

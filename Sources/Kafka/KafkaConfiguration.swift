@@ -1,0 +1,110 @@
+/// How a consumer group spreads partitions over its members.
+public enum KafkaPartitionAssignment: String, Sendable, Hashable, CaseIterable {
+    /// Incremental rebalancing: only moved partitions stop. The right default for a scaled-out worker.
+    case cooperativeSticky = "cooperative-sticky"
+    case range
+    case roundRobin = "roundrobin"
+}
+
+/// Where a consumer starts in a partition that has no committed offset.
+public enum KafkaAutoOffsetReset: String, Sendable, Hashable {
+    case earliest
+    case latest
+    /// Fail rather than guess.
+    case error
+}
+
+/// A consumer-group member's settings: typed fields for what the worker relies on, and `properties`
+/// for any other librdkafka property (`security.protocol`, `sasl.*`, `ssl.*`, …), which wins over
+/// the typed fields when both name the same key.
+public struct KafkaConsumerConfiguration: Sendable {
+    public var bootstrapServers: String
+    public var groupID: String
+    public var clientID: String = "apns-worker"
+    public var partitionAssignment: KafkaPartitionAssignment = .cooperativeSticky
+    public var autoOffsetReset: KafkaAutoOffsetReset = .earliest
+    /// The broker drops a member it has not heard from for this long.
+    public var sessionTimeout: Duration = .seconds(45)
+    /// The longest gap allowed between polls (and the longest a rebalance handler may take).
+    public var maxPollInterval: Duration = .seconds(300)
+    /// How often librdkafka reports statistics (lag per partition); `nil` turns them off.
+    public var statisticsInterval: Duration? = nil
+    /// Records handed over by librdkafka and not yet taken by the reader. At this many the consumer
+    /// pauses its partitions, and resumes at half: memory stays bounded whatever the backlog.
+    public var bufferCapacity: Int = 2048
+    /// Any librdkafka consumer property, passed through as is.
+    public var properties: [String: String] = [:]
+
+    public init(bootstrapServers: String, groupID: String) {
+        self.bootstrapServers = bootstrapServers
+        self.groupID = groupID
+    }
+
+    /// The full librdkafka property set. Offsets are never committed behind the caller's back:
+    /// auto-commit and auto offset store are off, because the worker commits only what it finished.
+    var librdkafkaProperties: [(String, String)] {
+        var typed: [(String, String)] = [
+            ("bootstrap.servers", bootstrapServers),
+            ("group.id", groupID),
+            ("client.id", clientID),
+            ("partition.assignment.strategy", partitionAssignment.rawValue),
+            ("auto.offset.reset", autoOffsetReset.rawValue),
+            ("session.timeout.ms", String(sessionTimeout.milliseconds)),
+            ("max.poll.interval.ms", String(maxPollInterval.milliseconds)),
+            ("enable.auto.commit", "false"),
+            ("enable.auto.offset.store", "false"),
+            ("enable.partition.eof", "false"),
+        ]
+        if let statisticsInterval {
+            typed.append(("statistics.interval.ms", String(statisticsInterval.milliseconds)))
+        }
+        return merged(typed, properties)
+    }
+}
+
+/// A producer's settings. Idempotent by default (`enable.idempotence=true`, hence `acks=all`): a
+/// retried send is never stored twice and order per partition holds.
+public struct KafkaProducerConfiguration: Sendable {
+    public var bootstrapServers: String
+    public var clientID: String = "apns-worker"
+    public var idempotent: Bool = true
+    /// How long a record may wait in the local queue for more to batch with it.
+    public var linger: Duration = .milliseconds(5)
+    /// A record not acknowledged within this time fails with `messageTimedOut` (librdkafka retries
+    /// until then: a broker that is down and comes back in time loses nothing).
+    public var deliveryTimeout: Duration = .seconds(300)
+    /// `none`, `gzip`, `snappy`, `lz4` or `zstd`.
+    public var compression: String = "lz4"
+    /// Any librdkafka producer property, passed through as is.
+    public var properties: [String: String] = [:]
+
+    public init(bootstrapServers: String) {
+        self.bootstrapServers = bootstrapServers
+    }
+
+    var librdkafkaProperties: [(String, String)] {
+        var typed: [(String, String)] = [
+            ("bootstrap.servers", bootstrapServers),
+            ("client.id", clientID),
+            ("enable.idempotence", idempotent ? "true" : "false"),
+            ("linger.ms", String(linger.milliseconds)),
+            ("message.timeout.ms", String(deliveryTimeout.milliseconds)),
+            ("compression.codec", compression),
+        ]
+        if idempotent { typed.append(("acks", "all")) }
+        return merged(typed, properties)
+    }
+}
+
+/// Typed values first, pass-through properties after (so they override), keys sorted for stable errors.
+private func merged(_ typed: [(String, String)], _ properties: [String: String]) -> [(String, String)] {
+    typed.filter { properties[$0.0] == nil } + properties.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded down, as librdkafka's `*.ms` properties want them.
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

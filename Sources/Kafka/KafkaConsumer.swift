@@ -1,0 +1,163 @@
+import CRdKafka
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// A consumer-group member over librdkafka.
+///
+/// Records arrive through `messages`, an `AsyncSequence` with one reader, fed by a poll loop on a
+/// thread of its own (librdkafka's poll blocks, so it never runs on the cooperative pool). Offsets
+/// are committed only by `commit(_:)`: nothing is committed behind the caller's back.
+///
+/// Flow control: at most `bufferCapacity` records wait for the reader; at that mark the consumer
+/// pauses its partitions and resumes them at half, while the poll loop keeps serving rebalances and
+/// heartbeats. Memory stays flat whatever the backlog.
+///
+/// Call `close()` before dropping the consumer: it leaves the group cleanly (running the rebalance
+/// handler's revocation) and stops the poll thread, which otherwise keeps the consumer alive.
+public final class KafkaConsumer: Sendable {
+    private let client: RDKafkaClient
+    private let core: KafkaConsumerCore
+    /// Blocking librdkafka calls made for async callers (commits, committed-offset queries) run here,
+    /// in order: a later commit can never land before an earlier one.
+    private let blockingQueue: DispatchQueue
+    public let messages: KafkaConsumerMessages
+
+    public init(
+        configuration: KafkaConsumerConfiguration,
+        rebalanceHandler: (any KafkaRebalanceHandler)? = nil,
+        statisticsHandler: (@Sendable (KafkaConsumerStatistics) -> Void)? = nil,
+        logger: Logger = Logger(label: "kafka.consumer")
+    ) throws(KafkaError) {
+        let core = KafkaConsumerCore(
+            capacity: configuration.bufferCapacity, handler: rebalanceHandler,
+            handlerTimeout: configuration.maxPollInterval, logger: logger)
+        let config = try RDKafkaConfig(properties: configuration.librdkafkaProperties)
+        var onStatistics: (@Sendable (String) -> Void)?
+        if let statisticsHandler {
+            onStatistics = { json in
+                if let statistics = KafkaConsumerStatistics(json: json) { statisticsHandler(statistics) }
+            }
+        }
+        let callbacks = RDKafkaCallbacks(
+            logger: logger,
+            rebalance: { handle, event, list in core.rebalance(handle: handle, event: event, list: list) },
+            statistics: onStatistics,
+            error: { error in core.clientError(error) })
+        self.client = try RDKafkaClient(type: RD_KAFKA_CONSUMER, config: config, callbacks: callbacks)
+        // Route the main queue (errors, statistics, logs) to the consumer queue that the poll loop serves.
+        rd_kafka_poll_set_consumer(client.handle)
+        self.core = core
+        self.blockingQueue = DispatchQueue(label: "kafka.consumer.blocking")
+        self.messages = KafkaConsumerMessages(core: core, client: client)
+        core.startPolling(client)
+    }
+
+    /// Joins the group for these topics (replacing any earlier subscription).
+    public func subscribe(topics: [String]) throws(KafkaError) {
+        let list = RDKafkaTopicPartitionList(topics: topics)
+        let err = list.withPointer { rd_kafka_subscribe(client.handle, $0) }
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+    }
+
+    /// Reads these partitions from these offsets without joining a group (no rebalances; the group ID
+    /// is only used if the caller commits). Use `KafkaOffset.beginning`/`.end` for the ends.
+    /// Replaces any earlier manual assignment.
+    public func assign(_ start: [KafkaTopicPartitionOffset]) throws(KafkaError) {
+        let list = RDKafkaTopicPartitionList(start)
+        let err = list.withPointer { rd_kafka_assign(client.handle, $0) }
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+        let partitions = start.map(\.topicPartition)
+        core.state.withLock { state in
+            _ = state.revoke(Array(state.assigned))
+            state.assign(partitions)
+        }
+        core.applyPauses(client.handle)
+    }
+
+    /// The partition IDs of a topic, from the cluster's metadata.
+    public func partitions(of topic: String, timeout: Duration = .seconds(10)) async throws -> [Int32] {
+        let client = self.client
+        return try await onBlockingQueue { () throws(KafkaError) in try client.partitionIDs(of: topic, timeout: timeout) }
+    }
+
+    /// The first offset still stored in a partition and one past its last (its end).
+    public func watermarks(
+        of partition: KafkaTopicPartition, timeout: Duration = .seconds(10)
+    ) async throws -> (low: Int64, high: Int64) {
+        let client = self.client
+        return try await onBlockingQueue { () throws(KafkaError) in try client.watermarks(of: partition, timeout: timeout) }
+    }
+
+    /// The partitions currently assigned to this member.
+    public var assignment: Set<KafkaTopicPartition> {
+        core.state.withLock { $0.assigned }
+    }
+
+    /// Records handed over by librdkafka and waiting for the reader (at most about `bufferCapacity`).
+    public var bufferedCount: Int {
+        core.state.withLock { $0.bufferedCount }
+    }
+
+    /// Stops fetching from these partitions until `resume(_:)`. Records already handed over to the
+    /// buffer may still arrive.
+    public func pause(_ partitions: [KafkaTopicPartition]) {
+        core.state.withLock { $0.pause(partitions) }
+        core.applyPauses(client.handle)
+    }
+
+    /// Fetches again from partitions paused with `pause(_:)`.
+    public func resume(_ partitions: [KafkaTopicPartition]) {
+        core.state.withLock { $0.resume(partitions) }
+        core.applyPauses(client.handle)
+    }
+
+    /// Commits these offsets (each the *next* offset to read) and returns once the group coordinator
+    /// has stored them. Safe inside a rebalance handler.
+    public func commit(_ offsets: [KafkaTopicPartitionOffset]) async throws {
+        guard !offsets.isEmpty else { return }
+        let client = self.client
+        try await onBlockingQueue { () throws(KafkaError) in
+            let list = RDKafkaTopicPartitionList(offsets)
+            let err = list.withPointer { rd_kafka_commit(client.handle, $0, 0) }
+            guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+            if let partitionError = list.firstError { throw partitionError }
+        }
+    }
+
+    /// The group's committed offsets for these partitions (`nil` where none is stored).
+    public func committedOffsets(
+        for partitions: [KafkaTopicPartition], timeout: Duration = .seconds(10)
+    ) async throws -> [KafkaTopicPartition: Int64?] {
+        let client = self.client
+        return try await onBlockingQueue { () throws(KafkaError) in
+            let list = RDKafkaTopicPartitionList(partitions)
+            let err = list.withPointer { rd_kafka_committed(client.handle, $0, Int32(timeout.milliseconds)) }
+            guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+            var result: [KafkaTopicPartition: Int64?] = [:]
+            for offset in list.offsets {
+                result[offset.topicPartition] = offset.offset >= 0 ? offset.offset : nil
+            }
+            return result
+        }
+    }
+
+    /// Leaves the group: the rebalance handler sees its partitions revoked (and commits), the message
+    /// sequence ends, the poll thread stops. Idempotent.
+    public func close() async {
+        await core.close()
+    }
+
+    private func onBlockingQueue<T: Sendable>(_ body: @escaping @Sendable () throws(KafkaError) -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            blockingQueue.async {
+                do throws(KafkaError) {
+                    continuation.resume(returning: try body())
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+}

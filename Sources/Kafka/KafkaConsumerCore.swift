@@ -1,0 +1,203 @@
+import CRdKafka
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// The part of a consumer that librdkafka's callbacks and the poll thread reach: state, pauses, the
+/// rebalance handler. Separate from `KafkaConsumer` so callbacks can be set before the handle exists.
+final class KafkaConsumerCore: Sendable {
+    let state: Locked<KafkaConsumerStateMachine>
+    /// The pause set last applied to librdkafka. Its lock also orders pause/resume calls, so the
+    /// latest decision is always the one librdkafka ends up with.
+    private let appliedPauses = Locked<Set<KafkaTopicPartition>>([])
+    private let handler: (any KafkaRebalanceHandler)?
+    private let handlerTimeout: Duration
+    let logger: Logger
+    private let stopRequested = Atomic<Bool>(false)
+    /// Signalled by the reader when the poll thread waits for room in a full buffer.
+    let spaceAvailable = DispatchSemaphore(value: 0)
+    /// How long a full buffer holds the poll thread back before the partitions are paused.
+    static let fullBufferGrace: Duration = .milliseconds(500)
+    private let closeState = Locked<(closed: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    init(capacity: Int, handler: (any KafkaRebalanceHandler)?, handlerTimeout: Duration, logger: Logger) {
+        self.state = Locked(KafkaConsumerStateMachine(capacity: capacity))
+        self.handler = handler
+        self.handlerTimeout = handlerTimeout
+        self.logger = logger
+    }
+
+    // MARK: poll thread
+
+    /// The thread holds the client and this core until `close()` ends its loop.
+    func startPolling(_ client: RDKafkaClient) {
+        let thread = Thread { [self] in pollLoop(client) }
+        thread.name = "kafka-consumer-poll"
+        thread.start()
+    }
+
+    private func pollLoop(_ client: RDKafkaClient) {
+        while !stopRequested.load(ordering: .acquiring) {
+            waitForSpace(client)
+            guard let message = rd_kafka_consumer_poll(client.handle, 100) else { continue }
+            receive(message, client)
+            rd_kafka_message_destroy(message)
+        }
+        // Leaving the group revokes the assignment, through the rebalance handler, inside this call.
+        let err = rd_kafka_consumer_close(client.handle)
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+            logger.warning("consumer close: \(KafkaError(err))")
+        }
+        state.withLock { $0.finish(.closed) }?.resume(returning: nil)
+        let waiters = closeState.withLock { closeState in
+            closeState.closed = true
+            defer { closeState.waiters = [] }
+            return closeState.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Holds the poll thread while the buffer is full, up to `fullBufferGrace`; then pauses the
+    /// partitions, so that polling (and with it rebalances and heartbeats) goes on without records.
+    private func waitForSpace(_ client: RDKafkaClient) {
+        let deadline = ContinuousClock.now + Self.fullBufferGrace
+        while !stopRequested.load(ordering: .acquiring) {
+            guard case .wait = state.withLock({ $0.checkSpace() }) else { return }
+            if ContinuousClock.now >= deadline {
+                if state.withLock({ $0.pauseForFlow() }) { applyPauses(client.handle) }
+                return
+            }
+            _ = spaceAvailable.wait(timeout: .now() + .milliseconds(50))
+        }
+    }
+
+    private func receive(_ message: UnsafeMutablePointer<rd_kafka_message_t>, _ client: RDKafkaClient) {
+        let err = message.pointee.err
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            if err == RD_KAFKA_RESP_ERR__PARTITION_EOF { return }
+            if err == RD_KAFKA_RESP_ERR__FATAL {
+                fail(client.fatalError ?? KafkaError(err))
+            } else {
+                logger.warning("consumer: \(KafkaError(err, String(cString: rd_kafka_message_errstr(message))))")
+            }
+            return
+        }
+        let record = KafkaConsumerMessage(copying: message)
+        switch state.withLock({ $0.push(record) }) {
+        case .deliver(let waiter, let record): waiter.resume(returning: record)
+        case .buffered, .dropped: break
+        }
+    }
+
+    /// The reader took a record: wake the poll thread if it waits for room, apply a lifted pause.
+    func tookRecord(pausesChanged: Bool, wakePoller: Bool, client: RDKafkaClient) {
+        if wakePoller { spaceAvailable.signal() }
+        if pausesChanged { applyPauses(client.handle) }
+    }
+
+    func clientError(_ error: KafkaError) {
+        if error.isFatal {
+            fail(error)
+        } else {
+            logger.warning("\(error)")
+        }
+    }
+
+    private func fail(_ error: KafkaError) {
+        logger.error("consumer failed: \(error)")
+        state.withLock { $0.finish(.failed(error)) }?.resume(throwing: error)
+    }
+
+    func close() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let closed = closeState.withLock { closeState in
+                if !closeState.closed { closeState.waiters.append(continuation) }
+                return closeState.closed
+            }
+            if closed { continuation.resume() }
+            stopRequested.store(true, ordering: .releasing)
+        }
+    }
+
+    // MARK: pauses
+
+    /// Makes librdkafka's paused set match the state machine's desired one.
+    func applyPauses(_ handle: OpaquePointer) {
+        appliedPauses.withLock { applied in
+            let (desired, assigned) = state.withLock { ($0.desiredPaused, $0.assigned) }
+            let toPause = desired.subtracting(applied)
+            let toResume = applied.subtracting(desired).intersection(assigned)
+            if !toPause.isEmpty {
+                _ = RDKafkaTopicPartitionList(toPause).withPointer { rd_kafka_pause_partitions(handle, $0) }
+            }
+            if !toResume.isEmpty {
+                _ = RDKafkaTopicPartitionList(toResume).withPointer { rd_kafka_resume_partitions(handle, $0) }
+            }
+            applied = desired
+        }
+    }
+
+    // MARK: rebalance (poll thread, inside rd_kafka_consumer_poll or rd_kafka_consumer_close)
+
+    func rebalance(
+        handle: OpaquePointer, event: rd_kafka_resp_err_t,
+        list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+    ) {
+        let partitions = RDKafkaTopicPartitionList.partitions(of: list)
+        let cooperative = String(cString: rd_kafka_rebalance_protocol(handle)) == "COOPERATIVE"
+        switch event {
+        case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            logger.info("partitions assigned: \(partitions.map(\.description).joined(separator: ", "))")
+            if cooperative {
+                if let error = rd_kafka_incremental_assign(handle, list) {
+                    logger.error("incremental assign: \(KafkaError(consuming: error))")
+                }
+            } else {
+                let err = rd_kafka_assign(handle, list)
+                if err != RD_KAFKA_RESP_ERR_NO_ERROR { logger.error("assign: \(KafkaError(err))") }
+            }
+            state.withLock { $0.assign(partitions) }
+            // A fresh assignment is unpaused in librdkafka; forget any stale record of it.
+            appliedPauses.withLock { $0.subtract(partitions) }
+            applyPauses(handle)
+            runHandler { await $0.partitionsAssigned(partitions) }
+
+        case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+            let lost = rd_kafka_assignment_lost(handle) != 0
+            logger.info("partitions revoked\(lost ? " (lost)" : ""): \(partitions.map(\.description).joined(separator: ", "))")
+            let pausesChanged = state.withLock { $0.revoke(partitions) }
+            runHandler { await $0.partitionsRevoked(partitions, lost: lost) }
+            if cooperative {
+                if let error = rd_kafka_incremental_unassign(handle, list) {
+                    logger.error("incremental unassign: \(KafkaError(consuming: error))")
+                }
+            } else {
+                _ = rd_kafka_assign(handle, nil)
+            }
+            appliedPauses.withLock { $0.subtract(partitions) }
+            if pausesChanged { applyPauses(handle) }
+
+        default:
+            logger.error("rebalance failed: \(KafkaError(event)); dropping the assignment")
+            let all = state.withLock { Array($0.assigned) }
+            _ = state.withLock { $0.revoke(all) }
+            runHandler { await $0.partitionsRevoked(all, lost: true) }
+            _ = rd_kafka_assign(handle, nil)
+        }
+    }
+
+    /// Runs the handler and holds the poll thread until it returns (bounded by `handlerTimeout`).
+    private func runHandler(_ body: @escaping @Sendable (any KafkaRebalanceHandler) async -> Void) {
+        guard let handler else { return }
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            await body(handler)
+            done.signal()
+        }
+        let milliseconds = Int(handlerTimeout.milliseconds)
+        if done.wait(timeout: .now() + .milliseconds(milliseconds)) == .timedOut {
+            logger.error("rebalance handler still running after \(milliseconds) ms; letting the partitions go")
+        }
+    }
+}

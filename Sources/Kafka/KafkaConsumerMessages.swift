@@ -1,0 +1,48 @@
+/// The records of a `KafkaConsumer`, in partition order, as they arrive. One reader at a time.
+///
+/// The sequence ends (`nil`) when the consumer is closed and throws a fatal `KafkaError` if librdkafka
+/// raises one. A cancelled reader gets `nil`.
+public struct KafkaConsumerMessages: AsyncSequence, Sendable {
+    public typealias Element = KafkaConsumerMessage
+
+    let core: KafkaConsumerCore
+    let client: RDKafkaClient
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(core: core, client: client)
+    }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let core: KafkaConsumerCore
+        let client: RDKafkaClient
+
+        public mutating func next() async throws -> KafkaConsumerMessage? {
+            switch core.state.withLock({ $0.take() }) {
+            case .message(let message, let pausesChanged, let wakePoller):
+                core.tookRecord(pausesChanged: pausesChanged, wakePoller: wakePoller, client: client)
+                return message
+            case .finished(let error):
+                if let error { throw error }
+                return nil
+            case .empty:
+                break
+            }
+            let (core, client) = (self.core, self.client)
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    switch core.state.withLock({ $0.wait(continuation) }) {
+                    case .message(let message, let pausesChanged, let wakePoller):
+                        core.tookRecord(pausesChanged: pausesChanged, wakePoller: wakePoller, client: client)
+                        continuation.resume(returning: message)
+                    case .finished(let error):
+                        if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: nil) }
+                    case .empty:
+                        break  // stored; the poll thread resumes it
+                    }
+                }
+            } onCancel: {
+                core.state.withLock { $0.cancelWait() }?.resume(returning: nil)
+            }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+/// A record header. Kafka allows repeated keys and `nil` values; order is kept.
+public struct KafkaHeader: Sendable, Hashable {
+    public var key: String
+    public var value: [UInt8]?
+
+    public init(key: String, value: [UInt8]?) {
+        self.key = key
+        self.value = value
+    }
+
+    public init(key: String, string: String) {
+        self.init(key: key, value: Array(string.utf8))
+    }
+
+    /// The value as UTF-8 text, when it is valid UTF-8.
+    public var stringValue: String? {
+        value.flatMap { String(validating: $0, as: UTF8.self) }
+    }
+}
+
+extension Array where Element == KafkaHeader {
+    /// The last value for `key` (Kafka keeps repeats; the latest one wins, as for HTTP-style lookups).
+    public func last(_ key: String) -> [UInt8]? {
+        last(where: { $0.key == key })?.value ?? nil
+    }
+
+    /// The last value for `key` as UTF-8 text.
+    public func lastString(_ key: String) -> String? {
+        last(where: { $0.key == key })?.stringValue
+    }
+}
+
+/// A record read by a consumer: its bytes exactly as they are stored, and where they came from.
+public struct KafkaConsumerMessage: Sendable, Hashable {
+    public var topic: String
+    public var partition: Int32
+    public var offset: Int64
+    public var key: [UInt8]?
+    public var value: [UInt8]?
+    public var headers: [KafkaHeader]
+    /// Milliseconds since the UNIX epoch (create or log-append time), when the broker gave one.
+    public var timestampMilliseconds: Int64?
+
+    public init(
+        topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?,
+        headers: [KafkaHeader] = [], timestampMilliseconds: Int64? = nil
+    ) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.timestampMilliseconds = timestampMilliseconds
+    }
+
+    public var topicPartition: KafkaTopicPartition { KafkaTopicPartition(topic: topic, partition: partition) }
+}
+
+/// A record to produce. `partition` `nil` lets the partitioner choose (by key hash when there is a key).
+public struct KafkaProducerMessage: Sendable, Hashable {
+    public var topic: String
+    public var partition: Int32?
+    public var key: [UInt8]?
+    public var value: [UInt8]?
+    public var headers: [KafkaHeader]
+    public var timestampMilliseconds: Int64?
+
+    public init(
+        topic: String, partition: Int32? = nil, key: [UInt8]? = nil, value: [UInt8]?,
+        headers: [KafkaHeader] = [], timestampMilliseconds: Int64? = nil
+    ) {
+        self.topic = topic
+        self.partition = partition
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.timestampMilliseconds = timestampMilliseconds
+    }
+}
+
+/// Kafka's acknowledgement of a produced record: where it was stored.
+public struct KafkaDeliveryReport: Sendable, Hashable {
+    public var topic: String
+    public var partition: Int32
+    public var offset: Int64
+    public var timestampMilliseconds: Int64?
+}

@@ -1,0 +1,95 @@
+import CRdKafka
+import Logging
+
+/// librdkafka's mock cluster: real Kafka brokers' protocol over TCP on localhost, in this process,
+/// with fault injection. For tests and the embedded demo; any Kafka client (kcat too) can connect.
+///
+/// Limits worth knowing (librdkafka 2.0): a partition keeps about 5 MiB or 100,000 records at most
+/// (older ones are dropped); unknown topics are auto-created with 4 partitions; the first group join
+/// takes about 3 s.
+public final class KafkaMockCluster: Sendable {
+    /// The Kafka API keys that fault injection can target.
+    public enum API: Int16, Sendable, CaseIterable {
+        case produce = 0
+        case fetch = 1
+        case listOffsets = 2
+        case metadata = 3
+        case offsetCommit = 8
+        case offsetFetch = 9
+        case findCoordinator = 10
+        case joinGroup = 11
+        case heartbeat = 12
+        case leaveGroup = 13
+        case syncGroup = 14
+        case initProducerID = 22
+    }
+
+    /// The client handle that owns the cluster (librdkafka ties a mock cluster to one).
+    private let owner: RDKafkaClient
+    /// `@unchecked`-free: the pointer is only used through librdkafka's thread-safe mock API; see
+    /// `MockClusterPointer`.
+    private let cluster: MockClusterPointer
+    /// `host:port,host:port,…` to give clients as `bootstrap.servers`.
+    public let bootstrapServers: String
+    public let brokerCount: Int
+
+    public init(brokers: Int = 1, logger: Logger = Logger(label: "kafka.mock")) throws(KafkaError) {
+        let config = try RDKafkaConfig(properties: [("client.id", "mock-cluster-owner")])
+        self.owner = try RDKafkaClient(type: RD_KAFKA_PRODUCER, config: config, callbacks: RDKafkaCallbacks(logger: logger))
+        guard let cluster = rd_kafka_mock_cluster_new(owner.handle, Int32(brokers)) else {
+            throw KafkaError(code: .invalidArgument, message: "could not start a mock cluster of \(brokers) brokers")
+        }
+        self.cluster = MockClusterPointer(cluster)
+        self.bootstrapServers = String(cString: rd_kafka_mock_cluster_bootstraps(cluster))
+        self.brokerCount = brokers
+    }
+
+    deinit {
+        // Before the owner handle goes (stored properties are released after this body).
+        rd_kafka_mock_cluster_destroy(cluster.pointer)
+    }
+
+    public func createTopic(_ name: String, partitions: Int, replicationFactor: Int = 1) throws(KafkaError) {
+        try check(rd_kafka_mock_topic_create(cluster.pointer, name, Int32(partitions), Int32(replicationFactor)))
+    }
+
+    /// Makes the next `errors.count` requests of `api` fail with these errors, in order.
+    public func failNextRequests(_ api: API, with errors: [KafkaError.Code]) {
+        let codes = errors.map { rd_kafka_resp_err_t($0.rawValue) }
+        codes.withUnsafeBufferPointer {
+            rd_kafka_mock_push_request_errors_array(cluster.pointer, api.rawValue, $0.count, $0.baseAddress)
+        }
+    }
+
+    /// Takes a broker down (its listener closes connections) or brings it back. IDs start at 1.
+    public func setBroker(_ id: Int32, up: Bool) throws(KafkaError) {
+        try check(up ? rd_kafka_mock_broker_set_up(cluster.pointer, id) : rd_kafka_mock_broker_set_down(cluster.pointer, id))
+    }
+
+    /// Adds this round-trip time to every response from a broker.
+    public func setRoundTripTime(broker id: Int32, _ rtt: Duration) throws(KafkaError) {
+        try check(rd_kafka_mock_broker_set_rtt(cluster.pointer, id, Int32(rtt.milliseconds)))
+    }
+
+    /// Moves a partition's leadership to a broker.
+    public func setLeader(topic: String, partition: Int32, broker id: Int32) throws(KafkaError) {
+        try check(rd_kafka_mock_partition_set_leader(cluster.pointer, topic, partition, id))
+    }
+
+    /// Makes a broker the coordinator of a consumer group.
+    public func setGroupCoordinator(group: String, broker id: Int32) throws(KafkaError) {
+        try check(rd_kafka_mock_coordinator_set(cluster.pointer, "group", group, id))
+    }
+
+    private func check(_ err: rd_kafka_resp_err_t) throws(KafkaError) {
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+    }
+}
+
+/// The `rd_kafka_mock_cluster_t` pointer. `@unchecked Sendable`: librdkafka's mock API posts every
+/// call to the cluster's own thread, so calls from any thread are safe; the pointer never changes and
+/// lives until `KafkaMockCluster.deinit`.
+private struct MockClusterPointer: @unchecked Sendable {
+    let pointer: OpaquePointer
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+}

@@ -1,0 +1,155 @@
+import CRdKafka
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// A producer over librdkafka, idempotent by default (`enable.idempotence`, `acks=all`).
+///
+/// Every send ends in exactly one delivery result: the partition and offset Kafka stored the record
+/// at, or the error that made librdkafka give up (after its own retries, within `deliveryTimeout`).
+/// Delivery results are served by a poll loop on a thread of its own.
+public final class KafkaProducer: Sendable {
+    private let client: RDKafkaClient
+    private let poller: ProducerPoller
+    private let blockingQueue = DispatchQueue(label: "kafka.producer.blocking")
+    private let deliveryTimeout: Duration
+    private let closed = Atomic<Bool>(false)
+
+    public init(configuration: KafkaProducerConfiguration, logger: Logger = Logger(label: "kafka.producer"))
+        throws(KafkaError)
+    {
+        let config = try RDKafkaConfig(properties: configuration.librdkafkaProperties)
+        let callbacks = RDKafkaCallbacks(
+            logger: logger, error: { error in logger.log(level: error.isFatal ? .error : .warning, "\(error)") },
+            deliveryReports: true)
+        self.client = try RDKafkaClient(type: RD_KAFKA_PRODUCER, config: config, callbacks: callbacks)
+        self.deliveryTimeout = configuration.deliveryTimeout
+        self.poller = ProducerPoller(client: client)
+    }
+
+    deinit {
+        poller.stop()
+    }
+
+    /// Enqueues a record; `onDelivery` runs once, on the producer's poll thread, when Kafka has stored
+    /// it or librdkafka gave up. Keep it short. Waits (without blocking a thread) while the local queue
+    /// is full. Throws only when the record cannot be enqueued at all (unknown partition, record too
+    /// large, producer closed or fenced); then `onDelivery` is never called.
+    public func send(
+        _ message: KafkaProducerMessage,
+        onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+    ) async throws(KafkaError) {
+        var deadline: ContinuousClock.Instant?  // read the clock only once the queue is full
+        while true {
+            do throws(KafkaError) {
+                try enqueue(message, onDelivery)
+                return
+            } catch where error.code == .queueFull {
+                let limit = deadline ?? ContinuousClock.now + deliveryTimeout
+                deadline = limit
+                guard ContinuousClock.now < limit else { throw error }
+                try? await Task.sleep(for: .milliseconds(1))
+            }
+        }
+    }
+
+    /// Sends a record and returns once Kafka has stored it.
+    public func send(_ message: KafkaProducerMessage) async throws -> KafkaDeliveryReport {
+        try await withCheckedThrowingContinuation { continuation in
+            // The enqueue itself may wait for room, so it runs in a task of its own.
+            Task {
+                do throws(KafkaError) {
+                    try await send(message) { continuation.resume(with: $0) }
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    /// Waits until every enqueued record has its delivery result, or throws `timedOut`.
+    public func flush(timeout: Duration) async throws {
+        let handle = client
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            blockingQueue.async {
+                let err = rd_kafka_flush(handle.handle, Int32(clamping: timeout.milliseconds))
+                if err == RD_KAFKA_RESP_ERR_NO_ERROR {
+                    continuation.resume()
+                } else {
+                    continuation.resume(throwing: KafkaError(err, "\(rd_kafka_outq_len(handle.handle)) records still unacknowledged"))
+                }
+            }
+        }
+    }
+
+    /// Flushes (bounded by `timeout`), then fails whatever is left with `purged` and stops. Later sends throw.
+    public func close(timeout: Duration = .seconds(30)) async {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        do {
+            try await flush(timeout: timeout)
+        } catch {
+            client.logger.error("producer close: \(error)")
+        }
+        await poller.stopAndWait()
+    }
+
+    /// Records enqueued and not yet acknowledged or failed.
+    public var pendingCount: Int {
+        Int(rd_kafka_outq_len(client.handle))
+    }
+
+    private func enqueue(
+        _ message: KafkaProducerMessage,
+        _ onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+    ) throws(KafkaError) {
+        guard !closed.load(ordering: .acquiring) else {
+            throw KafkaError(code: .destroyed, message: "producer is closed")
+        }
+        // Retained here; released by the delivery-report callback, or below if librdkafka refuses it.
+        let context = Unmanaged.passRetained(DeliveryContext(onDelivery)).toOpaque()
+        if let error = RDKafkaProduce.produce(client.handle, message, opaque: context) {
+            Unmanaged<DeliveryContext>.fromOpaque(context).release()
+            throw error
+        }
+    }
+}
+
+/// The producer's poll thread: serves delivery reports until stopped, then fails what is left
+/// (purge) and serves those reports too, so no delivery context is ever leaked.
+private final class ProducerPoller: Sendable {
+    private let stopRequested = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(client: RDKafkaClient) {
+        let thread = Thread { [self] in
+            while !stopRequested.load(ordering: .acquiring) {
+                rd_kafka_poll(client.handle, 100)
+            }
+            rd_kafka_purge(client.handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
+            let clock = ContinuousClock()
+            let deadline = clock.now + .seconds(10)
+            while rd_kafka_outq_len(client.handle) > 0 && clock.now < deadline {
+                rd_kafka_poll(client.handle, 50)
+            }
+            finished.signal()
+        }
+        thread.name = "kafka-producer-poll"
+        thread.start()
+    }
+
+    func stop() {
+        stopRequested.store(true, ordering: .releasing)
+    }
+
+    func stopAndWait() async {
+        stop()
+        let finished = self.finished
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                finished.wait()
+                continuation.resume()
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import CRdKafka
+import Logging
+
+/// What a handle reports back. librdkafka receives this object as the handle's opaque, *unretained*:
+/// the `RDKafkaClient` that owns the handle keeps it alive and destroys the handle first.
+///
+/// `@unchecked Sendable`: every property is a `let` set before the handle exists, and the closures
+/// are themselves `@Sendable`; librdkafka calls them from its own threads.
+final class RDKafkaCallbacks: @unchecked Sendable {
+    typealias Rebalance = @Sendable (
+        _ handle: OpaquePointer, _ event: rd_kafka_resp_err_t,
+        _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+    ) -> Void
+
+    let logger: Logger
+    let rebalance: Rebalance?
+    let statistics: (@Sendable (String) -> Void)?
+    let error: (@Sendable (KafkaError) -> Void)?
+    let deliveryReports: Bool
+
+    init(
+        logger: Logger, rebalance: Rebalance? = nil, statistics: (@Sendable (String) -> Void)? = nil,
+        error: (@Sendable (KafkaError) -> Void)? = nil, deliveryReports: Bool = false
+    ) {
+        self.logger = logger
+        self.rebalance = rebalance
+        self.statistics = statistics
+        self.error = error
+        self.deliveryReports = deliveryReports
+    }
+
+    static func from(_ handle: OpaquePointer?) -> RDKafkaCallbacks? {
+        guard let handle, let opaque = rd_kafka_opaque(handle) else { return nil }
+        return Unmanaged<RDKafkaCallbacks>.fromOpaque(opaque).takeUnretainedValue()
+    }
+}
+
+/// One `rd_kafka_t` handle; `deinit` destroys it.
+///
+/// `@unchecked Sendable`: librdkafka's handle is thread-safe for every call this module makes on it;
+/// the pointer itself never changes.
+final class RDKafkaClient: @unchecked Sendable {
+    let handle: OpaquePointer
+    private let callbacks: RDKafkaCallbacks
+
+    init(type: rd_kafka_type_t, config: RDKafkaConfig, callbacks: RDKafkaCallbacks) throws(KafkaError) {
+        config.withPointer { conf in
+            rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(callbacks).toOpaque())
+            rd_kafka_conf_set_log_cb(conf, rdkafkaLog)
+            rd_kafka_conf_set_error_cb(conf, rdkafkaError)
+            if callbacks.rebalance != nil { rd_kafka_conf_set_rebalance_cb(conf, rdkafkaRebalance) }
+            if callbacks.statistics != nil { rd_kafka_conf_set_stats_cb(conf, rdkafkaStatistics) }
+            if callbacks.deliveryReports { rd_kafka_conf_set_dr_msg_cb(conf, rdkafkaDeliveryReport) }
+        }
+        var errstr = [CChar](repeating: 0, count: 512)
+        let conf = config.release()
+        guard let handle = rd_kafka_new(type, conf, &errstr, errstr.count) else {
+            rd_kafka_conf_destroy(conf)  // not taken over on failure
+            throw KafkaError(code: .invalidArgument, message: String(errorBuffer: errstr))
+        }
+        self.handle = handle
+        self.callbacks = callbacks
+    }
+
+    deinit {
+        rd_kafka_destroy(handle)
+    }
+
+    var logger: Logger { callbacks.logger }
+
+    /// The fatal error the handle has raised, if any.
+    var fatalError: KafkaError? {
+        var errstr = [CChar](repeating: 0, count: 512)
+        let err = rd_kafka_fatal_error(handle, &errstr, errstr.count)
+        guard err != RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
+        return KafkaError(code: .init(err), message: String(errorBuffer: errstr), isFatal: true)
+    }
+}
+
+// MARK: C callbacks (free functions matching librdkafka's typedefs)
+
+private func rdkafkaLog(_ handle: OpaquePointer?, _ level: Int32, _ facility: UnsafePointer<CChar>?,
+                        _ message: UnsafePointer<CChar>?) {
+    guard let callbacks = RDKafkaCallbacks.from(handle), let message else { return }
+    // syslog levels: 0 emerg … 3 err, 4 warning, 5 notice, 6 info, 7 debug.
+    let swiftLevel: Logger.Level =
+        switch level {
+        case ...3: .error
+        case 4: .warning
+        case 5, 6: .info
+        default: .debug
+        }
+    let facilityText = facility.map { String(cString: $0) } ?? "-"
+    callbacks.logger.log(level: swiftLevel, "\(String(cString: message))", metadata: ["rdkafka": "\(facilityText)"])
+}
+
+private func rdkafkaError(_ handle: OpaquePointer?, _ code: Int32, _ reason: UnsafePointer<CChar>?,
+                          _ opaque: UnsafeMutableRawPointer?) {
+    guard let callbacks = RDKafkaCallbacks.from(handle) else { return }
+    let err = rd_kafka_resp_err_t(code)
+    var error = KafkaError(err, reason.map { String(cString: $0) })
+    if err == RD_KAFKA_RESP_ERR__FATAL, let handle {
+        var errstr = [CChar](repeating: 0, count: 512)
+        let underlying = rd_kafka_fatal_error(handle, &errstr, errstr.count)
+        error = KafkaError(code: .init(underlying), message: String(errorBuffer: errstr), isFatal: true)
+    }
+    callbacks.error?(error)
+}
+
+private func rdkafkaRebalance(_ handle: OpaquePointer?, _ event: rd_kafka_resp_err_t,
+                              _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+                              _ opaque: UnsafeMutableRawPointer?) {
+    guard let handle, let partitions, let callbacks = RDKafkaCallbacks.from(handle),
+        let rebalance = callbacks.rebalance
+    else { return }
+    rebalance(handle, event, partitions)
+}
+
+private func rdkafkaStatistics(_ handle: OpaquePointer?, _ json: UnsafeMutablePointer<CChar>?, _ length: Int,
+                               _ opaque: UnsafeMutableRawPointer?) -> Int32 {
+    if let callbacks = RDKafkaCallbacks.from(handle), let json {
+        let text = String(decoding: UnsafeRawBufferPointer(start: json, count: length), as: UTF8.self)
+        callbacks.statistics?(text)
+    }
+    return 0  // librdkafka frees the JSON
+}
+
+private func rdkafkaDeliveryReport(_ handle: OpaquePointer?, _ message: UnsafePointer<rd_kafka_message_t>?,
+                                   _ opaque: UnsafeMutableRawPointer?) {
+    guard let message, let context = message.pointee._private else { return }
+    // Retained when the record was enqueued (KafkaProducer.enqueue); this is its one release.
+    let delivery = Unmanaged<DeliveryContext>.fromOpaque(context).takeRetainedValue()
+    let record = message.pointee
+    if record.err == RD_KAFKA_RESP_ERR_NO_ERROR {
+        var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
+        let timestamp = rd_kafka_message_timestamp(message, &timestampType)
+        delivery.complete(.success(KafkaDeliveryReport(
+            topic: String(cString: rd_kafka_topic_name(record.rkt)), partition: record.partition,
+            offset: record.offset, timestampMilliseconds: timestamp >= 0 ? timestamp : nil)))
+    } else {
+        delivery.complete(.failure(KafkaError(record.err)))
+    }
+}
+
+/// One produced record's completion, carried through librdkafka as the record's opaque.
+final class DeliveryContext {
+    let complete: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+    init(_ complete: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void) {
+        self.complete = complete
+    }
+}

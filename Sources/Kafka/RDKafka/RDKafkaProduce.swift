@@ -1,0 +1,107 @@
+import CRdKafka
+
+/// `rd_kafka_produceva`: the non-variadic produce call (Swift cannot call `rd_kafka_producev`).
+/// librdkafka copies everything (`RD_KAFKA_MSG_F_COPY`) before returning, so all pointers here are
+/// scoped to the call. The common case (no headers) allocates nothing but the field array on the stack.
+enum RDKafkaProduce {
+    /// Enqueues a copy of `message`; returns the error if librdkafka refuses it.
+    static func produce(
+        _ handle: OpaquePointer, _ message: KafkaProducerMessage, opaque: UnsafeMutableRawPointer
+    ) -> KafkaError? {
+        let error: OpaquePointer? = message.topic.withCString { topic in
+            withHeaders(message.headers) { headers in
+                withBytes(message.key) { key in
+                    withBytes(message.value) { value in
+                        withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: 7 + headers.count) { fields in
+                            var count = 0
+                            func append(_ type: rd_kafka_vtype_t, _ fill: (inout rd_kafka_vu_t) -> Void) {
+                                var field = rd_kafka_vu_t()
+                                field.vtype = type
+                                fill(&field)
+                                fields.initializeElement(at: count, to: field)
+                                count += 1
+                            }
+                            append(RD_KAFKA_VTYPE_TOPIC) { $0.u.cstr = topic }
+                            if let partition = message.partition { append(RD_KAFKA_VTYPE_PARTITION) { $0.u.i32 = partition } }
+                            if let key {
+                                append(RD_KAFKA_VTYPE_KEY) {
+                                    $0.u.mem.ptr = UnsafeMutableRawPointer(mutating: key.baseAddress)
+                                    $0.u.mem.size = key.count
+                                }
+                            }
+                            if let value {
+                                append(RD_KAFKA_VTYPE_VALUE) {
+                                    $0.u.mem.ptr = UnsafeMutableRawPointer(mutating: value.baseAddress)
+                                    $0.u.mem.size = value.count
+                                }
+                            }
+                            for header in headers {
+                                append(RD_KAFKA_VTYPE_HEADER) {
+                                    $0.u.header.name = header.name
+                                    $0.u.header.val = header.value
+                                    $0.u.header.size = header.size
+                                }
+                            }
+                            if let timestamp = message.timestampMilliseconds {
+                                append(RD_KAFKA_VTYPE_TIMESTAMP) { $0.u.i64 = timestamp }
+                            }
+                            append(RD_KAFKA_VTYPE_MSGFLAGS) { $0.u.i = RD_KAFKA_MSG_F_COPY }
+                            append(RD_KAFKA_VTYPE_OPAQUE) { $0.u.ptr = opaque }
+                            defer { fields.baseAddress!.deinitialize(count: count) }
+                            return rd_kafka_produceva(handle, fields.baseAddress, count)
+                        }
+                    }
+                }
+            }
+        }
+        return error.map { KafkaError(consuming: $0) }
+    }
+
+    /// A header as librdkafka's `RD_KAFKA_VTYPE_HEADER` wants it. A null value is (nil, 0).
+    private struct CHeader {
+        let name: UnsafePointer<CChar>
+        let value: UnsafeRawPointer?
+        let size: Int
+    }
+
+    /// Scoped C views of the headers: every name and value in one buffer each.
+    private static func withHeaders<R>(_ headers: [KafkaHeader], _ body: ([CHeader]) -> R) -> R {
+        guard !headers.isEmpty else { return body([]) }
+        var names: [CChar] = []
+        var values: [UInt8] = [0]  // never empty, so a zero-length value still has a valid pointer
+        var spans: [(name: Int, value: Int, size: Int)] = []
+        spans.reserveCapacity(headers.count)
+        for header in headers {
+            let nameStart = names.count
+            names.append(contentsOf: header.key.utf8.map { CChar(bitPattern: $0) })
+            names.append(0)
+            if let value = header.value {
+                spans.append((nameStart, values.count, value.count))
+                values.append(contentsOf: value)
+            } else {
+                spans.append((nameStart, -1, 0))
+            }
+        }
+        return names.withUnsafeBufferPointer { nameBuffer in
+            values.withUnsafeBytes { valueBuffer in
+                body(spans.map { span in
+                    CHeader(
+                        name: nameBuffer.baseAddress! + span.name,
+                        value: span.value < 0 ? nil : valueBuffer.baseAddress! + span.value,
+                        size: span.size)
+                })
+            }
+        }
+    }
+
+    /// Scoped bytes of an optional array; an empty array still gets a valid pointer.
+    private static func withBytes<R>(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> R) -> R {
+        guard let bytes else { return body(nil) }
+        if bytes.isEmpty {
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1) {
+                body(UnsafeRawBufferPointer(start: $0.baseAddress, count: 0))
+            }
+        }
+        return bytes.withUnsafeBytes { body($0) }
+    }
+}

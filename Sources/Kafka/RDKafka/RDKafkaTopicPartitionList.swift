@@ -1,0 +1,72 @@
+import CRdKafka
+
+/// An `rd_kafka_topic_partition_list_t` owned by Swift: created here, freed in `deinit`, reached only
+/// through `withPointer`.
+final class RDKafkaTopicPartitionList {
+    private let pointer: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+
+    init(capacity: Int = 1) {
+        pointer = rd_kafka_topic_partition_list_new(Int32(max(capacity, 1)))
+    }
+
+    convenience init(_ partitions: some Collection<KafkaTopicPartition>) {
+        self.init(capacity: partitions.count)
+        for partition in partitions { add(partition.topic, partition.partition) }
+    }
+
+    convenience init(_ offsets: some Collection<KafkaTopicPartitionOffset>) {
+        self.init(capacity: offsets.count)
+        for offset in offsets {
+            add(offset.topicPartition.topic, offset.topicPartition.partition).pointee.offset = offset.offset
+        }
+    }
+
+    /// A subscription list: topics with no partition.
+    convenience init(topics: [String]) {
+        self.init(capacity: topics.count)
+        for topic in topics { add(topic, RD_KAFKA_PARTITION_UA) }
+    }
+
+    deinit {
+        rd_kafka_topic_partition_list_destroy(pointer)
+    }
+
+    @discardableResult
+    private func add(_ topic: String, _ partition: Int32) -> UnsafeMutablePointer<rd_kafka_topic_partition_t> {
+        rd_kafka_topic_partition_list_add(pointer, topic, partition)
+    }
+
+    func withPointer<T>(_ body: (UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) throws -> T) rethrows -> T {
+        try body(pointer)
+    }
+
+    /// Reads a list librdkafka owns (callback arguments) without taking it over.
+    static func partitions(of list: UnsafePointer<rd_kafka_topic_partition_list_t>) -> [KafkaTopicPartition] {
+        entries(of: list).map { $0.0 }
+    }
+
+    /// Each entry with its offset and per-partition error.
+    static func entries(
+        of list: UnsafePointer<rd_kafka_topic_partition_list_t>
+    ) -> [(KafkaTopicPartition, offset: Int64, error: rd_kafka_resp_err_t)] {
+        (0..<Int(list.pointee.cnt)).map { index in
+            let element = list.pointee.elems[index]
+            return (
+                KafkaTopicPartition(topic: String(cString: element.topic), partition: element.partition),
+                element.offset, element.err
+            )
+        }
+    }
+
+    /// The first per-partition error in the list, if any.
+    var firstError: KafkaError? {
+        for (partition, _, err) in Self.entries(of: pointer) where err != RD_KAFKA_RESP_ERR_NO_ERROR {
+            return KafkaError(err, "\(partition): " + String(cString: rd_kafka_err2str(err)))
+        }
+        return nil
+    }
+
+    var offsets: [KafkaTopicPartitionOffset] {
+        Self.entries(of: pointer).map { KafkaTopicPartitionOffset($0.0, offset: $0.offset) }
+    }
+}

@@ -1,0 +1,46 @@
+import Foundation
+import Kafka
+
+/// The headers a dead letter carries on top of the original record's (see
+/// `schemas/dead-letter-headers.md`). Values are UTF-8 text; times are RFC 3339 UTC with milliseconds.
+public enum DeadLetterHeader {
+    public static let reason = "dlq-reason"
+    public static let detail = "dlq-detail"
+    public static let eventID = "dlq-event-id"
+    public static let sourceTopic = "dlq-source-topic"
+    public static let sourcePartition = "dlq-source-partition"
+    public static let sourceOffset = "dlq-source-offset"
+    public static let consumerGroup = "dlq-consumer-group"
+    public static let attempts = "dlq-attempts"
+    public static let firstFailureAt = "dlq-first-failure-at"
+    public static let lastFailureAt = "dlq-last-failure-at"
+    /// Added by replay, kept through later dead-lettering, so a poison event cannot loop forever.
+    public static let replayCount = "dlq-replay-count"
+
+    /// Every header the worker adds starts with this.
+    public static let prefix = "dlq-"
+}
+
+/// Why an event was dead-lettered: the `dlq-reason` value.
+public enum DeadLetterReason: String, Sendable, Hashable, CaseIterable {
+    /// The value is not JSON (or not UTF-8, or nested too deep).
+    case malformedJSON = "malformed-json"
+    /// The value fails the notification-event schema.
+    case schema
+    /// An APNs rule checked in code is broken (payload size, collapse id bytes, …).
+    case rule
+    /// APNs refused the provider's credentials: fix them, then replay.
+    case credentials
+    /// APNs kept answering "later", or the transport kept failing.
+    case retriesExhausted = "retries-exhausted"
+}
+
+/// RFC 3339 timestamps in UTC with milliseconds, as the dead-letter headers carry them.
+enum DeadLetterTime {
+    private static let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
+    static func format(_ date: Date) -> String { date.formatted(style) }
+
+    /// Accepts the timestamp with or without fractional seconds.
+    static func parse(_ text: String) -> Date? { try? Date(text, strategy: style) }
+}

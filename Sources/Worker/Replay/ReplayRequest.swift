@@ -1,0 +1,70 @@
+import Foundation
+
+/// What `apns-worker replay` should put back.
+public struct ReplayRequest: Sendable {
+    /// The dead-letter topic to read.
+    public var deadLetterTopic: String
+    /// Where to produce; `nil` sends each dead letter back to its `dlq-source-topic`.
+    public var targetTopic: String?
+    /// Only dead letters with one of these `dlq-reason` values (empty: all).
+    public var reasons: Set<String> = []
+    /// Only dead letters whose `dlq-last-failure-at` is at or after / before these times.
+    public var since: Date?
+    public var until: Date?
+    /// Only dead letters that came from one of these topics (empty: all).
+    public var sourceTopics: Set<String> = []
+    /// Report what would be replayed, produce nothing.
+    public var dryRun = false
+    /// A dead letter already replayed this many times is refused: a poison event cannot loop forever.
+    public var maxReplays = 3
+
+    public init(deadLetterTopic: String) {
+        self.deadLetterTopic = deadLetterTopic
+    }
+}
+
+/// What a replay did, by reason and destination.
+public struct ReplayReport: Sendable, Equatable {
+    public enum Action: String, Sendable, Hashable, CaseIterable {
+        case replayed
+        case wouldReplay = "would replay"
+        /// Left alone by the filters.
+        case filtered
+        /// Replayed too often already (`dlq-replay-count` at the limit).
+        case refusedLimit = "refused: replay limit"
+        /// No `dlq-source-topic` and no target topic given: nowhere to send it.
+        case noDestination = "refused: no destination"
+    }
+
+    public struct Row: Sendable, Hashable, Comparable {
+        public var action: Action
+        public var reason: String
+        public var destination: String
+
+        public static func < (lhs: Row, rhs: Row) -> Bool {
+            (lhs.action.rawValue, lhs.reason, lhs.destination) < (rhs.action.rawValue, rhs.reason, rhs.destination)
+        }
+    }
+
+    /// Dead letters read (up to the end offsets seen at the start).
+    public var scanned = 0
+    public var counts: [Row: Int] = [:]
+
+    public func count(_ action: Action) -> Int {
+        counts.filter { $0.key.action == action }.reduce(0) { $0 + $1.value }
+    }
+
+    /// A plain-text table, one row per (action, reason, destination).
+    public var table: String {
+        var lines = [pad("action", 24) + pad("reason", 20) + pad("destination", 32) + "count"]
+        for (row, count) in counts.sorted(by: { $0.key < $1.key }) {
+            lines.append(pad(row.action.rawValue, 24) + pad(row.reason, 20) + pad(row.destination, 32) + String(count))
+        }
+        lines.append("scanned \(scanned) dead letters")
+        return lines.joined(separator: "\n")
+    }
+
+    private func pad(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+    }
+}

@@ -1,0 +1,57 @@
+import APNs
+
+/// When to try a notification again after APNs said "later" (429, 500, 503, a lost connection, a
+/// timeout), and when to give up.
+///
+/// Exponential backoff with full jitter: the wait before attempt n+1 is uniform in
+/// `[0, min(maxBackoff, initialBackoff * 2^(n-1))]`. Full jitter spreads the retries of a burst that
+/// failed together (a 503 storm) instead of bringing them back in lockstep.
+public struct RetryPolicy: Sendable, Hashable {
+    /// Requests sent for one event at most, the first included.
+    public var maxAttempts: Int = 8
+    public var initialBackoff: Duration = .milliseconds(200)
+    public var maxBackoff: Duration = .seconds(30)
+    /// How long after its first attempt an event may still be retried.
+    public var maxRetryDuration: Duration = .seconds(600)
+
+    public init() {}
+
+    /// Why retrying stops.
+    public enum Decision: Sendable, Hashable {
+        case retry(after: Duration)
+        /// `maxAttempts` or `maxRetryDuration` reached: the event fails and is dead-lettered.
+        case exhausted
+        /// The notification's `apns-expiration` passes before the next attempt could be made:
+        /// APNs would drop it anyway.
+        case expired
+    }
+
+    /// The upper bound of the wait after `attempt` attempts (1-based), before jitter.
+    public func backoffCeiling(afterAttempt attempt: Int) -> Duration {
+        let doublings = max(0, min(attempt - 1, 30))
+        let ceiling = initialBackoff * (1 << doublings)
+        return min(ceiling, maxBackoff)
+    }
+
+    /// Decides what to do after `attempts` attempts (the last one answered "later").
+    ///
+    /// - Parameters:
+    ///   - elapsed: time since the first attempt.
+    ///   - expiration: the notification's `apns-expiration`, if any.
+    ///   - now: UNIX time in seconds, to compare with the expiration.
+    public func decide(
+        attempts: Int, elapsed: Duration, expiration: APNsExpiration?, now: Int64,
+        using random: inout some RandomNumberGenerator
+    ) -> Decision {
+        guard attempts < maxAttempts else { return .exhausted }
+        let ceiling = backoffCeiling(afterAttempt: attempts)
+        let nanoseconds = ceiling.components.seconds * 1_000_000_000 + ceiling.components.attoseconds / 1_000_000_000
+        let wait = Duration.nanoseconds(nanoseconds > 0 ? Int64.random(in: 0...nanoseconds, using: &random) : 0)
+        guard elapsed + wait <= maxRetryDuration else { return .exhausted }
+        // Rounded up to the next second: APNs's expiration has one-second resolution.
+        if let expiration, expiration.hasPassed(now: now + wait.components.seconds + 1) {
+            return .expired
+        }
+        return .retry(after: wait)
+    }
+}

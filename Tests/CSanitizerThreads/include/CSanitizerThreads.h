@@ -1,0 +1,2 @@
+// Nothing to call: this target only interposes C11 thrd_create (see sanitizer_threads.c).
+#pragma once

@@ -1,0 +1,127 @@
+import Foundation
+import Kafka
+import Testing
+
+@Suite("Kafka on the mock cluster", .timeLimit(.minutes(2)))
+struct KafkaRoundTripTests {
+    @Test("10,000 records with headers over 4 partitions, each consumed exactly once, bytes intact")
+    func produceAndConsumeEverything() async throws {
+        let cluster = try KafkaMockCluster(brokers: 3)
+        let topic = uniqueName("roundtrip")
+        try cluster.createTopic(topic, partitions: 4, replicationFactor: 3)
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
+
+        let count = 10_000
+        let delivered = TestLocked<[Int: KafkaDeliveryReport]>([:])
+        let failures = TestLocked<[KafkaError]>([])
+        for index in 0..<count {
+            let record = KafkaProducerMessage(
+                topic: topic, key: Array("key-\(index)".utf8), value: Array("value-\(index)-\(String(repeating: "x", count: index % 50))".utf8),
+                headers: [
+                    KafkaHeader(key: "index", string: String(index)),
+                    KafkaHeader(key: "binary", value: [0, 1, 2, 255]),
+                    KafkaHeader(key: "null", value: nil),
+                    KafkaHeader(key: "index", string: "repeated"),
+                ])
+            try await producer.send(record) { result in
+                switch result {
+                case .success(let report): delivered.withLock { $0[index] = report }
+                case .failure(let error): failures.withLock { $0.append(error) }
+                }
+            }
+        }
+        try await producer.flush(timeout: .seconds(30))
+        #expect(failures.withLock { $0 }.isEmpty)
+        #expect(delivered.withLock { $0.count } == count)
+        let partitionsUsed = Set(delivered.withLock { $0.values.map(\.partition) })
+        #expect(partitionsUsed == [0, 1, 2, 3])
+
+        let consumer = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: uniqueName("g")))
+        try consumer.subscribe(topics: [topic])
+        let records = try await read(count, from: consumer, within: 60)
+        await consumer.close()
+        await producer.close()
+
+        var seen = Set<Int>()
+        for record in records {
+            let key = String(decoding: record.key ?? [], as: UTF8.self)
+            let index = try #require(Int(key.dropFirst("key-".count)))
+            #expect(seen.insert(index).inserted, "record \(index) consumed twice")
+            #expect(record.value == Array("value-\(index)-\(String(repeating: "x", count: index % 50))".utf8))
+            #expect(record.headers.map(\.key) == ["index", "binary", "null", "index"])
+            #expect(record.headers[0].stringValue == String(index))
+            #expect(record.headers[1].value == [0, 1, 2, 255])
+            #expect(record.headers[2].value == nil)
+            #expect(record.headers.lastString("index") == "repeated")
+            let report = try #require(delivered.withLock { $0[index] })
+            #expect(record.partition == report.partition && record.offset == report.offset)
+            #expect(record.timestampMilliseconds != nil)
+        }
+        #expect(seen.count == count)
+    }
+
+    @Test("a record sent while its broker is down is delivered once the broker is back")
+    func produceSurvivesBrokerDown() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("down")
+        try cluster.createTopic(topic, partitions: 1)
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
+        _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("warm-up".utf8)))
+
+        try cluster.setBroker(1, up: false)
+        let result = TestLocked<Result<KafkaDeliveryReport, KafkaError>?>(nil)
+        try await producer.send(KafkaProducerMessage(topic: topic, value: Array("while-down".utf8))) { outcome in
+            result.withLock { $0 = outcome }
+        }
+        try await Task.sleep(for: .seconds(2))
+        #expect(result.withLock { $0 } == nil, "nothing can be acknowledged while the only broker is down")
+        #expect(producer.pendingCount == 1)
+
+        try cluster.setBroker(1, up: true)
+        try await producer.flush(timeout: .seconds(30))
+        let report = try #require(try result.withLock { $0 }?.get())
+        #expect(report.offset == 1)
+
+        let consumer = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: uniqueName("g")))
+        try consumer.subscribe(topics: [topic])
+        let records = try await read(2, from: consumer)
+        #expect(records.map { String(decoding: $0.value ?? [], as: UTF8.self) } == ["warm-up", "while-down"])
+        await consumer.close()
+        await producer.close()
+    }
+
+    @Test("a refused configuration property is named in the error")
+    func badPropertyIsNamed() throws {
+        var configuration = KafkaProducerConfiguration(bootstrapServers: "127.0.0.1:1")
+        configuration.properties["no.such.property"] = "1"
+        #expect {
+            _ = try KafkaProducer(configuration: configuration)
+        } throws: { error in
+            (error as? KafkaError)?.property == "no.such.property"
+        }
+        var consumerConfiguration = KafkaConsumerConfiguration(bootstrapServers: "127.0.0.1:1", groupID: "g")
+        consumerConfiguration.properties["session.timeout.ms"] = "not-a-number"
+        #expect {
+            _ = try KafkaConsumer(configuration: consumerConfiguration)
+        } throws: { error in
+            let error = error as? KafkaError
+            return error?.property == "session.timeout.ms" && error?.description.contains("session.timeout.ms") == true
+        }
+    }
+
+    @Test("a record to a partition that does not exist fails with a clear error")
+    func unknownPartition() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("parts")
+        try cluster.createTopic(topic, partitions: 2)
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
+        _ = try await producer.send(KafkaProducerMessage(topic: topic, partition: 1, value: [1]))
+        await #expect(throws: KafkaError.self) {
+            _ = try await producer.send(KafkaProducerMessage(topic: topic, partition: 7, value: [1]))
+        }
+        await producer.close()
+        await #expect(throws: KafkaError.self) {
+            _ = try await producer.send(KafkaProducerMessage(topic: topic, value: [1]))
+        }
+    }
+}

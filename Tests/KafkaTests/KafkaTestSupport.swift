@@ -1,0 +1,126 @@
+import Foundation
+import Kafka
+import Testing
+
+struct TimeoutError: Error, CustomStringConvertible {
+    let what: String
+    var description: String { "timed out: \(what)" }
+}
+
+/// Runs `body`, cancelling it and throwing if it takes longer than `seconds`.
+func withTimeout<T: Sendable>(
+    _ seconds: Double, _ what: String = "operation", _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            throw TimeoutError(what: what)
+        }
+        defer { group.cancelAll() }
+        return try await group.next()!
+    }
+}
+
+/// A unique name per test, so tests sharing nothing can run in parallel.
+func uniqueName(_ prefix: String) -> String {
+    "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())"
+}
+
+func consumerConfiguration(_ cluster: KafkaMockCluster, group: String) -> KafkaConsumerConfiguration {
+    var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group)
+    // The mock cluster's defaults make a group take seconds to settle; these keep tests quick.
+    configuration.sessionTimeout = .seconds(10)
+    configuration.properties["heartbeat.interval.ms"] = "500"
+    configuration.properties["topic.metadata.refresh.interval.ms"] = "1000"
+    return configuration
+}
+
+func producerConfiguration(_ cluster: KafkaMockCluster) -> KafkaProducerConfiguration {
+    var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
+    configuration.linger = .milliseconds(2)
+    return configuration
+}
+
+/// Reads `count` records (or throws after `seconds`).
+func read(_ count: Int, from consumer: KafkaConsumer, within seconds: Double = 30) async throws -> [KafkaConsumerMessage] {
+    try await withTimeout(seconds, "reading \(count) records") {
+        var records: [KafkaConsumerMessage] = []
+        records.reserveCapacity(count)
+        for try await record in consumer.messages {
+            records.append(record)
+            if records.count == count { break }
+        }
+        return records
+    }
+}
+
+/// Reads whatever arrives within `seconds` (the reader is cancelled then).
+func readAvailable(from consumer: KafkaConsumer, for seconds: Double) async throws -> [KafkaConsumerMessage] {
+    let collected = TestLocked<[KafkaConsumerMessage]>([])
+    let reader = Task {
+        for try await record in consumer.messages { collected.withLock { $0.append(record) } }
+    }
+    try await Task.sleep(for: .seconds(seconds))
+    reader.cancel()
+    _ = await reader.result
+    return collected.withLock { $0 }
+}
+
+/// Records rebalance callbacks, and commits the offsets a test processed when partitions go.
+final class RecordingRebalanceHandler: KafkaRebalanceHandler {
+    enum Event: Equatable, Sendable {
+        case assigned([KafkaTopicPartition])
+        case revoked([KafkaTopicPartition], lost: Bool)
+    }
+
+    private let state = TestLocked<(events: [Event], processed: [KafkaTopicPartition: Int64])>(([], [:]))
+    let consumer = TestLocked<KafkaConsumer?>(nil)
+    let commitFailures = TestLocked<[String]>([])
+
+    var events: [Event] { state.withLock { $0.events } }
+
+    func processed(_ record: KafkaConsumerMessage) {
+        state.withLock { $0.processed[record.topicPartition] = record.offset + 1 }
+    }
+
+    func partitionsAssigned(_ partitions: [KafkaTopicPartition]) async {
+        state.withLock { $0.events.append(.assigned(partitions.sorted())) }
+    }
+
+    func partitionsRevoked(_ partitions: [KafkaTopicPartition], lost: Bool) async {
+        let offsets = state.withLock { state in
+            state.events.append(.revoked(partitions.sorted(), lost: lost))
+            return partitions.compactMap { partition in
+                state.processed.removeValue(forKey: partition).map { KafkaTopicPartitionOffset(partition, offset: $0) }
+            }
+        }
+        if let consumer = consumer.withLock({ $0 }), !lost {
+            do {
+                try await consumer.commit(offsets)
+            } catch {
+                commitFailures.withLock { $0.append("\(error)") }
+            }
+        }
+    }
+
+    func commitProcessed() async throws {
+        let offsets = state.withLock { $0.processed.map { KafkaTopicPartitionOffset($0.key, offset: $0.value) } }
+        try await consumer.withLock({ $0 })?.commit(offsets)
+    }
+}
+
+/// A value behind an `NSLock`, which ThreadSanitizer can see (`Synchronization.Mutex` on Linux it
+/// cannot, and would make the sanitizer run report every guarded access).
+final class TestLocked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}

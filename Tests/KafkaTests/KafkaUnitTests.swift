@@ -1,0 +1,100 @@
+import Testing
+
+@testable import Kafka
+
+@Suite("Kafka wrapper: pure parts")
+struct KafkaUnitTests {
+    func record(_ partition: Int32, _ offset: Int64) -> KafkaConsumerMessage {
+        KafkaConsumerMessage(topic: "t", partition: partition, offset: offset, key: nil, value: [])
+    }
+
+    @Test("a full buffer holds the poller, then pauses every assigned partition, and resumes at half")
+    func flowControl() {
+        var state = KafkaConsumerStateMachine(capacity: 4)
+        let partitions = [KafkaTopicPartition(topic: "t", partition: 0), KafkaTopicPartition(topic: "t", partition: 1)]
+        state.assign(partitions)
+        state.pause([partitions[1]])
+        #expect(state.desiredPaused == [partitions[1]])
+        for offset in 0..<4 {
+            guard case .poll = state.checkSpace() else { return #expect(Bool(false), "room for record \(offset)") }
+            guard case .buffered = state.push(record(0, Int64(offset))) else { return #expect(Bool(false)) }
+        }
+        // Full: the poller waits, and the reader's next take wakes it.
+        guard case .wait = state.checkSpace() else { return #expect(Bool(false), "a full buffer holds the poller") }
+        guard case .message(let first, pausesChanged: false, wakePoller: true) = state.take() else {
+            return #expect(Bool(false), "taking from a full buffer wakes the poller")
+        }
+        #expect(first.offset == 0)
+        _ = state.push(record(0, 4))
+        // Still full after the grace period: everything is paused, and polling goes on.
+        guard case .wait = state.checkSpace() else { return #expect(Bool(false)) }
+        let paused = state.pauseForFlow()
+        #expect(paused)
+        #expect(state.desiredPaused == Set(partitions))
+        guard case .poll = state.checkSpace() else { return #expect(Bool(false), "paused: poll for callbacks") }
+        guard case .message(_, pausesChanged: false, _) = state.take() else { return #expect(Bool(false)) }
+        guard case .message(_, pausesChanged: true, _) = state.take() else { return #expect(Bool(false)) }
+        // Back at half: only the caller's own pause remains.
+        #expect(state.desiredPaused == [partitions[1]])
+    }
+
+    @Test("revoking drops the revoked partitions' unread records and keeps the others in order")
+    func revokeDropsUnread() {
+        var state = KafkaConsumerStateMachine(capacity: 100)
+        state.assign([KafkaTopicPartition(topic: "t", partition: 0), KafkaTopicPartition(topic: "t", partition: 1)])
+        for offset in 0..<3 {
+            _ = state.push(record(0, Int64(offset)))
+            _ = state.push(record(1, Int64(offset)))
+        }
+        _ = state.revoke([KafkaTopicPartition(topic: "t", partition: 0)])
+        var remaining: [Int64] = []
+        while case .message(let message, _, _) = state.take() {
+            #expect(message.partition == 1)
+            remaining.append(message.offset)
+        }
+        #expect(remaining == [0, 1, 2])
+        #expect(state.assigned == [KafkaTopicPartition(topic: "t", partition: 1)])
+    }
+
+    @Test("closing ends the sequence; a failure ends it with the error")
+    func termination() {
+        var state = KafkaConsumerStateMachine(capacity: 10)
+        _ = state.push(record(0, 0))
+        #expect(state.finish(.failed(KafkaError(code: .fatal, message: "fenced"))) == nil)
+        guard case .finished(let error) = state.take() else { return #expect(Bool(false)) }
+        #expect(error?.isFatal == true)
+        guard case .dropped = state.push(record(0, 1)) else { return #expect(Bool(false)) }
+    }
+
+    @Test("secrets are cut out of configuration errors")
+    func redaction() {
+        let message = #"Invalid value "hunter2" for configuration property "sasl.password""#
+        #expect(RDKafkaConfig.redact(message, value: "hunter2", key: "sasl.password")
+            == #"Invalid value "<redacted>" for configuration property "sasl.password""#)
+        #expect(RDKafkaConfig.redact(message, value: "hunter2", key: "linger.ms") == message)
+    }
+
+    @Test("error codes carry librdkafka's names and retriability")
+    func errors() {
+        #expect(KafkaError.Code.messageTimedOut.name == "_MSG_TIMED_OUT")
+        #expect(KafkaError(code: .notLeaderForPartition, message: "").isRetriable)
+        #expect(!KafkaError(code: .invalidArgument, message: "").isRetriable)
+        #expect(KafkaError(code: .fatal, message: "").isFatal)
+    }
+
+    @Test("statistics give the lag of fetched partitions only")
+    func statistics() throws {
+        let json = """
+            {"name":"c","topics":{"events":{"partitions":{
+              "0":{"fetch_state":"active","consumer_lag":42,"committed_offset":100,"hi_offset":142},
+              "1":{"fetch_state":"none","consumer_lag":-1,"committed_offset":-1001,"hi_offset":-1},
+              "-1":{"fetch_state":"none","consumer_lag":-1}}}}}
+            """
+        let stats = try #require(KafkaConsumerStatistics(json: json))
+        #expect(stats.partitions.count == 1)
+        let partition = try #require(stats.partitions[KafkaTopicPartition(topic: "events", partition: 0)])
+        #expect(partition.consumerLag == 42 && partition.committedOffset == 100 && partition.highWatermark == 142)
+        #expect(stats.totalLag == 42)
+        #expect(KafkaConsumerStatistics(json: "not json") == nil)
+    }
+}

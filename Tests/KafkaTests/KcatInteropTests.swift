@@ -1,0 +1,65 @@
+import Foundation
+import Kafka
+import Testing
+
+/// kcat is an independent Kafka client (Debian's `kcat`): records it writes, we read, and the reverse.
+@Suite("Interop with kcat", .timeLimit(.minutes(2)))
+struct KcatInteropTests {
+    /// Runs kcat with `arguments`, feeding `input`, and returns its standard output.
+    func kcat(_ arguments: [String], input: String = "") throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/kcat")
+        process.arguments = arguments
+        let stdin = Pipe()
+        let stdout = Pipe()
+        let stderr = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = stderr
+        try process.run()
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try stdin.fileHandleForWriting.close()
+        let output = stdout.fileHandleForReading.readDataToEndOfFile()
+        let errors = stderr.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "kcat failed: \(String(decoding: errors, as: UTF8.self))")
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    @Test("kcat produces, our consumer reads keys, values and headers")
+    func kcatToUs() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("from-kcat")
+        try cluster.createTopic(topic, partitions: 2)
+        let lines = (0..<100).map { "key\($0)|value \($0)" }.joined(separator: "\n") + "\n"
+        _ = try kcat(["-b", cluster.bootstrapServers, "-P", "-t", topic, "-K", "|", "-H", "origin=kcat"], input: lines)
+
+        let consumer = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: uniqueName("g")))
+        try consumer.subscribe(topics: [topic])
+        let records = try await read(100, from: consumer)
+        await consumer.close()
+        let byKey = Dictionary(uniqueKeysWithValues: records.map {
+            (String(decoding: $0.key ?? [], as: UTF8.self), String(decoding: $0.value ?? [], as: UTF8.self))
+        })
+        #expect(byKey.count == 100)
+        for index in 0..<100 { #expect(byKey["key\(index)"] == "value \(index)") }
+        #expect(records.allSatisfy { $0.headers.lastString("origin") == "kcat" })
+    }
+
+    @Test("our producer writes, kcat reads keys, values and headers")
+    func usToKcat() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("to-kcat")
+        try cluster.createTopic(topic, partitions: 1)
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
+        for index in 0..<50 {
+            _ = try await producer.send(KafkaProducerMessage(
+                topic: topic, key: Array("k\(index)".utf8), value: Array("v\(index)".utf8),
+                headers: [KafkaHeader(key: "n", string: "\(index)")]))
+        }
+        await producer.close()
+        let output = try kcat(["-b", cluster.bootstrapServers, "-C", "-t", topic, "-e", "-q", "-f", "%k=%s %h %o\\n"])
+        let lines = output.split(separator: "\n").map(String.init)
+        #expect(lines == (0..<50).map { "k\($0)=v\($0) n=\($0) \($0)" })
+    }
+}

@@ -1,0 +1,76 @@
+import Kafka
+import Testing
+
+@testable import Worker
+
+@Suite("Offset tracking: commit only the done prefix")
+struct OffsetTrackerTests {
+    let p0 = KafkaTopicPartition(topic: "events", partition: 0)
+    let p1 = KafkaTopicPartition(topic: "events", partition: 1)
+
+    @Test func commitsTheLowestOffsetStillInFlight() {
+        var tracker = OffsetTracker()
+        for offset in 10..<15 { tracker.start(p0, offset: Int64(offset)) }
+        #expect(tracker.inFlight == 5)
+        #expect(tracker.commitCandidates().isEmpty, "nothing done yet")
+
+        tracker.finish(p0, offset: 12)
+        tracker.finish(p0, offset: 14)
+        #expect(tracker.commitCandidates().isEmpty, "10 is still in flight")
+
+        tracker.finish(p0, offset: 10)
+        #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p0, offset: 11)])
+        tracker.finish(p0, offset: 11)
+        #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p0, offset: 13)])
+        tracker.markCommitted(tracker.commitCandidates())
+        #expect(tracker.commitCandidates().isEmpty, "already committed")
+
+        tracker.finish(p0, offset: 13)
+        #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p0, offset: 15)])
+        #expect(tracker.inFlight == 0)
+    }
+
+    @Test func gapsInOffsetsDoNotBlockTheCommit() {
+        var tracker = OffsetTracker()
+        for offset: Int64 in [3, 7, 8, 20] { tracker.start(p0, offset: offset) }
+        tracker.finish(p0, offset: 3)
+        tracker.finish(p0, offset: 7)
+        #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p0, offset: 8)])
+        tracker.finish(p0, offset: 20)
+        tracker.finish(p0, offset: 8)
+        #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p0, offset: 21)])
+    }
+
+    @Test func partitionsAreIndependentAndRevokedOnesAreForgotten() {
+        var tracker = OffsetTracker()
+        tracker.start(p0, offset: 0)
+        tracker.start(p1, offset: 0)
+        tracker.start(p1, offset: 1)
+        tracker.finish(p1, offset: 0)
+        #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p1, offset: 1)])
+        #expect(tracker.commitCandidates(in: [p0]).isEmpty)
+        #expect(tracker.inFlight(in: [p0, p1]) == 2)
+
+        tracker.remove([p1])
+        #expect(tracker.inFlight == 1)
+        let lateRevoked = tracker.finish(p1, offset: 1)
+        #expect(!lateRevoked, "a revoked partition's late result is not tracked")
+        let unknown = tracker.finish(p0, offset: 99)
+        #expect(!unknown, "an unknown offset is refused")
+        let known = tracker.finish(p0, offset: 0)
+        #expect(known)
+        #expect(tracker.inFlight == 0)
+    }
+
+    @Test func aRepeatedOrOlderOffsetIsIgnored() {
+        var tracker = OffsetTracker()
+        tracker.start(p0, offset: 5)
+        tracker.start(p0, offset: 5)
+        tracker.start(p0, offset: 4)
+        #expect(tracker.inFlight == 1)
+        tracker.finish(p0, offset: 5)
+        let twice = tracker.finish(p0, offset: 5)
+        #expect(!twice, "finishing twice is refused")
+        #expect(tracker.inFlight == 0)
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import Kafka
+import Testing
+
+@testable import Worker
+
+func deadLetter(
+    reason: String, source: String?, failedAt: String = "2026-11-22T03:14:07.512Z", replays: Int? = nil,
+    value: [UInt8] = Array(#"{"id":"e1"}"#.utf8), key: [UInt8]? = Array("e1".utf8), offset: Int64 = 0
+) -> KafkaConsumerMessage {
+    var headers = [KafkaHeader(key: "traceparent", string: "00-abc-01"), KafkaHeader(key: "binary", value: [0, 255])]
+    if let replays { headers.append(KafkaHeader(key: DeadLetterHeader.replayCount, string: String(replays))) }
+    headers.append(KafkaHeader(key: DeadLetterHeader.reason, string: reason))
+    headers.append(KafkaHeader(key: DeadLetterHeader.detail, string: "403 InvalidProviderToken"))
+    if let source { headers.append(KafkaHeader(key: DeadLetterHeader.sourceTopic, string: source)) }
+    headers.append(KafkaHeader(key: DeadLetterHeader.lastFailureAt, string: failedAt))
+    return KafkaConsumerMessage(topic: "dlq", partition: 0, offset: offset, key: key, value: value, headers: headers)
+}
+
+@Suite("Replay decisions")
+struct ReplayDecisionTests {
+    @Test("a replayed record keeps key, value and original headers, drops dlq-* and counts the replay")
+    func replayedRecord() throws {
+        let (row, message) = ReplayDecision.decide(deadLetter(reason: "credentials", source: "events"), request: ReplayRequest(deadLetterTopic: "dlq"))
+        #expect(row == ReplayReport.Row(action: .replayed, reason: "credentials", destination: "events"))
+        let replay = try #require(message)
+        #expect(replay.topic == "events")
+        #expect(replay.key == Array("e1".utf8))
+        #expect(replay.value == Array(#"{"id":"e1"}"#.utf8))
+        #expect(replay.headers.map(\.key) == ["traceparent", "binary", "dlq-replay-count"])
+        #expect(replay.headers[1].value == [0, 255])
+        #expect(replay.headers.lastString("dlq-replay-count") == "1")
+        #expect(replay.partition == nil, "partitioned by key, as the original producer's record was")
+    }
+
+    @Test("the replay counter goes up and stops a poison event at the limit")
+    func replayLimit() {
+        var request = ReplayRequest(deadLetterTopic: "dlq")
+        request.maxReplays = 2
+        let (_, second) = ReplayDecision.decide(deadLetter(reason: "schema", source: "events", replays: 1), request: request)
+        #expect(second?.headers.lastString("dlq-replay-count") == "2")
+        #expect(second?.headers.filter { $0.key == "dlq-replay-count" }.count == 1)
+        let (row, third) = ReplayDecision.decide(deadLetter(reason: "schema", source: "events", replays: 2), request: request)
+        #expect(third == nil)
+        #expect(row.action == .refusedLimit)
+    }
+
+    @Test("filters on reason, source topic and failure time; a target topic overrides the source")
+    func filters() {
+        var request = ReplayRequest(deadLetterTopic: "dlq")
+        request.reasons = ["credentials"]
+        #expect(ReplayDecision.decide(deadLetter(reason: "schema", source: "events"), request: request).0.action == .filtered)
+        #expect(ReplayDecision.decide(deadLetter(reason: "credentials", source: "events"), request: request).0.action == .replayed)
+
+        request = ReplayRequest(deadLetterTopic: "dlq")
+        request.sourceTopics = ["orders"]
+        #expect(ReplayDecision.decide(deadLetter(reason: "x", source: "events"), request: request).0.action == .filtered)
+        #expect(ReplayDecision.decide(deadLetter(reason: "x", source: nil), request: request).0.action == .filtered)
+
+        request = ReplayRequest(deadLetterTopic: "dlq")
+        request.since = DeadLetterTime.parse("2026-11-22T03:00:00Z")
+        request.until = DeadLetterTime.parse("2026-11-22T04:00:00Z")
+        #expect(ReplayDecision.decide(deadLetter(reason: "x", source: "e", failedAt: "2026-11-22T02:59:59.999Z"), request: request).0.action == .filtered)
+        #expect(ReplayDecision.decide(deadLetter(reason: "x", source: "e", failedAt: "2026-11-22T03:00:00Z"), request: request).0.action == .replayed)
+        #expect(ReplayDecision.decide(deadLetter(reason: "x", source: "e", failedAt: "2026-11-22T04:00:00.000Z"), request: request).0.action == .filtered)
+        #expect(ReplayDecision.decide(deadLetter(reason: "x", source: "e", failedAt: "yesterday"), request: request).0.action == .filtered)
+
+        request = ReplayRequest(deadLetterTopic: "dlq")
+        request.targetTopic = "retry"
+        let (row, message) = ReplayDecision.decide(deadLetter(reason: "x", source: nil), request: request)
+        #expect(row.destination == "retry" && message?.topic == "retry")
+        #expect(ReplayDecision.decide(deadLetter(reason: "x", source: nil), request: ReplayRequest(deadLetterTopic: "dlq")).0.action == .noDestination)
+    }
+
+    @Test("a dry run produces nothing and says what it would do")
+    func dryRun() {
+        var request = ReplayRequest(deadLetterTopic: "dlq")
+        request.dryRun = true
+        let (row, message) = ReplayDecision.decide(deadLetter(reason: "credentials", source: "events"), request: request)
+        #expect(message == nil)
+        #expect(row.action == .wouldReplay)
+    }
+}
+
+@Suite("Replay on the mock cluster", .timeLimit(.minutes(2)))
+struct ReplayRunTests {
+    @Test("replay re-produces the chosen dead letters to their source topics, and a dry run touches nothing")
+    func replayRun() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        for topic in ["dlq", "events", "orders"] { try cluster.createTopic(topic, partitions: topic == "dlq" ? 2 : 1) }
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
+        for index in 0..<30 {
+            let reason = index % 3 == 0 ? "schema" : "credentials"
+            let source = index % 2 == 0 ? "events" : "orders"
+            let record = deadLetter(reason: reason, source: source, value: Array("value-\(index)".utf8), key: Array("k\(index)".utf8))
+            _ = try await producer.send(KafkaProducerMessage(
+                topic: "dlq", partition: Int32(index % 2), key: record.key, value: record.value, headers: record.headers))
+        }
+        await producer.close()
+
+        var consumerConfiguration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "replay")
+        consumerConfiguration.sessionTimeout = .seconds(10)
+        let replayer = DeadLetterReplayer(
+            consumerConfiguration: consumerConfiguration,
+            producerConfiguration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
+
+        var dry = ReplayRequest(deadLetterTopic: "dlq")
+        dry.dryRun = true
+        let dryReport = try await replayer.run(dry)
+        #expect(dryReport.scanned == 30)
+        #expect(dryReport.count(.wouldReplay) == 30)
+
+        var request = ReplayRequest(deadLetterTopic: "dlq")
+        request.reasons = ["credentials"]
+        let report = try await replayer.run(request)
+        #expect(report.scanned == 30)
+        #expect(report.count(.replayed) == 20)
+        #expect(report.count(.filtered) == 10)
+        #expect(report.counts[ReplayReport.Row(action: .replayed, reason: "credentials", destination: "events")] == 10)
+        #expect(report.table.contains("replayed"))
+
+        // What arrived: exactly the 20 credential failures, bytes intact, counted once.
+        var check = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "check")
+        check.sessionTimeout = .seconds(10)
+        let reader = try KafkaConsumer(configuration: check)
+        try reader.assign([KafkaTopicPartitionOffset(topic: "events", partition: 0, offset: KafkaOffset.beginning),
+                           KafkaTopicPartitionOffset(topic: "orders", partition: 0, offset: KafkaOffset.beginning)])
+        var received: [KafkaConsumerMessage] = []
+        for try await record in reader.messages {
+            received.append(record)
+            if received.count == 20 { break }
+        }
+        #expect(try await reader.watermarks(of: KafkaTopicPartition(topic: "events", partition: 0)).high == 10)
+        #expect(try await reader.watermarks(of: KafkaTopicPartition(topic: "orders", partition: 0)).high == 10)
+        await reader.close()
+        for record in received {
+            let index = Int(String(decoding: record.value ?? [], as: UTF8.self).dropFirst("value-".count))!
+            #expect(index % 3 != 0, "only credential failures")
+            #expect(record.topic == (index % 2 == 0 ? "events" : "orders"))
+            #expect(record.key == Array("k\(index)".utf8))
+            #expect(record.headers.lastString("dlq-replay-count") == "1")
+            #expect(record.headers.lastString("dlq-reason") == nil)
+            #expect(record.headers.lastString("traceparent") == "00-abc-01")
+        }
+    }
+}

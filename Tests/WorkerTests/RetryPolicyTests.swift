@@ -1,0 +1,77 @@
+import APNs
+import Testing
+
+@testable import Worker
+
+/// A deterministic generator (SplitMix64) so jitter can be asserted without sleeping.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+@Suite("Retry policy: exponential backoff, full jitter, limits, expiration")
+struct RetryPolicyTests {
+    @Test func ceilingDoublesUpToTheCap() {
+        var policy = RetryPolicy()
+        policy.initialBackoff = .milliseconds(100)
+        policy.maxBackoff = .seconds(2)
+        let ceilings = (1...7).map { policy.backoffCeiling(afterAttempt: $0) }
+        #expect(ceilings == [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800),
+                             .milliseconds(1600), .seconds(2), .seconds(2)])
+        #expect(policy.backoffCeiling(afterAttempt: 1000) == .seconds(2), "no overflow on huge attempt counts")
+    }
+
+    @Test func jitterIsSpreadOverTheWholeRange() {
+        var policy = RetryPolicy()
+        policy.initialBackoff = .seconds(1)
+        policy.maxAttempts = 100
+        var random = SeededGenerator(state: 42)
+        var waits: [Duration] = []
+        for _ in 0..<2000 {
+            guard case .retry(let wait) = policy.decide(attempts: 1, elapsed: .zero, expiration: nil, now: 0, using: &random)
+            else { Issue.record("expected a retry"); return }
+            waits.append(wait)
+        }
+        #expect(waits.allSatisfy { $0 >= .zero && $0 <= .seconds(1) })
+        // Full jitter: the waits cover the range, not bunch at its top.
+        #expect(waits.filter { $0 < .milliseconds(250) }.count > 300)
+        #expect(waits.filter { $0 > .milliseconds(750) }.count > 300)
+    }
+
+    @Test func attemptsAndTimeAreBounded() {
+        var policy = RetryPolicy()
+        policy.maxAttempts = 3
+        policy.maxRetryDuration = .seconds(10)
+        var random = SeededGenerator(state: 7)
+        #expect(policy.decide(attempts: 3, elapsed: .zero, expiration: nil, now: 0, using: &random) == .exhausted)
+        #expect(policy.decide(attempts: 1, elapsed: .seconds(11), expiration: nil, now: 0, using: &random) == .exhausted)
+        guard case .retry = policy.decide(attempts: 2, elapsed: .seconds(1), expiration: nil, now: 0, using: &random) else {
+            Issue.record("two attempts of three, one second in: retry")
+            return
+        }
+    }
+
+    @Test func aNotificationThatExpiresBeforeTheNextAttemptIsExpired() {
+        var policy = RetryPolicy()
+        policy.initialBackoff = .seconds(4)
+        var random = SeededGenerator(state: 1)
+        let now: Int64 = 1_000_000
+        #expect(policy.decide(attempts: 1, elapsed: .zero, expiration: .at(secondsSince1970: now), now: now, using: &random) == .expired)
+        #expect(policy.decide(attempts: 1, elapsed: .zero, expiration: .at(secondsSince1970: now - 60), now: now, using: &random) == .expired)
+        guard case .retry = policy.decide(attempts: 1, elapsed: .zero, expiration: .at(secondsSince1970: now + 3600), now: now, using: &random) else {
+            Issue.record("an hour left: retry")
+            return
+        }
+        // 0 means "deliver once, do not store": it never expires while retrying.
+        guard case .retry = policy.decide(attempts: 1, elapsed: .zero, expiration: .immediately, now: now, using: &random) else {
+            Issue.record("apns-expiration 0 does not expire")
+            return
+        }
+    }
+}
