@@ -5,7 +5,7 @@
 /// Why: Swift's `Regex` takes about 10 µs to match a 64-digit hex device token, which alone would
 /// cap validation near 100,000 events/s. This compiles to a Thompson-style program run by a
 /// backtracking machine that remembers visited (instruction, position) pairs (RE2's "bit state"), so
-/// a match is linear in the input for any pattern, and uses a heap stack, not recursion.
+/// a match is linear in the input for any pattern, and uses an explicit stack, not recursion.
 struct ECMARegex: Sendable {
     enum Instruction: Sendable {
         case scalar(UInt32)
