@@ -664,7 +664,6 @@ extension EventSchemas {
                   "status": {
                     "enum": [
                       400,
-                      403,
                       404,
                       405,
                       413
