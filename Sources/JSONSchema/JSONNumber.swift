@@ -167,7 +167,7 @@ extension JSONNumber: Comparable {
         return signA < 0 ? -magnitude : magnitude
     }
 
-    private static func compareMagnitude(_ da: [UInt8], _ ea: Int, _ db: [UInt8], _ eb: Int) -> Int {
+    static func compareMagnitude(_ da: [UInt8], _ ea: Int, _ db: [UInt8], _ eb: Int) -> Int {
         // Position of the leading digit decides first; then digit by digit.
         let leadA = da.count + ea
         let leadB = db.count + eb
@@ -194,6 +194,9 @@ extension JSONNumber {
         }
         let a = decimalParts
         let b = divisor.decimalParts
+        // A non-zero value smaller than the divisor is no multiple of it (and must not reach the
+        // Double fallback, where 1 / 1e999 rounds to 0, an integer).
+        if Self.compareMagnitude(a.digits, a.exponent, b.digits, b.exponent) < 0 { return false }
         let e = min(a.exponent, b.exponent)
         let bScale = b.exponent - e
         let aScale = a.exponent - e

@@ -119,6 +119,12 @@ struct JSONParserTests {
         #expect(try #require(JSONParser.parse("1e-400").numberValue).isInteger == false)
         #expect(try #require(JSONParser.parse("1e-400").numberValue) > JSONNumber(0))
         #expect(parseError("1e9999999999")?.message.contains("exponent out of range") == true)
+        // Huge divisors: exact answers, not Double's (1 / 1e999 rounds to 0, an integer).
+        let huge = try #require(JSONParser.parse("1e999").numberValue)
+        #expect(JSONNumber(1).isMultiple(of: huge) == false)
+        #expect(try #require(JSONParser.parse("2e999").numberValue).isMultiple(of: huge))
+        #expect(try #require(JSONParser.parse("1e400").numberValue).isMultiple(of: JSONNumber(3)) == false)
+        #expect(try #require(JSONParser.parse("3e400").numberValue).isMultiple(of: JSONNumber(3)))
     }
 
     @Test("a leading byte order mark is skipped")
