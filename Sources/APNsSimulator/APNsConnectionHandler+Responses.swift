@@ -44,7 +44,7 @@ extension APNsConnectionHandler {
         return Response(status: reason.status, reason: reason, apnsID: apnsID, timestampMilliseconds: timestamp)
     }
 
-    func write(_ response: Response, streamID: HTTP2StreamID, context: ChannelHandlerContext) {
+    func write(_ response: Response, streamID: HTTP2StreamID, context: ChannelHandlerContext, resetAfter: Bool = false) {
         var headers = HPACKHeaders()
         headers.add(name: ":status", value: Self.statusText(response.status))
         // Unique per response: keep them out of the client's HPACK dynamic table.
@@ -61,7 +61,19 @@ extension APNsConnectionHandler {
         if let timestamp = response.timestampMilliseconds { body.writeString(",\"timestamp\":\(timestamp)") }
         body.writeString("}")
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
+        let last = HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))
+        guard resetAfter else {
+            context.write(wrapOutboundOut(last), promise: nil)
+            return
+        }
+        // DATA can wait in the flow-control buffer; the reset must not overtake it.
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.write(wrapOutboundOut(last), promise: written)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        written.futureResult.whenSuccess {
+            let rst = HTTP2Frame(streamID: streamID, payload: .rstStream(.noError))
+            bound.value.writeAndFlush(NIOAny(rst), promise: nil)
+        }
     }
 
     private static func statusText(_ status: Int) -> String {

@@ -122,11 +122,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             }
             if payload.endStream || stream.size > Self.largestPayload {
                 streams[id] = nil
-                finish(streamID: id, stream: &stream)
-                if !payload.endStream {
-                    // Answered before the body ended: tell the client to stop sending it.
-                    context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.noError))), promise: nil)
-                }
+                // Answered before the body ended: the client is told to stop sending it (RST_STREAM
+                // NO_ERROR once the answer is out).
+                finish(streamID: id, stream: &stream, resetAfterAnswer: !payload.endStream)
             } else {
                 streams[id] = stream
             }
@@ -147,7 +145,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     // MARK: requests
 
-    private func finish(streamID: HTTP2StreamID, stream: inout PendingStream) {
+    private func finish(streamID: HTTP2StreamID, stream: inout PendingStream, resetAfterAnswer: Bool = false) {
         guard let context else { return }
         requestCount += 1
         let head = RequestHead(stream.headers)
@@ -165,12 +163,12 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(decision.delayNanoseconds)) { [self] in
                 delayedResponses -= 1
                 guard let context = self.context else { return }
-                write(response, streamID: streamID, context: context)
+                write(response, streamID: streamID, context: context, resetAfter: resetAfterAnswer)
                 context.flush()
                 afterResponse(response, decision: decision)
             }
         } else {
-            write(response, streamID: streamID, context: context)
+            write(response, streamID: streamID, context: context, resetAfter: resetAfterAnswer)
             needsFlush = true
             afterResponse(response, decision: decision)
         }
