@@ -17,9 +17,9 @@ extension APNsConnectionHandler {
         // Echo a well-formed apns-id; otherwise (absent or BadMessageId) APNs makes one up.
         let echoed = outcome.request?.apnsID
             ?? head.apnsID.flatMap { RequestRules.isCanonicalUUID($0, allowUppercase: true) ? $0 : nil }
-        let apnsID = echoed ?? UUID().uuidString.lowercased()
+        let apnsID = echoed ?? messageIDs.next()
         guard let reason = outcome.reason else {
-            let uniqueID = core.configuration.environment == .development ? UUID().uuidString.lowercased() : nil
+            let uniqueID = core.configuration.environment == .development ? messageIDs.next() : nil
             let request = outcome.request!
             let connectionID = self.connectionID
             core.observation.answered(

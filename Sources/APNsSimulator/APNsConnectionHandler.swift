@@ -40,6 +40,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     var droppedAfterRejection = false
     var lastActivity = NIODeadline.now()
     var idleCheck: RepeatedTask?
+    var messageIDs = MessageIDGenerator()
 
     init(core: SimulatorCore, certificate: ClientCertificateIdentity?) {
         self.core = core

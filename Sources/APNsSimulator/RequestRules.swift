@@ -15,11 +15,19 @@ struct RequestHead {
     var hasDuplicates = false
 
     init(_ headers: HPACKHeaders) {
-        var seen: [String] = []
-        seen.reserveCapacity(headers.count)
+        // Headers are few: a quadratic scan over the names beats hashing them.
+        var index = 0
         for (name, value, _) in headers {
-            if seen.contains(name) { hasDuplicates = true }
-            seen.append(name)
+            var other = 0
+            for (earlier, _, _) in headers {
+                if other == index { break }
+                if earlier == name {
+                    hasDuplicates = true
+                    break
+                }
+                other += 1
+            }
+            index += 1
             switch name {
             case ":method": method = value
             case ":path": path = value
