@@ -111,7 +111,7 @@ struct NghttpReasonTests {
             case .issuedAt(let ago):
                 headers.append("authorization: " + key.authorization(iat: Date().timeIntervalSince1970 - ago))
             case .otherKey: headers.append("authorization: " + TestSigningKey().authorization())
-            case .unknownKeyID: headers.append("authorization: " + key.authorization(kid: "NOTAKEY123"))
+            case .unknownKeyID: headers.append("authorization: " + key.authorization(iat: Date().timeIntervalSince1970, kid: "NOTAKEY123"))
             case .garbage: headers.append("authorization: bearer not.a.jwt")
             }
             for header in headers { args += ["-H", header] }

@@ -19,19 +19,22 @@ func withClientGroup<T>(_ body: (MultiThreadedEventLoopGroup) async throws -> T)
 }
 
 /// Simulator + one raw client connection, both cleaned up.
-func withRawConnection<T>(
+func withRawConnection(
     key: TestSigningKey = TestSigningKey(),
     _ adjust: (inout APNsSimulatorConfiguration) throws -> Void = { _ in },
-    _ body: (APNsSimulator, RawHTTP2Client) async throws -> T
-) async throws -> T {
+    _ body: (APNsSimulator, RawHTTP2Client) async throws -> Void
+) async throws {
     try await withSimulator(key: key, adjust) { simulator, _ in
         try await withClientGroup { group in
             let client = try await RawHTTP2Client.connect(
                 group: group, port: simulator.port, caPath: simulator.certificateAuthorityPath!)
-            defer { Task { await client.close() } }
-            let result = try await body(simulator, client)
+            do {
+                try await body(simulator, client)
+            } catch {
+                await client.close()
+                throw error
+            }
             await client.close()
-            return result
         }
     }
 }
@@ -55,7 +58,7 @@ struct MalformedRequestTests {
     func answers(_ index: Int) async throws {
         let (name, headers, status, reason) = Self.cases[index]
         let key = TestSigningKey()
-        try await withRawConnection(key: key) { _, client in
+        try await withRawConnection(key: key) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
             client.send(stream: 1, headers: headers + [(":scheme", "https"), ("apns-topic", Fixture.topic), ("authorization", key.authorization())])
             let answer = try await client.response(stream: 1)
             #expect(answer.status == status, "\(name)")
@@ -121,7 +124,7 @@ struct TokenConnectionTests {
     @Test func tokenChangesAtMostOncePerWindow() async throws {
         let key = TestSigningKey()
         let clock = ManualSimulatorClock()
-        try await withRawConnection(key: key, { $0.clock = clock }) { simulator, client in
+        try await withRawConnection(key: key, { $0.clock = clock }) { (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
             func push(_ stream: Int, iat: Double) async throws -> RawResponse {
                 client.send(stream: stream, headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization(iat: iat)))
                 return try await client.response(stream: stream)
@@ -158,7 +161,7 @@ struct TokenConnectionTests {
     @Test func cachedTokenExpiresAfterAnHour() async throws {
         let key = TestSigningKey()
         let clock = ManualSimulatorClock()
-        try await withRawConnection(key: key, { $0.clock = clock }) { _, client in
+        try await withRawConnection(key: key, { $0.clock = clock }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
             let token = key.authorization(iat: clock.now())
             client.send(stream: 1, headers: RawHTTP2Client.apnsHeaders(authorization: token))
             #expect(try await client.response(stream: 1).status == 200)
@@ -173,7 +176,7 @@ struct TokenConnectionTests {
     @Test func oneTeamPerConnection() async throws {
         let key = TestSigningKey()
         let other = TestSigningKey(teamID: "OTHERTEAM1", keyID: "OTHERKEY12")
-        try await withRawConnection(key: key, { $0.tokenKeys.append(other.trusted()); $0.tokenUpdateWindow = 0 }) { _, client in
+        try await withRawConnection(key: key, { $0.tokenKeys.append(other.trusted()); $0.tokenUpdateWindow = 0 }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
             client.send(stream: 1, headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization()))
             #expect(try await client.response(stream: 1).status == 200)
             client.send(stream: 3, headers: RawHTTP2Client.apnsHeaders(authorization: other.authorization()))

@@ -8,11 +8,19 @@ struct TestSigningKey: Sendable {
     let teamID: String
     let keyID: String
     let privateKey = P256.Signing.PrivateKey()
+    /// The token a well-behaved client reuses (ECDSA signatures differ each time, and the simulator
+    /// counts every different token as an update).
+    private(set) var current: String
 
     init(teamID: String = "TEAM123456", keyID: String = "KEY1234567") {
         self.teamID = teamID
         self.keyID = keyID
+        self.current = ""
+        self.current = authorization(iat: Date().timeIntervalSince1970)
     }
+
+    /// The reused token.
+    func authorization() -> String { current }
 
     var p8: String { privateKey.pemRepresentation }
 
@@ -21,7 +29,8 @@ struct TestSigningKey: Sendable {
     }
 
     /// `bearer <ES256 JWT>` issued at `iat` (seconds since 1970).
-    func authorization(iat: Double = Date().timeIntervalSince1970, kid: String? = nil, iss: String? = nil) -> String {
+    /// A newly signed token.
+    func authorization(iat: Double, kid: String? = nil, iss: String? = nil) -> String {
         let header = #"{"alg":"ES256","kid":"\#(kid ?? keyID)"}"#
         let claims = #"{"iss":"\#(iss ?? teamID)","iat":\#(Int(iat))}"#
         let input = b64(Data(header.utf8)) + "." + b64(Data(claims.utf8))
