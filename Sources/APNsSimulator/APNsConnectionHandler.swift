@@ -162,8 +162,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         if decision.delayNanoseconds > 0 {
             delayedResponses += 1
             context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(decision.delayNanoseconds)) { [self] in
-                delayedResponses -= 1
+                // After channelInactive the count was reset and the answer has nowhere to go.
                 guard let context = self.context else { return }
+                delayedResponses -= 1
                 write(response, streamID: streamID, context: context, resetAfter: resetAfterAnswer)
                 context.flush()
                 afterResponse(response, decision: decision)

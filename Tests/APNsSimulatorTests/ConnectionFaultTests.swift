@@ -34,7 +34,7 @@ struct ConnectionFaultTests {
         try await withRawConnection(key: key, { _ in }) { (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
             push(client, 1)
             #expect(try await client.response(stream: 1).status == 200)
-            simulator.faults.latency = .fixed(.milliseconds(300))
+            simulator.faults.latency = .fixed(.seconds(3))
             push(client, 3)
             #expect(try await eventually { simulator.observation.liveStreams == 1 })
             simulator.goAway(reason: .serviceUnavailable)
@@ -142,6 +142,7 @@ struct ConnectionFaultTests {
                 client.send(stream: 1 + 2 * i, headers: RawHTTP2Client.apnsHeaders(
                     authorization: key.authorization(), extra: [("apns-id", "eabeae54-14a8-11e5-b60b-1697f925ec7\(i)")]),
                     body: #"{"aps":{"alert":"n\#(i)"}}"#)
+                _ = try await client.response(stream: 1 + 2 * i)
             }
             #expect(try await eventually { simulator.observation.count(status: 200) == 5 })
             let records = simulator.observation.records
