@@ -13,6 +13,7 @@ let package = Package(
     products: [],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
     ],
     targets: [
         // MARK: C system libraries (module maps only; Debian packages named as providers)
@@ -35,11 +36,22 @@ let package = Package(
         // MARK: APNs provider client
         .target(
             name: "APNs",
+            dependencies: [
+                "CNghttp2",
+                "COpenSSL",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "APNsTests",
-            dependencies: ["APNs"],
+            dependencies: [
+                "APNs",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
     ],
