@@ -23,6 +23,8 @@ struct APNsHTTP2Settings: Sendable {
     var pingInterval: TimeAmount
     /// Close the connection when a PING is not answered within this.
     var pingTimeout: TimeAmount
+    /// The TLS handshake and the server's first SETTINGS must arrive within this after connecting.
+    var setupTimeout: TimeAmount
 }
 
 /// The nghttp2 client session of one APNs connection, as the handler above TLS.
@@ -45,6 +47,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     private var lastRead = NIODeadline.now()
     private var pingTask: Scheduled<Void>?
     private var pingTimeoutTask: Scheduled<Void>?
+    private var setupTimeoutTask: Scheduled<Void>?
     private var goAwayReason: String?
     /// Why the connection is closing, given to every stream still open when it closes.
     private var closeCause: APNsClientError?
@@ -59,11 +62,19 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        let timeout = settings.setupTimeout
+        setupTimeoutTask = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [weak self] in
+            self?.closeWithError(
+                APNsClientError(
+                    .connectFailed, "no TLS + HTTP/2 setup within \(timeout.nanoseconds / 1_000_000) ms",
+                    mayHaveReachedAPNs: false))
+        }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         pingTask?.cancel()
         pingTimeoutTask?.cancel()
+        setupTimeoutTask?.cancel()
         self.context = nil
         session = nil
     }
@@ -103,6 +114,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         state.closed()
         pingTask?.cancel()
         pingTimeoutTask?.cancel()
+        setupTimeoutTask?.cancel()
         let cause = closeCause
         for stream in streams.values where !stream.finished {
             stream.fail(
@@ -300,7 +312,9 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
 
     func nghttp2Settings(maxConcurrentStreams: UInt32) {
         switch state.receivedSettings(maxConcurrentStreams: maxConcurrentStreams) {
-        case .becameReady(let capacity): events.ready(capacity)
+        case .becameReady(let capacity):
+            setupTimeoutTask?.cancel()
+            events.ready(capacity)
         case .capacityChanged(let capacity): events.capacityChanged(capacity)
         case .none: break
         }
