@@ -34,7 +34,7 @@ struct CredentialTests {
     @Test("keys that are not P-256 or not PEM are refused, with OpenSSL's words")
     func badKeysRefused() throws {
         let pki = try TestPKI()
-        #expect(throws: APNsCredentialError.self) { try APNsSigningKey(file: pki.rsaKey) }
+        #expect(throws: APNsCredentialError.self) { try APNsSigningKey(file: pki.makeRSAKey()) }
         do {
             _ = try APNsSigningKey(pem: Array("-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n".utf8))
             Issue.record("garbage key accepted")

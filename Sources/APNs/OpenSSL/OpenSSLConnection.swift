@@ -1,5 +1,9 @@
 import COpenSSL
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// One TLS session (`SSL`) whose network side is two memory BIOs: bytes from the socket are written
 /// into `readBIO`, bytes for the socket are read out of `writeBIO`. No file descriptor is ever given to
 /// OpenSSL; SwiftNIO owns the socket.
@@ -38,6 +42,13 @@ final class OpenSSLConnection {
         self.writeBIO = writeBIO
         self.context = context
         SSL_set_connect_state(ssl)
+        // An IP address is checked against the certificate's IP SANs and never sent as SNI (RFC 6066).
+        if Self.isIPAddress(serverName) {
+            guard X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), serverName) == 1 else {
+                throw OpenSSLError(.contextSetupFailed, "cannot set the server address \(serverName)")
+            }
+            return
+        }
         // SNI (SSL_set_tlsext_host_name is a macro over SSL_ctrl) and host name verification.
         let sni = serverName.withCString {
             SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, Int(TLSEXT_NAMETYPE_host_name), UnsafeMutableRawPointer(mutating: $0))
@@ -45,6 +56,11 @@ final class OpenSSLConnection {
         guard sni == 1, SSL_set1_host(ssl, serverName) == 1 else {
             throw OpenSSLError(.contextSetupFailed, "cannot set the server name \(serverName)")
         }
+    }
+
+    private static func isIPAddress(_ text: String) -> Bool {
+        var storage = in6_addr()
+        return inet_pton(AF_INET, text, &storage) == 1 || inet_pton(AF_INET6, text, &storage) == 1
     }
 
     deinit {

@@ -16,24 +16,36 @@ final class Nghttpd: @unchecked Sendable {
     static let hangingToken = "deadbeefdeadbeefdeadbeefdeadbeefdeadbeefdeadbeefdeadbeefdeadbeef"
 
     init(pki: TestPKI, port: Int? = nil, arguments: [String] = []) throws {
-        self.port = try port ?? freePort()
         documentRoot = try TemporaryDirectory()
         let devices = documentRoot.file("3/device")
         try FileManager.default.createDirectory(atPath: devices, withIntermediateDirectories: true)
         try "{}".write(toFile: devices + "/" + Self.deliveredToken, atomically: true, encoding: .utf8)
         guard mkfifo(devices + "/" + Self.hangingToken, 0o600) == 0 else { throw TestFailure("mkfifo failed") }
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/nghttpd")
-        process.arguments = arguments + ["-d", documentRoot.path, String(self.port), pki.serverKey, pki.serverCertificate]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        for _ in 0..<200 {
-            if isListening(self.port) { return }
-            usleep(10_000)
+        // A port picked free can be taken by a parallel test's server before nghttpd binds it; then
+        // nghttpd exits while the port answers for the other server. Try again on another port.
+        for _ in 0..<5 {
+            let candidate = try port ?? freePort()
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["nghttpd"] + arguments + ["-d", documentRoot.path, String(candidate), pki.serverKey, pki.serverCertificate]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            var listening = false
+            for _ in 0..<300 where !listening {
+                listening = isListening(candidate)
+                if !listening { usleep(10_000) }
+            }
+            usleep(50_000)
+            if listening, process.isRunning {
+                self.port = candidate
+                self.process = process
+                return
+            }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
         }
-        stop()
-        throw TestFailure("nghttpd did not start listening on \(self.port)")
+        throw TestFailure("nghttpd did not start")
     }
 
     /// Kills the server (SIGKILL: a blocked server ignores nothing) and reaps it.

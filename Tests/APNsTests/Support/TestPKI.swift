@@ -11,7 +11,12 @@ final class TestPKI: Sendable {
     var serverKey: String { directory.file("server.key") }
     var tokenKey: String { directory.file("AuthKey_TESTKEY123.p8") }
     var tokenPublicKey: String { directory.file("token-public.pem") }
-    var rsaKey: String { directory.file("rsa.key") }
+    /// An RSA key (made on demand: RSA generation is slow).
+    func makeRSAKey() throws -> String {
+        let path = directory.file("rsa.key")
+        try runCommand(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", path])
+        return path
+    }
     var clientCertificate: String { directory.file("client.pem") }
     var clientKey: String { directory.file("client.key") }
     var clientPKCS12: String { directory.file("client.p12") }
@@ -39,7 +44,6 @@ final class TestPKI: Sendable {
         ])
         try runCommand(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", tokenKey])
         try runCommand(["openssl", "pkey", "-in", tokenKey, "-pubout", "-out", tokenPublicKey])
-        try runCommand(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", rsaKey])
         try runCommand(
             ["openssl", "req"] + ec + [
                 "-keyout", clientKey, "-out", d.file("client.csr"), "-subj", "/CN=Apple Push Services: com.example.app",
