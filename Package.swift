@@ -45,6 +45,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "APNsClientBenchmark",
+            dependencies: ["APNs"],
+            path: "Benchmarks/APNsClientBenchmark",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "APNsTests",
             dependencies: [

@@ -100,8 +100,15 @@ final class APNsConnectionPool: Sendable {
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: Waiter) in
-                update { $0.acquire(continuation, waiterID: waiterID) }
-                // If it is waiting, give up at the deadline (a no-op if it was served by then).
+                let actions = update { $0.acquire(continuation, waiterID: waiterID) }
+                let answered = actions.contains {
+                    switch $0 {
+                    case .dispatch, .fail: true
+                    default: false
+                    }
+                }
+                guard !answered else { return }
+                // It waits: give up at the deadline (a no-op if it was served by then).
                 group.any().scheduleTask(deadline: deadline) { [weak self] in
                     self?.giveUp(waiterID, APNsClientError(.deadlineExceeded, "no stream free before the deadline", mayHaveReachedAPNs: false))
                 }
@@ -119,7 +126,8 @@ final class APNsConnectionPool: Sendable {
     // MARK: Actions
 
     /// Runs a state machine step under the lock, then performs its actions outside it.
-    private func update(_ step: @Sendable (inout APNsPoolStateMachine<Waiter>) -> [APNsPoolStateMachine<Waiter>.Action]) {
+    @discardableResult
+    private func update(_ step: @Sendable (inout APNsPoolStateMachine<Waiter>) -> [APNsPoolStateMachine<Waiter>.Action]) -> [APNsPoolStateMachine<Waiter>.Action] {
         let (actions, channels, drained) = state.withLock { state in
             let actions = step(&state.machine)
             var drained: [CheckedContinuation<Void, Never>] = []
@@ -151,6 +159,7 @@ final class APNsConnectionPool: Sendable {
             }
         }
         for continuation in drained { continuation.resume() }
+        return actions
     }
 
     // MARK: Connecting
