@@ -1,7 +1,7 @@
 import Logging
 import NIOCore
 import NIOPosix
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// The connections of one (environment, credential): opens them, hands each request to the least
 /// loaded one, queues (bounded) when every stream is busy, replaces connections that end.
@@ -22,7 +22,7 @@ final class APNsConnectionPool: Sendable {
         var http2: APNsHTTP2Settings
     }
 
-    private struct State {
+    private struct State: Sendable {
         var machine: APNsPoolStateMachine<Waiter>
         var channels: [Int: any Channel] = [:]
         var reconnectTimers: [Int: Scheduled<Void>] = [:]
@@ -34,7 +34,9 @@ final class APNsConnectionPool: Sendable {
     private let group: any EventLoopGroup
     private let sslContext: OpenSSLContext
     private let logger: Logger
-    private let state: Mutex<State>
+    /// A pthread mutex (NIOLockedValueBox) rather than Synchronization.Mutex: ThreadSanitizer sees
+    /// through pthread locks, so its reports on this module stay meaningful.
+    private let state: NIOLockedValueBox<State>
 
     init(settings: Settings, group: any EventLoopGroup, sslContext: OpenSSLContext, logger: Logger) {
         self.settings = settings
@@ -43,7 +45,7 @@ final class APNsConnectionPool: Sendable {
         self.logger = logger
         let backoff = APNsPoolStateMachine<Waiter>.Backoff(
             base: settings.backoff.base, maximum: settings.backoff.maximum, healthyAfter: settings.backoff.healthyAfter)
-        self.state = Mutex(
+        self.state = NIOLockedValueBox(
             State(
                 machine: APNsPoolStateMachine(
                     connections: settings.connections, maximumWaiters: settings.maximumWaiters, backoff: backoff)))
@@ -67,10 +69,10 @@ final class APNsConnectionPool: Sendable {
     /// Stops taking requests, waits for every accepted one to finish, then closes the connections
     /// (each sends GOAWAY(NO_ERROR) first).
     func shutdown() async {
-        let drained = state.withLock { $0.machine.shutdown() }
+        let drained = state.withLockedValue { $0.machine.shutdown() }
         if !drained {
             await withCheckedContinuation { continuation in
-                let now = state.withLock { state -> Bool in
+                let now = state.withLockedValue { state -> Bool in
                     if state.machine.isDrained { return true }
                     state.drainWaiters.append(continuation)
                     return false
@@ -78,7 +80,7 @@ final class APNsConnectionPool: Sendable {
                 if now { continuation.resume() }
             }
         }
-        let channels = state.withLock { state -> [any Channel] in
+        let channels = state.withLockedValue { state -> [any Channel] in
             for timer in state.reconnectTimers.values { timer.cancel() }
             state.reconnectTimers = [:]
             return Array(state.channels.values)
@@ -94,7 +96,7 @@ final class APNsConnectionPool: Sendable {
     // MARK: Acquire
 
     private func acquire(deadline: NIODeadline) async throws -> (Int, any Channel) {
-        let waiterID = state.withLock { state -> Int in
+        let waiterID = state.withLockedValue { state -> Int in
             state.nextWaiterID += 1
             return state.nextWaiterID
         }
@@ -119,7 +121,7 @@ final class APNsConnectionPool: Sendable {
     }
 
     private func giveUp(_ waiterID: Int, _ error: APNsClientError) {
-        let waiter = state.withLock { $0.machine.removeWaiter(id: waiterID) }
+        let waiter = state.withLockedValue { $0.machine.removeWaiter(id: waiterID) }
         waiter?.resume(throwing: error)
     }
 
@@ -128,7 +130,7 @@ final class APNsConnectionPool: Sendable {
     /// Runs a state machine step under the lock, then performs its actions outside it.
     @discardableResult
     private func update(_ step: @Sendable (inout APNsPoolStateMachine<Waiter>) -> [APNsPoolStateMachine<Waiter>.Action]) -> [APNsPoolStateMachine<Waiter>.Action] {
-        let (actions, channels, drained) = state.withLock { state in
+        let (actions, channels, drained) = state.withLockedValue { state in
             let actions = step(&state.machine)
             var drained: [CheckedContinuation<Void, Never>] = []
             if state.machine.isDrained, state.machine.shuttingDown {
@@ -145,7 +147,7 @@ final class APNsConnectionPool: Sendable {
                 let timer = group.any().scheduleTask(in: delay) { [weak self] () -> Void in
                     self?.update { $0.reconnectDue(slot: slot) }
                 }
-                state.withLock { $0.reconnectTimers[slot] = timer }
+                state.withLockedValue { $0.reconnectTimers[slot] = timer }
             case .dispatch(let waiter, let id):
                 if let channel = channels[id] {
                     waiter.resume(returning: (id, channel))
@@ -174,7 +176,7 @@ final class APNsConnectionPool: Sendable {
             .connectTimeout(settings.connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { [weak self] channel in
-                self?.state.withLock { $0.channels[id] = channel }
+                self?.state.withLockedValue { $0.channels[id] = channel }
                 return channel.eventLoop.makeCompletedFuture {
                     let tls = try OpenSSLConnection(context: sslContext, serverName: settings.serverName)
                     try channel.pipeline.syncOperations.addHandler(APNsTLSHandler(connection: tls))
@@ -191,7 +193,7 @@ final class APNsConnectionPool: Sendable {
                 self.logger.info("connect failed", metadata: ["connection": "\(id)", "error": "\(error)"])
                 let failure = error as? APNsClientError
                     ?? APNsClientError(.connectFailed, "\(error)", mayHaveReachedAPNs: false)
-                self.state.withLock { _ = $0.channels.removeValue(forKey: id) }
+                self.state.withLockedValue { _ = $0.channels.removeValue(forKey: id) }
                 self.update { $0.connectionClosed(id: id, error: failure, now: .now()) }
             }
         }
@@ -213,7 +215,7 @@ final class APNsConnectionPool: Sendable {
             closed: { [weak self] error in
                 guard let self else { return }
                 if let error { self.logger.info("connection closed", metadata: ["connection": "\(id)", "error": "\(error)"]) }
-                self.state.withLock { _ = $0.channels.removeValue(forKey: id) }
+                self.state.withLockedValue { _ = $0.channels.removeValue(forKey: id) }
                 self.update { $0.connectionClosed(id: id, error: error, now: .now()) }
             })
     }

@@ -9,7 +9,7 @@ import NIOCore
 /// - A request goes to the ready connection with the fewest requests in flight that still has a free
 ///   stream; when none has, it waits in a bounded FIFO.
 /// - A connection that received GOAWAY (draining) takes nothing new; its slot reconnects meanwhile.
-struct APNsPoolStateMachine<Waiter> {
+struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
     struct Backoff: Sendable {
         var base: TimeAmount
         var maximum: TimeAmount

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// The provider token (JWT, ES256) of one (team, key), shared by every connection that uses it.
 ///
@@ -23,7 +23,8 @@ public final class APNsTokenAuthenticator: Sendable {
     private let elapsed: @Sendable () -> Duration
     /// Seconds since 1970 when `elapsed()` was zero.
     private let epochAtStart: Double
-    private let state = Mutex(State())
+    /// A pthread mutex (visible to ThreadSanitizer, unlike Synchronization.Mutex's futex).
+    private let state = NIOLockedValueBox(State())
 
     private struct State {
         var token: APNsProviderToken?
@@ -63,10 +64,10 @@ public final class APNsTokenAuthenticator: Sendable {
     /// The token to send now: the current one, or a new one when it is 50 minutes old.
     public func currentToken() throws(APNsCredentialError) -> APNsProviderToken {
         let now = elapsed()
-        return try state.withLock { state throws(APNsCredentialError) -> APNsProviderToken in
-            if let token = state.token, now - state.mintedAt < Self.refreshAge { return token }
-            return try mint(&state, at: now)
-        }
+        return try state.withLockedValue { state -> Result<APNsProviderToken, APNsCredentialError> in
+            if let token = state.token, now - state.mintedAt < Self.refreshAge { return .success(token) }
+            return Result { () throws(APNsCredentialError) in try mint(&state, at: now) }
+        }.get()
     }
 
     /// APNs answered `ExpiredProviderToken` for `token`. Replaces it if it is still the current token
@@ -77,16 +78,18 @@ public final class APNsTokenAuthenticator: Sendable {
     @discardableResult
     public func tokenExpired(_ token: APNsProviderToken) throws(APNsCredentialError) -> Bool {
         let now = elapsed()
-        return try state.withLock { state throws(APNsCredentialError) -> Bool in
-            guard let current = state.token, current.generation == token.generation else { return true }
-            guard now - state.mintedAt >= Self.minimumRefreshInterval else { return false }
-            _ = try mint(&state, at: now)
-            return true
-        }
+        return try state.withLockedValue { state -> Result<Bool, APNsCredentialError> in
+            guard let current = state.token, current.generation == token.generation else { return .success(true) }
+            guard now - state.mintedAt >= Self.minimumRefreshInterval else { return .success(false) }
+            return Result { () throws(APNsCredentialError) in
+                _ = try mint(&state, at: now)
+                return true
+            }
+        }.get()
     }
 
     /// How many tokens this authenticator has signed (for metrics and tests).
-    public var tokensIssued: Int { state.withLock { $0.issued } }
+    public var tokensIssued: Int { state.withLockedValue { $0.issued } }
 
     private func mint(_ state: inout State, at now: Duration) throws(APNsCredentialError) -> APNsProviderToken {
         let issuedAt = Int64((epochAtStart + Double(now.components.seconds)).rounded(.down))
