@@ -203,3 +203,42 @@ struct NghttpdInteropTests {
         #expect(Set(outcomes.keys).isSubset(of: ["200", "shutDown"]))
     }
 }
+
+@Suite("One-shot send (the logic behind `apns-worker send`)", .timeLimit(.minutes(1)))
+struct OneShotSendTests {
+    @Test("exit 0 on 200, 1 on a rejection, 2 on a connection or configuration error")
+    func exitCodes() async throws {
+        let pki = try TestPKI()
+        let server = try Nghttpd(pki: pki)
+        defer { server.stop() }
+        var send = APNsOneShotSend()
+        send.environment = .development
+        send.host = "localhost"
+        send.port = server.port
+        send.caFile = pki.caCertificate
+        send.teamID = "TEAM123456"
+        send.keyID = "KEY1234567"
+        send.keyFile = pki.tokenKey
+        send.topic = "com.example.app"
+        send.deviceToken = Nghttpd.deliveredToken
+        send.payload = #"{"aps":{"alert":"hi"}}"#
+        let delivered = await send.run()
+        #expect(delivered.exitCode == 0)
+        #expect(delivered.lines.first == "status: 200")
+
+        send.deviceToken = "0123456789abcdef"
+        #expect(await send.run().exitCode == 1)
+
+        send.payload = "not json"
+        #expect(await send.run().exitCode == 1)
+
+        send.payload = #"{"aps":{}}"#
+        send.caFile = pki.otherCACertificate
+        let refused = await send.run()
+        #expect(refused.exitCode == 2)
+        #expect(refused.lines.first?.contains("serverCertificateRejected") == true)
+
+        send.keyFile = nil
+        #expect(await send.run().exitCode == 2)
+    }
+}
