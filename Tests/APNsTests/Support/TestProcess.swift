@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
 import Glibc
@@ -50,8 +51,20 @@ func runCommand(_ arguments: [String], input: Data? = nil) throws -> Data {
     return data
 }
 
-/// A TCP port that was free a moment ago (bound to 0, read back, released).
+/// Ports already handed out in this test process: the kernel may give a released port again, and two
+/// parallel tests must not start servers on the same one.
+private let handedOutPorts = NIOLockedValueBox(Set<Int>())
+
+/// A TCP port that was free a moment ago (bound to 0, read back, released), never the same twice.
 func freePort() throws -> Int {
+    for _ in 0..<50 {
+        let port = try kernelFreePort()
+        if handedOutPorts.withLockedValue({ $0.insert(port).inserted }) { return port }
+    }
+    throw TestFailure("no fresh free port")
+}
+
+private func kernelFreePort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw TestFailure("socket failed") }
     defer { close(fd) }
