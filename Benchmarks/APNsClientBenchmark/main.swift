@@ -24,6 +24,7 @@ struct Options {
     var keyID = "KEY1234567"
     var topic = "com.example.app"
     var payload = #"{"aps":{"alert":"benchmark"}}"#
+    var threads = 1
 
     init(_ arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -42,6 +43,7 @@ struct Options {
             case "--key-id": keyID = value
             case "--topic": topic = value
             case "--payload": payload = value
+            case "--threads": threads = Int(value) ?? threads
             default: fatalError("unknown flag \(flag)")
             }
         }
@@ -62,6 +64,7 @@ configuration.connectionsPerCredential = options.connections
 configuration.maximumStreamsPerConnection = options.streams
 configuration.maximumWaitingRequests = options.connections * options.streams * 2
 configuration.requestTimeout = .seconds(60)
+configuration.eventLoopThreads = options.threads
 
 let keyFile: String
 if let given = options.keyFile {

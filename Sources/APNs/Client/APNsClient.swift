@@ -19,7 +19,8 @@ public final class APNsClient: Sendable {
     /// - Parameters:
     ///   - credentials: by bundle ID (e.g. `com.example.app`); its voip, complication, … topics follow.
     ///   - defaultCredential: for topics not listed.
-    ///   - eventLoopGroup: shared with the caller; `nil` makes one thread the client owns.
+    ///   - eventLoopGroup: shared with the caller; `nil` makes `configuration.eventLoopThreads`
+    ///     threads the client owns.
     public init(
         configuration: APNsClientConfiguration,
         credentials: [String: APNsCredential] = [:],
@@ -34,7 +35,7 @@ public final class APNsClient: Sendable {
             self.group = eventLoopGroup
             self.ownsGroup = false
         } else {
-            self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoopThreads))
             self.ownsGroup = true
         }
         var pools: [ObjectIdentifier: APNsConnectionPool] = [:]

@@ -25,6 +25,8 @@ public struct APNsClientConfiguration: Sendable {
     /// Reconnect backoff: first step, cap (jitter within each step).
     public var reconnectBase: Duration
     public var reconnectMaximum: Duration
+    /// Threads of the event loop group the client makes when it is given none.
+    public var eventLoopThreads: Int = 1
 
     public init(
         environment: APNsEnvironment,

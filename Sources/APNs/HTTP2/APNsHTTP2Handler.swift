@@ -48,6 +48,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     private var pingTask: Scheduled<Void>?
     private var pingTimeoutTask: Scheduled<Void>?
     private var setupTimeoutTask: Scheduled<Void>?
+    private var flushScheduled = false
     private var goAwayReason: String?
     /// Why the connection is closing, given to every stream still open when it closes.
     private var closeCause: APNsClientError?
@@ -106,8 +107,17 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
             return
         }
         submitWaiting()
+        if !session.isAlive || state.isDrained {
+            flushSession()
+            context.close(promise: nil)
+        }
+    }
+
+    /// One flush per batch of reads: the WINDOW_UPDATEs and new requests of many answers go out in
+    /// one TLS record and one syscall.
+    func channelReadComplete(context: ChannelHandlerContext) {
         flushSession()
-        if !session.isAlive || state.isDrained { context.close(promise: nil) }
+        context.fireChannelReadComplete()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -156,8 +166,15 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         submitWaiting()
     }
 
+    /// Deferred to the end of the current event-loop tick, so requests written by many tasks at once
+    /// leave in one TLS record and one syscall instead of one each.
     func flush(context: ChannelHandlerContext) {
-        flushSession()
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        context.eventLoop.assumeIsolated().execute { [weak self] in
+            self?.flushScheduled = false
+            self?.flushSession()
+        }
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {

@@ -73,13 +73,13 @@ final class OpenSSLConnection {
         _ = BIO_write(readBIO, bytes.baseAddress, Int32(bytes.count))
     }
 
-    /// Bytes OpenSSL wants on the socket, if any.
-    func pendingOutput() -> [UInt8]? {
-        let available = BIO_ctrl_pending(writeBIO)
-        guard available > 0 else { return nil }
-        var out = [UInt8](repeating: 0, count: Int(available))
-        let read = BIO_read(writeBIO, &out, Int32(out.count))
-        return read > 0 ? Array(out.prefix(Int(read))) : nil
+    /// How many bytes OpenSSL wants on the socket.
+    var pendingOutputCount: Int { Int(BIO_ctrl_pending(writeBIO)) }
+
+    /// Moves up to `buffer.count` bytes meant for the socket into `buffer`; returns the count.
+    func readOutput(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        let read = BIO_read(writeBIO, buffer.baseAddress, Int32(buffer.count))
+        return max(0, Int(read))
     }
 
     func handshake() -> Step {

@@ -149,12 +149,13 @@ final class APNsTLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Moves whatever OpenSSL produced onto the socket (written, not flushed, unless handshaking).
     private func flushCiphertext(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
-        guard let bytes = connection.pendingOutput() else {
+        let count = connection.pendingOutputCount
+        guard count > 0 else {
             promise?.succeed()
             return
         }
-        var buffer = context.channel.allocator.buffer(capacity: bytes.count)
-        buffer.writeBytes(bytes)
+        var buffer = context.channel.allocator.buffer(capacity: count)
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { connection.readOutput(into: $0) }
         context.write(wrapOutboundOut(buffer), promise: promise)
         if state != .active { context.flush() }
     }
