@@ -1,0 +1,158 @@
+import Foundation
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+
+extension APNsConnectionHandler {
+    /// An answer ready to be written.
+    struct Response {
+        var status: Int
+        var reason: APNsReason?
+        var apnsID: String
+        var uniqueID: String?
+        var timestampMilliseconds: Int64?
+    }
+
+    func makeResponse(_ outcome: Outcome, head: RequestHead, stream: PendingStream) -> Response {
+        // Echo a well-formed apns-id; otherwise (absent or BadMessageId) APNs makes one up.
+        let echoed = outcome.request?.apnsID
+            ?? head.apnsID.flatMap { RequestRules.isCanonicalUUID($0, allowUppercase: true) ? $0 : nil }
+        let apnsID = echoed ?? messageIDs.next()
+        guard let reason = outcome.reason else {
+            let uniqueID = core.configuration.environment == .development ? messageIDs.next() : nil
+            let request = outcome.request!
+            let connectionID = self.connectionID
+            core.observation.answered(
+                status: 200,
+                reason: nil,
+                record: NotificationRecord(
+                    deviceToken: request.deviceToken,
+                    topic: request.topic,
+                    pushType: request.pushType?.rawValue,
+                    apnsID: apnsID,
+                    headers: stream.headers.map { ($0.name, $0.value) },
+                    payload: stream.body.map { Array($0.readableBytesView) } ?? [],
+                    connectionID: connectionID,
+                    receivedAt: core.clock.now()
+                )
+            )
+            return Response(status: 200, apnsID: apnsID, uniqueID: uniqueID)
+        }
+        core.observation.answered(status: reason.status, reason: reason, record: nil)
+        // Apple gives the 410 timestamp in milliseconds since 1970.
+        let timestamp = outcome.unregisteredSince.map { Int64(($0 * 1000).rounded()) }
+        return Response(status: reason.status, reason: reason, apnsID: apnsID, timestampMilliseconds: timestamp)
+    }
+
+    func write(_ response: Response, streamID: HTTP2StreamID, context: ChannelHandlerContext, resetAfter: Bool = false) {
+        var headers = HPACKHeaders()
+        headers.add(name: ":status", value: Self.statusText(response.status))
+        // Unique per response: keep them out of the client's HPACK dynamic table.
+        headers.add(name: "apns-id", value: response.apnsID, indexing: .nonIndexable)
+        if let unique = response.uniqueID { headers.add(name: "apns-unique-id", value: unique, indexing: .nonIndexable) }
+        core.observation.streamsClosed(1)
+        guard let reason = response.reason else {
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
+            return
+        }
+        headers.add(name: "content-type", value: "application/json")
+        var body = context.channel.allocator.buffer(capacity: 64)
+        body.writeString("{\"reason\":\"\(reason.rawValue)\"")
+        if let timestamp = response.timestampMilliseconds { body.writeString(",\"timestamp\":\(timestamp)") }
+        body.writeString("}")
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
+        let last = HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))
+        guard resetAfter else {
+            context.write(wrapOutboundOut(last), promise: nil)
+            return
+        }
+        // DATA can wait in the flow-control buffer; the reset must not overtake it.
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.write(wrapOutboundOut(last), promise: written)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        written.futureResult.whenSuccess {
+            let rst = HTTP2Frame(streamID: streamID, payload: .rstStream(.noError))
+            bound.value.writeAndFlush(NIOAny(rst), promise: nil)
+        }
+    }
+
+    private static func statusText(_ status: Int) -> String {
+        switch status {
+        case 200: return "200"
+        case 400: return "400"
+        case 403: return "403"
+        case 429: return "429"
+        default: return String(status)
+        }
+    }
+
+    // MARK: flow control and stream limit
+
+    /// Returns connection-level window as DATA arrives (stream windows never run out: bodies are small
+    /// and oversized ones are reset).
+    func giveBackWindow(_ bytes: Int) {
+        consumedWindow += bytes
+        guard consumedWindow >= Self.connectionWindow / 2, let context else { return }
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: consumedWindow))), promise: nil)
+        consumedWindow = 0
+        needsFlush = true
+    }
+
+    /// First request with a valid provider token: from one stream to the configured limit.
+    func liftRestriction() {
+        restricted = false
+        advertise(core.maxConcurrentStreams)
+    }
+
+    /// Run-time change of the limit (ignored while the connection still waits for a valid token).
+    func applyMaxConcurrentStreams(_ value: UInt32) {
+        guard !restricted else { return }
+        droppedAfterRejection = false
+        advertise(value)
+        context?.flush()
+    }
+
+    func advertise(_ value: UInt32) {
+        guard value != advertisedMaxStreams, let context else { return }
+        advertisedMaxStreams = value
+        let setting = HTTP2Setting(parameter: .maxConcurrentStreams, value: Int(value))
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([setting])))), promise: nil)
+        needsFlush = true
+    }
+
+    // MARK: GOAWAY, close, idle
+
+    /// GOAWAY with `{"reason": …}`; streams up to the last one received are still answered, then the
+    /// connection closes.
+    func goAway(reason: APNsReason) {
+        guard goAwayLastStreamID == nil, let context else { return }
+        goAwayLastStreamID = highestStreamID
+        var data = context.channel.allocator.buffer(capacity: 32)
+        data.writeString("{\"reason\":\"\(reason.rawValue)\"}")
+        let frame = HTTP2Frame(
+            streamID: .rootStream,
+            payload: .goAway(lastStreamID: highestStreamID, errorCode: .noError, opaqueData: data)
+        )
+        context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+        core.observation.goAwaySent()
+        // Should a client keep the connection open forever, close it anyway.
+        context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(5)) { [weak self] in self?.context?.close(promise: nil) }
+        closeIfDrained()
+    }
+
+    func closeIfDrained() {
+        guard goAwayLastStreamID != nil, streams.isEmpty, delayedResponses == 0, let context else { return }
+        context.flush()
+        context.close(promise: nil)
+    }
+
+    /// Drops the TCP connection without a word.
+    func closeAbruptly() {
+        context?.close(promise: nil)
+    }
+
+    func checkIdle(timeout: TimeAmount) {
+        guard goAwayLastStreamID == nil, streams.isEmpty, delayedResponses == 0 else { return }
+        if NIODeadline.now() - lastActivity >= timeout { goAway(reason: .idleTimeout) }
+    }
+}

@@ -1,0 +1,70 @@
+/// A reason string from Apple's response table ("Communicating with APNs", Table 8-6), with the HTTP
+/// status APNs pairs it with. Unknown strings survive as-is so a scripted fault can carry any reason.
+public struct APNsReason: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The exact string sent in the JSON `reason` key.
+    public let rawValue: String
+    /// The `:status` APNs answers with for this reason.
+    public let status: Int
+
+    public init(_ rawValue: String, status: Int) {
+        self.rawValue = rawValue
+        self.status = status
+    }
+
+    /// A known reason by its string; `nil` for a string not in Apple's table.
+    public init?(named name: String) {
+        guard let known = Self.all.first(where: { $0.rawValue == name }) else { return nil }
+        self = known
+    }
+
+    public var description: String { "\(status) \(rawValue)" }
+
+    // 400
+    public static let badCollapseId = APNsReason("BadCollapseId", status: 400)
+    public static let badDeviceToken = APNsReason("BadDeviceToken", status: 400)
+    public static let badExpirationDate = APNsReason("BadExpirationDate", status: 400)
+    public static let badMessageId = APNsReason("BadMessageId", status: 400)
+    public static let badPriority = APNsReason("BadPriority", status: 400)
+    public static let badTopic = APNsReason("BadTopic", status: 400)
+    public static let deviceTokenNotForTopic = APNsReason("DeviceTokenNotForTopic", status: 400)
+    public static let duplicateHeaders = APNsReason("DuplicateHeaders", status: 400)
+    public static let idleTimeout = APNsReason("IdleTimeout", status: 400)
+    /// Not in the stored documents: Apple's current response table lists it for an `apns-push-type`
+    /// value it does not know. The simulator answers it for such values.
+    public static let invalidPushType = APNsReason("InvalidPushType", status: 400)
+    public static let missingDeviceToken = APNsReason("MissingDeviceToken", status: 400)
+    public static let missingTopic = APNsReason("MissingTopic", status: 400)
+    public static let payloadEmpty = APNsReason("PayloadEmpty", status: 400)
+    public static let topicDisallowed = APNsReason("TopicDisallowed", status: 400)
+    /// Not an Apple reason: Apple's table has no string for a payload that is not a JSON object. The
+    /// simulator answers this 400 so such a request never passes as delivered.
+    public static let badPayload = APNsReason("BadPayload", status: 400)
+    // 403
+    public static let badCertificate = APNsReason("BadCertificate", status: 403)
+    public static let badCertificateEnvironment = APNsReason("BadCertificateEnvironment", status: 403)
+    public static let expiredProviderToken = APNsReason("ExpiredProviderToken", status: 403)
+    public static let forbidden = APNsReason("Forbidden", status: 403)
+    public static let invalidProviderToken = APNsReason("InvalidProviderToken", status: 403)
+    public static let missingProviderToken = APNsReason("MissingProviderToken", status: 403)
+    // 404, 405, 410, 413
+    public static let badPath = APNsReason("BadPath", status: 404)
+    public static let methodNotAllowed = APNsReason("MethodNotAllowed", status: 405)
+    public static let unregistered = APNsReason("Unregistered", status: 410)
+    public static let payloadTooLarge = APNsReason("PayloadTooLarge", status: 413)
+    // 429, 500, 503
+    public static let tooManyProviderTokenUpdates = APNsReason("TooManyProviderTokenUpdates", status: 429)
+    public static let tooManyRequests = APNsReason("TooManyRequests", status: 429)
+    public static let internalServerError = APNsReason("InternalServerError", status: 500)
+    public static let serviceUnavailable = APNsReason("ServiceUnavailable", status: 503)
+    public static let shutdown = APNsReason("Shutdown", status: 503)
+
+    /// Every reason of Apple's table, in table order (plus InvalidPushType and BadPayload).
+    public static let all: [APNsReason] = [
+        .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
+        .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
+        .missingTopic, .payloadEmpty, .topicDisallowed, .badCertificate, .badCertificateEnvironment,
+        .expiredProviderToken, .forbidden, .invalidProviderToken, .missingProviderToken, .badPath,
+        .methodNotAllowed, .unregistered, .payloadTooLarge, .tooManyProviderTokenUpdates, .tooManyRequests,
+        .internalServerError, .serviceUnavailable, .shutdown, .badPayload,
+    ]
+}

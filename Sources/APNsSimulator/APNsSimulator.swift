@@ -1,0 +1,181 @@
+import Foundation
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import NIOTLS
+
+/// An APNs look-alike HTTP/2 server: TLS with ALPN h2, Apple's request rules and reasons, token and
+/// certificate trust, a device registry, fault injection and observation. Start it, point a client at
+/// ``host``:``port`` trusting ``certificateAuthorityPath``, and shut it down when done.
+public final class APNsSimulator: Sendable {
+    /// Devices known to the simulated APNs; change them at any time.
+    public var devices: DeviceRegistry { core.devices }
+    /// Faults; change them at any time.
+    public var faults: FaultInjector { core.faults }
+    /// Accepted notifications, counters, live connections and streams.
+    public var observation: SimulatorObservation { core.observation }
+    public let configuration: APNsSimulatorConfiguration
+    /// The address actually bound.
+    public let host: String
+    public let port: Int
+    /// The CA certificate to trust, when the simulator generated it (`TLSSource.directory`).
+    public let certificateAuthorityPath: String?
+
+    private let core: SimulatorCore
+    private let group: MultiThreadedEventLoopGroup
+    private let serverChannel: any Channel
+
+    /// Binds and starts serving. Throws when the TLS material cannot be read or the port is taken.
+    public static func start(_ configuration: APNsSimulatorConfiguration) async throws -> APNsSimulator {
+        let core = try SimulatorCore(configuration: configuration)
+        let material = try TLSMaterial.load(configuration.tls)
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: material.certificateChain.map { .certificate($0) },
+            privateKey: .privateKey(material.privateKey)
+        )
+        tls.minimumTLSVersion = .tlsv12
+        tls.applicationProtocols = ["h2"]
+        if core.clientAuthority != nil {
+            // Certificates are optional (token clients have none); the connection judges them itself
+            // so a bad one can be answered 403 BadCertificate as APNs does.
+            tls.certificateVerification = .optionalVerification
+        }
+        let context = try NIOSSLContext(configuration: tls)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.threads))
+        do {
+            let channel = try await ServerBootstrap(group: group)
+                .serverChannelOption(.backlog, value: 1024)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .childChannelOption(.maxMessagesPerRead, value: 16)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try Self.configure(channel, context: context, core: core)
+                    }
+                }
+                .bind(host: configuration.host, port: configuration.port)
+                .get()
+            return APNsSimulator(
+                configuration: configuration,
+                core: core,
+                group: group,
+                channel: channel,
+                authorityPath: material.authorityPath
+            )
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    private init(
+        configuration: APNsSimulatorConfiguration,
+        core: SimulatorCore,
+        group: MultiThreadedEventLoopGroup,
+        channel: any Channel,
+        authorityPath: String?
+    ) {
+        self.configuration = configuration
+        self.core = core
+        self.group = group
+        self.serverChannel = channel
+        self.host = channel.localAddress?.ipAddress ?? configuration.host
+        self.port = channel.localAddress?.port ?? configuration.port
+        self.certificateAuthorityPath = authorityPath
+    }
+
+    /// Stops listening, closes every connection and stops the event loops.
+    public func shutdown() async throws {
+        try? await serverChannel.close()
+        core.forEachConnection { $0.run { $0.closeAbruptly() } }
+        try await group.shutdownGracefully()
+    }
+
+    /// Sends GOAWAY with `{"reason": …}` on every live connection; each finishes the streams it has
+    /// already received (up to its last-stream-id), then closes.
+    public func goAway(reason: APNsReason = .shutdown) {
+        core.forEachConnection { $0.run { $0.goAway(reason: reason) } }
+    }
+
+    /// Drops every live connection without GOAWAY.
+    public func closeAllConnections() {
+        core.forEachConnection { $0.run { $0.closeAbruptly() } }
+    }
+
+    /// Changes SETTINGS_MAX_CONCURRENT_STREAMS on every authorized connection and for new ones.
+    public func setMaxConcurrentStreams(_ value: UInt32) {
+        core.setMaxConcurrentStreams(value)
+    }
+
+    /// Builds the pipeline of one accepted connection: TLS, then (after the handshake, once the
+    /// client certificate is known) HTTP/2 and the APNs handler.
+    private static func configure(_ channel: any Channel, context: NIOSSLContext, core: SimulatorCore) throws {
+        let box = NIOLoopBoundBox<ClientCertificateIdentity?>(nil, eventLoop: channel.eventLoop)
+        let tlsHandler: NIOSSLServerHandler
+        if let authority = core.clientAuthority {
+            let environment = core.configuration.environment
+            let topics = core.configuration.clientCertificateTopics
+            tlsHandler = NIOSSLServerHandler(context: context) { certificates, promise in
+                if let leaf = certificates.first, let der = try? leaf.toDERBytes() {
+                    box.value = ClientCertificateIdentity.read(
+                        leafDER: der,
+                        authority: authority,
+                        environment: environment,
+                        configuredTopics: topics,
+                        now: Date()
+                    )
+                }
+                promise.succeed(.certificateVerified)
+            }
+        } else {
+            tlsHandler = NIOSSLServerHandler(context: context)
+        }
+        try channel.pipeline.syncOperations.addHandler(tlsHandler)
+        try channel.pipeline.syncOperations.addHandler(HandshakeHandler(core: core, certificate: box))
+    }
+}
+
+/// Waits for the TLS handshake, then installs HTTP/2 with the stream limit the connection's trust
+/// calls for (one stream for token trust, the configured value for a certificate).
+private final class HandshakeHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let core: SimulatorCore
+    private let certificate: NIOLoopBoundBox<ClientCertificateIdentity?>
+
+    init(core: SimulatorCore, certificate: NIOLoopBoundBox<ClientCertificateIdentity?>) {
+        self.core = core
+        self.certificate = certificate
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard case TLSUserEvent.handshakeCompleted(let negotiated) = event else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        // Only h2 is offered; a client that offered something else gets no ALPN and then fails the
+        // HTTP/2 preface check. A client that offered nothing is taken as HTTP/2 with prior knowledge.
+        guard negotiated == nil || negotiated == "h2" else {
+            context.close(promise: nil)
+            return
+        }
+        let handler = APNsConnectionHandler(core: core, certificate: certificate.value)
+        let settings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: Int(handler.initialMaxConcurrentStreams)),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),
+        ]
+        do {
+            let sync = context.pipeline.syncOperations
+            try sync.addHandler(
+                NIOHTTP2Handler(mode: .server, initialSettings: settings, headerBlockValidation: .disabled, contentLengthValidation: .disabled),
+                position: .after(self)
+            )
+            try sync.addHandler(handler, position: .last)
+            sync.removeHandler(context: context, promise: nil)
+        } catch {
+            context.close(promise: nil)
+        }
+    }
+}

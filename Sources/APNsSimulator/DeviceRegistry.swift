@@ -1,0 +1,89 @@
+import NIOConcurrencyHelpers
+
+/// Device tokens the simulated APNs knows, per topic and environment, and those it has seen go away.
+/// Shared by every connection; safe from any thread.
+public final class DeviceRegistry: Sendable {
+    /// What happens to a token the registry has never heard of.
+    public enum UnknownDevicePolicy: Sendable {
+        /// 400 BadDeviceToken, as APNs answers for a token it did not issue.
+        case reject
+        /// 200, for load tests with made-up tokens.
+        case accept
+    }
+
+    /// A device: the app topic (bundle ID) it registered for and its environment (`nil`: any).
+    public struct Device: Sendable, Equatable {
+        public var topic: String?
+        public var environment: APNsEnvironment?
+        public init(topic: String? = nil, environment: APNsEnvironment? = nil) {
+            self.topic = topic
+            self.environment = environment
+        }
+    }
+
+    /// The registry's answer for one request.
+    enum Verdict: Equatable {
+        case deliver
+        case reject(APNsReason)
+        /// 410 Unregistered with the time (seconds since 1970) APNs last saw the token invalid.
+        case unregistered(since: Double)
+    }
+
+    private struct State {
+        var devices: [String: Device] = [:]
+        var unregistered: [String: Double] = [:]
+        var policy: UnknownDevicePolicy
+    }
+
+    private let state: NIOLockedValueBox<State>
+
+    public init(policy: UnknownDevicePolicy = .reject) {
+        self.state = NIOLockedValueBox(State(policy: policy))
+    }
+
+    /// Registers (or re-registers) a token; it stops being unregistered.
+    public func register(_ token: String, topic: String? = nil, environment: APNsEnvironment? = nil) {
+        let key = token.lowercased()
+        state.withLockedValue {
+            $0.devices[key] = Device(topic: topic, environment: environment)
+            $0.unregistered[key] = nil
+        }
+    }
+
+    /// Marks a token unregistered since `timestamp` (seconds since 1970): pushes get 410 Unregistered.
+    public func unregister(_ token: String, at timestamp: Double) {
+        state.withLockedValue { $0.unregistered[token.lowercased()] = timestamp }
+    }
+
+    public func remove(_ token: String) {
+        let key = token.lowercased()
+        state.withLockedValue {
+            $0.devices[key] = nil
+            $0.unregistered[key] = nil
+        }
+    }
+
+    public var policy: UnknownDevicePolicy {
+        get { state.withLockedValue { $0.policy } }
+        set { state.withLockedValue { $0.policy = newValue } }
+    }
+
+    public func device(_ token: String) -> Device? {
+        state.withLockedValue { $0.devices[token.lowercased()] }
+    }
+
+    /// `token` is lowercase hex already (the validator normalises it).
+    func verdict(token: String, topic: String, environment: APNsEnvironment) -> Verdict {
+        state.withLockedValue { state in
+            if let since = state.unregistered[token] { return .unregistered(since: since) }
+            guard let device = state.devices[token] else {
+                return state.policy == .accept ? .deliver : .reject(.badDeviceToken)
+            }
+            if let env = device.environment, env != environment { return .reject(.badDeviceToken) }
+            if let registered = device.topic, PushType.bundleID(ofTopic: registered) != PushType.bundleID(ofTopic: topic) {
+                return .reject(.deviceTokenNotForTopic)
+            }
+            return .deliver
+        }
+    }
+}

@@ -1,0 +1,47 @@
+/// `apns-push-type` values and the topic suffix each one requires ("Sending notification requests to
+/// APNs", "Know when to use push types").
+public enum PushType: String, Sendable, CaseIterable {
+    case alert, background, voip, complication, fileprovider, mdm, liveactivity, location, pushtotalk, widgets
+    case controls
+
+    /// The suffix the `apns-topic` must end with; `nil` where the topic is the bare bundle ID (alert,
+    /// background) or comes from the certificate (mdm).
+    public var topicSuffix: String? {
+        switch self {
+        case .alert, .background, .mdm: return nil
+        case .voip: return ".voip"
+        case .complication: return ".complication"
+        case .fileprovider: return ".pushkit.fileprovider"
+        case .liveactivity: return ".push-type.liveactivity"
+        case .location: return ".location-query"
+        case .pushtotalk: return ".voip-ptt"
+        case .widgets: return ".push-type.widgets"
+        case .controls: return ".push-type.controls"
+        }
+    }
+
+    /// Largest payload APNs takes for this type: 5120 bytes for VoIP, 4096 for everything else.
+    public var maximumPayloadSize: Int { self == .voip ? 5120 : 4096 }
+
+    /// Every suffix, longest first, so `.push-type.liveactivity` is not mistaken for a shorter one.
+    static let suffixes: [(String, PushType)] = PushType.allCases
+        .compactMap { type in type.topicSuffix.map { ($0, type) } }
+        .sorted { $0.0.count > $1.0.count }
+
+    /// The push type a topic's suffix implies (`.voip` → voip), or `nil` for a bare bundle ID.
+    static func implied(byTopic topic: String) -> PushType? {
+        suffixes.first { topic.hasSuffix($0.0) }?.1
+    }
+
+    /// The bundle ID under a topic: the topic without its push-type suffix.
+    static func bundleID(ofTopic topic: String) -> String {
+        guard let (suffix, _) = suffixes.first(where: { topic.hasSuffix($0.0) }) else { return topic }
+        return String(topic.dropLast(suffix.count))
+    }
+}
+
+/// The APNs environment the simulator plays: production (`api.push.apple.com`) or development
+/// (`api.sandbox.push.apple.com`). Device tokens and certificates belong to one of them.
+public enum APNsEnvironment: String, Sendable {
+    case production, development
+}

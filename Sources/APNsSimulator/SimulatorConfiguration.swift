@@ -1,0 +1,56 @@
+import Foundation
+import NIOCore
+
+/// Everything the simulator is started with. Faults, devices and the stream limit can also be changed
+/// while it runs (``APNsSimulator/faults``, ``APNsSimulator/devices``,
+/// ``APNsSimulator/setMaxConcurrentStreams(_:)``).
+public struct APNsSimulatorConfiguration: Sendable {
+    /// Where the server's certificate and key come from.
+    public enum TLSSource: Sendable {
+        /// `DIR/server.pem` + `DIR/server-key.pem`; when missing, a CA is generated at `DIR/ca.pem`
+        /// (+ `ca-key.pem`) and a server certificate for localhost / 127.0.0.1 / ::1 signed by it.
+        case directory(String)
+        /// A PEM certificate chain and its PEM private key.
+        case files(certificateChain: String, privateKey: String)
+    }
+
+    public var host = "127.0.0.1"
+    /// 0 picks a free port; ``APNsSimulator/port`` tells which.
+    public var port = 0
+    public var tls: TLSSource
+    /// Production or development; development adds `apns-unique-id` to 200 answers.
+    public var environment: APNsEnvironment = .production
+    /// Provider token keys the simulator trusts (token-based trust).
+    public var tokenKeys: [ProviderTokenKey] = []
+    /// PEM of the CA that signs provider client certificates (certificate-based trust); `nil`: none.
+    public var clientCertificateAuthorityPEM: String?
+    /// Topics for a client certificate that has no 1.2.840.113635.100.6.3.6 extension.
+    public var clientCertificateTopics: [String] = []
+    /// With neither token keys nor a client CA, requests need no credentials when this is true;
+    /// otherwise they get 403 MissingProviderToken.
+    public var allowsUnauthenticated = false
+    /// MAX_CONCURRENT_STREAMS once a connection is authorized (token connections start at 1).
+    public var maxConcurrentStreams: UInt32 = 1000
+    /// A connection may change its provider token at most once per this many seconds.
+    public var tokenUpdateWindow: Double = 20 * 60
+    /// Close a connection idle this long, with GOAWAY `IdleTimeout`; `nil`: never.
+    public var idleTimeout: Duration?
+    /// Lowercase is the canonical `apns-id`; set to also take uppercase hex digits.
+    public var acceptsUppercaseMessageID = false
+    public var unknownDevices: DeviceRegistry.UnknownDevicePolicy = .reject
+    /// Known device tokens at start.
+    public var devices: [String: DeviceRegistry.Device] = [:]
+    /// Unregistered device tokens at start, with the time (seconds since 1970) they went away.
+    public var unregisteredDevices: [String: Double] = [:]
+    /// Accepted notifications kept for ``SimulatorObservation/records``; 0 records nothing.
+    public var recordLimit = 10_000
+    /// Event loop threads serving connections.
+    public var threads = System.coreCount
+    public var clock: any SimulatorClock = SystemSimulatorClock()
+    /// Seed for rate-based faults and latency draws.
+    public var faultSeed: UInt64 = 0x5EED
+
+    public init(tls: TLSSource) {
+        self.tls = tls
+    }
+}

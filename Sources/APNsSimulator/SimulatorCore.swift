@@ -1,0 +1,76 @@
+import Atomics
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import X509
+
+/// What every connection shares: the fixed configuration, the token verifier, the registry, the fault
+/// settings, the observation, and the table of live connections for run-time control.
+final class SimulatorCore: Sendable {
+    let configuration: APNsSimulatorConfiguration
+    let verifier: ProviderTokenVerifier
+    let clientAuthority: Certificate?
+    let devices: DeviceRegistry
+    let faults: FaultInjector
+    let observation: SimulatorObservation
+    let clock: any SimulatorClock
+    private let maxStreams: ManagedAtomic<UInt32>
+    private let nextConnectionID = ManagedAtomic<Int>(1)
+    private let connections = NIOLockedValueBox<[Int: ConnectionControl]>([:])
+
+    init(configuration: APNsSimulatorConfiguration) throws {
+        self.configuration = configuration
+        self.verifier = ProviderTokenVerifier(keys: configuration.tokenKeys)
+        self.clientAuthority = try configuration.clientCertificateAuthorityPEM.map { try Certificate(pemEncoded: $0) }
+        self.devices = DeviceRegistry(policy: configuration.unknownDevices)
+        for (token, device) in configuration.devices {
+            devices.register(token, topic: device.topic, environment: device.environment)
+        }
+        for (token, since) in configuration.unregisteredDevices { devices.unregister(token, at: since) }
+        self.faults = FaultInjector(seed: configuration.faultSeed)
+        self.observation = SimulatorObservation(recordLimit: configuration.recordLimit)
+        self.clock = configuration.clock
+        self.maxStreams = ManagedAtomic(configuration.maxConcurrentStreams)
+    }
+
+    var maxConcurrentStreams: UInt32 { maxStreams.load(ordering: .relaxed) }
+
+    /// How a new connection authenticates, given what its TLS handshake showed.
+    func authMode(certificate: ClientCertificateIdentity?) -> ConnectionAuthStateMachine.Mode {
+        if let certificate { return .certificate(certificate) }
+        if verifier.isEmpty && configuration.allowsUnauthenticated { return .open }
+        return .token
+    }
+
+    // MARK: live connections
+
+    func register(_ control: ConnectionControl) -> Int {
+        let id = nextConnectionID.loadThenWrappingIncrement(ordering: .relaxed)
+        connections.withLockedValue { $0[id] = control }
+        return id
+    }
+
+    func unregister(_ id: Int) {
+        _ = connections.withLockedValue { $0.removeValue(forKey: id) }
+    }
+
+    func forEachConnection(_ body: (ConnectionControl) -> Void) {
+        let all = connections.withLockedValue { Array($0.values) }
+        all.forEach(body)
+    }
+
+    func setMaxConcurrentStreams(_ value: UInt32) {
+        maxStreams.store(value, ordering: .relaxed)
+        forEachConnection { $0.run { $0.applyMaxConcurrentStreams(value) } }
+    }
+}
+
+/// A handle on one live connection, usable from any thread: work is hopped onto its event loop.
+struct ConnectionControl: Sendable {
+    let handler: NIOLoopBound<APNsConnectionHandler>
+
+    func run(_ body: @escaping @Sendable (APNsConnectionHandler) -> Void) {
+        let handler = self.handler
+        handler.eventLoop.execute { body(handler.value) }
+    }
+}

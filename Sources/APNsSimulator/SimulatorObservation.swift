@@ -1,0 +1,129 @@
+import Atomics
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// One notification the simulator accepted (answered 200).
+public struct NotificationRecord: Sendable {
+    public var deviceToken: String
+    public var topic: String
+    public var pushType: String?
+    public var apnsID: String
+    /// Every request header as received, pseudo-headers included, in order.
+    public var headers: [(name: String, value: String)]
+    public var payload: [UInt8]
+    public var connectionID: Int
+    /// Seconds since 1970, by the simulator's clock.
+    public var receivedAt: Double
+}
+
+/// A counter key: the status answered and, for failures, the reason.
+public struct ResponseKey: Hashable, Sendable, CustomStringConvertible {
+    public var status: Int
+    public var reason: String?
+    public init(status: Int, reason: String?) {
+        self.status = status
+        self.reason = reason
+    }
+    public var description: String { reason.map { "\(status) \($0)" } ?? "\(status)" }
+}
+
+/// What the simulator saw: accepted notifications (bounded), answers per status/reason, live connections
+/// and streams. Safe from any thread.
+public final class SimulatorObservation: Sendable {
+    private struct Recorded {
+        var records: CircularBuffer<NotificationRecord> = CircularBuffer()
+        var limit: Int
+        var dropped = 0
+        var counters: [ResponseKey: Int] = [:]
+    }
+
+    private let recorded: NIOLockedValueBox<Recorded>
+    private let connections = ManagedAtomic<Int>(0)
+    private let streams = ManagedAtomic<Int>(0)
+    private let connectionsTotal = ManagedAtomic<Int>(0)
+    private let goAwaysSent = ManagedAtomic<Int>(0)
+
+    /// `recordLimit`: most recent accepted notifications kept (older ones are dropped); 0 switches
+    /// recording off, which benchmarks want.
+    public init(recordLimit: Int) {
+        self.recorded = NIOLockedValueBox(Recorded(limit: max(0, recordLimit)))
+    }
+
+    /// Accepted notifications, oldest first (at most the record limit).
+    public var records: [NotificationRecord] { recorded.withLockedValue { Array($0.records) } }
+
+    /// Accepted notifications not kept because of the record limit.
+    public var droppedRecords: Int { recorded.withLockedValue { $0.dropped } }
+
+    public var recordLimit: Int {
+        get { recorded.withLockedValue { $0.limit } }
+        set {
+            recorded.withLockedValue { state in
+                state.limit = max(0, newValue)
+                while state.records.count > state.limit {
+                    state.records.removeFirst()
+                    state.dropped += 1
+                }
+            }
+        }
+    }
+
+    /// Answers so far, by status and reason.
+    public var counters: [ResponseKey: Int] { recorded.withLockedValue { $0.counters } }
+
+    /// Answers with this status (and reason, when given).
+    public func count(status: Int, reason: APNsReason? = nil) -> Int {
+        recorded.withLockedValue { state in
+            state.counters.filter { $0.key.status == status && (reason == nil || $0.key.reason == reason?.rawValue) }
+                .reduce(0) { $0 + $1.value }
+        }
+    }
+
+    public func count(_ reason: APNsReason) -> Int { count(status: reason.status, reason: reason) }
+
+    public var liveConnections: Int { connections.load(ordering: .relaxed) }
+    public var liveStreams: Int { streams.load(ordering: .relaxed) }
+    public var totalConnections: Int { connectionsTotal.load(ordering: .relaxed) }
+    public var goAways: Int { goAwaysSent.load(ordering: .relaxed) }
+
+    /// Forgets records and counters (live gauges stay).
+    public func reset() {
+        recorded.withLockedValue { state in
+            state.records.removeAll()
+            state.counters = [:]
+            state.dropped = 0
+        }
+    }
+
+    /// Counters as text lines, `status reason count`, sorted; what the executable prints on exit.
+    public func summary() -> String {
+        let counters = self.counters.sorted { ($0.key.status, $0.key.reason ?? "") < ($1.key.status, $1.key.reason ?? "") }
+        var lines = counters.map { "\($0.key) \($0.value)" }
+        lines.append("connections total \(totalConnections)")
+        lines.append("goaway sent \(goAways)")
+        return lines.joined(separator: "\n")
+    }
+
+    // MARK: recording (from the connections)
+
+    func answered(status: Int, reason: APNsReason?, record: @autoclosure () -> NotificationRecord?) {
+        recorded.withLockedValue { state in
+            state.counters[ResponseKey(status: status, reason: reason?.rawValue), default: 0] += 1
+            guard state.limit > 0, let record = record() else { return }
+            if state.records.count >= state.limit {
+                state.records.removeFirst()
+                state.dropped += 1
+            }
+            state.records.append(record)
+        }
+    }
+
+    func connectionOpened() {
+        connections.wrappingIncrement(ordering: .relaxed)
+        connectionsTotal.wrappingIncrement(ordering: .relaxed)
+    }
+    func connectionClosed() { connections.wrappingDecrement(ordering: .relaxed) }
+    func streamOpened() { streams.wrappingIncrement(ordering: .relaxed) }
+    func streamsClosed(_ n: Int) { streams.wrappingDecrement(by: n, ordering: .relaxed) }
+    func goAwaySent() { goAwaysSent.wrappingIncrement(ordering: .relaxed) }
+}

@@ -1,0 +1,88 @@
+import APNsSimulator
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+
+/// The built `apns-simulator`, next to the test binary.
+func simulatorExecutable() throws -> String {
+    let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path
+    let path = dir + "/apns-simulator"
+    guard FileManager.default.isExecutableFile(atPath: path) else {
+        Issue.record("apns-simulator not built at \(path)")
+        throw RawClientError.noResponse(0)
+    }
+    return path
+}
+
+@Suite("apns-simulator executable and h2load")
+struct ExecutableTests {
+    @Test func flagsFirstLineAndCountersOnSIGTERM() async throws {
+        let dir = try TemporaryDirectory()
+        let key = TestSigningKey()
+        let keyFile = try dir.write("AuthKey.p8", key.p8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try simulatorExecutable())
+        process.arguments = [
+            "--port", "0", "--tls-dir", dir.path + "/tls", "--token-key", "\(key.teamID):\(key.keyID):\(keyFile)",
+            "--device", "\(Fixture.device)=\(Fixture.topic)", "--unregistered", "\(Fixture.goneDevice)=1700000000",
+            "--fault", "TooManyRequests=0", "--latency", "1ms..2ms", "--max-streams", "50", "--development",
+        ]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let collected = NIOLockedValueBox(Data())
+        out.fileHandleForReading.readabilityHandler = { h in
+            let d = h.availableData
+            collected.withLockedValue { $0.append(d) }
+        }
+        var text: String { String(decoding: collected.withLockedValue { $0 }, as: UTF8.self) }
+        #expect(try await eventually { text.contains("\n") })
+        let first = String(text.split(separator: "\n").first ?? "")
+        #expect(first.hasPrefix("listening on 127.0.0.1:"))
+        let port = try #require(Int(first.split(separator: ":").last ?? ""))
+        #expect(port > 0)
+        #expect(FileManager.default.fileExists(atPath: dir.path + "/tls/ca.pem"))
+
+        let body = try dir.write("body.json", Fixture.payload)
+        for token in [Fixture.device, Fixture.goneDevice] {
+            let output = try await run("/usr/bin/nghttp", [
+                "-v", "-d", body, "-H", "apns-topic: " + Fixture.topic, "-H", "authorization: " + key.authorization(),
+                "https://127.0.0.1:\(port)/3/device/\(token)",
+            ])
+            let answer = NghttpAnswer(output.stdout)
+            #expect(answer.status == (token == Fixture.device ? 200 : 410))
+            if token == Fixture.device { #expect(output.stdout.contains("apns-unique-id"), "--development") }
+        }
+        process.terminate()  // SIGTERM
+        #expect(try await eventually { !process.isRunning })
+        process.waitUntilExit()
+        out.fileHandleForReading.readabilityHandler = nil
+        let rest = out.fileHandleForReading.readDataToEndOfFile()
+        collected.withLockedValue { $0.append(rest) }
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 0)
+        #expect(text.contains("\n200 1\n"), "\(text)")
+        #expect(text.contains("410 Unregistered 1"), "\(text)")
+    }
+
+    @Test func h2loadGetsOnly200AndRecordingStaysBounded() async throws {
+        let key = TestSigningKey()
+        try await withSimulator(key: key, { $0.recordLimit = 100; $0.threads = 2 }) { simulator, dir in
+            let body = dir + "/body.json"
+            try padded(256).write(toFile: body, atomically: true, encoding: .utf8)
+            let output = try await run("/usr/bin/h2load", [
+                "-n", "4000", "-c", "4", "-m", "100", "-d", body,
+                "-H", "authorization: " + key.authorization(), "-H", "apns-topic: " + Fixture.topic,
+                "-H", "apns-push-type: alert",
+                "https://127.0.0.1:\(simulator.port)/3/device/\(Fixture.device)",
+            ], timeout: 120)
+            #expect(output.stdout.contains("status codes: 4000 2xx, 0 3xx, 0 4xx, 0 5xx"), "\(output.stdout)")
+            #expect(simulator.observation.count(status: 200) == 4000)
+            #expect(simulator.observation.records.count == 100)
+            #expect(simulator.observation.droppedRecords == 3900)
+            #expect(simulator.observation.totalConnections == 4)
+        }
+    }
+}

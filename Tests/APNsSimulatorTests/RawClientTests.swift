@@ -1,0 +1,188 @@
+import APNsSimulator
+import Foundation
+import NIOCore
+import NIOHTTP2
+import NIOPosix
+import Testing
+
+/// Runs `body` with an event loop group that is shut down afterwards.
+func withClientGroup<T>(_ body: (MultiThreadedEventLoopGroup) async throws -> T) async throws -> T {
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    do {
+        let result = try await body(group)
+        try await group.shutdownGracefully()
+        return result
+    } catch {
+        try? await group.shutdownGracefully()
+        throw error
+    }
+}
+
+/// Simulator + one raw client connection, both cleaned up.
+func withRawConnection(
+    key: TestSigningKey = TestSigningKey(),
+    _ adjust: (inout APNsSimulatorConfiguration) throws -> Void = { _ in },
+    _ body: (APNsSimulator, RawHTTP2Client) async throws -> Void
+) async throws {
+    try await withSimulator(key: key, adjust) { simulator, _ in
+        try await withClientGroup { group in
+            let client = try await RawHTTP2Client.connect(
+                group: group, port: simulator.port, caPath: simulator.certificateAuthorityPath!)
+            do {
+                try await body(simulator, client)
+            } catch {
+                await client.close()
+                throw error
+            }
+            await client.close()
+        }
+    }
+}
+
+@Suite("Malformed requests, through a raw HTTP/2 client")
+struct MalformedRequestTests {
+    static let cases: [(String, [(String, String)], Int, String)] = [
+        ("duplicate :path", [(":method", "POST"), (":path", "/3/device/" + Fixture.device), (":path", "/3/device/" + Fixture.device)], 400, "DuplicateHeaders"),
+        ("duplicate apns-id", [(":method", "POST"), (":path", "/3/device/" + Fixture.device),
+                               ("apns-id", "eabeae54-14a8-11e5-b60b-1697f925ec7b"), ("apns-id", "eabeae54-14a8-11e5-b60b-1697f925ec7b")], 400, "DuplicateHeaders"),
+        ("method PUT", [(":method", "PUT"), (":path", "/3/device/" + Fixture.device)], 405, "MethodNotAllowed"),
+        ("no :method", [(":path", "/3/device/" + Fixture.device)], 405, "MethodNotAllowed"),
+        ("no :path", [(":method", "POST")], 404, "BadPath"),
+        ("path /", [(":method", "POST"), (":path", "/")], 404, "BadPath"),
+        ("path /3/device", [(":method", "POST"), (":path", "/3/device")], 400, "MissingDeviceToken"),
+        ("path /3/device/", [(":method", "POST"), (":path", "/3/device/")], 400, "MissingDeviceToken"),
+        ("token with a slash", [(":method", "POST"), (":path", "/3/device/aa/bb")], 404, "BadPath"),
+    ]
+
+    @Test(arguments: cases.indices)
+    func answers(_ index: Int) async throws {
+        let (name, headers, status, reason) = Self.cases[index]
+        let key = TestSigningKey()
+        try await withRawConnection(key: key) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+            client.send(stream: 1, headers: headers + [(":scheme", "https"), ("apns-topic", Fixture.topic), ("authorization", key.authorization())])
+            let answer = try await client.response(stream: 1)
+            #expect(answer.status == status, "\(name)")
+            #expect(answer.reason == reason, "\(name)")
+            #expect(answer.headers.first(name: "content-type") == "application/json")
+            #expect(answer.headers.first(name: "apns-id")?.count == 36)
+        }
+    }
+
+    /// ALPN offers only h2: a client offering h2 gets it; one offering only http/1.1 gets no protocol,
+    /// and its HTTP/1.1 request is refused (connection closed without an HTTP/1.1 answer).
+    @Test func alpnIsH2Only() async throws {
+        try await withSimulator { simulator, dir in
+            let script = """
+                import socket, ssl, sys
+                def connect(protocols):
+                    ctx = ssl.create_default_context(cafile=sys.argv[1])
+                    ctx.set_alpn_protocols(protocols)
+                    return ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[2]))), server_hostname="localhost")
+                s = connect(["h2", "http/1.1"])
+                print("offered h2+http/1.1 ->", s.selected_alpn_protocol())
+                s.close()
+                s = connect(["http/1.1"])
+                print("offered http/1.1 ->", s.selected_alpn_protocol())
+                s.sendall(b"POST /3/device/00 HTTP/1.1\\r\\nHost: localhost\\r\\nContent-Length: 2\\r\\n\\r\\n{}")
+                s.settimeout(5)
+                data = b""
+                try:
+                    while True:
+                        chunk = s.recv(4096)
+                        if not chunk:
+                            break
+                        data += chunk
+                except Exception as e:
+                    pass
+                print("http/1.1 answer:", b"HTTP/1.1" in data)
+                """
+            let file = dir + "/alpn.py"
+            try script.write(toFile: file, atomically: true, encoding: .utf8)
+            let output = try await run("/usr/bin/python3", [file, simulator.certificateAuthorityPath!, "\(simulator.port)"])
+            #expect(output.stdout.contains("offered h2+http/1.1 -> h2"), "\(output.stdout) \(output.stderr)")
+            #expect(output.stdout.contains("offered http/1.1 -> None"))
+            #expect(output.stdout.contains("http/1.1 answer: False"))
+            #expect(simulator.observation.counters.isEmpty)
+        }
+    }
+}
+
+@Suite("Provider token rules on one connection")
+struct TokenConnectionTests {
+    @Test func oneStreamUntilTheFirstValidTokenThenTheConfiguredLimit() async throws {
+        let key = TestSigningKey()
+        try await withRawConnection(key: key, { $0.maxConcurrentStreams = 321 }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+            client.send(stream: 1, headers: RawHTTP2Client.apnsHeaders(authorization: nil))
+            #expect(try await client.response(stream: 1).reason == "MissingProviderToken")
+            #expect(client.maxConcurrentStreams == 1)
+            client.send(stream: 3, headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization()))
+            #expect(try await client.response(stream: 3).status == 200)
+            #expect(try await eventually { client.maxConcurrentStreams == 321 })
+        }
+    }
+
+    @Test func tokenChangesAtMostOncePerWindow() async throws {
+        let key = TestSigningKey()
+        let clock = ManualSimulatorClock()
+        try await withRawConnection(key: key, { $0.clock = clock }) { (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+            func push(_ stream: Int, iat: Double) async throws -> RawResponse {
+                client.send(stream: stream, headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization(iat: iat)))
+                return try await client.response(stream: stream)
+            }
+            let t0 = clock.now()
+            #expect(try await push(1, iat: t0).status == 200)
+            clock.advance(by: 60)
+            let second = key.authorization(iat: t0 + 60)
+            client.send(stream: 3, headers: RawHTTP2Client.apnsHeaders(authorization: second))
+            #expect(try await client.response(stream: 3).status == 200, "first change in the window is allowed")
+            clock.advance(by: 60)
+            let refused = try await push(5, iat: t0 + 120)
+            #expect(refused.status == 429)
+            #expect(refused.reason == "TooManyProviderTokenUpdates")
+            client.send(stream: 7, headers: RawHTTP2Client.apnsHeaders(authorization: second))
+            #expect(try await client.response(stream: 7).status == 200, "the adopted token still works")
+            clock.advance(by: 20 * 60)
+            #expect(try await push(9, iat: t0 + 1320).status == 200, "a change after the window is allowed")
+            #expect(simulator.observation.count(.tooManyProviderTokenUpdates) == 1)
+        }
+    }
+
+    @Test func tokenUpdateWindowIsConfigurable() async throws {
+        let key = TestSigningKey()
+        try await withRawConnection(key: key, { $0.tokenUpdateWindow = 0 }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+            for (i, age) in [0.0, 1, 2, 3].enumerated() {
+                let stream = 1 + 2 * i
+                client.send(stream: stream, headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization(iat: Date().timeIntervalSince1970 - age)))
+                #expect(try await client.response(stream: stream).status == 200)
+            }
+        }
+    }
+
+    @Test func cachedTokenExpiresAfterAnHour() async throws {
+        let key = TestSigningKey()
+        let clock = ManualSimulatorClock()
+        try await withRawConnection(key: key, { $0.clock = clock }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+            let token = key.authorization(iat: clock.now())
+            client.send(stream: 1, headers: RawHTTP2Client.apnsHeaders(authorization: token))
+            #expect(try await client.response(stream: 1).status == 200)
+            clock.advance(by: 3601)
+            client.send(stream: 3, headers: RawHTTP2Client.apnsHeaders(authorization: token))
+            let answer = try await client.response(stream: 3)
+            #expect(answer.status == 403)
+            #expect(answer.reason == "ExpiredProviderToken")
+        }
+    }
+
+    @Test func oneTeamPerConnection() async throws {
+        let key = TestSigningKey()
+        let other = TestSigningKey(teamID: "OTHERTEAM1", keyID: "OTHERKEY12")
+        try await withRawConnection(key: key, { $0.tokenKeys.append(other.trusted()); $0.tokenUpdateWindow = 0 }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+            client.send(stream: 1, headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization()))
+            #expect(try await client.response(stream: 1).status == 200)
+            client.send(stream: 3, headers: RawHTTP2Client.apnsHeaders(authorization: other.authorization()))
+            let answer = try await client.response(stream: 3)
+            #expect(answer.status == 403)
+            #expect(answer.reason == "InvalidProviderToken")
+        }
+    }
+}
