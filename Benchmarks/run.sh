@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs benchmarks in release builds and prints their figures next to a reference tool's, measured in
-# the same run on the same machine. Usage: Benchmarks/run.sh [kafka|apns-client|all]
+# the same run on the same machine. Usage: Benchmarks/run.sh [kafka|apns-client|apns-simulator|all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,9 +43,39 @@ bench_apns_client() {
         --connections 4 --streams 100
 }
 
+# The APNs client against the simulator (release, token auth), next to aioapns against the same
+# simulator with the same number of connections.
+bench_apns_simulator() {
+    local count="${APNS_BENCH_COUNT:-20000}"
+    swift build -c release --product APNsClientBenchmark
+    swift build -c release --product apns-simulator
+    local dir
+    dir="$(mktemp -d)"
+    local pid=""
+    trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' RETURN
+    openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$dir/AuthKey.p8"
+    local token=00aa11bb22cc33dd44ee55ff66778899aabbccddeeff00112233445566778899
+    .build/release/apns-simulator --port 0 --tls-dir "$dir/tls" --token-key "TEAM123456:KEY1234567:$dir/AuthKey.p8" \
+        --accept-any-device --threads 1 > "$dir/simulator.out" 2>&1 &
+    pid=$!
+    local port=""
+    for _ in $(seq 200); do
+        port="$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$dir/simulator.out")"
+        [ -n "$port" ] && break
+        sleep 0.05
+    done
+    echo "apns-client against the simulator (1 thread), $count notifications, 4 connections x 100 streams:"
+    .build/release/APNsClientBenchmark --host localhost --port "$port" --ca-file "$dir/tls/ca.pem" --token "$token" \
+        --count "$count" --connections 4 --streams 100 --key-file "$dir/AuthKey.p8"
+    echo "aioapns (reference) against the same simulator, 4 connections:"
+    python3 Benchmarks/aioapns_send.py "$port" "$dir/tls/ca.pem" "$dir/AuthKey.p8" KEY1234567 TEAM123456 \
+        com.example.app "$token" "$count" 4
+}
+
 case "${1:-all}" in
     kafka) bench_kafka ;;
     apns-client) bench_apns_client ;;
-    all) bench_kafka; bench_apns_client ;;
-    *) echo "unknown benchmark: $1 (kafka, apns-client, all)" >&2; exit 2 ;;
+    apns-simulator) bench_apns_simulator ;;
+    all) bench_kafka; bench_apns_client; bench_apns_simulator ;;
+    *) echo "unknown benchmark: $1 (kafka, apns-client, apns-simulator, all)" >&2; exit 2 ;;
 esac

@@ -9,7 +9,7 @@ import NIOConcurrencyHelpers
 /// All decisions are `APNsPoolStateMachine`'s, taken under `state`'s lock; the I/O they call for
 /// (connect, schedule, resume a waiter, close) happens after the lock is released.
 final class APNsConnectionPool: Sendable {
-    typealias Waiter = CheckedContinuation<(Int, any Channel), any Error>
+    typealias Waiter = CheckedContinuation<(Int, APNsConnectionOutbox), any Error>
 
     struct Settings: Sendable {
         var host: String
@@ -24,7 +24,7 @@ final class APNsConnectionPool: Sendable {
 
     private struct State: Sendable {
         var machine: APNsPoolStateMachine<Waiter>
-        var channels: [Int: any Channel] = [:]
+        var channels: [Int: APNsConnectionOutbox] = [:]
         var reconnectTimers: [Int: Scheduled<Void>] = [:]
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
         var nextWaiterID = 0
@@ -55,14 +55,10 @@ final class APNsConnectionPool: Sendable {
     func execute(
         _ notification: APNsNotification, token: APNsProviderToken?, deadline: NIODeadline
     ) async throws -> APNsResponse {
-        let (id, channel) = try await acquire(deadline: deadline)
+        let (id, outbox) = try await acquire(deadline: deadline)
         defer { update { $0.release(connectionID: id) } }
-        let promise = channel.eventLoop.makePromise(of: APNsResponse.self)
-        let request = APNsHTTP2Request(notification: notification, token: token, deadline: deadline, promise: promise)
-        channel.writeAndFlush(request).whenFailure { _ in
-            // The pipeline is gone: the handler never saw the request.
-            promise.fail(APNsClientError(.connectionLost, "connection closed before sending", mayHaveReachedAPNs: false))
-        }
+        let promise = outbox.channel.eventLoop.makePromise(of: APNsResponse.self)
+        outbox.send(APNsHTTP2Request(notification: notification, token: token, deadline: deadline, promise: promise))
         return try await promise.futureResult.get()
     }
 
@@ -83,7 +79,7 @@ final class APNsConnectionPool: Sendable {
         let channels = state.withLockedValue { state -> [any Channel] in
             for timer in state.reconnectTimers.values { timer.cancel() }
             state.reconnectTimers = [:]
-            return Array(state.channels.values)
+            return state.channels.values.map(\.channel)
         }
         for channel in channels {
             try? await channel.close()
@@ -95,7 +91,7 @@ final class APNsConnectionPool: Sendable {
 
     // MARK: Acquire
 
-    private func acquire(deadline: NIODeadline) async throws -> (Int, any Channel) {
+    private func acquire(deadline: NIODeadline) async throws -> (Int, APNsConnectionOutbox) {
         let waiterID = state.withLockedValue { state -> Int in
             state.nextWaiterID += 1
             return state.nextWaiterID
@@ -157,7 +153,7 @@ final class APNsConnectionPool: Sendable {
             case .fail(let waiter, let error):
                 waiter.resume(throwing: error)
             case .close(let id):
-                channels[id]?.close(promise: nil)
+                channels[id]?.channel.close(promise: nil)
             }
         }
         for continuation in drained { continuation.resume() }
@@ -176,7 +172,7 @@ final class APNsConnectionPool: Sendable {
             .connectTimeout(settings.connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { [weak self] channel in
-                self?.state.withLockedValue { $0.channels[id] = channel }
+                self?.state.withLockedValue { $0.channels[id] = APNsConnectionOutbox(channel: channel) }
                 return channel.eventLoop.makeCompletedFuture {
                     let tls = try OpenSSLConnection(context: sslContext, serverName: settings.serverName)
                     try channel.pipeline.syncOperations.addHandler(APNsTLSHandler(connection: tls))
