@@ -91,11 +91,32 @@ let package = Package(
         // MARK: APNs provider client
         .target(
             name: "APNs",
+            dependencies: [
+                "CNghttp2",
+                "COpenSSL",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "APNsClientBenchmark",
+            dependencies: ["APNs"],
+            path: "Benchmarks/APNsClientBenchmark",
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "APNsTests",
-            dependencies: ["APNs"],
+            dependencies: [
+                "APNs",
+                "APNsSimulator",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
 

@@ -1,0 +1,91 @@
+import NIOCore
+
+/// How a client reaches APNs and how hard it pushes. Defaults suit production.
+public struct APNsClientConfiguration: Sendable {
+    public var environment: APNsEnvironment
+    /// Overrides the environment's host (the simulator, a proxy).
+    public var host: String?
+    /// 443 (default) or 2197; anything for the simulator.
+    public var port: Int
+    public var tls: APNsTLSConfiguration
+    /// Connections per (environment, credential).
+    public var connectionsPerCredential: Int
+    /// The most streams this client opens on one connection, whatever the server allows.
+    public var maximumStreamsPerConnection: Int
+    /// Requests that may wait for a free stream before `send` fails with `queueFull`.
+    public var maximumWaitingRequests: Int
+    /// The deadline of each `send`, waiting for a stream included.
+    public var requestTimeout: Duration
+    /// TCP connect, and separately TLS handshake + first SETTINGS.
+    public var connectTimeout: Duration
+    /// PING after this long without a frame from the server.
+    public var pingInterval: Duration
+    /// A PING unanswered this long closes the connection.
+    public var pingTimeout: Duration
+    /// Reconnect backoff: first step, cap (jitter within each step).
+    public var reconnectBase: Duration
+    public var reconnectMaximum: Duration
+    /// Threads of the event loop group the client makes when it is given none.
+    public var eventLoopThreads: Int = 1
+
+    public init(
+        environment: APNsEnvironment,
+        host: String? = nil,
+        port: Int = APNsEnvironment.defaultPort,
+        tls: APNsTLSConfiguration = APNsTLSConfiguration(),
+        connectionsPerCredential: Int = 2,
+        maximumStreamsPerConnection: Int = 1000,
+        maximumWaitingRequests: Int = 10_000,
+        requestTimeout: Duration = .seconds(15),
+        connectTimeout: Duration = .seconds(10),
+        pingInterval: Duration = .seconds(60),
+        pingTimeout: Duration = .seconds(10),
+        reconnectBase: Duration = .seconds(1),
+        reconnectMaximum: Duration = .seconds(60)
+    ) {
+        self.environment = environment
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.connectionsPerCredential = connectionsPerCredential
+        self.maximumStreamsPerConnection = maximumStreamsPerConnection
+        self.maximumWaitingRequests = maximumWaitingRequests
+        self.requestTimeout = requestTimeout
+        self.connectTimeout = connectTimeout
+        self.pingInterval = pingInterval
+        self.pingTimeout = pingTimeout
+        self.reconnectBase = reconnectBase
+        self.reconnectMaximum = reconnectMaximum
+    }
+
+    var resolvedHost: String { host ?? environment.host }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}
+
+/// How a connection proves who sends.
+public enum APNsCredential: Sendable {
+    /// Token authentication: a JWT from this authenticator on every request.
+    case token(APNsTokenAuthenticator)
+    /// Certificate authentication: the TLS client certificate.
+    case certificate(APNsCertificateIdentity)
+
+    var kind: APNsAuthenticationKind {
+        switch self {
+        case .token: .token
+        case .certificate: .certificate
+        }
+    }
+
+    var identity: ObjectIdentifier {
+        switch self {
+        case .token(let authenticator): ObjectIdentifier(authenticator)
+        case .certificate(let identity): ObjectIdentifier(identity)
+        }
+    }
+}

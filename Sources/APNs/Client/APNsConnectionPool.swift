@@ -1,0 +1,218 @@
+import Logging
+import NIOCore
+import NIOPosix
+import NIOConcurrencyHelpers
+
+/// The connections of one (environment, credential): opens them, hands each request to the least
+/// loaded one, queues (bounded) when every stream is busy, replaces connections that end.
+///
+/// All decisions are `APNsPoolStateMachine`'s, taken under `state`'s lock; the I/O they call for
+/// (connect, schedule, resume a waiter, close) happens after the lock is released.
+final class APNsConnectionPool: Sendable {
+    typealias Waiter = CheckedContinuation<(Int, APNsConnectionOutbox), any Error>
+
+    struct Settings: Sendable {
+        var host: String
+        var port: Int
+        var serverName: String
+        var connections: Int
+        var maximumWaiters: Int
+        var connectTimeout: TimeAmount
+        var backoff: APNsPoolStateMachine<Void>.Backoff
+        var http2: APNsHTTP2Settings
+    }
+
+    private struct State: Sendable {
+        var machine: APNsPoolStateMachine<Waiter>
+        var channels: [Int: APNsConnectionOutbox] = [:]
+        var reconnectTimers: [Int: Scheduled<Void>] = [:]
+        var drainWaiters: [CheckedContinuation<Void, Never>] = []
+        var nextWaiterID = 0
+    }
+
+    private let settings: Settings
+    private let group: any EventLoopGroup
+    private let sslContext: OpenSSLContext
+    private let logger: Logger
+    /// A pthread mutex (NIOLockedValueBox) rather than Synchronization.Mutex: ThreadSanitizer sees
+    /// through pthread locks, so its reports on this module stay meaningful.
+    private let state: NIOLockedValueBox<State>
+
+    init(settings: Settings, group: any EventLoopGroup, sslContext: OpenSSLContext, logger: Logger) {
+        self.settings = settings
+        self.group = group
+        self.sslContext = sslContext
+        self.logger = logger
+        let backoff = APNsPoolStateMachine<Waiter>.Backoff(
+            base: settings.backoff.base, maximum: settings.backoff.maximum, healthyAfter: settings.backoff.healthyAfter)
+        self.state = NIOLockedValueBox(
+            State(
+                machine: APNsPoolStateMachine(
+                    connections: settings.connections, maximumWaiters: settings.maximumWaiters, backoff: backoff)))
+    }
+
+    /// Sends one request on the least loaded connection and waits for its answer.
+    func execute(
+        _ notification: APNsNotification, token: APNsProviderToken?, deadline: NIODeadline
+    ) async throws -> APNsResponse {
+        let (id, outbox) = try await acquire(deadline: deadline)
+        defer { update { $0.release(connectionID: id) } }
+        let promise = outbox.channel.eventLoop.makePromise(of: APNsResponse.self)
+        outbox.send(APNsHTTP2Request(notification: notification, token: token, deadline: deadline, promise: promise))
+        return try await promise.futureResult.get()
+    }
+
+    /// Stops taking requests, waits for every accepted one to finish, then closes the connections
+    /// (each sends GOAWAY(NO_ERROR) first).
+    func shutdown() async {
+        let drained = state.withLockedValue { $0.machine.shutdown() }
+        if !drained {
+            await withCheckedContinuation { continuation in
+                let now = state.withLockedValue { state -> Bool in
+                    if state.machine.isDrained { return true }
+                    state.drainWaiters.append(continuation)
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        }
+        let channels = state.withLockedValue { state -> [any Channel] in
+            for timer in state.reconnectTimers.values { timer.cancel() }
+            state.reconnectTimers = [:]
+            return state.channels.values.map(\.channel)
+        }
+        for channel in channels {
+            try? await channel.close()
+        }
+        for channel in channels {
+            try? await channel.closeFuture.get()
+        }
+    }
+
+    // MARK: Acquire
+
+    private func acquire(deadline: NIODeadline) async throws -> (Int, APNsConnectionOutbox) {
+        let waiterID = state.withLockedValue { state -> Int in
+            state.nextWaiterID += 1
+            return state.nextWaiterID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: Waiter) in
+                let actions = update { $0.acquire(continuation, waiterID: waiterID) }
+                let answered = actions.contains {
+                    switch $0 {
+                    case .dispatch, .fail: true
+                    default: false
+                    }
+                }
+                guard !answered else { return }
+                // It waits: give up at the deadline (a no-op if it was served by then).
+                group.any().scheduleTask(deadline: deadline) { [weak self] in
+                    self?.giveUp(waiterID, APNsClientError(.deadlineExceeded, "no stream free before the deadline", mayHaveReachedAPNs: false))
+                }
+            }
+        } onCancel: {
+            giveUp(waiterID, APNsClientError(.deadlineExceeded, "cancelled while waiting for a stream", mayHaveReachedAPNs: false))
+        }
+    }
+
+    private func giveUp(_ waiterID: Int, _ error: APNsClientError) {
+        let waiter = state.withLockedValue { $0.machine.removeWaiter(id: waiterID) }
+        waiter?.resume(throwing: error)
+    }
+
+    // MARK: Actions
+
+    /// Runs a state machine step under the lock, then performs its actions outside it.
+    @discardableResult
+    private func update(_ step: @Sendable (inout APNsPoolStateMachine<Waiter>) -> [APNsPoolStateMachine<Waiter>.Action]) -> [APNsPoolStateMachine<Waiter>.Action] {
+        let (actions, channels, drained) = state.withLockedValue { state in
+            let actions = step(&state.machine)
+            var drained: [CheckedContinuation<Void, Never>] = []
+            if state.machine.isDrained, state.machine.shuttingDown {
+                drained = state.drainWaiters
+                state.drainWaiters = []
+            }
+            return (actions, state.channels, drained)
+        }
+        for action in actions {
+            switch action {
+            case .connect(let slot, let id):
+                connect(slot: slot, id: id)
+            case .reconnect(let slot, let delay):
+                let timer = group.any().scheduleTask(in: delay) { [weak self] () -> Void in
+                    self?.update { $0.reconnectDue(slot: slot) }
+                }
+                state.withLockedValue { $0.reconnectTimers[slot] = timer }
+            case .dispatch(let waiter, let id):
+                if let channel = channels[id] {
+                    waiter.resume(returning: (id, channel))
+                } else {
+                    waiter.resume(throwing: APNsClientError(.connectionLost, "connection vanished", mayHaveReachedAPNs: false))
+                }
+            case .fail(let waiter, let error):
+                waiter.resume(throwing: error)
+            case .close(let id):
+                channels[id]?.channel.close(promise: nil)
+            }
+        }
+        for continuation in drained { continuation.resume() }
+        return actions
+    }
+
+    // MARK: Connecting
+
+    private func connect(slot: Int, id: Int) {
+        let settings = self.settings
+        let sslContext = self.sslContext
+        let events = makeEvents(id: id)
+        logger.debug("connecting", metadata: ["host": "\(settings.host)", "port": "\(settings.port)", "connection": "\(id)"])
+        // ClientBootstrap resolves the host name (getaddrinfo) on every connect: a fresh DNS answer each time.
+        let bootstrap = ClientBootstrap(group: group)
+            .connectTimeout(settings.connectTimeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { [weak self] channel in
+                self?.state.withLockedValue { $0.channels[id] = APNsConnectionOutbox(channel: channel) }
+                return channel.eventLoop.makeCompletedFuture {
+                    let tls = try OpenSSLConnection(context: sslContext, serverName: settings.serverName)
+                    try channel.pipeline.syncOperations.addHandler(APNsTLSHandler(connection: tls))
+                    try channel.pipeline.syncOperations.addHandler(
+                        APNsHTTP2Handler(authority: settings.serverName, settings: settings.http2, events: events))
+                }
+            }
+        bootstrap.connect(host: settings.host, port: settings.port).whenComplete { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success:
+                break  // the HTTP/2 handler reports readiness (or closes after its setup timeout)
+            case .failure(let error):
+                self.logger.info("connect failed", metadata: ["connection": "\(id)", "error": "\(error)"])
+                let failure = error as? APNsClientError
+                    ?? APNsClientError(.connectFailed, "\(error)", mayHaveReachedAPNs: false)
+                self.state.withLockedValue { _ = $0.channels.removeValue(forKey: id) }
+                self.update { $0.connectionClosed(id: id, error: failure, now: .now()) }
+            }
+        }
+    }
+
+    private func makeEvents(id: Int) -> APNsConnectionEvents {
+        APNsConnectionEvents(
+            ready: { [weak self] capacity in
+                self?.logger.debug("connection ready", metadata: ["connection": "\(id)", "streams": "\(capacity)"])
+                self?.update { $0.connectionReady(id: id, capacity: capacity, now: .now()) }
+            },
+            capacityChanged: { [weak self] capacity in
+                self?.update { $0.capacityChanged(id: id, capacity: capacity) }
+            },
+            goingAway: { [weak self] reason in
+                self?.logger.info("GOAWAY", metadata: ["connection": "\(id)", "reason": "\(reason ?? "none")"])
+                self?.update { $0.goingAway(id: id, now: .now()) }
+            },
+            closed: { [weak self] error in
+                guard let self else { return }
+                if let error { self.logger.info("connection closed", metadata: ["connection": "\(id)", "error": "\(error)"]) }
+                self.state.withLockedValue { _ = $0.channels.removeValue(forKey: id) }
+                self.update { $0.connectionClosed(id: id, error: error, now: .now()) }
+            })
+    }
+}

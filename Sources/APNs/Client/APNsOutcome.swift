@@ -1,0 +1,62 @@
+/// What the caller should do with an answer (or a failure): DESIGN.md's outcome table.
+public enum APNsOutcome: Sendable, Hashable {
+    /// 200.
+    case delivered
+    /// 410 Unregistered / ExpiredToken: stop sending to this token (APNs' timestamp attached).
+    case unregistered(timestampMilliseconds: Int64?)
+    /// The notification or token is wrong (400, 404, 405, 413): sending it again cannot succeed.
+    case rejected(APNsReason?)
+    /// 403 ExpiredProviderToken: the token authenticator was told; send again at once.
+    case refreshToken
+    /// Credentials are wrong (403 InvalidProviderToken, BadCertificate, …, or the server's certificate
+    /// did not verify): fix the configuration; readiness goes red.
+    case credentialsBroken(String)
+    /// 429, 500, 503, transport loss, timeout, GOAWAY: try again later with backoff.
+    /// `perDeviceToken` is set for 429 TooManyRequests (the limit is per token);
+    /// `refreshToken` is false for TooManyProviderTokenUpdates (never refresh then).
+    case retryLater(perDeviceToken: Bool, mayHaveReachedAPNs: Bool)
+
+    /// Classifies an HTTP answer.
+    public static func classify(_ response: APNsResponse) -> APNsOutcome {
+        switch response.status {
+        case 200:
+            return .delivered
+        case 410:
+            return .unregistered(timestampMilliseconds: response.timestampMilliseconds)
+        case 403:
+            switch response.reason {
+            case .expiredProviderToken: return .refreshToken
+            default: return .credentialsBroken(response.reason?.rawValue ?? "403")
+            }
+        case 429:
+            return .retryLater(perDeviceToken: response.reason != .tooManyProviderTokenUpdates, mayHaveReachedAPNs: true)
+        case 500...599:
+            return .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true)
+        case 400:
+            // IdleTimeout is about the connection, not the notification.
+            if response.reason == .idleTimeout { return .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true) }
+            return .rejected(response.reason)
+        default:
+            return .rejected(response.reason)
+        }
+    }
+
+    /// Classifies a failure thrown by `send`.
+    public static func classify(_ error: any Error) -> APNsOutcome {
+        switch error {
+        case let error as APNsClientError:
+            switch error.code {
+            case .serverCertificateRejected, .alpnRefused, .credentialUnusable, .noCredentialForTopic:
+                return .credentialsBroken(error.code.rawValue)
+            default:
+                return .retryLater(perDeviceToken: false, mayHaveReachedAPNs: error.mayHaveReachedAPNs)
+            }
+        case let error as APNsNotificationError:
+            return .rejected(error.apnsReason.map(APNsReason.init))
+        case is APNsCredentialError:
+            return .credentialsBroken("credential")
+        default:
+            return .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true)
+        }
+    }
+}

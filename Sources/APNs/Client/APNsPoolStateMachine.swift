@@ -1,0 +1,205 @@
+import NIOCore
+
+/// The bookkeeping of a connection pool, without I/O: which connection takes the next request,
+/// who waits, when to connect again. Kept behind the pool's lock; every method returns what to do,
+/// and the pool does it after unlocking.
+///
+/// - `slots` connections are kept open; each slot reconnects on its own with exponential backoff
+///   and jitter after a failure, at once after a healthy connection ended (GOAWAY, idle close).
+/// - A request goes to the ready connection with the fewest requests in flight that still has a free
+///   stream; when none has, it waits in a bounded FIFO.
+/// - A connection that received GOAWAY (draining) takes nothing new; its slot reconnects meanwhile.
+struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
+    struct Backoff: Sendable {
+        var base: TimeAmount
+        var maximum: TimeAmount
+        /// A connection that stayed up this long resets the slot's failure count.
+        var healthyAfter: TimeAmount
+    }
+
+    enum SlotPhase: Equatable {
+        case idle
+        case connecting(id: Int)
+        case ready(id: Int, since: NIODeadline)
+        case backingOff
+    }
+
+    struct Slot {
+        var phase = SlotPhase.idle
+        var failures = 0
+    }
+
+    struct Load {
+        var capacity: Int
+        var inFlight: Int
+        var slot: Int?
+    }
+
+    enum Action {
+        case connect(slot: Int, id: Int)
+        case reconnect(slot: Int, after: TimeAmount)
+        case dispatch(Waiter, connectionID: Int)
+        case fail(Waiter, APNsClientError)
+        case close(connectionID: Int)
+    }
+
+    private(set) var slots: [Slot]
+    /// Open connections (ready or draining) by id.
+    private(set) var loads: [Int: Load] = [:]
+    private var waiters = CircularBuffer<(id: Int, waiter: Waiter)>()
+    private let maximumWaiters: Int
+    private let backoff: Backoff
+    private var nextID = 1
+    private(set) var shuttingDown = false
+
+    init(connections: Int, maximumWaiters: Int, backoff: Backoff) {
+        self.slots = Array(repeating: Slot(), count: max(1, connections))
+        self.maximumWaiters = maximumWaiters
+        self.backoff = backoff
+    }
+
+    var waiterCount: Int { waiters.count }
+    var inFlight: Int { loads.values.reduce(0) { $0 + $1.inFlight } }
+
+    /// A request wants a connection. `waiterID` identifies it if it has to wait.
+    mutating func acquire(_ waiter: Waiter, waiterID: Int) -> [Action] {
+        if shuttingDown { return [.fail(waiter, APNsClientError(.shutDown, "client is shutting down", mayHaveReachedAPNs: false))] }
+        var actions = startIdleSlots()
+        if waiters.isEmpty, let id = leastLoaded() {
+            loads[id]!.inFlight += 1
+            actions.append(.dispatch(waiter, connectionID: id))
+        } else if waiters.count < maximumWaiters {
+            waiters.append((waiterID, waiter))
+        } else {
+            actions.append(
+                .fail(waiter, APNsClientError(.queueFull, "every stream is busy and the wait queue is full", mayHaveReachedAPNs: false)))
+        }
+        return actions
+    }
+
+    /// A request finished on `connectionID`.
+    mutating func release(connectionID: Int) -> [Action] {
+        guard loads[connectionID] != nil else { return [] }
+        loads[connectionID]!.inFlight -= 1
+        var actions = serveWaiters()
+        if let load = loads[connectionID], load.slot == nil, load.inFlight == 0 {
+            actions.append(.close(connectionID: connectionID))  // drained after GOAWAY
+        }
+        return actions
+    }
+
+    /// A waiting request gave up (deadline or cancellation). Returns it if it was still waiting.
+    mutating func removeWaiter(id: Int) -> Waiter? {
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return nil }
+        return waiters.remove(at: index).waiter
+    }
+
+    mutating func connectionReady(id: Int, capacity: Int, now: NIODeadline) -> [Action] {
+        guard let slot = slots.firstIndex(where: { $0.phase == .connecting(id: id) }) else { return [.close(connectionID: id)] }
+        slots[slot].phase = .ready(id: id, since: now)
+        loads[id] = Load(capacity: capacity, inFlight: 0, slot: slot)
+        return serveWaiters()
+    }
+
+    mutating func capacityChanged(id: Int, capacity: Int) -> [Action] {
+        guard loads[id] != nil else { return [] }
+        loads[id]!.capacity = capacity
+        return serveWaiters()
+    }
+
+    /// GOAWAY: the connection finishes what it has; its slot connects again.
+    mutating func goingAway(id: Int, now: NIODeadline) -> [Action] {
+        guard let load = loads[id], let slot = load.slot else { return [] }
+        loads[id]!.slot = nil
+        loads[id]!.capacity = 0
+        var actions = slotLost(slot, now: now)
+        if load.inFlight == 0 { actions.append(.close(connectionID: id)) }
+        return actions
+    }
+
+    /// The channel of `id` closed (or never connected), with the error that ended it, if any.
+    mutating func connectionClosed(id: Int, error: APNsClientError?, now: NIODeadline) -> [Action] {
+        let load = loads.removeValue(forKey: id)
+        var actions: [Action] = []
+        if let slot = load?.slot {
+            actions += slotLost(slot, now: now)
+        } else if let slot = slots.firstIndex(where: { $0.phase == .connecting(id: id) }) {
+            slots[slot].failures += 1
+            actions += slotLost(slot, now: now)
+            // Nobody can be served now: tell the waiters why instead of letting them time out.
+            if loads.values.allSatisfy({ $0.slot == nil }) {
+                let reason = error ?? APNsClientError(.connectFailed, "could not connect", mayHaveReachedAPNs: false)
+                while let (_, waiter) = waiters.popFirst() { actions.append(.fail(waiter, reason)) }
+            }
+        }
+        return actions
+    }
+
+    /// A slot's backoff timer fired.
+    mutating func reconnectDue(slot: Int) -> [Action] {
+        guard slots[slot].phase == .backingOff, !shuttingDown else { return [] }
+        return [connect(slot)]
+    }
+
+    /// Stop taking requests. Returns whether everything is already drained.
+    mutating func shutdown() -> Bool {
+        shuttingDown = true
+        return inFlight == 0 && waiters.isEmpty
+    }
+
+    var isDrained: Bool { inFlight == 0 && waiters.isEmpty }
+
+    // MARK: Internals
+
+    private mutating func startIdleSlots() -> [Action] {
+        var actions: [Action] = []
+        for index in slots.indices where slots[index].phase == .idle {
+            actions.append(connect(index))
+        }
+        return actions
+    }
+
+    private mutating func connect(_ slot: Int) -> Action {
+        let id = nextID
+        nextID += 1
+        slots[slot].phase = .connecting(id: id)
+        return .connect(slot: slot, id: id)
+    }
+
+    private mutating func slotLost(_ slot: Int, now: NIODeadline) -> [Action] {
+        if case .ready(_, let since) = slots[slot].phase {
+            slots[slot].failures = now - since >= backoff.healthyAfter ? 0 : slots[slot].failures + 1
+        }
+        guard !shuttingDown else {
+            slots[slot].phase = .idle
+            return []
+        }
+        slots[slot].phase = .backingOff
+        return [.reconnect(slot: slot, after: delay(failures: slots[slot].failures))]
+    }
+
+    /// 0 after a healthy connection; otherwise "equal jitter": half the exponential step plus a random
+    /// part of the other half, so two attempts are never closer than half a step.
+    private func delay(failures: Int) -> TimeAmount {
+        guard failures > 0 else { return .zero }
+        let step = min(backoff.maximum.nanoseconds, backoff.base.nanoseconds << min(failures - 1, 30))
+        return .nanoseconds(step / 2 + Int64.random(in: 0...max(0, step / 2)))
+    }
+
+    private func leastLoaded() -> Int? {
+        var best: (id: Int, inFlight: Int)?
+        for (id, load) in loads where load.slot != nil && load.inFlight < load.capacity {
+            if best == nil || load.inFlight < best!.inFlight { best = (id, load.inFlight) }
+        }
+        return best?.id
+    }
+
+    private mutating func serveWaiters() -> [Action] {
+        var actions: [Action] = []
+        while !waiters.isEmpty, let id = leastLoaded() {
+            loads[id]!.inFlight += 1
+            actions.append(.dispatch(waiters.removeFirst().waiter, connectionID: id))
+        }
+        return actions
+    }
+}

@@ -1,0 +1,40 @@
+import Foundation
+
+/// APNs' answer to one notification request.
+public struct APNsResponse: Sendable, Hashable {
+    /// The HTTP status (200 on success).
+    public var status: Int
+    /// `apns-id`: ours, echoed, or the one APNs made up when we sent none.
+    public var apnsID: String?
+    /// `apns-unique-id`: APNs' own id, in the development environment only.
+    public var apnsUniqueID: String?
+    /// The `reason` of an error answer.
+    public var reason: APNsReason?
+    /// With 410: when APNs last confirmed the token was no longer valid (milliseconds since 1970).
+    public var timestampMilliseconds: Int64?
+    /// From the request's HEADERS being written to the end of the answer.
+    public var latency: Duration
+
+    public init(
+        status: Int, apnsID: String? = nil, apnsUniqueID: String? = nil, reason: APNsReason? = nil,
+        timestampMilliseconds: Int64? = nil, latency: Duration = .zero
+    ) {
+        self.status = status
+        self.apnsID = apnsID
+        self.apnsUniqueID = apnsUniqueID
+        self.reason = reason
+        self.timestampMilliseconds = timestampMilliseconds
+        self.latency = latency
+    }
+
+    /// Reads `{"reason": "...", "timestamp": 123}` from an error body. A body that is not JSON (a
+    /// proxy's HTML page, a 404 from a plain HTTP/2 server) gives no reason rather than an error.
+    static func parseBody(_ body: [UInt8]) -> (reason: APNsReason?, timestamp: Int64?) {
+        guard !body.isEmpty, let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+            return (nil, nil)
+        }
+        let reason = (object["reason"] as? String).map(APNsReason.init)
+        let timestamp = (object["timestamp"] as? NSNumber)?.int64Value
+        return (reason, timestamp)
+    }
+}

@@ -1,0 +1,39 @@
+/// A provider certificate and its key, for certificate-based authentication (TLS client certificate).
+public final class APNsCertificateIdentity: @unchecked Sendable {
+    // @unchecked Sendable: the certificate and key are immutable after loading and only read when a
+    // pool builds its SSL_CTX.
+    let identity: OpenSSLClientIdentity
+
+    /// A PEM certificate (optionally followed by intermediates) and its PEM private key.
+    public init(certificatePEM: [UInt8], keyPEM: [UInt8]) throws(APNsCredentialError) {
+        do {
+            self.identity = try OpenSSLClientIdentity(certificatePEM: certificatePEM, keyPEM: keyPEM)
+        } catch let error as OpenSSLError {
+            throw APNsCredentialError(.certificateUnreadable, "cannot load the certificate or its key", openSSL: error)
+        } catch {
+            throw APNsCredentialError(.certificateUnreadable, "\(error)")
+        }
+    }
+
+    /// A PKCS#12 bundle (`.p12`) with its password.
+    public init(pkcs12: [UInt8], password: String) throws(APNsCredentialError) {
+        do {
+            self.identity = try OpenSSLClientIdentity(pkcs12: pkcs12, password: password)
+        } catch let error as OpenSSLError {
+            throw APNsCredentialError(.certificateUnreadable, "cannot open the PKCS#12 bundle", openSSL: error)
+        } catch {
+            throw APNsCredentialError(.certificateUnreadable, "\(error)")
+        }
+    }
+
+    public convenience init(certificateFile: String, keyFile: String) throws(APNsCredentialError) {
+        try self.init(certificatePEM: try readFile(certificateFile), keyPEM: try readFile(keyFile))
+    }
+
+    public convenience init(pkcs12File: String, password: String) throws(APNsCredentialError) {
+        try self.init(pkcs12: try readFile(pkcs12File), password: password)
+    }
+
+    /// The certificate's common name (Apple's read "Apple Push Services: <bundle id>").
+    public var commonName: String? { identity.certificate.commonName }
+}

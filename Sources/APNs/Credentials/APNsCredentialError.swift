@@ -1,0 +1,32 @@
+/// A credential that cannot be loaded or used: a configuration problem, never retriable.
+public struct APNsCredentialError: Error, Hashable, Sendable, CustomStringConvertible {
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        public static let fileUnreadable = Code(rawValue: "fileUnreadable")
+        public static let keyUnreadable = Code(rawValue: "keyUnreadable")
+        public static let certificateUnreadable = Code(rawValue: "certificateUnreadable")
+        public static let badIdentifier = Code(rawValue: "badIdentifier")
+        public static let signingFailed = Code(rawValue: "signingFailed")
+    }
+
+    public let code: Code
+    public let message: String
+    /// OpenSSL's error queue when OpenSSL refused.
+    public let openSSL: OpenSSLError?
+
+    public init(_ code: Code, _ message: String, openSSL: OpenSSLError? = nil) {
+        self.code = code
+        self.message = message
+        self.openSSL = openSSL
+    }
+
+    /// Credentials do not fix themselves.
+    public var isRetriable: Bool { false }
+
+    public var description: String {
+        openSSL.map { "\(code): \(message) (\($0))" } ?? "\(code): \(message)"
+    }
+}

@@ -1,0 +1,55 @@
+import COpenSSL
+
+/// The `.p8` key Apple issues for token authentication: an ECDSA P-256 private key in PKCS#8 PEM.
+public final class APNsSigningKey: @unchecked Sendable {
+    // @unchecked Sendable: the EVP_PKEY is immutable after loading; each signature uses its own
+    // EVP_MD_CTX, and APNsTokenAuthenticator signs under its lock anyway.
+    let key: OpenSSLPrivateKey
+
+    /// Reads the PEM text of a `.p8` file. Refuses any key that is not on P-256.
+    public init(pem: [UInt8]) throws(APNsCredentialError) {
+        do {
+            self.key = try OpenSSLPrivateKey(pem: pem)
+        } catch let error as OpenSSLError {
+            throw APNsCredentialError(.keyUnreadable, "the token key is not a PEM private key", openSSL: error)
+        } catch {
+            throw APNsCredentialError(.keyUnreadable, "\(error)")
+        }
+        guard key.isP256 else {
+            throw APNsCredentialError(.keyUnreadable, "the token key is not an elliptic-curve key on P-256 (ES256)")
+        }
+    }
+
+    /// Reads a `.p8` file.
+    public convenience init(file path: String) throws(APNsCredentialError) {
+        try self.init(pem: try readFile(path))
+    }
+
+    /// ES256 signature in JOSE form (r || s).
+    func sign(_ message: [UInt8]) throws(APNsCredentialError) -> [UInt8] {
+        do {
+            return try key.signES256(message)
+        } catch let error as OpenSSLError {
+            throw APNsCredentialError(.signingFailed, "ES256 signing failed", openSSL: error)
+        } catch {
+            throw APNsCredentialError(.signingFailed, "\(error)")
+        }
+    }
+}
+
+/// Reads a whole file (keys and certificates are small).
+func readFile(_ path: String) throws(APNsCredentialError) -> [UInt8] {
+    guard let file = fopen(path, "rb") else {
+        throw APNsCredentialError(.fileUnreadable, "cannot open \(path)")
+    }
+    defer { fclose(file) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 16_384)
+    while true {
+        let count = fread(&chunk, 1, chunk.count, file)
+        if count > 0 { bytes.append(contentsOf: chunk.prefix(count)) }
+        if count < chunk.count { break }
+    }
+    guard ferror(file) == 0 else { throw APNsCredentialError(.fileUnreadable, "cannot read \(path)") }
+    return bytes
+}

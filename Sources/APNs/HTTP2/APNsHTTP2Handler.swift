@@ -1,0 +1,348 @@
+import CNghttp2
+import Foundation
+import NIOCore
+
+/// What a connection tells its pool. Called on the connection's event loop, never from inside an
+/// nghttp2 callback's stack frame with the handler's state half-updated.
+struct APNsConnectionEvents: Sendable {
+    /// The first SETTINGS arrived: the connection can take `capacity` streams.
+    var ready: @Sendable (_ capacity: Int) -> Void
+    /// MAX_CONCURRENT_STREAMS (or the one-stream rule) changed.
+    var capacityChanged: @Sendable (_ capacity: Int) -> Void
+    /// GOAWAY: take no new requests; replace the connection.
+    var goingAway: @Sendable (_ reason: String?) -> Void
+    /// The channel closed; `error` says why when it was not asked for.
+    var closed: @Sendable (_ error: APNsClientError?) -> Void
+}
+
+/// Settings of the HTTP/2 layer of one connection.
+struct APNsHTTP2Settings: Sendable {
+    var maximumStreams: Int
+    var tokenAuthentication: Bool
+    /// Send a PING after this long without reading anything.
+    var pingInterval: TimeAmount
+    /// Close the connection when a PING is not answered within this.
+    var pingTimeout: TimeAmount
+    /// The TLS handshake and the server's first SETTINGS must arrive within this after connecting.
+    var setupTimeout: TimeAmount
+}
+
+/// The nghttp2 client session of one APNs connection, as the handler above TLS.
+///
+/// Requests arrive as outbound `APNsHTTP2Request`s; each is answered through its own promise with
+/// an `APNsResponse` or an `APNsClientError`. Event-loop-only.
+final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = APNsHTTP2Request
+    typealias OutboundOut = ByteBuffer
+
+    private let settings: APNsHTTP2Settings
+    private let events: APNsConnectionEvents
+    private var session: Nghttp2Session?
+    private var state: APNsHTTP2StateMachine
+    private var encoder: APNsHeaderEncoder
+    private var waiting = CircularBuffer<APNsHTTP2Stream>()
+    private var streams: [Int32: APNsHTTP2Stream] = [:]
+    private var context: ChannelHandlerContext?
+    private var lastRead = NIODeadline.now()
+    private var pingTask: Scheduled<Void>?
+    private var pingTimeoutTask: Scheduled<Void>?
+    private var setupTimeoutTask: Scheduled<Void>?
+    private var flushScheduled = false
+    private var goAwayReason: String?
+    /// Why the connection is closing, given to every stream still open when it closes.
+    private var closeCause: APNsClientError?
+
+    init(authority: String, settings: APNsHTTP2Settings, events: APNsConnectionEvents) {
+        self.settings = settings
+        self.events = events
+        self.state = APNsHTTP2StateMachine(
+            configuredMaximum: settings.maximumStreams, tokenAuthentication: settings.tokenAuthentication)
+        self.encoder = APNsHeaderEncoder(authority: authority)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        let timeout = settings.setupTimeout
+        setupTimeoutTask = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [weak self] in
+            self?.closeWithError(
+                APNsClientError(
+                    .connectFailed, "no TLS + HTTP/2 setup within \(timeout.nanoseconds / 1_000_000) ms",
+                    mayHaveReachedAPNs: false))
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        pingTask?.cancel()
+        pingTimeoutTask?.cancel()
+        setupTimeoutTask?.cancel()
+        self.context = nil
+        session = nil
+    }
+
+    // MARK: Inbound
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is TLSEstablishedEvent else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        do {
+            session = try Nghttp2Session(delegate: self)
+        } catch {
+            closeWithError(error as? APNsClientError ?? APNsClientError(.protocolError, "\(error)", mayHaveReachedAPNs: false))
+            return
+        }
+        flushSession()
+        lastRead = .now()
+        schedulePingCheck()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        lastRead = .now()
+        guard let session else { return }
+        if let failure = buffer.withUnsafeReadableBytes({ session.receive($0) }) {
+            closeWithError(APNsClientError(.protocolError, "HTTP/2: \(failure)", mayHaveReachedAPNs: true))
+            return
+        }
+        submitWaiting()
+        if !session.isAlive || state.isDrained {
+            flushSession()
+            context.close(promise: nil)
+        }
+    }
+
+    /// One flush per batch of reads: the WINDOW_UPDATEs and new requests of many answers go out in
+    /// one TLS record and one syscall.
+    func channelReadComplete(context: ChannelHandlerContext) {
+        flushSession()
+        context.fireChannelReadComplete()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        state.closed()
+        pingTask?.cancel()
+        pingTimeoutTask?.cancel()
+        setupTimeoutTask?.cancel()
+        let cause = closeCause
+        for stream in streams.values where !stream.finished {
+            stream.fail(
+                cause ?? APNsClientError(
+                    .connectionLost, "connection closed before the answer", mayHaveReachedAPNs: true,
+                    goAwayReason: goAwayReason))
+        }
+        streams.removeAll()
+        failWaiting(
+            APNsClientError(
+                cause?.code ?? .connectionLost, "connection closed before the request was sent", mayHaveReachedAPNs: false,
+                goAwayReason: goAwayReason))
+        events.closed(cause)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        closeWithError(
+            error as? APNsClientError ?? APNsClientError(.connectionLost, "\(error)", mayHaveReachedAPNs: true))
+    }
+
+    // MARK: Outbound
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let request = unwrapOutboundIn(data)
+        promise?.succeed()
+        let stream = APNsHTTP2Stream(request: request)
+        if state.phase == .closed || state.capacity == 0 && state.phase != .starting {
+            stream.fail(
+                APNsClientError(
+                    .goAway, "connection is closing; request not sent", mayHaveReachedAPNs: false, goAwayReason: goAwayReason))
+            return
+        }
+        stream.deadlineTask = context.eventLoop.assumeIsolated().scheduleTask(deadline: request.deadline) {
+            [weak self, weak stream] in
+            if let self, let stream { self.deadlinePassed(stream) }
+        }
+        waiting.append(stream)
+        submitWaiting()
+    }
+
+    /// Deferred to the end of the current event-loop tick, so requests written by many tasks at once
+    /// leave in one TLS record and one syscall instead of one each.
+    func flush(context: ChannelHandlerContext) {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        context.eventLoop.assumeIsolated().execute { [weak self] in
+            self?.flushScheduled = false
+            self?.flushSession()
+        }
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if let session, mode == .all {
+            session.terminate()  // GOAWAY(NO_ERROR) so the server knows we left on purpose
+            flushSession()
+        }
+        context.close(mode: mode, promise: promise)
+    }
+
+    // MARK: Streams
+
+    private func submitWaiting() {
+        guard let session else { return }
+        while state.canOpenStream, let stream = waiting.popFirst() {
+            if stream.finished { continue }
+            let streamID = session.submitRequest(encoder.headers(for: stream.request), hasBody: true)
+            guard streamID > 0 else {
+                stream.fail(
+                    APNsClientError(
+                        .protocolError, "nghttp2 refused the request: \(String(cString: nghttp2_strerror(streamID)))",
+                        mayHaveReachedAPNs: false))
+                continue
+            }
+            stream.streamID = streamID
+            stream.submittedAt = .now()
+            streams[streamID] = stream
+            state.streamOpened()
+        }
+    }
+
+    private func deadlinePassed(_ stream: APNsHTTP2Stream) {
+        guard !stream.finished else { return }
+        if let streamID = stream.streamID {
+            stream.fail(APNsClientError(.deadlineExceeded, "no answer before the deadline", mayHaveReachedAPNs: true))
+            session?.resetStream(streamID)  // the stream stays counted until nghttp2 closes it
+            flushSession()
+        } else {
+            stream.fail(
+                APNsClientError(.deadlineExceeded, "no stream free before the deadline", mayHaveReachedAPNs: false))
+        }
+    }
+
+    private func failWaiting(_ error: APNsClientError) {
+        while let stream = waiting.popFirst() { stream.fail(error) }
+    }
+
+    /// Writes what nghttp2 has ready to the TLS handler and flushes.
+    private func flushSession() {
+        guard let context, let session else { return }
+        var buffer = context.channel.allocator.buffer(capacity: 0)
+        if let failure = session.send(into: &buffer) {
+            closeWithError(APNsClientError(.protocolError, "HTTP/2: \(failure)", mayHaveReachedAPNs: true))
+            return
+        }
+        guard buffer.readableBytes > 0 else { return }
+        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+    }
+
+    private func closeWithError(_ error: APNsClientError) {
+        if closeCause == nil { closeCause = error }
+        context?.close(promise: nil)
+    }
+
+    // MARK: PING
+
+    /// Checks for idleness every `pingInterval` (a one-shot timer re-armed each time, so it stops with the handler).
+    private func schedulePingCheck() {
+        guard let context, state.phase != .closed else { return }
+        pingTask = context.eventLoop.assumeIsolated().scheduleTask(in: settings.pingInterval) { [weak self] in
+            self?.pingIfIdle()
+            self?.schedulePingCheck()
+        }
+    }
+
+    private func pingIfIdle() {
+        guard let context, state.phase != .closed, pingTimeoutTask == nil,
+            NIODeadline.now() - lastRead >= settings.pingInterval
+        else { return }
+        session?.submitPing()
+        flushSession()
+        let milliseconds = settings.pingTimeout.nanoseconds / 1_000_000
+        pingTimeoutTask = context.eventLoop.assumeIsolated().scheduleTask(in: settings.pingTimeout) { [weak self] in
+            self?.closeWithError(
+                APNsClientError(.pingTimeout, "no PING answer within \(milliseconds) ms", mayHaveReachedAPNs: true))
+        }
+    }
+
+    func nghttp2PingAcknowledged() {
+        pingTimeoutTask?.cancel()
+        pingTimeoutTask = nil
+    }
+
+    // MARK: nghttp2 callbacks
+
+    func nghttp2Header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        guard let stream = streams[streamID] else { return }
+        switch name.count {
+        case 7 where name.elementsEqual(":status".utf8):
+            stream.status = Int(String(decoding: value, as: UTF8.self))
+        case 7 where name.elementsEqual("apns-id".utf8):
+            stream.apnsID = String(decoding: value, as: UTF8.self)
+        case 14 where name.elementsEqual("apns-unique-id".utf8):
+            stream.apnsUniqueID = String(decoding: value, as: UTF8.self)
+        default:
+            break
+        }
+    }
+
+    func nghttp2Data(streamID: Int32, bytes: UnsafeRawBufferPointer) {
+        guard let stream = streams[streamID] else { return }
+        let room = APNsHTTP2Stream.maximumResponseBody - stream.responseBody.count
+        if room > 0 { stream.responseBody.append(contentsOf: bytes.prefix(room)) }
+    }
+
+    func nghttp2ReadBody(streamID: Int32, into buffer: UnsafeMutableRawBufferPointer) -> (count: Int, end: Bool) {
+        guard let stream = streams[streamID] else { return (0, true) }
+        let payload = stream.request.notification.payload
+        let count = min(buffer.count, payload.count - stream.bodyOffset)
+        payload.withUnsafeBytes { source in
+            buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[stream.bodyOffset..<stream.bodyOffset + count]))
+        }
+        stream.bodyOffset += count
+        return (count, stream.bodyOffset == payload.count)
+    }
+
+    func nghttp2StreamClosed(streamID: Int32, errorCode: UInt32) {
+        guard let stream = streams.removeValue(forKey: streamID) else { return }
+        if let capacity = state.streamClosed(status: stream.status) { events.capacityChanged(capacity) }
+        guard !stream.finished else { return }
+        if let status = stream.status {
+            let (reason, timestamp) = APNsResponse.parseBody(stream.responseBody)
+            stream.succeed(
+                APNsResponse(
+                    status: status, apnsID: stream.apnsID, apnsUniqueID: stream.apnsUniqueID, reason: reason,
+                    timestampMilliseconds: timestamp, latency: .nanoseconds((NIODeadline.now() - stream.submittedAt).nanoseconds)))
+            return
+        }
+        let refused = errorCode == NGHTTP2_REFUSED_STREAM.rawValue
+        if case .goingAway(let last) = state.phase, streamID > last || refused {
+            stream.fail(
+                APNsClientError(
+                    .goAway, "stream \(streamID) above GOAWAY's last-stream-id \(last): not processed",
+                    mayHaveReachedAPNs: false, goAwayReason: goAwayReason))
+        } else if refused {
+            stream.fail(APNsClientError(.streamReset, "REFUSED_STREAM: not processed", mayHaveReachedAPNs: false))
+        } else {
+            let text = String(cString: nghttp2_http2_strerror(errorCode))
+            stream.fail(APNsClientError(.streamReset, "stream closed without an answer (\(text))", mayHaveReachedAPNs: true))
+        }
+    }
+
+    func nghttp2Settings(maxConcurrentStreams: UInt32) {
+        switch state.receivedSettings(maxConcurrentStreams: maxConcurrentStreams) {
+        case .becameReady(let capacity):
+            setupTimeoutTask?.cancel()
+            events.ready(capacity)
+        case .capacityChanged(let capacity): events.capacityChanged(capacity)
+        case .none: break
+        }
+    }
+
+    func nghttp2GoAway(lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8]) {
+        let (reason, _) = APNsResponse.parseBody(debugData)
+        goAwayReason = reason?.rawValue ?? (errorCode == 0 ? nil : String(cString: nghttp2_http2_strerror(errorCode)))
+        guard case .drain = state.receivedGoAway(lastStreamID: lastStreamID) else { return }
+        failWaiting(
+            APNsClientError(.goAway, "connection going away; request not sent", mayHaveReachedAPNs: false, goAwayReason: goAwayReason))
+        events.goingAway(goAwayReason)
+    }
+}

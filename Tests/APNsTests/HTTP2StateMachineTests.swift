@@ -1,0 +1,76 @@
+import NIOCore
+import NIOEmbedded
+import Testing
+
+@testable import APNs
+
+@Suite("HTTP/2 stream budget")
+struct HTTP2StateMachineTests {
+    @Test("one stream before SETTINGS and, with token auth, until the first success; then the server's limit")
+    func tokenAuthOneStreamUntilSuccess() {
+        var machine = APNsHTTP2StateMachine(configuredMaximum: 500, tokenAuthentication: true)
+        #expect(machine.capacity == 1)
+        #expect(machine.receivedSettings(maxConcurrentStreams: 1000) == .becameReady(capacity: 1))
+        machine.streamOpened()
+        #expect(!machine.canOpenStream)
+        #expect(machine.streamClosed(status: 403) == nil)
+        #expect(machine.capacity == 1)
+        machine.streamOpened()
+        #expect(machine.streamClosed(status: 200) == 500)
+        #expect(machine.capacity == 500)
+    }
+
+    @Test("certificate auth uses the server's limit at once; a limit dropped mid-connection applies at once")
+    func limitChangesMidConnection() {
+        var machine = APNsHTTP2StateMachine(configuredMaximum: 1000, tokenAuthentication: false)
+        #expect(machine.receivedSettings(maxConcurrentStreams: 1000) == .becameReady(capacity: 1000))
+        for _ in 0..<10 { machine.streamOpened() }
+        #expect(machine.receivedSettings(maxConcurrentStreams: 1) == .capacityChanged(capacity: 1))
+        #expect(!machine.canOpenStream)
+        #expect(machine.receivedSettings(maxConcurrentStreams: 1) == .none)
+        #expect(machine.receivedSettings(maxConcurrentStreams: 50) == .capacityChanged(capacity: 50))
+    }
+
+    @Test("GOAWAY stops new streams and drains")
+    func goAway() {
+        var machine = APNsHTTP2StateMachine(configuredMaximum: 10, tokenAuthentication: false)
+        _ = machine.receivedSettings(maxConcurrentStreams: 10)
+        machine.streamOpened()
+        #expect(machine.receivedGoAway(lastStreamID: 1) == .drain(lastStreamID: 1))
+        #expect(machine.capacity == 0)
+        #expect(!machine.isDrained)
+        _ = machine.streamClosed(status: 200)
+        #expect(machine.isDrained)
+    }
+}
+
+@Suite("HPACK header encoding per Apple")
+struct HeaderEncoderTests {
+    @Test(":path and authorization never indexed; apns-id, expiration, collapse-id indexed once; others indexed")
+    func flags() throws {
+        var encoder = APNsHeaderEncoder(authority: "api.push.apple.com")
+        let loop = EmbeddedEventLoop()
+        defer { try? loop.syncShutdownGracefully() }
+        let pki = try TestPKI()
+        let authenticator = try APNsTokenAuthenticator(
+            teamID: "TEAM123456", keyID: "KEY1234567", key: APNsSigningKey(file: pki.tokenKey))
+        let notification = APNsNotification(
+            deviceToken: try APNsDeviceToken("abcd"), topic: "com.example.app", pushType: .alert, priority: .immediate,
+            expiration: .at(secondsSince1970: 1_800_000_000), collapseID: "c", apnsID: .random(), payload: Array("{}".utf8))
+        let request = APNsHTTP2Request(
+            notification: notification, token: try authenticator.currentToken(), deadline: .now(),
+            promise: loop.makePromise())
+        defer { request.promise.succeed(APNsResponse(status: 200)) }
+        let first = Dictionary(uniqueKeysWithValues: encoder.headers(for: request).map { ($0.name, $0.neverIndex) })
+        let second = Dictionary(uniqueKeysWithValues: encoder.headers(for: request).map { ($0.name, $0.neverIndex) })
+        #expect(first[":path"] == true && second[":path"] == true)
+        #expect(first["authorization"] == true && second["authorization"] == true)
+        for name in ["apns-id", "apns-expiration", "apns-collapse-id"] {
+            #expect(first[name] == false, "\(name) indexed the first time")
+            #expect(second[name] == true, "\(name) not indexed afterwards")
+        }
+        for name in [":method", ":scheme", ":authority", "apns-topic", "apns-push-type", "apns-priority"] {
+            #expect(first[name] == false && second[name] == false)
+        }
+    }
+}

@@ -1,0 +1,152 @@
+import NIOCore
+import Testing
+
+@testable import APNs
+
+@Suite("Connection pool decisions")
+struct PoolStateMachineTests {
+    typealias Machine = APNsPoolStateMachine<Int>
+    let backoff = Machine.Backoff(base: .milliseconds(100), maximum: .seconds(10), healthyAfter: .seconds(10))
+
+    private func connectIDs(_ actions: [Machine.Action]) -> [Int] {
+        actions.compactMap { if case .connect(_, let id) = $0 { return id } else { return nil } }
+    }
+
+    private func dispatched(_ actions: [Machine.Action]) -> [(Int, Int)] {
+        actions.compactMap { if case .dispatch(let w, let id) = $0 { return (w, id) } else { return nil } }
+    }
+
+    @Test("first request opens every slot, waits, and goes to the least loaded ready connection")
+    func leastLoaded() {
+        var machine = Machine(connections: 2, maximumWaiters: 10, backoff: backoff)
+        let ids = connectIDs(machine.acquire(1, waiterID: 1))
+        #expect(ids.count == 2)
+        let now = NIODeadline.now()
+        #expect(dispatched(machine.connectionReady(id: ids[0], capacity: 2, now: now)).map(\.0) == [1])
+        _ = machine.connectionReady(id: ids[1], capacity: 2, now: now)
+        #expect(dispatched(machine.acquire(2, waiterID: 2)).map(\.1) == [ids[1]])
+        #expect(dispatched(machine.acquire(3, waiterID: 3)).count == 1)
+        #expect(dispatched(machine.acquire(4, waiterID: 4)).count == 1)
+        // 4 in flight on 2 x 2 streams: the next waits, and is served on release.
+        #expect(dispatched(machine.acquire(5, waiterID: 5)).isEmpty)
+        #expect(machine.waiterCount == 1)
+        #expect(dispatched(machine.release(connectionID: ids[0])).map { $0.0 } == [5])
+    }
+
+    @Test("the wait queue is bounded")
+    func boundedQueue() {
+        var machine = Machine(connections: 1, maximumWaiters: 2, backoff: backoff)
+        _ = machine.acquire(1, waiterID: 1)
+        _ = machine.acquire(2, waiterID: 2)
+        let actions = machine.acquire(3, waiterID: 3)
+        guard case .fail(3, let error) = actions.last else {
+            Issue.record("third waiter not refused")
+            return
+        }
+        #expect(error.code == .queueFull)
+        #expect(!error.mayHaveReachedAPNs)
+    }
+
+    @Test("failed connects back off exponentially with jitter, never zero; a healthy connection reconnects at once")
+    func backoffGrows() {
+        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        var id = connectIDs(machine.acquire(1, waiterID: 1))[0]
+        var delays: [TimeAmount] = []
+        for _ in 0..<8 {
+            let actions = machine.connectionClosed(id: id, error: nil, now: .now())
+            guard case .reconnect(let slot, let delay) = actions.first else {
+                Issue.record("no reconnect")
+                return
+            }
+            delays.append(delay)
+            id = connectIDs(machine.reconnectDue(slot: slot))[0]
+        }
+        #expect(delays.allSatisfy { $0 >= .milliseconds(50) })
+        #expect(delays[0] <= .milliseconds(100))
+        #expect(delays[4] >= .milliseconds(800))
+        #expect(delays.allSatisfy { $0 <= .seconds(10) })
+        // A connection that was up for longer than `healthyAfter` is replaced without delay.
+        let start = NIODeadline.now()
+        _ = machine.connectionReady(id: id, capacity: 10, now: start)
+        let actions = machine.connectionClosed(id: id, error: nil, now: start + .seconds(11))
+        guard case .reconnect(_, let delay) = actions.first else {
+            Issue.record("no reconnect")
+            return
+        }
+        #expect(delay == .zero)
+    }
+
+    @Test("a failed connect with nothing ready fails the waiters with its error instead of letting them hang")
+    func waitersToldWhy() {
+        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        let id = connectIDs(machine.acquire(1, waiterID: 1))[0]
+        let error = APNsClientError(.serverCertificateRejected, "test", mayHaveReachedAPNs: false)
+        let actions = machine.connectionClosed(id: id, error: error, now: .now())
+        #expect(actions.contains { if case .fail(1, let e) = $0 { return e == error } else { return false } })
+    }
+
+    @Test("GOAWAY: the connection drains, takes nothing new, closes when empty; its slot reconnects")
+    func goAwayDrains() {
+        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        let id = connectIDs(machine.acquire(1, waiterID: 1))[0]
+        _ = machine.connectionReady(id: id, capacity: 10, now: .now())
+        let actions = machine.goingAway(id: id, now: .now())
+        #expect(actions.contains { if case .reconnect = $0 { return true } else { return false } })
+        #expect(dispatched(machine.acquire(2, waiterID: 2)).isEmpty)
+        #expect(machine.release(connectionID: id).contains { if case .close(id) = $0 { return true } else { return false } })
+    }
+}
+
+@Suite("Answers and failures to outcomes")
+struct OutcomeTests {
+    @Test(
+        "DESIGN.md's outcome table",
+        arguments: [
+            (200, nil, APNsOutcome.delivered),
+            (410, "Unregistered", .unregistered(timestampMilliseconds: 1_700_000_000_000)),
+            (410, "ExpiredToken", .unregistered(timestampMilliseconds: 1_700_000_000_000)),
+            (400, "BadDeviceToken", .rejected(.badDeviceToken)),
+            (400, "DeviceTokenNotForTopic", .rejected(.deviceTokenNotForTopic)),
+            (405, "MethodNotAllowed", .rejected(.methodNotAllowed)),
+            (413, "PayloadTooLarge", .rejected(.payloadTooLarge)),
+            (403, "ExpiredProviderToken", .refreshToken),
+            (403, "InvalidProviderToken", .credentialsBroken("InvalidProviderToken")),
+            (403, "BadCertificate", .credentialsBroken("BadCertificate")),
+            (403, "BadCertificateEnvironment", .credentialsBroken("BadCertificateEnvironment")),
+            (403, "Forbidden", .credentialsBroken("Forbidden")),
+            (403, "MissingProviderToken", .credentialsBroken("MissingProviderToken")),
+            (429, "TooManyRequests", .retryLater(perDeviceToken: true, mayHaveReachedAPNs: true)),
+            (429, "TooManyProviderTokenUpdates", .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true)),
+            (500, "InternalServerError", .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true)),
+            (503, "ServiceUnavailable", .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true)),
+            (503, "Shutdown", .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true)),
+        ] as [(Int, String?, APNsOutcome)])
+    func table(status: Int, reason: String?, outcome: APNsOutcome) {
+        let response = APNsResponse(
+            status: status, reason: reason.map(APNsReason.init), timestampMilliseconds: status == 410 ? 1_700_000_000_000 : nil)
+        #expect(APNsOutcome.classify(response) == outcome)
+    }
+
+    @Test("transport failures are retryable and say whether the request may have reached APNs")
+    func failures() {
+        let notSent = APNsClientError(.goAway, "x", mayHaveReachedAPNs: false, goAwayReason: "Shutdown")
+        #expect(APNsOutcome.classify(notSent) == .retryLater(perDeviceToken: false, mayHaveReachedAPNs: false))
+        let timeout = APNsClientError(.deadlineExceeded, "x", mayHaveReachedAPNs: true)
+        #expect(APNsOutcome.classify(timeout) == .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true))
+        let badCA = APNsClientError(.serverCertificateRejected, "x", mayHaveReachedAPNs: false)
+        #expect(APNsOutcome.classify(badCA) == .credentialsBroken("serverCertificateRejected"))
+        let rule = APNsNotificationError(.payloadTooLarge, field: .payload, "x")
+        #expect(APNsOutcome.classify(rule) == .rejected(.payloadTooLarge))
+    }
+
+    @Test("reasons round-trip; unknown ones are kept; error bodies parse")
+    func reasons() {
+        #expect(APNsReason("BadDeviceToken") == .badDeviceToken)
+        #expect(APNsReason("BadDeviceToken").rawValue == "BadDeviceToken")
+        #expect(APNsReason("SomethingNew") == .unknown("SomethingNew"))
+        let parsed = APNsResponse.parseBody(Array(#"{"reason":"Unregistered","timestamp":1700000000000}"#.utf8))
+        #expect(parsed.reason == .unregistered)
+        #expect(parsed.timestamp == 1_700_000_000_000)
+        #expect(APNsResponse.parseBody(Array("<html>".utf8)).reason == nil)
+    }
+}

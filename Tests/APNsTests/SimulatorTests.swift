@@ -1,0 +1,235 @@
+import Foundation
+import Testing
+
+@testable import APNs
+
+/// The client against the APNs simulator (issue 4: SwiftNIO HTTP/2 + NIOSSL + swift-crypto, a stack
+/// independent of nghttp2 and OpenSSL), in process, over TLS, with token and certificate auth.
+@Suite("Client against the APNs simulator", .timeLimit(.minutes(3)))
+struct SimulatorTests {
+    private func withSimulator<T>(
+        clientCA: Bool = false, configure: (inout SimulatorConfiguration) -> Void = { _ in },
+        _ body: (Simulator, TestPKI) async throws -> T
+    ) async throws -> T {
+        let pki = try TestPKI()
+        let caPEM = clientCA ? String(decoding: try pki.bytes(pki.caCertificate), as: UTF8.self) : nil
+        let simulator = try await Simulator.startForTests(pki: pki, clientCAPEM: caPEM, configure: configure)
+        do {
+            let result = try await body(simulator, pki)
+            try await simulator.shutdown()
+            return result
+        } catch {
+            try? await simulator.shutdown()
+            throw error
+        }
+    }
+
+    private func configuration(_ simulator: Simulator, _ pki: TestPKI, connections: Int = 2) -> APNsClientConfiguration {
+        ClientFixtures.configuration(port: simulator.port, pki: pki, host: "127.0.0.1", connections: connections)
+    }
+
+    @Test("token auth: 200 with apns-id echoed and apns-unique-id (development)")
+    func delivered() async throws {
+        try await withSimulator { simulator, pki in
+            try await withClient(configuration(simulator, pki), credential: ClientFixtures.tokenCredential(pki)) { client in
+                let notification = try ClientFixtures.notification(token: "aabbccdd00112233")
+                let response = try await client.send(notification)
+                #expect(response.status == 200)
+                #expect(response.apnsID == notification.apnsID?.uuidString)
+                #expect(response.apnsUniqueID != nil)
+                #expect(APNsOutcome.classify(response) == .delivered)
+            }
+            #expect(simulator.observation.records.count == 1)
+        }
+    }
+
+    @Test("every scripted APNs reason classifies into its outcome-table row")
+    func outcomeTable() async throws {
+        try await withSimulator { simulator, pki in
+            let rows = FaultServerTests.rows.filter { SimulatorReason.named($0.reason) != nil }
+            for (index, row) in rows.enumerated() {
+                simulator.faults.script(deviceToken: String(format: "%04x", index) + "aabb", [SimulatorReason.named(row.reason)!])
+            }
+            simulator.devices.unregister("dead0000", at: 1_700_000_000)
+            try await withClient(configuration(simulator, pki), credential: ClientFixtures.tokenCredential(pki)) { client in
+                let first = try await client.send(try ClientFixtures.notification(token: "aabb0000"))
+                #expect(first.status == 200)
+                for (index, row) in rows.enumerated() {
+                    let response = try await client.send(
+                        try ClientFixtures.notification(token: String(format: "%04x", index) + "aabb"))
+                    #expect(response.status == row.status, "\(row.reason)")
+                    #expect(response.reason?.rawValue == row.reason)
+                    if row.status != 410 {
+                        #expect(APNsOutcome.classify(response) == row.outcome, "\(row.reason)")
+                    }
+                }
+                let gone = try await client.send(try ClientFixtures.notification(token: "dead0000"))
+                #expect(gone.status == 410)
+                #expect(gone.reason == .unregistered)
+                #expect(gone.timestampMilliseconds != nil)
+                #expect(APNsOutcome.classify(gone) == .unregistered(timestampMilliseconds: gone.timestampMilliseconds))
+            }
+        }
+    }
+
+    @Test("a key the simulator does not trust: 403 InvalidProviderToken, credentialsBroken")
+    func untrustedKey() async throws {
+        try await withSimulator { simulator, pki in
+            // Same team and key ids, another key: the signature does not verify.
+            let other = try TestPKI()
+            let credential = try ClientFixtures.tokenCredential(other)
+            try await withClient(configuration(simulator, pki), credential: credential) { client in
+                let response = try await client.send(try ClientFixtures.notification(token: "aabbccdd"))
+                #expect(response.status == 403)
+                #expect(response.reason == .invalidProviderToken)
+                #expect(APNsOutcome.classify(response) == .credentialsBroken("InvalidProviderToken"))
+            }
+        }
+    }
+
+    @Test("token refresh over the wire, on manual clocks: a new token at 50 minutes, never TooManyProviderTokenUpdates")
+    func tokenRefreshTiming() async throws {
+        let epoch = 1_800_000_000.0
+        let simulatorClock = SimulatorManualClock(epoch)
+        let clientClock = ManualClock()
+        try await withSimulator(configure: { $0.clock = simulatorClock }) { simulator, pki in
+            let authenticator = try APNsTokenAuthenticator(
+                teamID: "TEAM123456", keyID: "KEY1234567", key: APNsSigningKey(file: pki.tokenKey), clock: clientClock,
+                epochNow: epoch)
+            func advance(minutes: Int) {
+                clientClock.advance(by: .seconds(minutes * 60))
+                simulatorClock.advance(by: Double(minutes * 60))
+            }
+            try await withClient(configuration(simulator, pki, connections: 2), credential: .token(authenticator)) { client in
+                var statuses: [Int] = []
+                for step in [0, 49, 1, 10, 45, 19, 1, 30] {
+                    advance(minutes: step)
+                    for _ in 0..<5 {
+                        statuses.append(try await client.send(try ClientFixtures.notification(token: "aabbccdd")).status)
+                    }
+                }
+                #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses)")
+            }
+            // Tokens at 0, 50 and 105 minutes, then 155: each used past 50 minutes is replaced, no sooner.
+            #expect(authenticator.tokensIssued == 4)
+            #expect(simulator.observation.count(status: 429) == 0)
+            #expect(simulator.observation.count(status: 403) == 0)
+        }
+    }
+
+    @Test("certificate auth accepted by the simulator's client CA")
+    func certificateAuth() async throws {
+        try await withSimulator(clientCA: true) { simulator, pki in
+            let identity = try APNsCertificateIdentity(certificateFile: pki.clientCertificate, keyFile: pki.clientKey)
+            try await withClient(configuration(simulator, pki), credential: .certificate(identity)) { client in
+                let response = try await client.send(try ClientFixtures.notification(token: "aabbccdd"))
+                #expect(response.status == 200, "\(response)")
+            }
+        }
+    }
+
+    @Test("wrong CA and wrong host name are refused by the client")
+    func tlsRefusals() async throws {
+        try await withSimulator { simulator, pki in
+            var wrongCA = configuration(simulator, pki)
+            wrongCA.tls = APNsTLSConfiguration(trust: .caFile(pki.otherCACertificate))
+            var wrongHost = configuration(simulator, pki)
+            wrongHost.tls.serverName = "api.push.apple.com"
+            for configuration in [wrongCA, wrongHost] {
+                try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+                    let error = await #expect(throws: APNsClientError.self) {
+                        try await client.send(try ClientFixtures.notification(token: "aabbccdd"))
+                    }
+                    #expect(error?.code == .serverCertificateRejected)
+                }
+            }
+            #expect(simulator.observation.records.isEmpty)
+        }
+    }
+
+    @Test("stream limit 1 until the first success, then 1000; and a limit dropped to 1 mid-connection")
+    func streamLimits() async throws {
+        try await withSimulator { simulator, pki in
+            var configuration = configuration(simulator, pki, connections: 1)
+            configuration.maximumWaitingRequests = 2000
+            simulator.faults.latency = .fixed(.milliseconds(5))
+            try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+                let before = try await sendMany(client, count: 500, token: "aabbccdd")
+                #expect(before == ["200": 500])
+                simulator.setMaxConcurrentStreams(1)
+                let limited = try await sendMany(client, count: 100, token: "aabbccdd")
+                #expect(limited == ["200": 100])
+                simulator.setMaxConcurrentStreams(1000)
+                let after = try await sendMany(client, count: 500, token: "aabbccdd")
+                #expect(after == ["200": 500])
+            }
+            #expect(simulator.observation.count(status: 200) == 1100)
+        }
+    }
+
+    @Test("GOAWAY after N requests: unprocessed streams come back not sent; others delivered")
+    func goAway() async throws {
+        try await withSimulator { simulator, pki in
+            var faults = simulator.faults.connection
+            faults.goAwayAfter = 10
+            simulator.faults.connection = faults
+            simulator.faults.latency = .fixed(.milliseconds(20))
+            try await withClient(configuration(simulator, pki, connections: 1), credential: ClientFixtures.tokenCredential(pki)) {
+                client in
+                let results = try await sendManyDetailed(client, count: 100, token: "aabbccdd")
+                #expect(results.count == 100)
+                let errors = results.compactMap(\.error)
+                #expect(errors.allSatisfy { $0.code == .goAway && !$0.mayHaveReachedAPNs }, "\(errors)")
+                #expect(results.filter { $0.status == 200 }.count + errors.count == 100)
+            }
+            #expect(simulator.observation.goAways >= 1)
+        }
+    }
+
+    @Test("abrupt close: requests in flight fail once as possibly sent; the pool reconnects")
+    func abruptClose() async throws {
+        try await withSimulator { simulator, pki in
+            try await withClient(configuration(simulator, pki, connections: 1), credential: ClientFixtures.tokenCredential(pki)) {
+                client in
+                let first = try await client.send(try ClientFixtures.notification(token: "aabbccdd"))
+                #expect(first.status == 200)
+                simulator.faults.latency = .fixed(.milliseconds(300))
+                let pending = Task { try await sendManyDetailed(client, count: 10, token: "aabbccdd") }
+                try await Task.sleep(for: .milliseconds(100))
+                simulator.closeAllConnections()
+                let results = try await pending.value
+                #expect(results.count == 10)
+                #expect(results.compactMap(\.error).allSatisfy { $0.code == .connectionLost && $0.mayHaveReachedAPNs })
+                simulator.faults.latency = .none
+                var status = 0
+                for _ in 0..<50 where status != 200 {
+                    status = (try? await client.send(try ClientFixtures.notification(token: "aabbccdd")).status) ?? 0
+                    if status != 200 { try await Task.sleep(for: .milliseconds(50)) }
+                }
+                #expect(status == 200)
+            }
+        }
+    }
+
+    @Test("20,000 notifications, 4 connections, 5% 503 and 5% 429: exactly one answer each")
+    func faultRun() async throws {
+        try await withSimulator { simulator, pki in
+            simulator.faults.setRate(.serviceUnavailable, 0.05)
+            simulator.faults.setRate(.tooManyRequests, 0.05)
+            var configuration = configuration(simulator, pki, connections: 4)
+            configuration.maximumWaitingRequests = 20_000
+            configuration.requestTimeout = .seconds(60)
+            let start = ContinuousClock.now
+            let statuses = try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+                try await sendMany(client, count: 20_000, token: "aabbccdd", concurrency: 400)
+            }
+            #expect(statuses.values.reduce(0, +) == 20_000)
+            #expect(Set(statuses.keys) == ["200", "429", "503"], "\(statuses)")
+            #expect((800...1200).contains(statuses["503"] ?? 0))
+            #expect((800...1200).contains(statuses["429"] ?? 0))
+            let answered = simulator.observation.counters.values.reduce(0, +)
+            #expect(answered == 20_000, "the simulator answered each exactly once")
+            print("simulator fault run: \(statuses) in \(ContinuousClock.now - start)")
+        }
+    }
+}
