@@ -18,7 +18,8 @@ enum FormatCheck {
         return day <= lengths[month - 1]
     }
 
-    /// RFC 3339 full-time: partial-time plus a mandatory offset (`Z` or `±hh:mm`).
+    /// RFC 3339 full-time: partial-time plus a mandatory offset (`Z` or `±hh:mm`). A leap second
+    /// (`:60`) is valid only at 23:59 UTC, once the offset is applied.
     static func time(_ b: ArraySlice<UInt8>) -> Bool {
         guard b.count >= 9 else { return false }
         let s = b.startIndex
@@ -35,11 +36,20 @@ enum FormatCheck {
         }
         guard i < b.endIndex else { return false }
         let offset = b[i...]
-        if offset.count == 1 { return offset.first == UInt8(ascii: "Z") || offset.first == UInt8(ascii: "z") }
-        guard offset.count == 6, offset.first == UInt8(ascii: "+") || offset.first == UInt8(ascii: "-"),
-            offset[i + 3] == UInt8(ascii: ":"),
-            let oh = digits(offset[i + 1..<i + 3], 2), let om = digits(offset[i + 4..<i + 6], 2), oh <= 23, om <= 59
-        else { return false }
+        var offsetMinutes = 0
+        if offset.count == 1 {
+            guard offset.first == UInt8(ascii: "Z") || offset.first == UInt8(ascii: "z") else { return false }
+        } else {
+            guard offset.count == 6, offset.first == UInt8(ascii: "+") || offset.first == UInt8(ascii: "-"),
+                offset[i + 3] == UInt8(ascii: ":"),
+                let oh = digits(offset[i + 1..<i + 3], 2), let om = digits(offset[i + 4..<i + 6], 2), oh <= 23, om <= 59
+            else { return false }
+            offsetMinutes = (oh * 60 + om) * (offset.first == UInt8(ascii: "-") ? -1 : 1)
+        }
+        if sec == 60 {
+            let utc = ((h * 60 + m - offsetMinutes) % 1440 + 1440) % 1440
+            return utc == 23 * 60 + 59
+        }
         return true
     }
 
@@ -53,14 +63,18 @@ enum FormatCheck {
         guard let at = s.lastIndex(of: "@") else { return false }
         let local = s[..<at]
         let domain = s[s.index(after: at)...]
-        guard !local.isEmpty, !domain.isEmpty, !local.hasPrefix("."), !local.hasSuffix("."), !local.contains("..")
-        else { return false }
-        let localOK = local.unicodeScalars.allSatisfy { c in
-            (international && c.value >= 0x80) || c.properties.isASCIIHexDigit
-                || (c.isASCII
-                    && (("a"..."z").contains(c) || ("A"..."Z").contains(c) || ("0"..."9").contains(c)
-                        || "!#$%&'*+/=?^_`{|}~.-".unicodeScalars.contains(c)))
-        }
+        guard !local.isEmpty, !domain.isEmpty else { return false }
+        // A quoted local part ("joe bloggs"@example.com) may hold almost anything.
+        let quoted = local.count >= 2 && local.hasPrefix("\"") && local.hasSuffix("\"")
+        guard quoted || (!local.hasPrefix(".") && !local.hasSuffix(".") && !local.contains("..")) else { return false }
+        let localOK =
+            quoted
+            || local.unicodeScalars.allSatisfy { c in
+                (international && c.value >= 0x80) || c.properties.isASCIIHexDigit
+                    || (c.isASCII
+                        && (("a"..."z").contains(c) || ("A"..."Z").contains(c) || ("0"..."9").contains(c)
+                            || "!#$%&'*+/=?^_`{|}~.-".unicodeScalars.contains(c)))
+            }
         if !localOK { return false }
         if domain.hasPrefix("[") && domain.hasSuffix("]") {
             let literal = domain.dropFirst().dropLast()

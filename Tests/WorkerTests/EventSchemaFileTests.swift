@@ -15,7 +15,7 @@ struct EventSchemaFileTests {
         for name in ["notification-event", "result-event"] {
             let file = try load("\(name).schema.json")
             let embedded = try JSONParser.parse(
-                name == "result-event" ? EventSchemasText.result : EventSchemasText.notification)
+                name == "result-event" ? EventSchemas.resultEventText : EventSchemas.notificationEventText)
             #expect(file == embedded, "\(name): the embedded copy differs from schemas/\(name).schema.json")
         }
     }

@@ -1,6 +1,7 @@
 import JSONSchema
 
-/// The event schemas of schemas/, embedded and compiled once per process.
+/// The event schemas of schemas/, embedded (their text: `notificationEventText`, `resultEventText`)
+/// and compiled once per process.
 public enum EventSchemas {
     /// `notification-event.schema.json`, compiled. Its validity is a build property (tested), so a
     /// failure here is a defect, not an input error.
