@@ -9,6 +9,11 @@ public struct APNsDeviceToken: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses a hex string; rejects empty, odd-length and non-hex input.
     public init(_ string: some StringProtocol) throws(APNsNotificationError) {
+        try self.init(String(string))
+    }
+
+    /// The hot path (every consumed event): a concrete `String`, so no generic dispatch per byte.
+    public init(_ string: String) throws(APNsNotificationError) {
         let utf8 = string.utf8
         guard !utf8.isEmpty else {
             throw APNsNotificationError(.badDeviceToken, field: .deviceToken, "device token is empty")

@@ -11,6 +11,11 @@ public struct APNsNotificationID: Sendable, Hashable, CustomStringConvertible {
     /// Parses a canonical UUID in either case and keeps its lowercase form; rejects anything else
     /// (braces, missing hyphens, wrong group lengths), as APNs would with `BadMessageId`.
     public init(_ string: some StringProtocol) throws(APNsNotificationError) {
+        try self.init(String(string))
+    }
+
+    /// The hot path (every consumed event): a concrete `String`, so no generic dispatch per byte.
+    public init(_ string: String) throws(APNsNotificationError) {
         guard let canonical = Self.canonicalize(string) else {
             throw APNsNotificationError(
                 .badMessageID, field: .apnsID,
@@ -36,7 +41,7 @@ public struct APNsNotificationID: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { uuidString }
 
-    private static func canonicalize(_ string: some StringProtocol) -> String? {
+    private static func canonicalize(_ string: String) -> String? {
         let utf8 = string.utf8
         guard utf8.count == 36 else { return nil }
         var out = [UInt8]()
