@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         // The APNs simulator's stack (issue 4): HTTP/2 + TLS + ECDSA independent of the client's
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
@@ -77,6 +78,7 @@ let package = Package(
             dependencies: [
                 "Kafka", "APNs", "JSONSchema",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],

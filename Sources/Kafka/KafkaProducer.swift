@@ -56,15 +56,22 @@ public final class KafkaProducer: Sendable {
 
     /// Sends a record and returns once Kafka has stored it.
     public func send(_ message: KafkaProducerMessage) async throws -> KafkaDeliveryReport {
-        try await withCheckedThrowingContinuation { continuation in
-            // The enqueue itself may wait for room, so it runs in a task of its own.
-            Task {
+        var deadline: ContinuousClock.Instant?  // read the clock only once the queue is full
+        while true {
+            let report: KafkaDeliveryReport? = try await withCheckedThrowingContinuation { continuation in
                 do throws(KafkaError) {
-                    try await send(message) { continuation.resume(with: $0) }
+                    try enqueue(message) { continuation.resume(with: $0.map(Optional.some)) }
+                } catch where error.code == .queueFull {
+                    continuation.resume(returning: nil)
                 } catch {
                     continuation.resume(throwing: error)
                 }
             }
+            if let report { return report }
+            let limit = deadline ?? ContinuousClock.now + deliveryTimeout
+            deadline = limit
+            guard ContinuousClock.now < limit else { throw KafkaError(code: .queueFull, message: "local queue full") }
+            try? await Task.sleep(for: .milliseconds(1))
         }
     }
 

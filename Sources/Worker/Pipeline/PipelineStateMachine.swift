@@ -72,6 +72,19 @@ struct PipelineStateMachine {
         return action
     }
 
+    /// An event was abandoned (cancelled at shutdown): it no longer runs, but its offset stays in
+    /// flight, so nothing at or after it in its partition is committed and it is read again.
+    mutating func abandon(_ partition: KafkaTopicPartition, offset: Int64) -> FinishAction {
+        running -= 1
+        var action = FinishAction()
+        var waiting: [(partitions: Set<KafkaTopicPartition>?, waiter: Waiter)] = []
+        for entry in drainWaiters {
+            if entry.partitions == nil && running == 0 { action.drained.append(entry.waiter) } else { waiting.append(entry) }
+        }
+        drainWaiters = waiting
+        return action
+    }
+
     // MARK: revocation and shutdown
 
     /// Waits until no event of these partitions (all events, for `nil`) is in flight. Returns false

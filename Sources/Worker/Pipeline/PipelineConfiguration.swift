@@ -1,0 +1,22 @@
+/// What the pipeline needs to know beyond Kafka's and APNs' own settings.
+public struct PipelineConfiguration: Sendable {
+    public var inputTopics: [String]
+    /// One result event per input event goes here, keyed by event id.
+    public var resultsTopic: String
+    public var deadLetterTopic: String
+    /// Events between "read" and "result acknowledged"; input pauses at this bound, resumes at half.
+    public var maxInFlight = 2000
+    /// Offsets are committed this often (and at every revocation, shutdown included).
+    public var commitInterval: Duration = .seconds(1)
+    /// How long a revoked partition's in-flight events may take before the partition is let go.
+    public var revocationTimeout: Duration = .seconds(30)
+    /// How long shutdown waits for in-flight events.
+    public var shutdownTimeout: Duration = .seconds(30)
+    public var retryPolicy = RetryPolicy()
+
+    public init(inputTopics: [String], resultsTopic: String, deadLetterTopic: String) {
+        self.inputTopics = inputTopics
+        self.resultsTopic = resultsTopic
+        self.deadLetterTopic = deadLetterTopic
+    }
+}

@@ -1,0 +1,284 @@
+import APNs
+import Foundation
+import Kafka
+import Logging
+import NIOConcurrencyHelpers
+import ServiceLifecycle
+
+/// The worker: consume → decode + validate → send → classify → retry → publish one result per
+/// event (and a dead letter where the outcome table says so) → commit the done prefix.
+///
+/// At-least-once: an offset is committed only after the results of it and of everything before it
+/// in its partition are acknowledged by Kafka. On SIGTERM (graceful shutdown) it stops reading,
+/// lets in-flight events finish (bounded), commits, and leaves the group; a revocation does the same
+/// for the partitions it takes away.
+public final class WorkerPipeline: Service, Sendable {
+    public let configuration: PipelineConfiguration
+    private let consumerConfiguration: KafkaConsumerConfiguration
+    private let producerConfiguration: KafkaProducerConfiguration
+    private let processor: EventProcessor
+    private let sender: any NotificationSending
+    private let observer: any PipelineObserver
+    private let logger: Logger
+    let state: NIOLockedValueBox<PipelineStateMachine>
+    private let stopping = NIOLockedValueBox(false)
+    private let consumerBox = NIOLockedValueBox<KafkaConsumer?>(nil)
+
+    public init(
+        configuration: PipelineConfiguration, consumer: KafkaConsumerConfiguration, producer: KafkaProducerConfiguration,
+        sender: any NotificationSending, decoder: NotificationEventDecoder = .standard,
+        observer: any PipelineObserver = NoPipelineObserver(), logger: Logger = Logger(label: "apns-worker")
+    ) {
+        self.configuration = configuration
+        self.consumerConfiguration = consumer
+        self.producerConfiguration = producer
+        self.sender = sender
+        self.observer = observer
+        self.logger = logger
+        self.processor = EventProcessor(
+            decoder: decoder, sender: sender, retryPolicy: configuration.retryPolicy, observer: observer, logger: logger)
+        self.state = NIOLockedValueBox(PipelineStateMachine(maxInFlight: configuration.maxInFlight))
+    }
+
+    /// Events consumed and not yet done.
+    public var inFlight: Int { state.withLockedValue { $0.running } }
+
+    public func run() async throws {
+        let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
+        let (commitRequests, commitQueue) = AsyncStream<CommitRequest>.makeStream()
+        let rebalance = RebalanceBridge(pipeline: self, commits: commitQueue)
+        let observer = self.observer
+        let consumer = try KafkaConsumer(
+            configuration: consumerConfiguration, rebalanceHandler: rebalance,
+            statisticsHandler: { observer.lag($0) }, logger: logger)
+        consumerBox.withLockedValue { $0 = consumer }
+        try consumer.subscribe(topics: configuration.inputTopics)
+        logger.info("consuming \(configuration.inputTopics.joined(separator: ", ")) as group \(consumerConfiguration.groupID)")
+
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.commitLoop(commitRequests, consumer: consumer) }
+                group.addTask { await self.ticker(commitQueue) }
+                await readLoop(consumer, producer: producer, group: &group)
+                // The sequence ended: the consumer was closed (shutdown) or failed. Let what runs finish.
+                await waitForDrain(of: nil, timeout: configuration.shutdownTimeout)
+                commitQueue.finish()
+                group.cancelAll()
+            }
+        } onGracefulShutdown: {
+            self.beginShutdown()
+        }
+        await consumer.close()  // no-op after a graceful shutdown; leaves the group after a failure
+        do {
+            try await producer.flush(timeout: .seconds(10))
+        } catch {
+            logger.error("results not acknowledged at shutdown: \(error)")
+        }
+        await producer.close()
+        await sender.shutdown()
+        logger.info("stopped")
+    }
+
+    /// Stops reading and leaves the group; the revocation inside `close()` drains and commits.
+    public func beginShutdown() {
+        guard !stopping.withLockedValue({ let was = $0; $0 = true; return was }) else { return }
+        logger.info("shutting down: draining \(inFlight) in-flight events")
+        if let consumer = consumerBox.withLockedValue({ $0 }) {
+            Task { await consumer.close() }
+        }
+    }
+
+    var isStopping: Bool { stopping.withLockedValue { $0 } }
+
+    // MARK: reading
+
+    private func readLoop(
+        _ consumer: KafkaConsumer, producer: KafkaProducer, group: inout DiscardingTaskGroup
+    ) async {
+        do {
+            for try await record in consumer.messages {
+                if isStopping { continue }  // revoked and uncommitted: read again by the next owner
+                observer.consumed(topic: record.topic)
+                await waitWhilePaused()
+                let running = state.withLockedValue { state in
+                    if state.admit(record.topicPartition, offset: record.offset) {
+                        consumer.pause(Array(consumer.assignment))
+                        observer.pausedChanged(true)
+                    }
+                    return state.running
+                }
+                observer.inFlightChanged(running)
+                group.addTask { await self.handle(record, producer: producer, consumer: consumer) }
+            }
+        } catch {
+            logger.critical("the consumer failed: \(error); stopping")
+            beginShutdown()
+        }
+    }
+
+    private func waitWhilePaused() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            if state.withLockedValue({ $0.mayRead(continuation) }) { continuation.resume() }
+        }
+    }
+
+    // MARK: one event
+
+    private func handle(_ record: KafkaConsumerMessage, producer: KafkaProducer, consumer: KafkaConsumer) async {
+        let clock = ContinuousClock()
+        let started = clock.now
+        guard let result = await processor.process(record) else {
+            finish(record, consumer: consumer, completed: false)
+            return
+        }
+        let completedAt = Date()
+        var published = true
+        if let reason = result.deadLetter {
+            let deadLetter = DeadLetterRecord.message(
+                for: record, result: result, reason: reason, consumerGroup: consumerConfiguration.groupID,
+                topic: configuration.deadLetterTopic, now: completedAt)
+            published = await publish(deadLetter, producer)
+        }
+        if published {
+            let message = ResultEvent.message(
+                for: result, source: record, latency: clock.now - started, completedAt: completedAt,
+                topic: configuration.resultsTopic)
+            published = await publish(message, producer)
+        }
+        finish(record, consumer: consumer, completed: published)
+        guard published else { return }
+        if let reason = result.deadLetter { observer.deadLettered(reason) }
+        observer.completed(result.outcome, duration: clock.now - started)
+    }
+
+    /// Publishes until Kafka acknowledges (librdkafka retries within its delivery timeout; past that,
+    /// this retries too): a result is never dropped. `false` only when cancelled.
+    private func publish(_ message: KafkaProducerMessage, _ producer: KafkaProducer) async -> Bool {
+        var backoff: Duration = .milliseconds(100)
+        var failed = false
+        while !Task.isCancelled {
+            do {
+                _ = try await producer.send(message)
+                if failed { observer.producerRecovered() }
+                return true
+            } catch {
+                failed = true
+                observer.producerFailing(error)
+                logger.error("publishing to \(message.topic) failed: \(error); retrying in \(backoff)")
+                guard (try? await Task.sleep(for: backoff)) != nil else { return false }
+                backoff = min(backoff * 2, .seconds(30))
+            }
+        }
+        return false
+    }
+
+    /// The event is done (`completed`) or abandoned (cancelled: it stays uncommitted).
+    private func finish(_ record: KafkaConsumerMessage, consumer: KafkaConsumer, completed: Bool) {
+        let (action, running) = state.withLockedValue { state in
+            let action = completed
+                ? state.finish(record.topicPartition, offset: record.offset)
+                : state.abandon(record.topicPartition, offset: record.offset)
+            if action.resumeConsumer { consumer.resume(Array(consumer.assignment)) }
+            return (action, state.running)
+        }
+        if action.resumeConsumer { observer.pausedChanged(false) }
+        observer.inFlightChanged(running)
+        action.resume?.resume()
+        for waiter in action.drained { waiter.resume() }
+    }
+
+    // MARK: drains and commits
+
+    /// Waits until no event of these partitions (of any, for `nil`) is in flight, or the timeout.
+    func waitForDrain(of partitions: Set<KafkaTopicPartition>?, timeout: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    if self.state.withLockedValue({ $0.waitForDrain(of: partitions, continuation) }) { continuation.resume() }
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                let waiters = self.state.withLockedValue { $0.cancelDrainWait { $0 == partitions } }
+                if !waiters.isEmpty {
+                    self.logger.warning("\(waiters.count) drain wait(s) timed out after \(timeout); events still in flight will be read again")
+                }
+                for waiter in waiters { waiter.resume() }
+            }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func ticker(_ commits: AsyncStream<CommitRequest>.Continuation) async {
+        while !Task.isCancelled {
+            guard (try? await Task.sleep(for: configuration.commitInterval)) != nil else { return }
+            commits.yield(.periodic)
+            observer.heartbeat()
+        }
+    }
+
+    /// The only place offsets are committed: requests are served one at a time, so a commit
+    /// computed earlier can never land after (and undo) a later one.
+    private func commitLoop(_ requests: AsyncStream<CommitRequest>, consumer: KafkaConsumer) async {
+        for await request in requests {
+            let selection: Set<KafkaTopicPartition>?
+            switch request {
+            case .periodic: selection = nil
+            case .partitions(let partitions, _): selection = partitions
+            }
+            let offsets = state.withLockedValue { $0.tracker.commitCandidates(in: selection) }
+            if !offsets.isEmpty {
+                do {
+                    try await consumer.commit(offsets)
+                    state.withLockedValue { $0.markCommitted(offsets) }
+                    observer.committed(ok: true)
+                } catch {
+                    observer.committed(ok: false)
+                    logger.warning("commit failed: \(error)")
+                }
+            }
+            if case .partitions(_, let done) = request { done.resume() }
+        }
+    }
+
+    fileprivate func revoked(_ partitions: [KafkaTopicPartition], lost: Bool, commits: AsyncStream<CommitRequest>.Continuation) async {
+        observer.partitionsRevoked(partitions)
+        let selection = Set(partitions)
+        await waitForDrain(of: selection, timeout: isStopping ? configuration.shutdownTimeout : configuration.revocationTimeout)
+        if !lost {
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                if case .terminated = commits.yield(.partitions(selection, done)) { done.resume() }
+            }
+        }
+        state.withLockedValue { $0.forget(partitions) }
+    }
+
+    fileprivate func assigned(_ partitions: [KafkaTopicPartition]) {
+        observer.consumerJoined()
+        // Paused for backpressure: new partitions wait too.
+        state.withLockedValue { state in
+            if state.paused, let consumer = consumerBox.withLockedValue({ $0 }) { consumer.pause(partitions) }
+        }
+    }
+}
+
+enum CommitRequest: Sendable {
+    case periodic
+    /// Commit these partitions now and say when done (a revocation).
+    case partitions(Set<KafkaTopicPartition>, CheckedContinuation<Void, Never>)
+}
+
+/// The consumer's rebalance callbacks, into the pipeline.
+private struct RebalanceBridge: KafkaRebalanceHandler {
+    let pipeline: WorkerPipeline
+    let commits: AsyncStream<CommitRequest>.Continuation
+
+    func partitionsAssigned(_ partitions: [KafkaTopicPartition]) async {
+        pipeline.assigned(partitions)
+    }
+
+    func partitionsRevoked(_ partitions: [KafkaTopicPartition], lost: Bool) async {
+        await pipeline.revoked(partitions, lost: lost, commits: commits)
+    }
+}
