@@ -132,6 +132,11 @@ struct ConfigurationErrorTests {
         #expect(ConfigSecrets.isSecret(key: "kafka.ssl.key.password"))
         #expect(ConfigSecrets.isSecret(key: "kafka.sasl.oauthbearer.client.secret"))
         #expect(!ConfigSecrets.isSecret(key: "kafka.sasl.username"))
+        let configuration = try WorkerConfiguration.parse(
+            ConfigurationFixtures.fullYAML, environment: ["APNS_WORKER_KAFKA_SSL_KEY_PASSWORD": "pem-pass-123"])
+        #expect(!"\(configuration)".contains("hunter2"))
+        #expect(!"\(configuration)".contains("pem-pass-123"))
+        #expect("\(configuration)".contains("sasl.password=<redacted>"))
         #expect(ConfigSecrets.redacted(["sasl.password": "x", "a": "b"]) == ["sasl.password": "<redacted>", "a": "b"])
     }
 }

@@ -8,6 +8,9 @@ import ServiceLifecycle
 /// The operations endpoint (`/metrics`, `/health/live`, `/health/ready`) as a `Service`: it binds
 /// when run, serves until graceful shutdown (or cancellation), then closes its listening socket.
 /// Requests in progress finish; the pipeline's own shutdown is what the process waits for.
+///
+/// Put it first in the `ServiceGroup`: services shut down in reverse order, so `/metrics` and
+/// `/health/live` keep answering while the pipeline drains.
 public struct OperationsServer: Service {
     public let host: String
     public let port: Int
