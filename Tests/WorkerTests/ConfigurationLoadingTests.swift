@@ -145,3 +145,38 @@ struct ConfigurationJSONTests {
         #expect(configuration.http.port == 9000)
     }
 }
+
+@Suite("Configuration documentation")
+struct ConfigurationDocumentationTests {
+    /// docs/configuration.md, found from this file's path.
+    private var documentation: String {
+        get throws {
+            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent()
+            return try String(contentsOf: root.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        }
+    }
+
+    private func block(_ language: String) throws -> String {
+        let text = try documentation
+        let start = try #require(text.range(of: "```\(language)\n"))
+        let end = try #require(text.range(of: "```", range: start.upperBound..<text.endIndex))
+        return String(text[start.upperBound..<end.lowerBound])
+    }
+
+    @Test("the documented examples load")
+    func examples() throws {
+        let yaml = try WorkerConfiguration.parse(block("yaml"), file: "configuration.md (yaml)")
+        #expect(yaml.apns.credentials.map(\.name) == ["app", "mdm"])
+        let json = try WorkerConfiguration.parse(block("json"), file: "configuration.md (json)")
+        #expect(json.consumer.topics == ["notifications"])
+    }
+
+    @Test("every key of the schema is documented")
+    func everyKeyDocumented() throws {
+        let text = try documentation
+        for (path, _) in ConfigSchema.worker.leaves() where path != ["kafka"] {
+            #expect(text.contains("`\(path.joined(separator: "."))`"), "undocumented: \(path.joined(separator: "."))")
+        }
+    }
+}
