@@ -84,7 +84,8 @@ struct ConfigurationEnvironmentTests {
             #expect(error.code == .invalidValue)
             #expect(error.keyPath == "delivery.retry.maxAttempts")
             #expect(error.environmentVariable == "APNS_WORKER_DELIVERY_RETRY_MAX_ATTEMPTS")
-            #expect(error.description.hasPrefix("APNS_WORKER_DELIVERY_RETRY_MAX_ATTEMPTS: delivery.retry.maxAttempts: "))
+            #expect(
+                error.description.hasPrefix("APNS_WORKER_DELIVERY_RETRY_MAX_ATTEMPTS: delivery.retry.maxAttempts: "))
         }
     }
 
@@ -106,8 +107,10 @@ struct ConfigurationEnvironmentTests {
             let name = "APNS_WORKER_" + path.map(ConfigSchema.upperSnake).joined(separator: "_")
             let resolved = try EnvironmentOverrides.resolve(name)
             #expect(resolved.path == path)
-            let value = samples[key] ?? (key.hasSuffix("Timeout") || key.hasSuffix("Interval") || key.hasSuffix("Backoff")
-                || key.hasSuffix("Duration") ? "1s" : "3")
+            let value =
+                samples[key]
+                ?? (key.hasSuffix("Timeout") || key.hasSuffix("Interval") || key.hasSuffix("Backoff")
+                    || key.hasSuffix("Duration") ? "1s" : "3")
             // Decoding would report an unknown key if the schema named one it does not read.
             _ = try load([name: value])
         }

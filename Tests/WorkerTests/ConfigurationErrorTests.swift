@@ -123,7 +123,8 @@ struct ConfigurationErrorTests {
     @Test("secret values never appear in errors")
     func secretsRedacted() throws {
         // A secret-looking key where a mapping was expected, and a bad value under a secret key.
-        let kafka = try failure(replacing("sasl.password: hunter2-very-secret", with: "sasl.password: [hunter2-very-secret]"))
+        let kafka = try failure(
+            replacing("sasl.password: hunter2-very-secret", with: "sasl.password: [hunter2-very-secret]"))
         #expect(kafka.keyPath == "kafka.sasl.password")
         #expect(!kafka.description.contains("hunter2"))
         let environment = try failure(

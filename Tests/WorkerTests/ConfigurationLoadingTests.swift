@@ -62,7 +62,8 @@ struct ConfigurationLoadingTests {
                     .init(
                         source: .pem(certificateFile: "/secrets/mdm.pem", privateKeyFile: "/secrets/mdm-key.pem"),
                         passwordEnvironmentVariable: "MDM_KEY_PASSWORD")))
-        #expect(configuration.apns.credentials[2].kind == .certificate(.init(source: .pkcs12(file: "/secrets/legacy.p12"))))
+        #expect(
+            configuration.apns.credentials[2].kind == .certificate(.init(source: .pkcs12(file: "/secrets/legacy.p12"))))
         #expect(configuration.delivery.maxInFlight == 500)
         #expect(configuration.delivery.commitInterval == .milliseconds(250))
         #expect(configuration.delivery.retry.maxAttempts == 5)
@@ -136,7 +137,8 @@ struct ConfigurationLoadingTests {
 struct ConfigurationJSONTests {
     @Test("tab-indented JSON loads")
     func tabs() throws {
-        let text = "{\n\t\"kafka\": {\"bootstrap.servers\": \"k:9092\"},\n\t\"consumer\": {\"topics\": [\"n\"]},\n"
+        let text =
+            "{\n\t\"kafka\": {\"bootstrap.servers\": \"k:9092\"},\n\t\"consumer\": {\"topics\": [\"n\"]},\n"
             + "\t\"topics\": {\"results\": \"r\", \"deadLetters\": \"d\"},\n"
             + "\t\"apns\": {\"credentials\": [{\"name\": \"a\", \"topics\": [\"t\"],\n"
             + "\t\t\"token\": {\"teamId\": \"T\", \"keyId\": \"K\", \"keyFile\": \"/k\"}}]},\n"

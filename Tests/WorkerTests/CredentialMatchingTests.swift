@@ -18,7 +18,8 @@ struct CredentialMatchingTests {
     @Test(
         "exact topics and .* prefixes, first match wins",
         arguments: [
-            ("com.example.app", "app"), ("com.example.app.voip", "app"), ("com.example.app.push-type.liveactivity", "app"),
+            ("com.example.app", "app"), ("com.example.app.voip", "app"),
+            ("com.example.app.push-type.liveactivity", "app"),
             ("com.apple.mgmt.External.1234-abcd", "mdm"), ("com.other", "catch-voip"),
         ])
     func matches(topic: String, credential: String) {
@@ -27,7 +28,9 @@ struct CredentialMatchingTests {
 
     @Test(
         "no match",
-        arguments: ["com.example", "com.example.application", "com.apple.mgmt.External", "com.example.app.", "", "com.other.x"])
+        arguments: [
+            "com.example", "com.example.application", "com.apple.mgmt.External", "com.example.app.", "", "com.other.x",
+        ])
     func noMatch(topic: String) {
         #expect(settings.credential(forTopic: topic) == nil)
     }

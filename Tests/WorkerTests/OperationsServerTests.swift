@@ -8,7 +8,7 @@ import Testing
 @testable import Worker
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 @Suite("Operations endpoint over HTTP", .timeLimit(.minutes(1)))
@@ -46,7 +46,8 @@ struct OperationsServerTests {
         request.httpMethod = method
         let (data, response) = try await URLSession.shared.data(for: request)
         let http = try #require(response as? HTTPURLResponse)
-        return Answer(status: http.statusCode, body: String(decoding: data, as: UTF8.self), headers: http.allHeaderFields)
+        return Answer(
+            status: http.statusCode, body: String(decoding: data, as: UTF8.self), headers: http.allHeaderFields)
     }
 
     private func json(_ body: String) throws -> [String: Any] {
@@ -111,7 +112,9 @@ struct OperationsServerTests {
             health.markProducerFatal("Fatal \"idempotence\" error")
             let fatal = try await request(port, "/health/ready")
             #expect(fatal.status == 503)
-            #expect((try json(fatal.body)["checks"] as? [String: String])?["kafka"] == "producer fatal: Fatal \"idempotence\" error")
+            #expect(
+                (try json(fatal.body)["checks"] as? [String: String])?["kafka"]
+                    == "producer fatal: Fatal \"idempotence\" error")
         }
     }
 

@@ -54,6 +54,12 @@ public struct CredentialSettings: Sendable, Hashable {
         case certificate(CertificateCredentialSettings)
     }
 
+    /// An exact topic (no `*`), or a non-empty prefix followed by `.*` and no other `*`.
+    static func isValidPattern(_ pattern: String) -> Bool {
+        guard pattern.contains("*") else { return true }
+        return pattern.hasSuffix(".*") && pattern.count > 2 && !pattern.dropLast(2).contains("*")
+    }
+
     public func matches(topic: String) -> Bool {
         topics.contains { pattern in
             if pattern.hasSuffix(".*") {

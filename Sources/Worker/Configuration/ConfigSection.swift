@@ -67,7 +67,9 @@ struct ConfigSection {
     mutating func int(_ key: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
         guard let text = try scalar(key) else { return nil }
         guard let value = Int(text.replacingOccurrences(of: "_", with: "")), range.contains(value) else {
-            let bound = range.upperBound == Int.max ? "≥ \(range.lowerBound)" : "from \(range.lowerBound) to \(range.upperBound)"
+            let bound =
+                range.upperBound == Int.max
+                ? "≥ \(range.lowerBound)" : "from \(range.lowerBound) to \(range.upperBound)"
             throw error(key, node(key), "expected an integer \(bound), found \(shown(key, text))")
         }
         return value

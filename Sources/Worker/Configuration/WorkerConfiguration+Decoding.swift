@@ -116,15 +116,16 @@ extension WorkerConfiguration {
         return result
     }
 
-    private static func decodeCredential(_ section: inout ConfigSection) throws(ConfigurationError) -> CredentialSettings {
+    private static func decodeCredential(_ section: inout ConfigSection) throws(ConfigurationError)
+        -> CredentialSettings
+    {
         let name = try section.required("name", section.string("name"))
         let topics = try section.required("topics", section.stringList("topics"))
         if topics.isEmpty { throw section.error("topics", section.node("topics"), "expected at least one topic") }
-        for pattern in topics where pattern.contains("*") && !(pattern.hasSuffix(".*") && pattern.count > 2
-            && pattern.dropLast(2).contains("*") == false)
-        {
+        for pattern in topics where !CredentialSettings.isValidPattern(pattern) {
             throw section.error(
-                "topics", section.node("topics"), "\"\(pattern)\": expected an exact topic or a prefix ending in \".*\"")
+                "topics", section.node("topics"), "\"\(pattern)\": expected an exact topic or a prefix ending in \".*\""
+            )
         }
         let token = try section.section("token")
         let certificate = try section.section("certificate")
@@ -135,7 +136,8 @@ extension WorkerConfiguration {
         case (nil, var certificate?):
             kind = .certificate(try decodeCertificate(&certificate))
         case (.some, .some):
-            throw section.error("certificate", section.node("certificate"), "expected either token or certificate, not both")
+            throw section.error(
+                "certificate", section.node("certificate"), "expected either token or certificate, not both")
         case (nil, nil):
             throw section.error("token", nil, "expected a token or a certificate section", code: .missingKey)
         }
@@ -143,14 +145,17 @@ extension WorkerConfiguration {
         return CredentialSettings(name: name, topics: topics, kind: kind)
     }
 
-    private static func decodeToken(_ section: inout ConfigSection) throws(ConfigurationError) -> TokenCredentialSettings {
+    private static func decodeToken(_ section: inout ConfigSection) throws(ConfigurationError)
+        -> TokenCredentialSettings
+    {
         let teamID = try section.required("teamId", section.string("teamId"))
         let keyID = try section.required("keyId", section.string("keyId"))
         let key: TokenCredentialSettings.KeySource
         switch (try section.string("keyFile"), try section.string("keyEnv")) {
         case (let file?, nil): key = .file(file)
         case (nil, let variable?): key = .environment(variable)
-        case (.some, .some): throw section.error("keyEnv", section.node("keyEnv"), "expected keyFile or keyEnv, not both")
+        case (.some, .some):
+            throw section.error("keyEnv", section.node("keyEnv"), "expected keyFile or keyEnv, not both")
         case (nil, nil): throw section.error("keyFile", nil, "expected keyFile or keyEnv", code: .missingKey)
         }
         try section.finish()
@@ -167,12 +172,16 @@ extension WorkerConfiguration {
         switch (certificateFile, privateKeyFile, p12File) {
         case (let certificate?, let key?, nil): source = .pem(certificateFile: certificate, privateKeyFile: key)
         case (nil, nil, let p12?): source = .pkcs12(file: p12)
-        case (_?, nil, nil): throw section.error("privateKeyFile", nil, "required with certificateFile", code: .missingKey)
-        case (nil, _?, nil): throw section.error("certificateFile", nil, "required with privateKeyFile", code: .missingKey)
+        case (_?, nil, nil):
+            throw section.error("privateKeyFile", nil, "required with certificateFile", code: .missingKey)
+        case (nil, _?, nil):
+            throw section.error("certificateFile", nil, "required with privateKeyFile", code: .missingKey)
         case (nil, nil, nil):
-            throw section.error("certificateFile", nil, "expected certificateFile + privateKeyFile, or p12File", code: .missingKey)
+            throw section.error(
+                "certificateFile", nil, "expected certificateFile + privateKeyFile, or p12File", code: .missingKey)
         default:
-            throw section.error("p12File", section.node("p12File"), "expected certificateFile + privateKeyFile, or p12File, not both")
+            throw section.error(
+                "p12File", section.node("p12File"), "expected certificateFile + privateKeyFile, or p12File, not both")
         }
         let password = try section.string("passwordEnv")
         try section.finish()

@@ -12,7 +12,8 @@ extension WorkerConfiguration {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw ConfigurationError(code: .unreadableFile, file: path, message: "cannot read the file (\(reason(error)))")
+            throw ConfigurationError(
+                code: .unreadableFile, file: path, message: "cannot read the file (\(reason(error)))")
         }
         return try parse(text, file: path, environment: environment)
     }
@@ -31,7 +32,8 @@ extension WorkerConfiguration {
 
     private static func reason(_ error: any Error) -> String {
         let nsError = error as NSError
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain
+        {
             return String(cString: strerror(Int32(underlying.code)))
         }
         return nsError.localizedDescription

@@ -43,7 +43,8 @@ public struct JSONLogHandler: LogHandler {
         case .stringConvertible(let convertible): JSONText.quoted(convertible.description)
         case .array(let values): "[" + values.map(json).joined(separator: ",") + "]"
         case .dictionary(let dictionary):
-            "{" + dictionary.sorted { $0.key < $1.key }.map { "\(JSONText.quoted($0.key)):\(json($0.value))" }
+            "{"
+                + dictionary.sorted { $0.key < $1.key }.map { "\(JSONText.quoted($0.key)):\(json($0.value))" }
                 .joined(separator: ",") + "}"
         }
     }

@@ -18,16 +18,19 @@ struct OperationsRouter: Sendable {
     static let jsonContentType = "application/json"
 
     func respond(method: HTTPMethod, uri: String) -> Response {
-        let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
+        let path =
+            uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
         let route: (() -> Response)?
         switch path {
-        case "/metrics": route = { Response(status: .ok, contentType: Self.prometheusContentType, body: registry.emitToBuffer()) }
+        case "/metrics":
+            route = { Response(status: .ok, contentType: Self.prometheusContentType, body: registry.emitToBuffer()) }
         case "/health/live": route = live
         case "/health/ready": route = ready
         default: route = nil
         }
         guard let route else {
-            return Response(status: .notFound, contentType: Self.jsonContentType, body: Array(#"{"status":"not found"}"#.utf8))
+            return Response(
+                status: .notFound, contentType: Self.jsonContentType, body: Array(#"{"status":"not found"}"#.utf8))
         }
         guard method == .GET || method == .HEAD else {
             return Response(
@@ -41,7 +44,8 @@ struct OperationsRouter: Sendable {
         health.isLive
             ? Response(status: .ok, contentType: Self.jsonContentType, body: Array(#"{"status":"ok"}"#.utf8))
             : Response(
-                status: .serviceUnavailable, contentType: Self.jsonContentType, body: Array(#"{"status":"stalled"}"#.utf8))
+                status: .serviceUnavailable, contentType: Self.jsonContentType,
+                body: Array(#"{"status":"stalled"}"#.utf8))
     }
 
     private func ready() -> Response {
