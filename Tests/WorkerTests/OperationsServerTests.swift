@@ -70,6 +70,18 @@ struct OperationsServerTests {
         }
     }
 
+    @Test("graceful shutdown closes the listening socket")
+    func shutdown() async throws {
+        var boundPort = 0
+        try await withServer(health: HealthState(), registry: PrometheusCollectorRegistry()) { port async throws in
+            boundPort = port
+            #expect(try await request(port, "/health/live").status == 200)
+        }
+        await #expect(throws: (any Error).self) {
+            _ = try await request(boundPort, "/health/live")
+        }
+    }
+
     @Test("liveness turns red without heartbeats")
     func stalled() async throws {
         let clock = ManualInstant()

@@ -45,31 +45,36 @@ public struct OperationsServer: Service {
     }
 
     public func run() async throws {
-        let listener = try await bind()
+        let connections = ConnectionTracker()
+        let listener = try await bind(tracking: connections)
         let boundPort = listener.localAddress?.port ?? port
         logger.info("operations endpoint listening", metadata: ["host": "\(host)", "port": "\(boundPort)"])
         onListening(boundPort)
+        let stop: @Sendable () -> Void = {
+            listener.close(promise: nil)
+            connections.closeAll()
+        }
         try await withTaskCancellationHandler {
             try await withGracefulShutdownHandler {
                 try await listener.closeFuture.get()
             } onGracefulShutdown: {
-                listener.close(promise: nil)
+                stop()
             }
         } onCancel: {
-            listener.close(promise: nil)
+            stop()
         }
         logger.info("operations endpoint stopped")
     }
 
-    /// The listening channel, bound: exposed for callers that manage the lifetime themselves.
-    public func bind() async throws -> any Channel {
+    private func bind(tracking connections: ConnectionTracker) async throws -> any Channel {
         let router = self.router
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                connections.add(channel)
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(OperationsHTTPHandler(router: router))
                 }
