@@ -1,0 +1,112 @@
+/// `apns:` — plain data; the pipeline maps it to the APNs client.
+public struct APNsSettings: Sendable, Hashable {
+    public var connectionsPerCredential: Int = 4
+    public var requestTimeout: Duration = .seconds(15)
+    /// Extra trust anchors (PEM), e.g. the simulator's CA; `nil`: the system store.
+    public var caFile: String? = nil
+    public var endpoints: Endpoints = Endpoints()
+    /// At least one; chosen by topic, first match wins.
+    public var credentials: [CredentialSettings]
+
+    public init(credentials: [CredentialSettings]) { self.credentials = credentials }
+
+    public struct Endpoint: Sendable, Hashable {
+        public var host: String
+        public var port: Int
+
+        public init(host: String, port: Int = 443) {
+            self.host = host
+            self.port = port
+        }
+    }
+
+    /// Apple's hosts unless overridden (the simulator, a proxy).
+    public struct Endpoints: Sendable, Hashable {
+        public var production = Endpoint(host: "api.push.apple.com")
+        public var development = Endpoint(host: "api.sandbox.push.apple.com")
+
+        public init() {}
+    }
+
+    /// The first credential one of whose patterns matches `topic`, in file order.
+    public func credential(forTopic topic: String) -> CredentialSettings? {
+        credentials.first { $0.matches(topic: topic) }
+    }
+}
+
+/// One entry of `apns.credentials`.
+public struct CredentialSettings: Sendable, Hashable {
+    /// Names the credential in logs, metrics (`credential` label) and readiness.
+    public var name: String
+    /// Exact topics, or prefixes ending in `.*` (`com.example.app.*` matches `com.example.app.voip`
+    /// but not `com.example.app` itself: list both when both are wanted).
+    public var topics: [String]
+    public var kind: Kind
+
+    public init(name: String, topics: [String], kind: Kind) {
+        self.name = name
+        self.topics = topics
+        self.kind = kind
+    }
+
+    public enum Kind: Sendable, Hashable {
+        case token(TokenCredentialSettings)
+        case certificate(CertificateCredentialSettings)
+    }
+
+    /// An exact topic (no `*`), or a non-empty prefix followed by `.*` and no other `*`.
+    static func isValidPattern(_ pattern: String) -> Bool {
+        guard pattern.contains("*") else { return true }
+        return pattern.hasSuffix(".*") && pattern.count > 2 && !pattern.dropLast(2).contains("*")
+    }
+
+    public func matches(topic: String) -> Bool {
+        topics.contains { pattern in
+            if pattern.hasSuffix(".*") {
+                let prefix = pattern.dropLast(1)  // keeps the dot: "com.example.app."
+                return topic.hasPrefix(prefix) && topic.count > prefix.count
+            }
+            return pattern == topic
+        }
+    }
+}
+
+/// Token (JWT, ES256) authentication: one .p8 key of one team.
+public struct TokenCredentialSettings: Sendable, Hashable {
+    public var teamID: String
+    public var keyID: String
+    public var key: KeySource
+
+    public init(teamID: String, keyID: String, key: KeySource) {
+        self.teamID = teamID
+        self.keyID = keyID
+        self.key = key
+    }
+
+    /// Where the PEM text of the signing key is.
+    public enum KeySource: Sendable, Hashable {
+        /// `keyFile`: a path.
+        case file(String)
+        /// `keyEnv`: the name of an environment variable holding the PEM text itself.
+        case environment(String)
+    }
+}
+
+/// Certificate (mutual TLS) authentication.
+public struct CertificateCredentialSettings: Sendable, Hashable {
+    public var source: Source
+    /// `passwordEnv`: the environment variable holding the key's or the PKCS#12's password.
+    public var passwordEnvironmentVariable: String?
+
+    public init(source: Source, passwordEnvironmentVariable: String? = nil) {
+        self.source = source
+        self.passwordEnvironmentVariable = passwordEnvironmentVariable
+    }
+
+    public enum Source: Sendable, Hashable {
+        /// `certificateFile` + `privateKeyFile`, both PEM.
+        case pem(certificateFile: String, privateKeyFile: String)
+        /// `p12File`.
+        case pkcs12(file: String)
+    }
+}

@@ -1,0 +1,71 @@
+/// The shape of the configuration, for matching `APNS_WORKER_*` variables to keys.
+///
+/// Decoding (`WorkerConfiguration+Decoding.swift`) is what checks keys and values; this tree only
+/// has to know where a variable lands. A test walks every leaf so the two cannot drift apart.
+indirect enum ConfigSchema {
+    /// One value.
+    case scalar
+    /// A list; comma-separated in the environment.
+    case list
+    /// librdkafka properties: `_` → `.`, lowercased.
+    case properties
+    /// Not settable from the environment (credentials: through `keyEnv` / `passwordEnv` only).
+    case fileOnly
+    case section([(key: String, schema: ConfigSchema)])
+
+    static let worker: ConfigSchema = .section([
+        ("kafka", .properties),
+        (
+            "consumer",
+            .section([("group", .scalar), ("topics", .list), ("bufferCapacity", .scalar), ("properties", .fileOnly)])
+        ),
+        ("producer", .section([("deliveryTimeout", .scalar), ("properties", .fileOnly)])),
+        ("topics", .section([("results", .scalar), ("deadLetters", .scalar)])),
+        (
+            "apns",
+            .section([
+                ("connectionsPerCredential", .scalar), ("requestTimeout", .scalar), ("caFile", .scalar),
+                (
+                    "endpoints",
+                    .section([
+                        ("production", .section([("host", .scalar), ("port", .scalar)])),
+                        ("development", .section([("host", .scalar), ("port", .scalar)])),
+                    ])
+                ),
+                ("credentials", .fileOnly),
+            ])
+        ),
+        (
+            "delivery",
+            .section([
+                ("maxInFlight", .scalar), ("commitInterval", .scalar),
+                (
+                    "retry",
+                    .section([
+                        ("maxAttempts", .scalar), ("initialBackoff", .scalar), ("maxBackoff", .scalar),
+                        ("maxRetryDuration", .scalar),
+                    ])
+                ),
+                ("revocationTimeout", .scalar), ("shutdownTimeout", .scalar),
+            ])
+        ),
+        ("http", .section([("host", .scalar), ("port", .scalar)])),
+        ("logging", .section([("level", .scalar), ("format", .scalar)])),
+    ])
+
+    /// `maxInFlight` → `MAX_IN_FLIGHT`.
+    static func upperSnake(_ key: String) -> String {
+        var result = ""
+        for character in key {
+            if character.isUppercase, !result.isEmpty { result.append("_") }
+            result.append(contentsOf: character.uppercased())
+        }
+        return result
+    }
+
+    /// Every leaf's key path and kind, for tests and documentation.
+    func leaves(prefix: [String] = []) -> [(path: [String], schema: ConfigSchema)] {
+        guard case .section(let children) = self else { return [(prefix, self)] }
+        return children.flatMap { $0.schema.leaves(prefix: prefix + [$0.key]) }
+    }
+}

@@ -1,0 +1,173 @@
+import Foundation
+
+/// Typed, checked reads from one mapping of the configuration tree.
+///
+/// Every key read is remembered; `finish()` then reports the first key nobody read as unknown, so a
+/// typo (`maxAtempts`) is an error instead of a silently ignored setting.
+struct ConfigSection {
+    let file: String
+    let path: String
+    let node: ConfigNode
+    private let pairs: [(key: String, value: ConfigNode)]
+    private var read: Set<String> = []
+
+    init(_ node: ConfigNode, file: String, path: String) throws(ConfigurationError) {
+        guard case .mapping(let pairs) = node.value else {
+            throw ConfigurationError(
+                code: .invalidValue, file: file, keyPath: path, line: node.line,
+                environmentVariable: node.environmentVariable, message: "expected a mapping, found \(node.typeName)")
+        }
+        self.file = file
+        self.path = path
+        self.node = node
+        self.pairs = pairs
+    }
+
+    func keyPath(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    /// The value of `key`, `nil` when absent or null (null means "use the default").
+    mutating func node(_ key: String) -> ConfigNode? {
+        read.insert(key)
+        guard let node = pairs.first(where: { $0.key == key })?.value, !node.isNull else { return nil }
+        return node
+    }
+
+    func error(_ key: String, _ node: ConfigNode?, _ message: String, code: ConfigurationError.Code = .invalidValue)
+        -> ConfigurationError
+    {
+        ConfigurationError(
+            code: code, file: file, keyPath: keyPath(key), line: node?.line ?? self.node.line,
+            environmentVariable: node?.environmentVariable, message: message)
+    }
+
+    /// Quotes a bad value in an error unless the key looks like a secret.
+    private func shown(_ key: String, _ text: String) -> String {
+        ConfigSecrets.isSecret(key: keyPath(key)) ? "<redacted>" : "\"\(text)\""
+    }
+
+    mutating func scalar(_ key: String) throws(ConfigurationError) -> String? {
+        guard let node = node(key) else { return nil }
+        guard case .scalar(let text, _) = node.value else {
+            throw error(key, node, "expected a single value, found \(node.typeName)")
+        }
+        return text
+    }
+
+    func required<T>(_ key: String, _ value: T?) throws(ConfigurationError) -> T {
+        guard let value else { throw error(key, nil, "required key is missing", code: .missingKey) }
+        return value
+    }
+
+    mutating func string(_ key: String) throws(ConfigurationError) -> String? {
+        guard let text = try scalar(key) else { return nil }
+        guard !text.isEmpty else { throw error(key, node(key), "expected a non-empty string") }
+        return text
+    }
+
+    mutating func int(_ key: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
+        guard let text = try scalar(key) else { return nil }
+        guard let value = Int(text.replacingOccurrences(of: "_", with: "")), range.contains(value) else {
+            let bound =
+                range.upperBound == Int.max
+                ? "≥ \(range.lowerBound)" : "from \(range.lowerBound) to \(range.upperBound)"
+            throw error(key, node(key), "expected an integer \(bound), found \(shown(key, text))")
+        }
+        return value
+    }
+
+    mutating func duration(_ key: String, allowZero: Bool = false) throws(ConfigurationError) -> Duration? {
+        guard let text = try scalar(key) else { return nil }
+        guard let value = ConfigDuration.parse(text), value > .zero || (allowZero && value == .zero) else {
+            throw error(
+                key, node(key),
+                "expected a \(allowZero ? "" : "positive ")duration such as \"200ms\", \"1.5s\", \"10m\", \"1h\" or a number of seconds, found \(shown(key, text))"
+            )
+        }
+        return value
+    }
+
+    mutating func choice<T: RawRepresentable<String>>(_ key: String, _ all: [T]) throws(ConfigurationError) -> T? {
+        guard let text = try scalar(key) else { return nil }
+        guard let value = T(rawValue: text) else {
+            throw error(
+                key, node(key),
+                "expected one of \(all.map(\.rawValue).joined(separator: ", ")), found \(shown(key, text))")
+        }
+        return value
+    }
+
+    /// A list of non-empty strings; a single string counts as a list of one.
+    mutating func stringList(_ key: String) throws(ConfigurationError) -> [String]? {
+        guard let node = node(key) else { return nil }
+        switch node.value {
+        case .scalar(let text, _):
+            guard !text.isEmpty else { throw error(key, node, "expected a list of non-empty strings") }
+            return [text]
+        case .sequence(let items):
+            var strings: [String] = []
+            for (index, item) in items.enumerated() {
+                guard case .scalar(let text, isNull: false) = item.value, !text.isEmpty else {
+                    throw ConfigurationError(
+                        code: .invalidValue, file: file, keyPath: "\(keyPath(key))[\(index)]",
+                        line: item.line ?? node.line, environmentVariable: node.environmentVariable,
+                        message: "expected a non-empty string, found \(item.typeName)")
+                }
+                strings.append(text)
+            }
+            return strings
+        case .mapping:
+            throw error(key, node, "expected a list of strings, found a mapping")
+        }
+    }
+
+    /// A free-form `string: scalar` mapping (librdkafka properties): keys are not checked, values
+    /// are passed on as written (`true`, `5000`).
+    mutating func properties(_ key: String) throws(ConfigurationError) -> [String: String]? {
+        guard let node = node(key) else { return nil }
+        return try ConfigSection.properties(node, file: file, path: keyPath(key))
+    }
+
+    static func properties(_ node: ConfigNode, file: String, path: String) throws(ConfigurationError)
+        -> [String: String]
+    {
+        guard case .mapping(let pairs) = node.value else {
+            throw ConfigurationError(
+                code: .invalidValue, file: file, keyPath: path, line: node.line,
+                environmentVariable: node.environmentVariable,
+                message: "expected a mapping of librdkafka properties, found \(node.typeName)")
+        }
+        var result: [String: String] = [:]
+        for (key, value) in pairs {
+            guard case .scalar(let text, isNull: false) = value.value else {
+                throw ConfigurationError(
+                    code: .invalidValue, file: file, keyPath: "\(path).\(key)", line: value.line,
+                    environmentVariable: value.environmentVariable,
+                    message: "expected a single value for this librdkafka property, found \(value.typeName)")
+            }
+            result[key] = text
+        }
+        return result
+    }
+
+    mutating func section(_ key: String) throws(ConfigurationError) -> ConfigSection? {
+        guard let node = node(key) else { return nil }
+        return try ConfigSection(node, file: file, path: keyPath(key))
+    }
+
+    mutating func list(_ key: String) throws(ConfigurationError) -> [ConfigNode]? {
+        guard let node = node(key) else { return nil }
+        guard case .sequence(let items) = node.value else {
+            throw error(key, node, "expected a list, found \(node.typeName)")
+        }
+        return items
+    }
+
+    /// Reports the first key that was never read.
+    func finish() throws(ConfigurationError) {
+        for (key, value) in pairs where !read.contains(key) {
+            throw ConfigurationError(
+                code: .unknownKey, file: file, keyPath: keyPath(key), line: value.line,
+                environmentVariable: value.environmentVariable, message: "unknown key")
+        }
+    }
+}

@@ -1,0 +1,62 @@
+/// Why a configuration could not be loaded: which file, which key, which line, what was expected.
+///
+/// The message never quotes the value of a secret (`sasl.password`, `*password*`, `*secret*`): see
+/// `ConfigSecrets`. Syntax errors carry the parser's problem and position, never the offending line.
+public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of problem; compare with the static constants.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        let name: String
+        public var description: String { name }
+
+        /// The file cannot be read.
+        public static let unreadableFile = Code(name: "unreadableFile")
+        /// The file is neither valid YAML nor valid JSON.
+        public static let syntax = Code(name: "syntax")
+        /// A key the worker does not know (a typo, usually).
+        public static let unknownKey = Code(name: "unknownKey")
+        /// A required key is absent.
+        public static let missingKey = Code(name: "missingKey")
+        /// A key holds a value of the wrong type or out of range.
+        public static let invalidValue = Code(name: "invalidValue")
+        /// An `APNS_WORKER_*` environment variable that matches no key.
+        public static let unknownEnvironmentVariable = Code(name: "unknownEnvironmentVariable")
+    }
+
+    public var code: Code
+    /// The configuration file, or `nil` when the problem is not in a file.
+    public var file: String?
+    /// The dotted key path (`delivery.retry.maxAttempts`, `apns.credentials[1].topics`), if any.
+    public var keyPath: String?
+    /// 1-based line in `file`, when the parser knows it.
+    public var line: Int?
+    /// The environment variable the value came from, when it came from one.
+    public var environmentVariable: String?
+    /// What is wrong or what was expected.
+    public var message: String
+
+    public init(
+        code: Code, file: String? = nil, keyPath: String? = nil, line: Int? = nil,
+        environmentVariable: String? = nil, message: String
+    ) {
+        self.code = code
+        self.file = file
+        self.keyPath = keyPath
+        self.line = line
+        self.environmentVariable = environmentVariable
+        self.message = message
+    }
+
+    /// `config.yaml:12: delivery.retry.maxAtempts: unknown key`, or
+    /// `APNS_WORKER_HTTP_PORT: http.port: expected an integer from 0 to 65535`.
+    public var description: String {
+        var parts: [String] = []
+        if let environmentVariable {
+            parts.append(environmentVariable)
+        } else if let file {
+            parts.append(line.map { "\(file):\($0)" } ?? file)
+        }
+        if let keyPath, !keyPath.isEmpty { parts.append(keyPath) }
+        parts.append(message)
+        return parts.joined(separator: ": ")
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// Liveness and readiness as the pipeline reports them, read by `/health/live` and `/health/ready`.
+///
+/// Thread-safe: the pipeline's tasks call the `mark…` methods and `heartbeat()` from anywhere; the
+/// HTTP server reads from its event loop. Readiness red never stops the worker; it pages a human.
+public final class HealthState: Sendable {
+    /// What `/health/ready` reports: each check is `"ok"` or why not.
+    public struct Readiness: Sendable, Hashable {
+        public var kafka: String
+        public var credentials: String
+        public var isReady: Bool { kafka == "ok" && credentials == "ok" }
+    }
+
+    /// Liveness fails when no heartbeat came for this long.
+    public let livenessWindow: Duration
+    private let now: @Sendable () -> ContinuousClock.Instant
+    private let wallClock: @Sendable () -> Date
+    private let state: NIOLockedValueBox<HealthStateMachine>
+
+    /// - Parameters:
+    ///   - livenessWindow: the spec's 60 s; the pipeline loop calls `heartbeat()` on progress and
+    ///     while idle-waiting, well within it.
+    ///   - now, wallClock: injectable for tests (the wall clock only stamps "since" in readiness).
+    public init(
+        livenessWindow: Duration = .seconds(60),
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now },
+        wallClock: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.livenessWindow = livenessWindow
+        self.now = now
+        self.wallClock = wallClock
+        // Alive from the start: startup counts as progress.
+        self.state = NIOLockedValueBox(HealthStateMachine(now: now()))
+    }
+
+    /// The pipeline made progress, or is idle-waiting for input.
+    public func heartbeat() {
+        let instant = now()
+        state.withLockedValue { $0.lastHeartbeat = instant }
+    }
+
+    /// The consumer was assigned partitions by its group.
+    public func markConsumerJoined() {
+        state.withLockedValue { $0.consumerJoined = true }
+    }
+
+    /// The consumer left its group (shutdown, or lost the group).
+    public func markConsumerLeft() {
+        state.withLockedValue { $0.consumerJoined = false }
+    }
+
+    /// librdkafka reported a fatal producer error: results cannot be published any more.
+    public func markProducerFatal(_ reason: String) {
+        state.withLockedValue { $0.producerFatal = reason }
+    }
+
+    /// APNs refused this credential (InvalidProviderToken, BadCertificate, …). The first reason and
+    /// time are kept until it is healthy again, so "since" tells how long it has been broken.
+    public func markCredentialBroken(name: String, reason: String) {
+        let since = Self.timestamp(wallClock())
+        state.withLockedValue { state in
+            if state.brokenCredentials[name] == nil {
+                state.brokenCredentials[name] = .init(reason: reason, since: since)
+            }
+        }
+    }
+
+    /// A request with this credential succeeded again.
+    public func markCredentialHealthy(name: String) {
+        state.withLockedValue { _ = $0.brokenCredentials.removeValue(forKey: name) }
+    }
+
+    public var isLive: Bool {
+        let instant = now()
+        return state.withLockedValue { $0.isLive(now: instant, window: livenessWindow) }
+    }
+
+    public var readiness: Readiness {
+        state.withLockedValue { $0.readiness }
+    }
+
+    private static func timestamp(_ date: Date) -> String {
+        ISO8601DateFormatter().string(from: date)
+    }
+}

@@ -1,0 +1,85 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Prometheus
+import ServiceLifecycle
+
+/// The operations endpoint (`/metrics`, `/health/live`, `/health/ready`) as a `Service`: it binds
+/// when run, serves until graceful shutdown (or cancellation), then closes its listening socket.
+/// Requests in progress finish; the pipeline's own shutdown is what the process waits for.
+///
+/// Put it first in the `ServiceGroup`: services shut down in reverse order, so `/metrics` and
+/// `/health/live` keep answering while the pipeline drains.
+public struct OperationsServer: Service {
+    public let host: String
+    public let port: Int
+    private let router: OperationsRouter
+    private let logger: Logger
+    private let group: any EventLoopGroup
+    private let onListening: @Sendable (Int) -> Void
+
+    /// - Parameters:
+    ///   - port: 0 picks a free port; `onListening` receives the real one once bound.
+    ///   - group: defaults to NIO's shared singleton group (no threads of its own to shut down).
+    public init(
+        host: String, port: Int, health: HealthState, registry: PrometheusCollectorRegistry, logger: Logger,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        onListening: @escaping @Sendable (Int) -> Void = { _ in }
+    ) {
+        self.host = host
+        self.port = port
+        self.router = OperationsRouter(health: health, registry: registry)
+        self.logger = logger
+        self.group = group
+        self.onListening = onListening
+    }
+
+    public init(
+        settings: HTTPSettings, health: HealthState, registry: PrometheusCollectorRegistry, logger: Logger,
+        onListening: @escaping @Sendable (Int) -> Void = { _ in }
+    ) {
+        self.init(
+            host: settings.host, port: settings.port, health: health, registry: registry, logger: logger,
+            onListening: onListening)
+    }
+
+    public func run() async throws {
+        let connections = ConnectionTracker()
+        let listener = try await bind(tracking: connections)
+        let boundPort = listener.localAddress?.port ?? port
+        logger.info("operations endpoint listening", metadata: ["host": "\(host)", "port": "\(boundPort)"])
+        onListening(boundPort)
+        let stop: @Sendable () -> Void = {
+            listener.close(promise: nil)
+            connections.closeAll()
+        }
+        try await withTaskCancellationHandler {
+            try await withGracefulShutdownHandler {
+                try await listener.closeFuture.get()
+            } onGracefulShutdown: {
+                stop()
+            }
+        } onCancel: {
+            stop()
+        }
+        logger.info("operations endpoint stopped")
+    }
+
+    private func bind(tracking connections: ConnectionTracker) async throws -> any Channel {
+        let router = self.router
+        return try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 64)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                connections.add(channel)
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(OperationsHTTPHandler(router: router))
+                }
+            }
+            .bind(host: host, port: port)
+            .get()
+    }
+}

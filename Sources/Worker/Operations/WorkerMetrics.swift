@@ -1,0 +1,159 @@
+import CoreMetrics
+import NIOConcurrencyHelpers
+import Prometheus
+
+/// Every metric of the spec, with its exact name and labels, so the pipeline calls
+/// `metrics.completed(outcome: "delivered")` instead of spelling names.
+///
+/// Built on swift-metrics with an explicit factory: tests give each instance its own Prometheus
+/// registry instead of going through the global, bootstrap-once `MetricsSystem`.
+public final class WorkerMetrics: Sendable {
+    /// Label values known up front; their series exist (at 0) from the start, so dashboards and
+    /// alerts see them before the first event.
+    public static let outcomes = ["delivered", "unregistered", "rejected", "failed", "expired", "invalid"]
+    public static let deadLetterReasons = ["malformed-json", "schema", "rule", "credentials", "retries-exhausted"]
+    public static let retryCauses = [
+        "too-many-requests", "server-error", "unavailable", "transport", "timeout", "provider-token",
+    ]
+
+    /// Buckets for both duration histograms: 1 ms to 60 s (an event may wait out several backoffs).
+    public static let durationBuckets: [Duration] = [
+        .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+        .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
+        .milliseconds(2500), .seconds(5), .seconds(10), .seconds(30), .seconds(60),
+    ]
+
+    private let factory: any MetricsFactory
+    private let counters = NIOLockedValueBox<[SeriesKey: CoreMetrics.Counter]>([:])
+    private let gauges = NIOLockedValueBox<[SeriesKey: CoreMetrics.Gauge]>([:])
+    private let apnsRequestDuration: CoreMetrics.Timer
+    private let eventDuration: CoreMetrics.Timer
+    private let inFlight: CoreMetrics.Gauge
+    private let paused: CoreMetrics.Gauge
+
+    private struct SeriesKey: Hashable {
+        var name: String
+        var labels: [String]
+    }
+
+    /// Metrics into `registry` (served at `/metrics`).
+    public convenience init(registry: PrometheusCollectorRegistry) {
+        self.init(factory: Self.prometheusFactory(registry: registry))
+    }
+
+    /// Metrics into any swift-metrics backend.
+    public init(factory: any MetricsFactory) {
+        self.factory = factory
+        apnsRequestDuration = CoreMetrics.Timer(label: "apns_worker_apns_request_duration_seconds", factory: factory)
+        eventDuration = CoreMetrics.Timer(label: "apns_worker_event_duration_seconds", factory: factory)
+        inFlight = CoreMetrics.Gauge(label: "apns_worker_in_flight_events", factory: factory)
+        paused = CoreMetrics.Gauge(label: "apns_worker_consumer_paused", factory: factory)
+        inFlight.record(0)
+        paused.record(0)
+        for outcome in Self.outcomes { _ = counter("apns_worker_events_completed_total", [("outcome", outcome)]) }
+        for reason in Self.deadLetterReasons { _ = counter("apns_worker_dead_letters_total", [("reason", reason)]) }
+        for cause in Self.retryCauses { _ = counter("apns_worker_retries_total", [("cause", cause)]) }
+        for result in ["ok", "error"] { _ = counter("apns_worker_commits_total", [("result", result)]) }
+    }
+
+    /// A Prometheus factory for `registry` with this worker's histogram buckets.
+    public static func prometheusFactory(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets = [
+            "apns_worker_apns_request_duration_seconds": durationBuckets,
+            "apns_worker_event_duration_seconds": durationBuckets,
+        ]
+        return factory
+    }
+
+    // MARK: Counters
+
+    /// A record read from an input topic.
+    public func consumed(topic: String) {
+        counter("apns_worker_events_consumed_total", [("topic", topic)]).increment()
+    }
+
+    /// A result event acknowledged by Kafka; `outcome` is one of `outcomes`.
+    public func completed(outcome: String) {
+        counter("apns_worker_events_completed_total", [("outcome", outcome)]).increment()
+    }
+
+    /// A dead letter acknowledged by Kafka; `reason` is one of `deadLetterReasons`.
+    public func deadLettered(reason: String) {
+        counter("apns_worker_dead_letters_total", [("reason", reason)]).increment()
+    }
+
+    /// An APNs answer: `status` is the HTTP status ("200", "429", …) or `nil` for a transport
+    /// failure (label "none"); `reason` is APNs's reason, or "" for none. `duration`: sent to answer.
+    public func apnsRequest(status: Int?, reason: String, duration: Duration) {
+        counter("apns_worker_apns_requests_total", [("status", status.map(String.init) ?? "none"), ("reason", reason)])
+            .increment()
+        apnsRequestDuration.recordNanoseconds(duration.nanoseconds)
+    }
+
+    /// A retry scheduled; `cause` is one of `retryCauses`.
+    public func retryScheduled(cause: String) {
+        counter("apns_worker_retries_total", [("cause", cause)]).increment()
+    }
+
+    /// An offset commit finished.
+    public func committed(success: Bool) {
+        counter("apns_worker_commits_total", [("result", success ? "ok" : "error")]).increment()
+    }
+
+    // MARK: Histograms and gauges
+
+    /// Consumed to result acknowledged.
+    public func eventFinished(duration: Duration) {
+        eventDuration.recordNanoseconds(duration.nanoseconds)
+    }
+
+    public func setInFlight(_ count: Int) {
+        inFlight.record(count)
+    }
+
+    public func setConsumerPaused(_ isPaused: Bool) {
+        paused.record(isPaused ? 1 : 0)
+    }
+
+    /// From librdkafka statistics.
+    public func setConsumerLag(topic: String, partition: Int32, lag: Int64) {
+        gauge("apns_worker_consumer_lag", [("topic", topic), ("partition", String(partition))]).record(lag)
+    }
+
+    /// 1 while APNs refuses the credential, 0 once it works again.
+    public func setCredentialBroken(_ name: String, _ isBroken: Bool) {
+        gauge("apns_worker_credentials_broken", [("credential", name)]).record(isBroken ? 1 : 0)
+    }
+
+    // MARK: Series cache
+
+    /// One `Counter` per label set, made once: creating one per increment would cost a registry
+    /// lookup under its lock on the hot path.
+    private func counter(_ name: String, _ labels: [(String, String)]) -> CoreMetrics.Counter {
+        let key = SeriesKey(name: name, labels: labels.flatMap { [$0.0, $0.1] })
+        return counters.withLockedValue { cache in
+            if let counter = cache[key] { return counter }
+            let counter = CoreMetrics.Counter(label: name, dimensions: labels, factory: factory)
+            cache[key] = counter
+            return counter
+        }
+    }
+
+    private func gauge(_ name: String, _ labels: [(String, String)]) -> CoreMetrics.Gauge {
+        let key = SeriesKey(name: name, labels: labels.flatMap { [$0.0, $0.1] })
+        return gauges.withLockedValue { cache in
+            if let gauge = cache[key] { return gauge }
+            let gauge = CoreMetrics.Gauge(label: name, dimensions: labels, factory: factory)
+            cache[key] = gauge
+            return gauge
+        }
+    }
+}
+
+extension Duration {
+    fileprivate var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

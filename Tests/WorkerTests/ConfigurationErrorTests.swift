@@ -1,0 +1,143 @@
+import Foundation
+import Testing
+
+@testable import Worker
+
+@Suite("Configuration errors")
+struct ConfigurationErrorTests {
+    /// Loads `text` and returns the error it must produce.
+    private func failure(
+        _ text: String, environment: [String: String] = [:], sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> ConfigurationError {
+        do {
+            _ = try WorkerConfiguration.parse(text, file: "worker.yaml", environment: environment)
+        } catch {
+            return error
+        }
+        Issue.record("expected an error", sourceLocation: sourceLocation)
+        throw CancellationError()
+    }
+
+    private func replacing(_ old: String, with new: String) -> String {
+        precondition(ConfigurationFixtures.fullYAML.contains(old))
+        return ConfigurationFixtures.fullYAML.replacingOccurrences(of: old, with: new)
+    }
+
+    @Test("an unknown key names its path and line")
+    func unknownKey() throws {
+        let error = try failure(replacing("    maxAttempts: 5", with: "    maxAtempts: 5"))
+        #expect(error.code == .unknownKey)
+        #expect(error.keyPath == "delivery.retry.maxAtempts")
+        #expect(error.line == 47)
+        #expect(error.description == "worker.yaml:47: delivery.retry.maxAtempts: unknown key")
+    }
+
+    @Test("unknown keys at the top, in a credential and in an endpoint")
+    func unknownKeysElsewhere() throws {
+        let top = try failure(ConfigurationFixtures.minimalYAML + "\nmetrics: {}\n")
+        #expect(top.code == .unknownKey)
+        #expect(top.keyPath == "metrics")
+        let credential = try failure(replacing("keyEnv: APNS_KEY_P8", with: "keyEnv: APNS_KEY_P8\n        teamID: X"))
+        #expect(credential.keyPath == "apns.credentials[0].token.teamID")
+        let endpoint = try failure(replacing("{ host: simulator-dev }", with: "{ host: simulator-dev, prot: 1 }"))
+        #expect(endpoint.keyPath == "apns.endpoints.development.prot")
+        #expect(endpoint.line == 25)
+    }
+
+    @Test("librdkafka property maps accept any key")
+    func freeFormMaps() throws {
+        let text = replacing("linger.ms: 10", with: "linger.ms: 10\n    anything.goes: yes")
+        let configuration = try WorkerConfiguration.parse(text)
+        #expect(configuration.producer.properties["anything.goes"] == "yes")
+    }
+
+    @Test("a bad value names the key and what was expected")
+    func badValues() throws {
+        let port = try failure(replacing("port: 9090", with: "port: ninety"))
+        #expect(port.code == .invalidValue)
+        #expect(port.keyPath == "http.port")
+        #expect(port.line == 55)
+        #expect(port.message.contains("expected an integer from 0 to 65535"))
+        #expect(port.message.contains("\"ninety\""))
+
+        let duration = try failure(replacing("commitInterval: 250ms", with: "commitInterval: soon"))
+        #expect(duration.keyPath == "delivery.commitInterval")
+        #expect(duration.message.contains("duration"))
+
+        let level = try failure(replacing("level: debug", with: "level: verbose"))
+        #expect(level.keyPath == "logging.level")
+        #expect(level.message.contains("trace, debug, info, notice, warning, error, critical"))
+
+        let list = try failure(replacing("topics: [notifications, urgent-notifications]", with: "topics: {a: b}"))
+        #expect(list.keyPath == "consumer.topics")
+
+        let section = try failure(replacing("http:\n  host: 127.0.0.1\n  port: 9090", with: "http: 8080"))
+        #expect(section.keyPath == "http")
+        #expect(section.message.contains("expected a mapping"))
+
+        let zero = try failure(replacing("maxInFlight: 500", with: "maxInFlight: 0"))
+        #expect(zero.keyPath == "delivery.maxInFlight")
+
+        let pattern = try failure(replacing(#"["com.apple.mgmt.External.*"]"#, with: #"["com.*.mgmt"]"#))
+        #expect(pattern.keyPath == "apns.credentials[1].topics")
+    }
+
+    @Test("missing required keys are named")
+    func missingKeys() throws {
+        let minimal = ConfigurationFixtures.minimalYAML
+        let noResults = try failure(minimal.replacingOccurrences(of: "  results: apns-results\n", with: ""))
+        #expect(noResults.code == .missingKey)
+        #expect(noResults.keyPath == "topics.results")
+        let noServers = try failure(minimal.replacingOccurrences(of: "bootstrap.servers", with: "client.id"))
+        #expect(noServers.keyPath == "kafka.bootstrap.servers")
+        let noTopics = try failure(minimal.replacingOccurrences(of: "topics: [notifications]", with: "topics: []"))
+        #expect(noTopics.keyPath == "consumer.topics")
+        let noKey = try failure(minimal.replacingOccurrences(of: ", keyFile: /keys/AuthKey.p8", with: ""))
+        #expect(noKey.keyPath == "apns.credentials[0].token.keyFile")
+        let empty = try failure("")
+        #expect(empty.keyPath == "kafka")
+    }
+
+    @Test("a syntax error gives the line, not the text of the line")
+    func syntax() throws {
+        let text = replacing("sasl.password: hunter2-very-secret", with: "sasl.password: \"hunter2-very-secret")
+        let error = try failure(text)
+        #expect(error.code == .syntax)
+        #expect(error.line != nil)
+        #expect(!error.description.contains("hunter2"))
+    }
+
+    @Test("an unreadable file names the file")
+    func unreadable() throws {
+        #expect(throws: ConfigurationError.self) {
+            try WorkerConfiguration.load(path: "/nonexistent/worker.yaml", environment: [:])
+        }
+        do {
+            _ = try WorkerConfiguration.load(path: "/nonexistent/worker.yaml", environment: [:])
+        } catch {
+            #expect(error.code == .unreadableFile)
+            #expect(error.description.hasPrefix("/nonexistent/worker.yaml: cannot read the file"))
+        }
+    }
+
+    @Test("secret values never appear in errors")
+    func secretsRedacted() throws {
+        // A secret-looking key where a mapping was expected, and a bad value under a secret key.
+        let kafka = try failure(
+            replacing("sasl.password: hunter2-very-secret", with: "sasl.password: [hunter2-very-secret]"))
+        #expect(kafka.keyPath == "kafka.sasl.password")
+        #expect(!kafka.description.contains("hunter2"))
+        let environment = try failure(
+            ConfigurationFixtures.minimalYAML, environment: ["APNS_WORKER_HTTP_PORT": "s3cr3t-value"])
+        #expect(environment.description.contains("\"s3cr3t-value\""))  // not a secret key: shown
+        #expect(ConfigSecrets.isSecret(key: "kafka.ssl.key.password"))
+        #expect(ConfigSecrets.isSecret(key: "kafka.sasl.oauthbearer.client.secret"))
+        #expect(!ConfigSecrets.isSecret(key: "kafka.sasl.username"))
+        let configuration = try WorkerConfiguration.parse(
+            ConfigurationFixtures.fullYAML, environment: ["APNS_WORKER_KAFKA_SSL_KEY_PASSWORD": "pem-pass-123"])
+        #expect(!"\(configuration)".contains("hunter2"))
+        #expect(!"\(configuration)".contains("pem-pass-123"))
+        #expect("\(configuration)".contains("sasl.password=<redacted>"))
+        #expect(ConfigSecrets.redacted(["sasl.password": "x", "a": "b"]) == ["sasl.password": "<redacted>", "a": "b"])
+    }
+}

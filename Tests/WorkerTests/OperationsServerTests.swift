@@ -1,0 +1,181 @@
+import Foundation
+import Synchronization
+import Logging
+import Prometheus
+import ServiceLifecycle
+import Testing
+
+@testable import Worker
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+@Suite("Operations endpoint over HTTP", .timeLimit(.minutes(1)))
+struct OperationsServerTests {
+    struct Answer {
+        var status: Int
+        var body: String
+        var headers: [AnyHashable: Any]
+    }
+
+    /// Runs the server as a `Service` in a `ServiceGroup` on 127.0.0.1, port 0; shuts it down gracefully after `body`.
+    private func withServer(
+        health: HealthState, registry: PrometheusCollectorRegistry,
+        _ body: (_ port: Int) async throws -> Void
+    ) async throws {
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let logger = Logger(label: "test.operations")
+        let server = OperationsServer(
+            host: "127.0.0.1", port: 0, health: health, registry: registry, logger: logger,
+            onListening: { continuation.yield($0) })
+        let group = ServiceGroup(services: [server], gracefulShutdownSignals: [], logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var iterator = ports.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            #expect(port > 0)
+            try await body(port)
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+
+    private func request(_ port: Int, _ path: String, method: String = "GET") async throws -> Answer {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        request.httpMethod = method
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let http = try #require(response as? HTTPURLResponse)
+        return Answer(
+            status: http.statusCode, body: String(decoding: data, as: UTF8.self), headers: http.allHeaderFields)
+    }
+
+    private func json(_ body: String) throws -> [String: Any] {
+        try #require(JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
+    }
+
+    @Test("liveness, 404 and 405")
+    func routes() async throws {
+        try await withServer(health: HealthState(), registry: PrometheusCollectorRegistry()) { port in
+            let live = try await request(port, "/health/live")
+            #expect(live.status == 200)
+            #expect(live.body == #"{"status":"ok"}"#)
+            let head = try await request(port, "/health/live", method: "HEAD")
+            #expect(head.status == 200)
+            #expect(head.body.isEmpty)
+            #expect(try await request(port, "/nope").status == 404)
+            #expect(try await request(port, "/health").status == 404)
+            #expect(try await request(port, "/health/live", method: "POST").status == 405)
+            #expect(try await request(port, "/metrics?x=1").status == 200)
+        }
+    }
+
+    @Test("graceful shutdown closes the listening socket")
+    func shutdown() async throws {
+        var boundPort = 0
+        try await withServer(health: HealthState(), registry: PrometheusCollectorRegistry()) { port async throws in
+            boundPort = port
+            #expect(try await request(port, "/health/live").status == 200)
+        }
+        await #expect(throws: (any Error).self) {
+            _ = try await request(boundPort, "/health/live")
+        }
+    }
+
+    @Test("liveness turns red without heartbeats")
+    func stalled() async throws {
+        let clock = ManualInstant()
+        let health = HealthState(now: { clock.now })
+        try await withServer(health: health, registry: PrometheusCollectorRegistry()) { port in
+            clock.advance(by: .seconds(61))
+            let stalled = try await request(port, "/health/live")
+            #expect(stalled.status == 503)
+            health.heartbeat()
+            #expect(try await request(port, "/health/live").status == 200)
+        }
+    }
+
+    @Test("readiness: red until the consumer joins, red with a broken credential, green again when it heals")
+    func readiness() async throws {
+        let health = HealthState()
+        try await withServer(health: health, registry: PrometheusCollectorRegistry()) { port in
+            let starting = try await request(port, "/health/ready")
+            #expect(starting.status == 503)
+            let checks = try #require(try json(starting.body)["checks"] as? [String: String])
+            #expect(checks["kafka"] == "consumer has not joined its group")
+            #expect(checks["credentials"] == "ok")
+
+            health.markConsumerJoined()
+            let ready = try await request(port, "/health/ready")
+            #expect(ready.status == 200)
+            #expect(try json(ready.body)["status"] as? String == "ok")
+
+            health.markCredentialBroken(name: "app", reason: "InvalidProviderToken")
+            let broken = try await request(port, "/health/ready")
+            #expect(broken.status == 503)
+            let body = try json(broken.body)
+            #expect(body["status"] as? String == "unready")
+            let credentials = try #require((body["checks"] as? [String: String])?["credentials"])
+            #expect(credentials.hasPrefix("app: InvalidProviderToken since 20"))
+
+            health.markCredentialHealthy(name: "app")
+            #expect(try await request(port, "/health/ready").status == 200)
+
+            health.markProducerFatal("Fatal \"idempotence\" error")
+            let fatal = try await request(port, "/health/ready")
+            #expect(fatal.status == 503)
+            #expect(
+                (try json(fatal.body)["checks"] as? [String: String])?["kafka"]
+                    == "producer fatal: Fatal \"idempotence\" error")
+        }
+    }
+
+    @Test("/metrics serves Prometheus text with every metric of the spec")
+    func metrics() async throws {
+        let registry = PrometheusCollectorRegistry()
+        let metrics = WorkerMetrics(registry: registry)
+        metrics.consumed(topic: "notifications")
+        metrics.completed(outcome: "delivered")
+        metrics.deadLettered(reason: "schema")
+        metrics.apnsRequest(status: 200, reason: "", duration: .milliseconds(12))
+        metrics.apnsRequest(status: nil, reason: "transport", duration: .seconds(1))
+        metrics.eventFinished(duration: .milliseconds(30))
+        metrics.retryScheduled(cause: "too-many-requests")
+        metrics.setInFlight(7)
+        metrics.setConsumerPaused(true)
+        metrics.setConsumerLag(topic: "notifications", partition: 3, lag: 42)
+        metrics.committed(success: true)
+        metrics.setCredentialBroken("app", true)
+        try await withServer(health: HealthState(), registry: registry) { port in
+            let answer = try await request(port, "/metrics")
+            #expect(answer.status == 200)
+            #expect((answer.headers["Content-Type"] as? String)?.hasPrefix("text/plain; version=0.0.4") == true)
+            let text = answer.body
+            for line in [
+                #"apns_worker_events_consumed_total{topic="notifications"} 1"#,
+                #"apns_worker_events_completed_total{outcome="delivered"} 1"#,
+                #"apns_worker_events_completed_total{outcome="expired"} 0"#,
+                #"apns_worker_dead_letters_total{reason="schema"} 1"#,
+                #"apns_worker_apns_requests_total{status="200",reason=""} 1"#,
+                #"apns_worker_apns_requests_total{status="none",reason="transport"} 1"#,
+                "apns_worker_apns_request_duration_seconds_count 2",
+                "apns_worker_event_duration_seconds_count 1",
+                #"apns_worker_retries_total{cause="too-many-requests"} 1"#,
+                "apns_worker_in_flight_events 7",
+                "apns_worker_consumer_paused 1",
+                #"apns_worker_consumer_lag{topic="notifications",partition="3"} 42"#,
+                #"apns_worker_commits_total{result="ok"} 1"#,
+                #"apns_worker_credentials_broken{credential="app"} 1"#,
+            ] {
+                #expect(text.contains(line), "missing: \(line)")
+            }
+        }
+    }
+}
+
+/// A clock reading the test moves by hand.
+final class ManualInstant: Sendable {
+    private let state = Mutex(ContinuousClock.now)
+    var now: ContinuousClock.Instant { state.withLock { $0 } }
+    func advance(by duration: Duration) { state.withLock { $0 = $0.advanced(by: duration) } }
+}
