@@ -15,8 +15,9 @@ What it checks:
      period above delivery.shutdownTimeout, KEDA group/topic/bootstrap servers as in the config,
      maxReplicaCount and replicas within the partition count, selectors matching the pod labels,
      the pod security settings, every alert's annotations and runbook section.
-  5. If `promtool` (Debian: prometheus) is installed: `promtool check rules` and the alert unit
-     tests in deploy/tests/; skipped with a notice otherwise.
+  5. If `promtool` (Debian: prometheus) is installed: `promtool check rules` on the alerts and on
+     the dashboard's queries, and the alert unit tests in deploy/tests/; skipped with a notice
+     otherwise.
 
 `--spec FILE` also compares METRICS with the metrics table of a markdown spec (the contract).
 `--self-test` runs the checker's own negative tests (also run by every normal run).
@@ -686,7 +687,26 @@ def check_spec(spec_path, problems):
             problems.append(f"METRICS differs from {spec_path} for {name}: {METRICS.get(name)} vs {table.get(name)}")
 
 
-def run_promtool(rules_doc, problems, notices):
+def dashboard_queries(documents):
+    """The dashboard's PromQL with Grafana's variables replaced, for promtool to parse."""
+    dashboard = (documents.get(os.path.join("deploy", "grafana", "apns-worker-dashboard.json")) or [None])[0]
+    queries = []
+
+    def panels(items):
+        for panel in items:
+            yield panel
+            yield from panels(panel.get("panels", []))
+
+    for panel in panels((dashboard or {}).get("panels", [])):
+        for target in panel.get("targets", []):
+            if target.get("expr"):
+                expr = target["expr"].replace("$__rate_interval", "5m").replace("$__interval", "1m")
+                expr = re.sub(r"\$\{?(\w+)\}?", ".*", expr)
+                queries.append((panel.get("title"), expr))
+    return queries
+
+
+def run_promtool(rules_doc, problems, notices, documents=None):
     promtool = shutil.which("promtool")
     if not promtool:
         notices.append("promtool not installed (Debian: prometheus): rule syntax and alert unit tests skipped")
@@ -702,6 +722,21 @@ def run_promtool(rules_doc, problems, notices):
         result = subprocess.run([promtool, "check", "rules", rules_file], capture_output=True, text=True)
         if result.returncode != 0:
             problems.append("promtool check rules:\n" + result.stdout + result.stderr)
+        # The dashboard's queries, parsed by Prometheus' own parser (as recording rules).
+        queries = dashboard_queries(documents or {})
+        if queries:
+            dashboard_file = os.path.join(scratch, "dashboard.rules.yaml")
+            with open(dashboard_file, "w", encoding="utf-8") as handle:
+                yaml.safe_dump({"groups": [{"name": "dashboard", "rules": [
+                    {"record": f"dashboard:query:{index}", "expr": expr}
+                    for index, (_, expr) in enumerate(queries)]}]}, handle)
+            result = subprocess.run([promtool, "check", "rules", dashboard_file], capture_output=True, text=True)
+            if result.returncode != 0:
+                listing = "\n".join(f"  {i}: {title}" for i, (title, _) in enumerate(queries))
+                problems.append("promtool: a dashboard query does not parse:\n" + result.stdout + result.stderr
+                                + "queries:\n" + listing)
+            else:
+                notices.append(f"promtool: {len(queries)} dashboard queries parse")
         for test in tests:
             copy = os.path.join(scratch, os.path.basename(test))
             with open(test, encoding="utf-8") as handle:
@@ -809,7 +844,7 @@ def main():
     if arguments.spec:
         check_spec(arguments.spec, problems)
     if rules_doc and not problems:
-        run_promtool(rules_doc, problems, notices)
+        run_promtool(rules_doc, problems, notices, documents)
 
     for notice in notices:
         print(f"note: {notice}")
