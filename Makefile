@@ -13,7 +13,7 @@ BUILD_PACKAGES := pkg-config librdkafka-dev libnghttp2-dev libssl-dev
 # JSON-Schema-Test-Suite, Python's aioapns and jsonschema).
 TEST_PACKAGES  := kcat nghttp2-client nghttp2-server json-schema-test-suite python3-aioapns python3-jsonschema
 
-.PHONY: all build release test test-kafka tsan asan demo dev bench deps deps-build deps-test lint clean embed-schemas
+.PHONY: all build release test test-kafka tsan asan demo dev bench deps deps-build deps-test lint check-deploy clean embed-schemas
 
 all: build
 
@@ -77,6 +77,13 @@ embed-schemas:
 
 lint:
 	$(SWIFT) format lint --recursive --strict Sources Tests Benchmarks
+
+# deploy/: every YAML/JSON file parses, alert and dashboard metric names and the ConfigMap's config
+# keys are the worker's, the manifests agree with each other (docs/deployment.md, "Checks").
+# Debian's python3 with python3-yaml; promtool (Debian: prometheus), if installed, also tests the alerts.
+check-deploy:
+	$(call install_packages,python3-yaml)
+	/usr/bin/python3 deploy/check.py
 
 clean:
 	rm -rf .build .build-*
