@@ -156,11 +156,27 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: The embedded default (demo, dev): mock Kafka + the APNs simulator + the real pipeline
+        .target(
+            name: "WorkerDemo",
+            dependencies: [
+                "Worker", "Kafka", "APNsSimulator",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: The executable: CLI subcommands only, no logic
         .executableTarget(
             name: "apns-worker",
             dependencies: [
                 "Worker",
+                "WorkerDemo",
+                "APNs",
+                "Kafka",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings

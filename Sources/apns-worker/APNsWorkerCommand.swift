@@ -7,7 +7,12 @@ struct APNsWorkerCommand: AsyncParsableCommand {
         commandName: "apns-worker",
         abstract: "Kafka in, Apple Push Notification service out.",
         subcommands: [
-            ValidateCommand.self
+            RunCommand.self,
+            DemoCommand.self,
+            DevCommand.self,
+            ReplayCommand.self,
+            ValidateCommand.self,
+            SendCommand.self,
         ]
     )
 }

@@ -63,11 +63,12 @@ public struct APNsOneShotSend: Sendable {
     }
 
     /// Sends and describes the answer. Never throws: every failure becomes lines and an exit code.
-    public func run() async -> Result {
+    /// `prepared` replaces the notification the flags describe (an event file decoded by the worker).
+    public func run(_ prepared: APNsNotification? = nil) async -> Result {
         let notification: APNsNotification
         let client: APNsClient
         do {
-            notification = try self.notification()
+            notification = try prepared ?? self.notification()
             try notification.validate(for: nil)
             var configuration = APNsClientConfiguration(
                 environment: environment, host: host, port: port,

@@ -44,3 +44,8 @@ enum DeadLetterTime {
     /// Accepts the timestamp with or without fractional seconds.
     static func parse(_ text: String) -> Date? { try? Date(text, strategy: style) }
 }
+
+/// Parses the RFC 3339 times users give on the command line (`--since`, `--until`).
+public enum DeadLetterTimeParsing {
+    public static func date(_ text: String) -> Date? { DeadLetterTime.parse(text) }
+}

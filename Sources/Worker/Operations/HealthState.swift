@@ -56,6 +56,11 @@ public final class HealthState: Sendable {
         state.withLockedValue { $0.producerFatal = reason }
     }
 
+    /// Results can be published again after a producer failure.
+    public func markProducerHealthy() {
+        state.withLockedValue { $0.producerFatal = nil }
+    }
+
     /// APNs refused this credential (InvalidProviderToken, BadCertificate, …). The first reason and
     /// time are kept until it is healthy again, so "since" tells how long it has been broken.
     public func markCredentialBroken(name: String, reason: String) {

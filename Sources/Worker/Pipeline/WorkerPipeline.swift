@@ -23,6 +23,7 @@ public final class WorkerPipeline: Service, Sendable {
     let state: NIOLockedValueBox<PipelineStateMachine>
     private let stopping = NIOLockedValueBox(false)
     private let consumerBox = NIOLockedValueBox<KafkaConsumer?>(nil)
+    private let failure = NIOLockedValueBox<(any Error)?>(nil)
 
     public init(
         configuration: PipelineConfiguration, consumer: KafkaConsumerConfiguration, producer: KafkaProducerConfiguration,
@@ -76,6 +77,10 @@ public final class WorkerPipeline: Service, Sendable {
         }
         await producer.close()
         await sender.shutdown()
+        if let error = failure.withLockedValue({ $0 }) {
+            logger.critical("stopped after a failure: \(error)")
+            throw error
+        }
         logger.info("stopped")
     }
 
@@ -112,6 +117,7 @@ public final class WorkerPipeline: Service, Sendable {
             }
         } catch {
             logger.critical("the consumer failed: \(error); stopping")
+            failure.withLockedValue { $0 = error }
             beginShutdown()
         }
     }

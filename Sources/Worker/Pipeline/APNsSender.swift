@@ -1,0 +1,119 @@
+import APNs
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOPosix
+
+/// The pipeline's way to APNs: one `APNsClient` (its own connection pool) per (credential,
+/// environment), the credential chosen by the notification's topic as the configuration says
+/// (first match wins). Keys and certificates are loaded at start, so a bad key file stops the
+/// worker at once with a clear error; connections open on the first notification for that pair.
+public final class APNsSender: NotificationSending {
+    private struct Route: Sendable {
+        let settings: CredentialSettings
+        let credential: APNsCredential
+    }
+
+    private let settings: APNsSettings
+    private let routes: [Route]
+    private let group: MultiThreadedEventLoopGroup
+    private let clients = NIOLockedValueBox<[String: APNsClient]>([:])
+    private let logger: Logger
+
+    /// - Parameters:
+    ///   - environment: where `keyEnv` / `passwordEnv` are read (the process environment by default).
+    ///   - eventLoopThreads: threads shared by every connection (I/O and TLS run there).
+    public init(
+        settings: APNsSettings, environment: [String: String] = ProcessInfo.processInfo.environment,
+        eventLoopThreads: Int = 1, logger: Logger = Logger(label: "apns-worker.apns")
+    ) throws {
+        self.settings = settings
+        self.logger = logger
+        self.routes = try settings.credentials.map { settings in
+            Route(settings: settings, credential: try Self.load(settings, environment: environment))
+        }
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, eventLoopThreads))
+    }
+
+    public func send(_ notification: APNsNotification, environment: APNsEnvironment) async -> SendAttempt {
+        let clock = ContinuousClock()
+        let start = clock.now
+        guard let route = routes.first(where: { $0.settings.matches(topic: notification.topic) }) else {
+            let error = APNsClientError(
+                .noCredentialForTopic, "no configured credential matches topic \(notification.topic)",
+                mayHaveReachedAPNs: false)
+            return SendAttempt(response: nil, error: error, outcome: .classify(error), credential: nil, duration: .zero)
+        }
+        do {
+            let client = try client(for: route, environment: environment)
+            let response = try await client.send(notification)
+            return SendAttempt(
+                response: response, error: nil, outcome: .classify(response), credential: route.settings.name,
+                duration: clock.now - start)
+        } catch {
+            return SendAttempt(
+                response: nil, error: error, outcome: .classify(error), credential: route.settings.name,
+                duration: clock.now - start)
+        }
+    }
+
+    public func shutdown() async {
+        let all = clients.withLockedValue { clients in
+            defer { clients = [:] }
+            return Array(clients.values)
+        }
+        for client in all { await client.shutdown() }
+        try? await group.shutdownGracefully()
+    }
+
+    private func client(for route: Route, environment: APNsEnvironment) throws -> APNsClient {
+        let key = "\(route.settings.name)/\(environment.rawValue)"
+        return try clients.withLockedValue { clients in
+            if let client = clients[key] { return client }
+            let endpoint = environment == .production ? settings.endpoints.production : settings.endpoints.development
+            var configuration = APNsClientConfiguration(
+                environment: environment, host: endpoint.host, port: endpoint.port,
+                tls: APNsTLSConfiguration(trust: settings.caFile.map { .caFile($0) } ?? .system))
+            configuration.connectionsPerCredential = settings.connectionsPerCredential
+            configuration.requestTimeout = settings.requestTimeout
+            let client = try APNsClient(
+                configuration: configuration, defaultCredential: route.credential, eventLoopGroup: group,
+                logger: logger)
+            clients[key] = client
+            logger.info("APNs client for credential \(route.settings.name) at \(endpoint.host):\(endpoint.port)")
+            return client
+        }
+    }
+
+    /// Reads the key or certificate a credential names. Errors name the credential, never the secret.
+    static func load(_ settings: CredentialSettings, environment: [String: String]) throws -> APNsCredential {
+        func secret(_ variable: String) throws -> String {
+            guard let value = environment[variable] else {
+                throw APNsCredentialError(
+                    .fileUnreadable, "credential \(settings.name): environment variable \(variable) is not set")
+            }
+            return value
+        }
+        do {
+            switch settings.kind {
+            case .token(let token):
+                let key: APNsSigningKey
+                switch token.key {
+                case .file(let path): key = try APNsSigningKey(file: path)
+                case .environment(let variable): key = try APNsSigningKey(pem: Array(try secret(variable).utf8))
+                }
+                return .token(try APNsTokenAuthenticator(teamID: token.teamID, keyID: token.keyID, key: key))
+            case .certificate(let certificate):
+                let password = try certificate.passwordEnvironmentVariable.map(secret) ?? ""
+                switch certificate.source {
+                case .pem(let certificateFile, let privateKeyFile):
+                    return .certificate(try APNsCertificateIdentity(certificateFile: certificateFile, keyFile: privateKeyFile))
+                case .pkcs12(let file):
+                    return .certificate(try APNsCertificateIdentity(pkcs12File: file, password: password))
+                }
+            }
+        } catch let error as APNsCredentialError {
+            throw APNsCredentialError(error.code, "credential \(settings.name): \(error.message)", openSSL: error.openSSL)
+        }
+    }
+}

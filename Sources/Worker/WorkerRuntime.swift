@@ -1,0 +1,106 @@
+import Dispatch
+import Foundation
+import Kafka
+import Logging
+import Prometheus
+import ServiceLifecycle
+
+/// Runs the worker as `apns-worker run` does: the pipeline and the operations endpoint in one
+/// service group, until SIGTERM or SIGINT (graceful: drain, commit, leave the group). A second
+/// signal exits at once.
+public enum WorkerRuntime {
+    /// The pieces, built from a configuration; `run()` runs them.
+    public struct Assembly: Sendable {
+        public let pipeline: WorkerPipeline
+        public let operations: OperationsServer
+        public let health: HealthState
+        public let metrics: WorkerMetrics
+        public let registry: PrometheusCollectorRegistry
+        public let logger: Logger
+
+        public func run(handlingSignals: Bool = true) async throws {
+            try await serviceGroup(handlingSignals: handlingSignals).run()
+        }
+
+        /// The service group `run` runs; `triggerGracefulShutdown()` on it stops the worker cleanly.
+        public func serviceGroup(handlingSignals: Bool) -> ServiceGroup {
+            ServiceGroup(configuration: ServiceGroupConfiguration(
+                // The operations endpoint first: services stop in reverse order, so /metrics and
+                // /health keep answering while the pipeline drains.
+                services: [.init(service: operations), .init(service: pipeline)],
+                gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [],
+                logger: logger))
+        }
+    }
+
+    /// Builds everything a configuration describes. Keys and certificates are loaded here, so a bad
+    /// file fails before anything connects.
+    public static func assemble(
+        _ configuration: WorkerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment,
+        logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
+    ) throws -> Assembly {
+        let registry = PrometheusCollectorRegistry()
+        let metrics = WorkerMetrics(registry: registry)
+        let health = HealthState()
+        let observer = OperationsObserver(metrics: metrics, health: health)
+        let sender = try APNsSender(settings: configuration.apns, environment: environment, logger: logger)
+
+        var pipelineConfiguration = PipelineConfiguration(
+            inputTopics: configuration.consumer.topics, resultsTopic: configuration.topics.results,
+            deadLetterTopic: configuration.topics.deadLetters)
+        pipelineConfiguration.maxInFlight = configuration.delivery.maxInFlight
+        pipelineConfiguration.commitInterval = configuration.delivery.commitInterval
+        pipelineConfiguration.revocationTimeout = configuration.delivery.revocationTimeout
+        pipelineConfiguration.shutdownTimeout = configuration.delivery.shutdownTimeout
+        pipelineConfiguration.retryPolicy = configuration.delivery.retry
+
+        var consumer = configuration.kafkaConsumerConfiguration
+        // Lag per partition, for apns_worker_consumer_lag.
+        if consumer.statisticsInterval == nil { consumer.statisticsInterval = .seconds(10) }
+
+        let pipeline = WorkerPipeline(
+            configuration: pipelineConfiguration, consumer: consumer, producer: configuration.kafkaProducerConfiguration,
+            sender: sender, observer: observer, logger: logger)
+        let operations = OperationsServer(
+            settings: configuration.http, health: health, registry: registry, logger: logger, onListening: onListening)
+        return Assembly(
+            pipeline: pipeline, operations: operations, health: health, metrics: metrics, registry: registry,
+            logger: logger)
+    }
+
+    /// A second SIGTERM or SIGINT while draining ends the process at once (exit 130), for an operator
+    /// who does not want to wait. The first one is the service group's graceful shutdown.
+    public static func exitOnSecondSignal() {
+        let count = SignalCounter()
+        for signalNumber in [SIGTERM, SIGINT] {
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler {
+                if count.increment() >= 2 {
+                    FileHandle.standardError.write(Data("second signal: exiting now\n".utf8))
+                    exit(130)
+                }
+            }
+            source.resume()
+            count.keep(source)
+        }
+    }
+}
+
+/// Signals seen, and the dispatch sources kept alive for the life of the process.
+/// `@unchecked Sendable`: both fields are only touched under `lock`.
+private final class SignalCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var seen = 0
+    private var sources: [any DispatchSourceSignal] = []
+
+    func increment() -> Int {
+        lock.withLock {
+            seen += 1
+            return seen
+        }
+    }
+
+    func keep(_ source: any DispatchSourceSignal) {
+        lock.withLock { sources.append(source) }
+    }
+}

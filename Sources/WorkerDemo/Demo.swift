@@ -1,0 +1,156 @@
+import APNsSimulator
+import Foundation
+import Kafka
+import Logging
+import NIOConcurrencyHelpers
+import Worker
+
+/// `apns-worker demo`: the embedded stack, a mixed batch of events, the real pipeline over them until
+/// every event has its result, and a summary of what came out.
+public enum Demo {
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// What the results topic and the dead-letter topic hold after the run.
+    public struct Summary: Sendable {
+        public var events = 0
+        public var outcomes: [ResultOutcome: Int] = [:]
+        public var expected: [ResultOutcome: Int] = [:]
+        public var attempts: [ResultOutcome: Int] = [:]
+        public var latenciesMs: [Double] = []
+        public var deadLetters: [String: Int] = [:]
+        /// Events whose outcome is not the one the batch was built for.
+        public var mismatches: [String] = []
+        public var retried = 0
+        public var elapsed: Duration = .zero
+        public var simulatorCounters: [String: Int] = [:]
+        public var metricsPort: Int?
+        public var bootstrapServers = ""
+        public var simulatorAddress = ""
+
+        public var isExpected: Bool { mismatches.isEmpty && outcomes == expected }
+    }
+
+    public static func run(events count: Int = 200, logger: Logger) async throws -> Summary {
+        let stack = try await EmbeddedStack.start(logger: logger)
+        do {
+            let summary = try await run(count, on: stack, logger: logger)
+            await stack.shutdown()
+            return summary
+        } catch {
+            await stack.shutdown()
+            throw error
+        }
+    }
+
+    private static func run(_ count: Int, on stack: EmbeddedStack, logger: Logger) async throws -> Summary {
+        var quiet = logger
+        // librdkafka reports each closed connection as an error; the demo's own checks say what matters.
+        quiet.logLevel = .critical
+        let batch = SampleBatch.mixed(count: count, topic: EmbeddedStack.inputTopic, simulator: stack.simulator)
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(bootstrapServers: stack.cluster.bootstrapServers), logger: quiet)
+        for record in batch.records { _ = try await producer.send(record) }
+        await producer.close()
+
+        let port = NIOLockedValueBox<Int?>(nil)
+        let assembly = try WorkerRuntime.assemble(
+            try stack.configuration(), logger: quiet, onListening: { bound in port.withLockedValue { $0 = bound } })
+        let group = assembly.serviceGroup(handlingSignals: false)
+        let clock = ContinuousClock()
+        let started = clock.now
+        let worker = Task { try await group.run() }
+
+        var summary = Summary()
+        summary.events = count
+        summary.expected = batch.expectedCounts
+        summary.bootstrapServers = stack.cluster.bootstrapServers
+        summary.simulatorAddress = "localhost:\(stack.simulator.port)"
+        do {
+            let results = try await readTopic(
+                EmbeddedStack.resultsTopic, from: stack, until: count, timeout: .seconds(120), logger: quiet)
+            summary.elapsed = clock.now - started
+            for record in results {
+                guard let object = try? JSONSerialization.jsonObject(with: Data(record.value ?? [])) as? [String: Any],
+                    let outcomeText = object["outcome"] as? String, let outcome = ResultOutcome(rawValue: outcomeText)
+                else { throw Failure(description: "a result event is not valid JSON: \(record.topicPartition)@\(record.offset)") }
+                summary.outcomes[outcome, default: 0] += 1
+                let attempts = (object["attempts"] as? Int) ?? 0
+                summary.attempts[outcome, default: 0] += attempts
+                if attempts > 1 { summary.retried += 1 }
+                if let latency = object["latencyMs"] as? Double { summary.latenciesMs.append(latency) }
+                if let id = object["eventId"] as? String, let expected = batch.expected[id], expected != outcome {
+                    summary.mismatches.append("\(id): \(outcome.rawValue), expected \(expected.rawValue)")
+                }
+            }
+            let deadLetters = try await readTopic(
+                EmbeddedStack.deadLetterTopic, from: stack, until: batch.expectedDeadLetters, timeout: .seconds(30),
+                logger: quiet)
+            for record in deadLetters {
+                summary.deadLetters[record.headers.lastString(DeadLetterHeader.reason) ?? "?", default: 0] += 1
+            }
+        } catch {
+            await group.triggerGracefulShutdown()
+            _ = await worker.result
+            throw error
+        }
+        await group.triggerGracefulShutdown()
+        try await worker.value
+        summary.metricsPort = port.withLockedValue { $0 }
+        summary.simulatorCounters = Dictionary(
+            uniqueKeysWithValues: stack.simulator.observation.counters.map { ("\($0.key)", $0.value) })
+        return summary
+    }
+
+    /// Reads a topic from its beginning until `count` records arrived, one per source record (a
+    /// redelivered duplicate counts once).
+    static func readTopic(
+        _ topic: String, from stack: EmbeddedStack, until count: Int, timeout: Duration, logger: Logger
+    ) async throws -> [KafkaConsumerMessage] {
+        guard count > 0 else { return [] }
+        var configuration = KafkaConsumerConfiguration(
+            bootstrapServers: stack.cluster.bootstrapServers, groupID: "apns-worker-demo-reader")
+        configuration.sessionTimeout = .seconds(10)
+        let consumer = try KafkaConsumer(configuration: configuration, logger: logger)
+        let partitions = try await consumer.partitions(of: topic)
+        try consumer.assign(partitions.map { KafkaTopicPartitionOffset(topic: topic, partition: $0, offset: KafkaOffset.beginning) })
+        let collected = NIOLockedValueBox<[String: KafkaConsumerMessage]>([:])
+        let reader = Task {
+            for try await record in consumer.messages {
+                let done = collected.withLockedValue { records in
+                    records[Self.sourceKey(record)] = record
+                    return records.count >= count
+                }
+                if done { return }
+            }
+        }
+        let deadline = Task {
+            try await Task.sleep(for: timeout)
+            reader.cancel()
+        }
+        _ = await reader.result
+        deadline.cancel()
+        await consumer.close()
+        let records = collected.withLockedValue { Array($0.values) }
+        guard records.count >= count else {
+            throw Failure(description: "\(topic): \(records.count) of \(count) records after \(timeout)")
+        }
+        return records
+    }
+
+    /// Which input record a result or dead letter is about.
+    private static func sourceKey(_ record: KafkaConsumerMessage) -> String {
+        if let partition = record.headers.lastString(DeadLetterHeader.sourcePartition),
+            let offset = record.headers.lastString(DeadLetterHeader.sourceOffset)
+        {
+            return "\(partition)/\(offset)"
+        }
+        if let object = try? JSONSerialization.jsonObject(with: Data(record.value ?? [])) as? [String: Any],
+            let source = object["source"] as? [String: Any], let partition = source["partition"], let offset = source["offset"]
+        {
+            return "\(partition)/\(offset)"
+        }
+        return "\(record.partition)/\(record.offset)"
+    }
+}

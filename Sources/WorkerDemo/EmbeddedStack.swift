@@ -1,0 +1,100 @@
+import APNsSimulator
+import Crypto
+import Foundation
+import Kafka
+import Logging
+import Worker
+
+/// The embedded default: librdkafka's mock cluster and the APNs simulator in this process, a signing
+/// key made for the run and registered with the simulator, and a worker configuration pointing at
+/// them. Used by `apns-worker demo` and `dev`, and by the end-to-end tests.
+public final class EmbeddedStack: Sendable {
+    public static let teamID = "DEMOTEAM01"
+    public static let keyID = "DEMOKEY001"
+    /// The demo app's bundle ID; its push-type topics (`.voip`, …) use the same credential.
+    public static let bundleID = "com.example.demo"
+    public static let inputTopic = "notifications"
+    public static let resultsTopic = "notification-results"
+    public static let deadLetterTopic = "notification-dead-letters"
+
+    public let cluster: KafkaMockCluster
+    public let simulator: APNsSimulator
+    /// Holds the signing key and the simulator's CA; removed by `shutdown()`.
+    public let directory: String
+    public let keyFile: String
+
+    private init(cluster: KafkaMockCluster, simulator: APNsSimulator, directory: String, keyFile: String) {
+        self.cluster = cluster
+        self.simulator = simulator
+        self.directory = directory
+        self.keyFile = keyFile
+    }
+
+    /// Starts both peers. `partitions` is the input topic's partition count.
+    public static func start(partitions: Int = 4, logger: Logger) async throws -> EmbeddedStack {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("apns-worker-\(getpid())-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // A fresh ES256 key, as Apple's .p8 files are (PKCS#8 PEM), readable by this user only.
+        let key = P256.Signing.PrivateKey()
+        let keyFile = directory + "/AuthKey_\(keyID).p8"
+        FileManager.default.createFile(
+            atPath: keyFile, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600])
+
+        var quiet = logger
+        quiet.logLevel = .error
+        let cluster = try KafkaMockCluster(brokers: 1, logger: quiet)
+        try cluster.createTopic(inputTopic, partitions: partitions)
+        try cluster.createTopic(resultsTopic, partitions: partitions)
+        try cluster.createTopic(deadLetterTopic, partitions: 1)
+
+        var configuration = APNsSimulatorConfiguration(tls: .directory(directory + "/tls"))
+        configuration.tokenKeys = [ProviderTokenKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey)]
+        configuration.threads = 1
+        configuration.recordLimit = 100_000
+        let simulator = try await APNsSimulator.start(configuration)
+        return EmbeddedStack(cluster: cluster, simulator: simulator, directory: directory, keyFile: keyFile)
+    }
+
+    /// The worker's configuration for this stack, as a user would write it.
+    public func configurationText(group: String = "apns-worker-demo", maxInFlight: Int = 2000) -> String {
+        """
+        kafka:
+          bootstrap.servers: "\(cluster.bootstrapServers)"
+        consumer:
+          group: \(group)
+          topics: [\(Self.inputTopic)]
+        topics:
+          results: \(Self.resultsTopic)
+          deadLetters: \(Self.deadLetterTopic)
+        apns:
+          connectionsPerCredential: 2
+          requestTimeout: 10s
+          caFile: "\(directory)/tls/ca.pem"
+          endpoints:
+            production: { host: localhost, port: \(simulator.port) }
+            development: { host: localhost, port: \(simulator.port) }
+          credentials:
+            - name: demo
+              topics: ["\(Self.bundleID)", "\(Self.bundleID).*"]
+              token: { teamId: \(Self.teamID), keyId: \(Self.keyID), keyFile: "\(keyFile)" }
+        delivery:
+          maxInFlight: \(maxInFlight)
+          commitInterval: 500ms
+          retry: { maxAttempts: 6, initialBackoff: 50ms, maxBackoff: 1s, maxRetryDuration: 1m }
+          revocationTimeout: 10s
+          shutdownTimeout: 10s
+        http: { host: 127.0.0.1, port: 0 }
+        logging: { level: warning, format: text }
+        """
+    }
+
+    public func configuration(group: String = "apns-worker-demo", maxInFlight: Int = 2000) throws -> WorkerConfiguration {
+        try WorkerConfiguration.parse(configurationText(group: group, maxInFlight: maxInFlight), file: "<embedded>")
+    }
+
+    public func shutdown() async {
+        try? await simulator.shutdown()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}

@@ -1,0 +1,118 @@
+import APNsSimulator
+import Foundation
+import Kafka
+import Worker
+
+/// A mixed batch of notification events, with the outcome each should end in, and the simulator
+/// set up to give those outcomes: registered devices, an unregistered one, unknown ones, and tokens
+/// that are throttled (429) before they are accepted.
+public struct SampleBatch: Sendable {
+    /// Records for the input topic, keyed by event id.
+    public var records: [KafkaProducerMessage] = []
+    /// What each event id should end as.
+    public var expected: [String: ResultOutcome] = [:]
+    /// Event ids expected to need more than one attempt (throttled first).
+    public var throttled: Set<String> = []
+
+    public var expectedCounts: [ResultOutcome: Int] {
+        expected.values.reduce(into: [:]) { $0[$1, default: 0] += 1 }
+    }
+
+    /// Event ids whose outcome comes with a dead letter.
+    public var expectedDeadLetters: Int {
+        expected.values.filter { $0 == .invalid || $0 == .failed }.count
+    }
+
+    /// `count` events in these proportions: 70% alerts, 8% background, 7% VoIP, 4% throttled then
+    /// accepted, 3% unregistered token, 3% unknown token, 3% not JSON, 2% schema-invalid.
+    public static func mixed(count: Int, topic: String, simulator: APNsSimulator, seed: UInt64 = 1) -> SampleBatch {
+        var batch = SampleBatch()
+        var random = SplitMix(state: seed)
+        let bundle = EmbeddedStack.bundleID
+        let unregistered = token(&random)
+        simulator.devices.unregister(unregistered, at: Date().timeIntervalSince1970 - 86_400)
+
+        for index in 0..<count {
+            let id = "demo-\(index)"
+            let roll = Int(random.next() % 100)
+            let deviceToken = token(&random)
+            var event: [String: Any] = ["id": id, "deviceToken": deviceToken, "environment": "production"]
+            var outcome = ResultOutcome.delivered
+            var bytes: [UInt8]?
+            switch roll {
+            case 0..<70:
+                simulator.devices.register(deviceToken)
+                event["topic"] = bundle
+                event["pushType"] = "alert"
+                event["priority"] = 10
+                event["collapseId"] = "demo-\(index % 10)"
+                event["payload"] = ["aps": ["alert": ["title": "Hello", "body": "Demo notification \(index)"], "badge": index % 9]]
+                event["metadata"] = ["tenant": "demo", "index": index]
+            case 70..<78:
+                simulator.devices.register(deviceToken)
+                event["topic"] = bundle
+                event["pushType"] = "background"
+                event["priority"] = 5
+                event["payload"] = ["aps": ["content-available": 1], "sync": index]
+            case 78..<85:
+                simulator.devices.register(deviceToken)
+                event["topic"] = bundle + ".voip"
+                event["pushType"] = "voip"
+                event["priority"] = 10
+                event["expiration"] = 0
+                event["payload"] = ["caller": "Demo", "callId": "call-\(index)"]
+            case 85..<89:
+                simulator.devices.register(deviceToken)
+                simulator.faults.script(deviceToken: deviceToken, [.tooManyRequests, nil])
+                event["topic"] = bundle
+                event["pushType"] = "alert"
+                event["payload"] = ["aps": ["alert": "throttled once, then delivered"]]
+                batch.throttled.insert(id)
+            case 89..<92:
+                event["deviceToken"] = unregistered
+                event["topic"] = bundle
+                event["pushType"] = "alert"
+                event["payload"] = ["aps": ["alert": "to a token the app no longer has"]]
+                outcome = .unregistered
+            case 92..<95:
+                // Never registered: the simulator answers 400 BadDeviceToken, as APNs does.
+                event["topic"] = bundle
+                event["pushType"] = "alert"
+                event["payload"] = ["aps": ["alert": "to a token APNs never issued"]]
+                outcome = .rejected
+            case 95..<98:
+                bytes = Array(#"{"id": "\#(id)", "deviceToken": "\#(deviceToken)", "topic": "#.utf8)  // cut short
+                outcome = .invalid
+            default:
+                // Valid JSON, but background pushes must not use priority 10.
+                event["topic"] = bundle
+                event["pushType"] = "background"
+                event["priority"] = 10
+                event["payload"] = ["aps": ["content-available": 1]]
+                outcome = .invalid
+            }
+            let value = bytes ?? Array((try? JSONSerialization.data(withJSONObject: event, options: [.sortedKeys])) ?? Data())
+            batch.records.append(KafkaProducerMessage(
+                topic: topic, key: Array(id.utf8), value: value,
+                headers: [KafkaHeader(key: "source", string: "apns-worker demo")]))
+            batch.expected[id] = outcome
+        }
+        return batch
+    }
+
+    private static func token(_ random: inout SplitMix) -> String {
+        (0..<4).map { _ in String(format: "%016llx", random.next()) }.joined()
+    }
+}
+
+/// A small deterministic generator, so a demo run is the same every time.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

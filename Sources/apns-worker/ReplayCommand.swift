@@ -1,0 +1,91 @@
+import ArgumentParser
+import Foundation
+import Kafka
+import Logging
+import Worker
+
+/// `apns-worker replay`: dead letters back to their topic.
+struct ReplayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay",
+        abstract: "Put dead letters back on their source topic (or another).",
+        discussion: """
+            Reads the dead-letter topic up to the end offsets it sees at the start, keeps the records \
+            that pass the filters, and re-produces each with its original key, value and headers plus \
+            a replay counter. A dead letter replayed --max-replays times already is refused. Prints a \
+            table of what it did. Exit status: 0 done, 1 the replay failed part-way, 2 usage or \
+            configuration errors.
+            """
+    )
+
+    @Option(name: .long, help: ArgumentHelp("The dead-letter topic to read.", valueName: "TOPIC"))
+    var from: String
+    @Option(name: .long, help: ArgumentHelp("Produce here instead of each record's source topic.", valueName: "TOPIC"))
+    var to: String?
+    @Option(name: .long, help: ArgumentHelp("Only this dlq-reason (repeatable).", valueName: "REASON"))
+    var reason: [String] = []
+    @Option(name: .long, help: ArgumentHelp("Only dead letters that failed at or after this RFC 3339 time.", valueName: "TIME"))
+    var since: String?
+    @Option(name: .long, help: ArgumentHelp("Only dead letters that failed before this RFC 3339 time.", valueName: "TIME"))
+    var until: String?
+    @Option(name: .customLong("source-topic"), help: ArgumentHelp("Only dead letters from this topic (repeatable).", valueName: "TOPIC"))
+    var sourceTopic: [String] = []
+    @Flag(name: .customLong("dry-run"), help: "Report what would be replayed; produce nothing.")
+    var dryRun = false
+    @Option(name: .customLong("max-replays"), help: "Refuse dead letters already replayed this many times.")
+    var maxReplays = 3
+    @Option(name: .long, help: ArgumentHelp("Kafka settings from the worker's configuration file.", valueName: "FILE"))
+    var config: String?
+    @Option(name: .customLong("bootstrap-servers"), help: ArgumentHelp("Kafka brokers, without a configuration file.", valueName: "HOSTS"))
+    var bootstrapServers: String?
+
+    func validate() throws {
+        if (config == nil) == (bootstrapServers == nil) {
+            throw ValidationError("give exactly one of --config FILE and --bootstrap-servers HOSTS")
+        }
+        if let since, DeadLetterTimeParsing.date(since) == nil { throw ValidationError("--since: not an RFC 3339 time: \(since)") }
+        if let until, DeadLetterTimeParsing.date(until) == nil { throw ValidationError("--until: not an RFC 3339 time: \(until)") }
+        if maxReplays < 1 { throw ValidationError("--max-replays must be at least 1") }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "apns-worker.replay")
+        logger.logLevel = .warning
+        var consumer: KafkaConsumerConfiguration
+        var producer: KafkaProducerConfiguration
+        if let config {
+            do {
+                let configuration = try WorkerConfiguration.load(path: config)
+                consumer = configuration.kafkaConsumerConfiguration
+                producer = configuration.kafkaProducerConfiguration
+            } catch {
+                FileOutput.standardError.write("\(error)\n")
+                throw ExitCode(2)
+            }
+        } else {
+            consumer = KafkaConsumerConfiguration(bootstrapServers: bootstrapServers!, groupID: "apns-worker-replay")
+            producer = KafkaProducerConfiguration(bootstrapServers: bootstrapServers!)
+        }
+        consumer.groupID += "-replay"
+        var request = ReplayRequest(deadLetterTopic: from)
+        request.targetTopic = to
+        request.reasons = Set(reason)
+        request.sourceTopics = Set(sourceTopic)
+        request.since = since.flatMap(DeadLetterTimeParsing.date)
+        request.until = until.flatMap(DeadLetterTimeParsing.date)
+        request.dryRun = dryRun
+        request.maxReplays = maxReplays
+        do {
+            let report = try await DeadLetterReplayer(
+                consumerConfiguration: consumer, producerConfiguration: producer, logger: logger
+            ).run(request)
+            FileOutput.standardOutput.write(report.table + "\n")
+        } catch let error as KafkaError {
+            FileOutput.standardError.write("replay: \(error)\n")
+            throw ExitCode(2)
+        } catch {
+            FileOutput.standardError.write("replay failed: \(error)\n")
+            throw ExitCode(1)
+        }
+    }
+}
