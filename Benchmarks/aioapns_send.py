@@ -3,6 +3,7 @@
 usage: aioapns_send.py PORT CA_PEM KEY_P8 KEY_ID TEAM_ID TOPIC DEVICE N [CONNECTIONS]
 """
 import asyncio
+import logging
 import ssl
 import sys
 import time
@@ -14,6 +15,7 @@ from aioapns.connection import APNsProductionClientProtocol
 port, ca, key, key_id, team, topic, device, count = sys.argv[1:9]
 connections = int(sys.argv[9]) if len(sys.argv) > 9 else 4
 APNsProductionClientProtocol.APNS_SERVER = "localhost"
+logging.getLogger("aioapns").setLevel(logging.ERROR)  # its "Pool is busy" warnings are noise here
 APNsProductionClientProtocol.APNS_PORT = int(port)
 
 
