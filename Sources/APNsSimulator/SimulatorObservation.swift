@@ -106,7 +106,9 @@ public final class SimulatorObservation: Sendable {
 
     /// Counters as text lines, `status reason count`, sorted; what the executable prints on exit.
     public func summary() -> String {
-        let counters = self.counters.sorted { ($0.key.status, $0.key.reason ?? "") < ($1.key.status, $1.key.reason ?? "") }
+        let counters = self.counters.sorted {
+            ($0.key.status, $0.key.reason ?? "") < ($1.key.status, $1.key.reason ?? "")
+        }
         var lines = counters.map { "\($0.key) \($0.value)" }
         lines.append("connections total \(totalConnections)")
         lines.append("goaway sent \(goAways)")

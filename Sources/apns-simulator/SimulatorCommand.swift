@@ -15,7 +15,9 @@ struct SimulatorCommand: AsyncParsableCommand {
 
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port; 0 picks a free one.") var port = 0
-    @Option(help: "Uses DIR/server.pem + DIR/server-key.pem; generates DIR/ca.pem and a localhost certificate when missing.")
+    @Option(
+        help: "Uses DIR/server.pem + DIR/server-key.pem; generates DIR/ca.pem and a localhost certificate when missing."
+    )
     var tlsDir = "./simulator-tls"
     @Option(help: "Trusted provider token key TEAM:KEYID:PEMFILE (public key or .p8 private key). Repeatable.")
     var tokenKey: [String] = []
@@ -105,7 +107,8 @@ struct SimulatorCommand: AsyncParsableCommand {
 
     static func latency(_ text: String) throws -> FaultInjector.Latency {
         if let range = text.range(of: "..") {
-            return .uniform(try duration(String(text[..<range.lowerBound])), try duration(String(text[range.upperBound...])))
+            return .uniform(
+                try duration(String(text[..<range.lowerBound])), try duration(String(text[range.upperBound...])))
         }
         return .fixed(try duration(text))
     }

@@ -47,10 +47,13 @@ struct ExecutableTests {
 
         let body = try dir.write("body.json", Fixture.payload)
         for token in [Fixture.device, Fixture.goneDevice] {
-            let output = try await run("/usr/bin/nghttp", [
-                "-v", "-d", body, "-H", "apns-topic: " + Fixture.topic, "-H", "authorization: " + key.authorization(),
-                "https://127.0.0.1:\(port)/3/device/\(token)",
-            ])
+            let output = try await run(
+                "/usr/bin/nghttp",
+                [
+                    "-v", "-d", body, "-H", "apns-topic: " + Fixture.topic, "-H",
+                    "authorization: " + key.authorization(),
+                    "https://127.0.0.1:\(port)/3/device/\(token)",
+                ])
             let answer = NghttpAnswer(output.stdout)
             #expect(answer.status == (token == Fixture.device ? 200 : 410))
             if token == Fixture.device { #expect(output.stdout.contains("apns-unique-id"), "--development") }
@@ -69,15 +72,22 @@ struct ExecutableTests {
 
     @Test func h2loadGetsOnly200AndRecordingStaysBounded() async throws {
         let key = TestSigningKey()
-        try await withSimulator(key: key, { $0.recordLimit = 100; $0.threads = 2 }) { simulator, dir in
+        try await withSimulator(
+            key: key,
+            {
+                $0.recordLimit = 100; $0.threads = 2
+            }
+        ) { simulator, dir in
             let body = dir + "/body.json"
             try padded(256).write(toFile: body, atomically: true, encoding: .utf8)
-            let output = try await run("/usr/bin/h2load", [
-                "-n", "4000", "-c", "4", "-m", "100", "-d", body,
-                "-H", "authorization: " + key.authorization(), "-H", "apns-topic: " + Fixture.topic,
-                "-H", "apns-push-type: alert",
-                "https://127.0.0.1:\(simulator.port)/3/device/\(Fixture.device)",
-            ], timeout: 120)
+            let output = try await run(
+                "/usr/bin/h2load",
+                [
+                    "-n", "4000", "-c", "4", "-m", "100", "-d", body,
+                    "-H", "authorization: " + key.authorization(), "-H", "apns-topic: " + Fixture.topic,
+                    "-H", "apns-push-type: alert",
+                    "https://127.0.0.1:\(simulator.port)/3/device/\(Fixture.device)",
+                ], timeout: 120)
             #expect(output.stdout.contains("status codes: 4000 2xx, 0 3xx, 0 4xx, 0 5xx"), "\(output.stdout)")
             #expect(simulator.observation.count(status: 200) == 4000)
             #expect(simulator.observation.records.count == 100)

@@ -8,7 +8,8 @@ struct RuleUnitTests {
         (#"{}"#, true), (#" {"a":[1,2.5e-3,true,false,null,"x\u00e9\n"]} "#, true), (#"{"a":{"b":{}}}"#, true),
         (#"[]"#, false), (#""s""#, false), (#"{"a":}"#, false), (#"{"a":1,}"#, false), (#"{'a':1}"#, false),
         (#"{"a":01}"#, false), (#"{"a":1} x"#, false), (#"{"a":"\x"}"#, false), ("{\"a\":\"\u{01}\"}", false),
-        (#"{"a":tru}"#, false), (String(repeating: "{\"a\":", count: 100) + "1" + String(repeating: "}", count: 100), false),
+        (#"{"a":tru}"#, false),
+        (String(repeating: "{\"a\":", count: 100) + "1" + String(repeating: "}", count: 100), false),
     ])
     func jsonObjectScanner(_ text: String, _ isObject: Bool) {
         let result = Array(text.utf8).withUnsafeBytes { JSONSyntax.isObject($0) }
@@ -39,9 +40,11 @@ struct RuleUnitTests {
         var generator = MessageIDGenerator()
         let ids = (0..<1000).map { _ in generator.next() }
         #expect(Set(ids).count == 1000)
-        #expect(ids.allSatisfy {
-            RequestRules.isCanonicalUUID($0, allowUppercase: false) && Array($0)[14] == "4" && "89ab".contains(Array($0)[19])
-        })
+        #expect(
+            ids.allSatisfy {
+                RequestRules.isCanonicalUUID($0, allowUppercase: false) && Array($0)[14] == "4"
+                    && "89ab".contains(Array($0)[19])
+            })
     }
 
     @Test func tokenVerifierRejectsOtherAlgorithmsAndTeams() {
@@ -58,8 +61,12 @@ struct RuleUnitTests {
         #expect(verifier.verify(authorization: none, now: now) == .failure(.invalidProviderToken))
         let wrongTeam = key.authorization(iat: now, iss: "OTHERTEAM1")
         #expect(verifier.verify(authorization: wrongTeam, now: now) == .failure(.invalidProviderToken))
-        #expect(verifier.verify(authorization: key.authorization(iat: now + 600), now: now) == .failure(.invalidProviderToken))
-        #expect(verifier.verify(authorization: key.authorization(iat: now - 3601), now: now) == .failure(.expiredProviderToken))
+        #expect(
+            verifier.verify(authorization: key.authorization(iat: now + 600), now: now)
+                == .failure(.invalidProviderToken))
+        #expect(
+            verifier.verify(authorization: key.authorization(iat: now - 3601), now: now)
+                == .failure(.expiredProviderToken))
         #expect(verifier.verify(authorization: "Basic abc", now: now) == .failure(.invalidProviderToken))
     }
 
