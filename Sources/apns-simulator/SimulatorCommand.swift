@@ -1,8 +1,9 @@
 import APNsSimulator
 import ArgumentParser
-import Dispatch
 import Foundation
+import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// `apns-simulator`: the APNs look-alike on its own, for demos, benchmarks and users' integration tests.
 @main
@@ -86,8 +87,14 @@ struct SimulatorCommand: AsyncParsableCommand {
         print("listening on \(simulator.host):\(simulator.port)")
         if let ca = simulator.certificateAuthorityPath { print("trust \(ca)") }
         fflush(nil)
-        await Self.waitForTermination()
-        try await simulator.shutdown()
+        let services = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: APNsSimulatorService(simulator))],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: Logger(label: "apns-simulator")
+            )
+        )
+        try await services.run()
         print(simulator.observation.summary())
         fflush(nil)
     }
@@ -111,40 +118,5 @@ struct SimulatorCommand: AsyncParsableCommand {
                 try duration(String(text[..<range.lowerBound])), try duration(String(text[range.upperBound...])))
         }
         return .fixed(try duration(text))
-    }
-
-    /// Suspends until SIGTERM or SIGINT.
-    static func waitForTermination() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let queue = DispatchQueue(label: "apns-simulator.signals")
-            let once = SignalOnce(continuation)
-            for sig in [SIGTERM, SIGINT] {
-                signal(sig, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-                source.setEventHandler { once.fire() }
-                source.resume()
-                once.keep(source)
-            }
-        }
-    }
-}
-
-/// Resumes the continuation once, from the signal queue, and keeps the signal sources alive.
-/// `@unchecked Sendable`: both stored properties are read and written only under `lock`.
-final class SignalOnce: @unchecked Sendable {
-    private var continuation: CheckedContinuation<Void, Never>?
-    private var sources: [any DispatchSourceSignal] = []
-    private let lock = NSLock()
-
-    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
-
-    func keep(_ source: any DispatchSourceSignal) { lock.withLock { sources.append(source) } }
-
-    func fire() {
-        let c = lock.withLock { () -> CheckedContinuation<Void, Never>? in
-            defer { continuation = nil }
-            return continuation
-        }
-        c?.resume()
     }
 }
