@@ -96,3 +96,25 @@ struct ExecutableTests {
         }
     }
 }
+
+@Suite("APNsSimulatorService")
+struct SimulatorServiceTests {
+    @Test func cancellationShutsTheSimulatorDown() async throws {
+        let dir = try TemporaryDirectory()
+        let simulator = try await APNsSimulator.start(APNsSimulatorConfiguration(tls: .directory(dir.path + "/tls")))
+        let task = Task { try await APNsSimulatorService(simulator).run() }
+        try await withClientGroup { group in
+            let client = try await RawHTTP2Client.connect(
+                group: group, port: simulator.port, caPath: simulator.certificateAuthorityPath!)
+            #expect(try await eventually { simulator.observation.liveConnections == 1 })
+            task.cancel()
+            try await task.value
+            #expect(try await eventually { client.isClosed })
+            await client.close()
+            await #expect(throws: (any Error).self) {
+                _ = try await RawHTTP2Client.connect(
+                    group: group, port: simulator.port, caPath: simulator.certificateAuthorityPath!)
+            }
+        }
+    }
+}
