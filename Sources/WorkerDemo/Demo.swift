@@ -105,7 +105,7 @@ public enum Demo {
 
     /// Reads a topic from its beginning until `count` records arrived, one per source record (a
     /// redelivered duplicate counts once).
-    static func readTopic(
+    public static func readTopic(
         _ topic: String, from stack: EmbeddedStack, until count: Int, timeout: Duration, logger: Logger
     ) async throws -> [KafkaConsumerMessage] {
         guard count > 0 else { return [] }

@@ -64,6 +64,9 @@ public final class EmbeddedStack: Sendable {
         consumer:
           group: \(group)
           topics: [\(Self.inputTopic)]
+          # The mock cluster of librdkafka 2.0 does not act on LeaveGroup: a member that left is only
+          # dropped when its session times out, so keep that short here.
+          properties: { session.timeout.ms: "6000", heartbeat.interval.ms: "500" }
         topics:
           results: \(Self.resultsTopic)
           deadLetters: \(Self.deadLetterTopic)

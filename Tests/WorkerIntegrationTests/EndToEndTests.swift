@@ -1,0 +1,111 @@
+import APNsSimulator
+import Foundation
+import Kafka
+import Testing
+import Worker
+import WorkerDemo
+
+@Suite("The worker end to end: mock Kafka + APNs simulator", .serialized, .timeLimit(.minutes(5)))
+struct EndToEndTests {
+    @Test("5,000 mixed events, 503s and a GOAWAY mid-run: one result each, dead letters, offsets at the end")
+    func mixedBatch() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        let simulator = harness.stack.simulator
+        let batch = SampleBatch.mixed(count: 5_000, topic: EmbeddedStack.inputTopic, simulator: simulator, seed: 42)
+        // A 503 on 5% of requests, and the connection told to go away after 1,500 requests.
+        simulator.faults.setRate(.serviceUnavailable, 0.05)
+        var faults = simulator.faults.connection
+        faults.goAwayAfter = 1_500
+        simulator.faults.connection = faults
+        try await harness.produce(batch.records)
+
+        let worker = try harness.startWorker(group: "e2e")
+        let results = try await harness.results(5_000)
+        let deadLetters = try await harness.deadLetters(batch.expectedDeadLetters)
+        // Offsets are committed every 500 ms; give the last commit a moment before stopping.
+        try await eventually(10, "offsets committed to the end") {
+            try await harness.commitProgress(group: "e2e").allSatisfy { $0.committed == $0.end }
+        }
+        try await worker.stop()
+
+        // Exactly one result per event, each with the outcome its event was built for.
+        #expect(Set(results.map(\.sourceKey)).count == 5_000)
+        let all = try await harness.allRecords(of: EmbeddedStack.resultsTopic)
+        #expect(all.count == 5_000, "no duplicates without a crash or rebalance (\(all.count) results)")
+        var mismatches: [String] = []
+        for result in results {
+            guard let id = result.eventID else {
+                #expect(result.outcome == .invalid, "only an unreadable event has no id")
+                continue
+            }
+            if batch.expected[id] != result.outcome { mismatches.append("\(id): \(result.outcome)") }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(5))")
+        let counts = results.reduce(into: [ResultOutcome: Int]()) { $0[$1.outcome, default: 0] += 1 }
+        #expect(counts == batch.expectedCounts)
+
+        // The faults did happen, and were retried through.
+        #expect(simulator.observation.count(status: 503) > 0)
+        #expect(simulator.observation.goAways >= 1)
+        #expect(results.contains { $0.outcome == .delivered && $0.attempts > 1 })
+
+        // Every invalid event is in the dead-letter topic, bytes untouched, with its headers.
+        #expect(deadLetters.count == batch.expectedDeadLetters)
+        let inputs = Dictionary(uniqueKeysWithValues: batch.records.map { (String(decoding: $0.key ?? [], as: UTF8.self), $0) })
+        for letter in deadLetters {
+            let reason = try #require(letter.headers.lastString(DeadLetterHeader.reason))
+            #expect(["malformed-json", "schema"].contains(reason))
+            #expect(letter.headers.lastString(DeadLetterHeader.sourceTopic) == EmbeddedStack.inputTopic)
+            #expect(letter.headers.lastString(DeadLetterHeader.sourcePartition) != nil)
+            #expect(letter.headers.lastString(DeadLetterHeader.sourceOffset) != nil)
+            #expect(letter.headers.lastString(DeadLetterHeader.consumerGroup) == "e2e")
+            #expect(letter.headers.lastString(DeadLetterHeader.attempts) == "0")
+            #expect(letter.headers.lastString(DeadLetterHeader.detail)?.isEmpty == false)
+            #expect(letter.headers.first?.key == "source", "original headers first, in order")
+            let original = try #require(inputs[String(decoding: letter.key ?? [], as: UTF8.self)])
+            #expect(letter.value == original.value)
+        }
+
+        // Every deliverable event reached the simulator at least once.
+        let accepted = Set(simulator.observation.records.map(\.deviceToken))
+        let delivered = batch.records.filter { batch.expected[String(decoding: $0.key ?? [], as: UTF8.self)] == .delivered }
+        let tokens = try delivered.map { record -> String in
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(record.value ?? [])) as? [String: Any])
+            return try #require(object["deviceToken"] as? String)
+        }
+        #expect(tokens.allSatisfy(accepted.contains))
+    }
+
+    @Test("two workers share the partitions; one stops; the other finishes; nothing is lost")
+    func twoWorkers() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        let batch = SampleBatch.mixed(count: 3_000, topic: EmbeddedStack.inputTopic, simulator: harness.stack.simulator, seed: 7)
+        // Slow answers keep work in flight, so that one worker leaves mid-stream.
+        harness.stack.simulator.faults.latency = .fixed(.milliseconds(20))
+        try await harness.produce(batch.records)
+
+        let first = try harness.startWorker(group: "pair", maxInFlight: 100)
+        let second = try harness.startWorker(group: "pair", maxInFlight: 100)
+        try await eventually(30, "both workers busy") {
+            first.assembly.pipeline.inFlight > 0 && second.assembly.pipeline.inFlight > 0
+        }
+        try await first.stop()
+        let results = try await harness.results(3_000, timeout: .seconds(180))
+        try await eventually(10, "offsets committed to the end") {
+            try await harness.commitProgress(group: "pair").allSatisfy { $0.committed == $0.end }
+        }
+        try await second.stop()
+
+        #expect(Set(results.map(\.sourceKey)).count == 3_000, "every event has a result")
+        // At-least-once: events may be reported twice around a rebalance, never lost. On librdkafka's
+        // mock cluster more than on a real broker: the mock refuses offset commits for the whole
+        // rebalance (REBALANCE_IN_PROGRESS), so the remaining worker re-reads what it processed
+        // meanwhile. Everything being re-read would mean commits never landed.
+        let all = try await harness.allRecords(of: EmbeddedStack.resultsTopic)
+        #expect(all.count - 3_000 < 1_500, "duplicates: \(all.count - 3_000)")
+        let outcomes = results.reduce(into: [ResultOutcome: Int]()) { $0[$1.outcome, default: 0] += 1 }
+        #expect(outcomes == batch.expectedCounts)
+    }
+}
