@@ -172,6 +172,7 @@ let package = Package(
             name: "WorkerIntegrationTests",
             dependencies: [
                 "Worker", "WorkerDemo", "Kafka", "APNsSimulator",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

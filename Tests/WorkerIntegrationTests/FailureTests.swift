@@ -1,0 +1,109 @@
+import APNsSimulator
+import Crypto
+import Foundation
+import Kafka
+import Testing
+import Worker
+import WorkerDemo
+
+@Suite("The worker under failures", .serialized, .timeLimit(.minutes(5)))
+struct FailureTests {
+    @Test("APNs answering only 503: the worker backs off, pauses its input at the bound, recovers, loses nothing")
+    func serviceUnavailableStorm() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        let simulator = harness.stack.simulator
+        let batch = SampleBatch.mixed(count: 2_000, topic: EmbeddedStack.inputTopic, simulator: simulator, seed: 3)
+        simulator.faults.setRate(.serviceUnavailable, 1.0)
+        try await harness.produce(batch.records)
+
+        let worker = try harness.startWorker(group: "storm", maxInFlight: 200) { configuration in
+            configuration.delivery.retry.maxAttempts = 30
+            configuration.delivery.retry.maxBackoff = .seconds(4)
+            configuration.delivery.retry.maxRetryDuration = .seconds(120)
+        }
+        // Early in the storm requests come fast; as backoff grows towards its 4 s cap they come slowly.
+        try await eventually(30, "the first 503") { simulator.observation.count(status: 503) > 0 }
+        let start = simulator.observation.count(status: 503)
+        try await Task.sleep(for: .seconds(1.5))
+        let early = simulator.observation.count(status: 503) - start
+        try await Task.sleep(for: .seconds(3))
+        let middle = simulator.observation.count(status: 503)
+        try await Task.sleep(for: .seconds(3))
+        let late = simulator.observation.count(status: 503) - middle
+        let earlyRate = Double(early) / 1.5
+        let lateRate = Double(late) / 3
+        #expect(lateRate < earlyRate / 2, "503s per second: \(earlyRate) in the first 1.5 s, \(lateRate) 4.5 s later")
+        // At the bound the input paused; it resumes only when half the events are done.
+        #expect(worker.assembly.pipeline.inFlight >= 100)
+        #expect(worker.assembly.registry.emitToString().contains("apns_worker_consumer_paused 1"))
+        #expect(worker.assembly.health.readiness.isReady, "APNs being unavailable is not a reason to page")
+
+        simulator.faults.setRate(.serviceUnavailable, 0)
+        let results = try await harness.results(2_000, timeout: .seconds(180))
+        try await worker.stop()
+        let counts = results.reduce(into: [ResultOutcome: Int]()) { $0[$1.outcome, default: 0] += 1 }
+        #expect(counts == batch.expectedCounts, "the storm cost no event its outcome")
+        #expect(results.filter { $0.outcome == .delivered }.allSatisfy { $0.attempts >= 2 } == false)
+        #expect(results.contains { $0.outcome == .delivered && $0.attempts > 3 })
+    }
+
+    @Test("dead letters from broken credentials end delivered once the key is fixed and they are replayed")
+    func replayAfterCredentialFix() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        let simulator = harness.stack.simulator
+        simulator.devices.policy = .accept
+        let events = (0..<100).map { index in
+            KafkaProducerMessage(
+                topic: EmbeddedStack.inputTopic, key: Array("cred-\(index)".utf8),
+                value: Array(#"{"id":"cred-\#(index)","deviceToken":"\#(String(format: "%064x", index + 1))","topic":"com.example.demo","pushType":"alert","payload":{"aps":{"alert":"hi"}}}"#.utf8))
+        }
+        try await harness.produce(events)
+
+        // A key APNs does not know: every request is refused with 403 InvalidProviderToken.
+        let wrongKey = harness.stack.directory + "/wrong.p8"
+        try P256.Signing.PrivateKey().pemRepresentation.write(toFile: wrongKey, atomically: true, encoding: .utf8)
+        let broken = try harness.startWorker(group: "credentials") { configuration in
+            guard case .token(var token) = configuration.apns.credentials[0].kind else { return }
+            token.key = .file(wrongKey)
+            configuration.apns.credentials[0].kind = .token(token)
+        }
+        let failed = try await harness.results(100)
+        #expect(failed.allSatisfy { $0.outcome == .failed && $0.status == 403 && $0.reason == "InvalidProviderToken" })
+        #expect(!broken.assembly.health.readiness.isReady, "readiness goes red")
+        #expect(broken.assembly.health.readiness.credentials.contains("demo: InvalidProviderToken"))
+        let deadLetters = try await harness.deadLetters(100)
+        #expect(deadLetters.allSatisfy { $0.headers.lastString(DeadLetterHeader.reason) == "credentials" })
+        try await broken.stop()
+
+        // The fix: the right key. Then the dead letters go back to the input topic.
+        let fixed = try harness.startWorker(group: "credentials")
+        let report = try await DeadLetterReplayer(
+            consumerConfiguration: KafkaConsumerConfiguration(bootstrapServers: harness.stack.cluster.bootstrapServers, groupID: "replay"),
+            producerConfiguration: KafkaProducerConfiguration(bootstrapServers: harness.stack.cluster.bootstrapServers),
+            logger: harness.logger
+        ).run({
+            var request = ReplayRequest(deadLetterTopic: EmbeddedStack.deadLetterTopic)
+            request.reasons = ["credentials"]
+            return request
+        }())
+        #expect(report.count(.replayed) == 100)
+
+        try await eventually(60, "every replayed event delivered") {
+            let all = try await harness.allRecords(of: EmbeddedStack.resultsTopic).map(ResultRecord.init)
+            return Set(all.filter { $0.outcome == .delivered }.compactMap(\.eventID)).count == 100
+        }
+        #expect(fixed.assembly.health.readiness.isReady)
+        try await fixed.stop()
+        let all = try await harness.allRecords(of: EmbeddedStack.resultsTopic).map(ResultRecord.init)
+        for index in 0..<100 {
+            let outcomes = all.filter { $0.eventID == "cred-\(index)" }.map(\.outcome)
+            #expect(outcomes.first == .failed && outcomes.last == .delivered)
+        }
+        // The replayed records carry the replay counter.
+        let inputs = try await harness.allRecords(of: EmbeddedStack.inputTopic)
+        #expect(inputs.count == 200)
+        #expect(inputs.filter { $0.headers.lastString(DeadLetterHeader.replayCount) == "1" }.count == 100)
+    }
+}
