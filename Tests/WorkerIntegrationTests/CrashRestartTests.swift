@@ -1,0 +1,78 @@
+import APNsSimulator
+import Foundation
+import Kafka
+import Testing
+import Worker
+import WorkerDemo
+
+/// The real binary, `apns-worker run --config FILE`, killed and restarted.
+@Suite("The worker binary killed mid-run", .serialized, .timeLimit(.minutes(5)))
+struct CrashRestartTests {
+    static let binary: URL = {
+        var directory = Bundle.main.bundleURL
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent("apns-worker")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            directory = directory.deletingLastPathComponent()
+        }
+        return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(".build/debug/apns-worker")
+    }()
+
+    func start(config: String) throws -> Process {
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = ["run", "--config", config]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    @Test("SIGKILL mid-run, then a restart: every event gets a result; only uncommitted ones twice")
+    func killAndRestart() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        let simulator = harness.stack.simulator
+        let batch = SampleBatch.mixed(count: 3_000, topic: EmbeddedStack.inputTopic, simulator: simulator, seed: 11)
+        simulator.faults.latency = .fixed(.milliseconds(5))
+        try await harness.produce(batch.records)
+        let config = harness.stack.directory + "/worker.yaml"
+        try harness.stack.configurationText(group: "crash", maxInFlight: 300)
+            .write(toFile: config, atomically: true, encoding: .utf8)
+
+        let first = try start(config: config)
+        try await eventually(60, "the first 500 results") {
+            try await harness.allRecords(of: EmbeddedStack.resultsTopic).count >= 500
+        }
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
+        #expect(first.terminationReason == .uncaughtSignal)
+        // What the group had committed when the worker died: everything below it is done for good.
+        let committedAtKill = try await harness.commitProgress(group: "crash").map { $0.committed ?? 0 }
+        let beforeRestart = try await harness.allRecords(of: EmbeddedStack.resultsTopic).map(ResultRecord.init)
+        #expect(beforeRestart.count < 3_000, "killed mid-run")
+
+        let second = try start(config: config)
+        let results = try await harness.results(3_000, timeout: .seconds(180))
+        try await eventually(15, "offsets committed to the end") {
+            try await harness.commitProgress(group: "crash").allSatisfy { $0.committed == $0.end }
+        }
+        kill(second.processIdentifier, SIGTERM)
+        second.waitUntilExit()
+        #expect(second.terminationStatus == 0, "SIGTERM drains, commits and exits 0")
+
+        #expect(Set(results.map(\.sourceKey)).count == 3_000, "no event without a result")
+        let counts = results.reduce(into: [ResultOutcome: Int]()) { $0[$1.outcome, default: 0] += 1 }
+        #expect(counts == batch.expectedCounts)
+        // Duplicates only for events at or past their partition's committed offset at the kill:
+        // the ones that were in flight (or done but not yet committed).
+        let all = try await harness.allRecords(of: EmbeddedStack.resultsTopic).map(ResultRecord.init)
+        let bySource = Dictionary(grouping: all, by: \.sourceKey)
+        let duplicated = bySource.values.filter { $0.count > 1 }.map { $0[0] }
+        for result in duplicated {
+            #expect(result.sourceOffset >= committedAtKill[result.sourcePartition], "\(result.sourceKey) was committed, yet repeated")
+        }
+        #expect(duplicated.count < 3_000 - 500)
+    }
+}
