@@ -82,7 +82,7 @@ lint:
 # keys are the worker's, the manifests agree with each other (docs/deployment.md, "Checks").
 # Debian's python3 with python3-yaml; promtool (Debian: prometheus), if installed, also tests the alerts.
 check-deploy:
-	$(call install_packages,python3-yaml)
+	$(call install_packages,python3-yaml prometheus)
 	/usr/bin/python3 deploy/check.py
 
 clean:
