@@ -73,7 +73,7 @@ bench: deps-test
 
 # After editing schemas/*.schema.json: copy them into the Worker module (a test fails until you do).
 embed-schemas:
-	python3 scripts/embed-schemas.py
+	python3 schemas/embed-schemas.py
 
 lint:
 	$(SWIFT) format lint --recursive --strict Sources Tests Benchmarks
