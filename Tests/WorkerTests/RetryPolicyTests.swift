@@ -3,18 +3,6 @@ import Testing
 
 @testable import Worker
 
-/// A deterministic generator (SplitMix64) so jitter can be asserted without sleeping.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite("Retry policy: exponential backoff, full jitter, limits, expiration")
 struct RetryPolicyTests {
     @Test func ceilingDoublesUpToTheCap() {
@@ -31,7 +19,7 @@ struct RetryPolicyTests {
         var policy = RetryPolicy()
         policy.initialBackoff = .seconds(1)
         policy.maxAttempts = 100
-        var random = SeededGenerator(state: 42)
+        var random = NotificationEventRobustnessTests.SplitMix64(state: 42)
         var waits: [Duration] = []
         for _ in 0..<2000 {
             guard case .retry(let wait) = policy.decide(attempts: 1, elapsed: .zero, expiration: nil, now: 0, using: &random)
@@ -48,7 +36,7 @@ struct RetryPolicyTests {
         var policy = RetryPolicy()
         policy.maxAttempts = 3
         policy.maxRetryDuration = .seconds(10)
-        var random = SeededGenerator(state: 7)
+        var random = NotificationEventRobustnessTests.SplitMix64(state: 7)
         #expect(policy.decide(attempts: 3, elapsed: .zero, expiration: nil, now: 0, using: &random) == .exhausted)
         #expect(policy.decide(attempts: 1, elapsed: .seconds(11), expiration: nil, now: 0, using: &random) == .exhausted)
         guard case .retry = policy.decide(attempts: 2, elapsed: .seconds(1), expiration: nil, now: 0, using: &random) else {
@@ -60,7 +48,7 @@ struct RetryPolicyTests {
     @Test func aNotificationThatExpiresBeforeTheNextAttemptIsExpired() {
         var policy = RetryPolicy()
         policy.initialBackoff = .seconds(4)
-        var random = SeededGenerator(state: 1)
+        var random = NotificationEventRobustnessTests.SplitMix64(state: 1)
         let now: Int64 = 1_000_000
         #expect(policy.decide(attempts: 1, elapsed: .zero, expiration: .at(secondsSince1970: now), now: now, using: &random) == .expired)
         #expect(policy.decide(attempts: 1, elapsed: .zero, expiration: .at(secondsSince1970: now - 60), now: now, using: &random) == .expired)
