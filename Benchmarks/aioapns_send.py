@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """aioapns (Debian python3-aioapns) sending COUNT notifications to an APNs look-alike on localhost:PORT,
 for Benchmarks/run.sh. Prints one line: notifications/s, statuses, seconds.
 
