@@ -56,7 +56,8 @@ struct HeaderEncoderTests {
             teamID: "TEAM123456", keyID: "KEY1234567", key: APNsSigningKey(file: pki.tokenKey))
         let notification = APNsNotification(
             deviceToken: try APNsDeviceToken("abcd"), topic: "com.example.app", pushType: .alert, priority: .immediate,
-            expiration: .at(secondsSince1970: 1_800_000_000), collapseID: "c", apnsID: .random(), payload: Array("{}".utf8))
+            expiration: .at(secondsSince1970: 1_800_000_000), collapseID: "c", apnsID: .random(),
+            payload: Array("{}".utf8))
         let request = APNsHTTP2Request(
             notification: notification, token: try authenticator.currentToken(), deadline: .now(),
             promise: loop.makePromise())

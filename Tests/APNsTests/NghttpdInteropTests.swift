@@ -11,7 +11,9 @@ struct NghttpdInteropTests {
         let pki = try TestPKI()
         let server = try Nghttpd(pki: pki)
         defer { server.stop() }
-        try await withClient(ClientFixtures.configuration(port: server.port, pki: pki), credential: ClientFixtures.tokenCredential(pki)) {
+        try await withClient(
+            ClientFixtures.configuration(port: server.port, pki: pki), credential: ClientFixtures.tokenCredential(pki)
+        ) {
             client in
             let ok = try await client.send(try ClientFixtures.notification(token: Nghttpd.deliveredToken))
             #expect(ok.status == 200)
@@ -49,7 +51,9 @@ struct NghttpdInteropTests {
         let server = try Nghttpd(pki: pki, arguments: ["-V"])
         defer { server.stop() }
         let identity = try APNsCertificateIdentity(pkcs12File: pki.clientPKCS12, password: pki.pkcs12Password)
-        try await withClient(ClientFixtures.configuration(port: server.port, pki: pki), credential: .certificate(identity)) {
+        try await withClient(
+            ClientFixtures.configuration(port: server.port, pki: pki), credential: .certificate(identity)
+        ) {
             client in
             let response = try await client.send(try ClientFixtures.notification(token: Nghttpd.deliveredToken))
             #expect(response.status == 200)
@@ -164,7 +168,8 @@ struct NghttpdInteropTests {
             defer { second.stop() }
             var status = 0
             for _ in 0..<50 where status != 200 {
-                status = (try? await client.send(try ClientFixtures.notification(token: Nghttpd.deliveredToken)).status) ?? 0
+                status =
+                    (try? await client.send(try ClientFixtures.notification(token: Nghttpd.deliveredToken)).status) ?? 0
                 if status != 200 { try await Task.sleep(for: .milliseconds(100)) }
             }
             #expect(status == 200)

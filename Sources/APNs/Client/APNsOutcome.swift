@@ -29,7 +29,8 @@ public enum APNsOutcome: Sendable, Hashable {
             default: return .credentialsBroken(response.reason?.rawValue ?? "403")
             }
         case 429:
-            return .retryLater(perDeviceToken: response.reason != .tooManyProviderTokenUpdates, mayHaveReachedAPNs: true)
+            return .retryLater(
+                perDeviceToken: response.reason != .tooManyProviderTokenUpdates, mayHaveReachedAPNs: true)
         case 500...599:
             return .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true)
         case 400:
