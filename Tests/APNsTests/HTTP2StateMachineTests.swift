@@ -31,6 +31,16 @@ struct HTTP2StateMachineTests {
         #expect(machine.receivedSettings(maxConcurrentStreams: 50) == .capacityChanged(capacity: 50))
     }
 
+    @Test("MAX_CONCURRENT_STREAMS 0 pauses the connection without closing it")
+    func zeroLimitPauses() {
+        var machine = APNsHTTP2StateMachine(configuredMaximum: 10, tokenAuthentication: false)
+        _ = machine.receivedSettings(maxConcurrentStreams: 10)
+        #expect(machine.receivedSettings(maxConcurrentStreams: 0) == .capacityChanged(capacity: 0))
+        #expect(!machine.canOpenStream)
+        #expect(!machine.isGoingAwayOrClosed)
+        #expect(machine.receivedSettings(maxConcurrentStreams: 5) == .capacityChanged(capacity: 5))
+    }
+
     @Test("GOAWAY stops new streams and drains")
     func goAway() {
         var machine = APNsHTTP2StateMachine(configuredMaximum: 10, tokenAuthentication: false)

@@ -155,7 +155,9 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         let request = unwrapOutboundIn(data)
         promise?.succeed()
         let stream = APNsHTTP2Stream(request: request)
-        if state.phase == .closed || state.capacity == 0 && state.phase != .starting {
+        // A server may set MAX_CONCURRENT_STREAMS to 0 for a while: then requests wait; only a
+        // connection that is going away or closed refuses them.
+        if state.isGoingAwayOrClosed {
             stream.fail(
                 APNsClientError(
                     .goAway, "connection is closing; request not sent", mayHaveReachedAPNs: false,
