@@ -15,7 +15,8 @@ extension APNsConnectionHandler {
 
     func makeResponse(_ outcome: Outcome, head: RequestHead, stream: PendingStream) -> Response {
         // Echo a well-formed apns-id; otherwise (absent or BadMessageId) APNs makes one up.
-        let echoed = outcome.request?.apnsID
+        let echoed =
+            outcome.request?.apnsID
             ?? head.apnsID.flatMap { RequestRules.isCanonicalUUID($0, allowUppercase: true) ? $0 : nil }
         let apnsID = echoed ?? messageIDs.next()
         guard let reason = outcome.reason else {
@@ -44,15 +45,21 @@ extension APNsConnectionHandler {
         return Response(status: reason.status, reason: reason, apnsID: apnsID, timestampMilliseconds: timestamp)
     }
 
-    func write(_ response: Response, streamID: HTTP2StreamID, context: ChannelHandlerContext, resetAfter: Bool = false) {
+    func write(_ response: Response, streamID: HTTP2StreamID, context: ChannelHandlerContext, resetAfter: Bool = false)
+    {
         var headers = HPACKHeaders()
         headers.add(name: ":status", value: Self.statusText(response.status))
         // Unique per response: keep them out of the client's HPACK dynamic table.
         headers.add(name: "apns-id", value: response.apnsID, indexing: .nonIndexable)
-        if let unique = response.uniqueID { headers.add(name: "apns-unique-id", value: unique, indexing: .nonIndexable) }
+        if let unique = response.uniqueID {
+            headers.add(name: "apns-unique-id", value: unique, indexing: .nonIndexable)
+        }
         core.observation.streamsClosed(1)
         guard let reason = response.reason else {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))),
+                promise: nil)
             return
         }
         headers.add(name: "content-type", value: "application/json")
@@ -60,7 +67,8 @@ extension APNsConnectionHandler {
         body.writeString("{\"reason\":\"\(reason.rawValue)\"")
         if let timestamp = response.timestampMilliseconds { body.writeString(",\"timestamp\":\(timestamp)") }
         body.writeString("}")
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
+        context.write(
+            wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
         let last = HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))
         guard resetAfter else {
             context.write(wrapOutboundOut(last), promise: nil)
@@ -93,7 +101,10 @@ extension APNsConnectionHandler {
     func giveBackWindow(_ bytes: Int) {
         consumedWindow += bytes
         guard consumedWindow >= Self.connectionWindow / 2, let context else { return }
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: consumedWindow))), promise: nil)
+        context.write(
+            wrapOutboundOut(
+                HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: consumedWindow))),
+            promise: nil)
         consumedWindow = 0
         needsFlush = true
     }
@@ -116,7 +127,8 @@ extension APNsConnectionHandler {
         guard value != advertisedMaxStreams, let context else { return }
         advertisedMaxStreams = value
         let setting = HTTP2Setting(parameter: .maxConcurrentStreams, value: Int(value))
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([setting])))), promise: nil)
+        context.write(
+            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([setting])))), promise: nil)
         needsFlush = true
     }
 
@@ -136,7 +148,9 @@ extension APNsConnectionHandler {
         context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
         core.observation.goAwaySent()
         // Should a client keep the connection open forever, close it anyway.
-        context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(5)) { [weak self] in self?.context?.close(promise: nil) }
+        context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(5)) { [weak self] in
+            self?.context?.close(promise: nil)
+        }
         closeIfDrained()
     }
 

@@ -60,7 +60,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         connectionID = core.register(ConnectionControl(handler: NIOLoopBound(self, eventLoop: context.eventLoop)))
         core.observation.connectionOpened()
         let grant = Self.connectionWindow - 65_535
-        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: grant))), promise: nil)
+        context.writeAndFlush(
+            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: grant))),
+            promise: nil)
         if let idle = core.configuration.idleTimeout {
             let period = TimeAmount.nanoseconds(max(idle.nanoseconds / 4, 1_000_000))
             // Cancelled in channelInactive, so holding the handler here ends with the connection.
@@ -230,7 +232,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             outcome.reason = payloadReason
             return outcome
         }
-        switch core.devices.verdict(token: checked.deviceToken, topic: checked.topic, environment: core.configuration.environment) {
+        switch core.devices.verdict(
+            token: checked.deviceToken, topic: checked.topic, environment: core.configuration.environment)
+        {
         case .deliver: break
         case .reject(let reason): outcome.reason = reason
         case .unregistered(let since):

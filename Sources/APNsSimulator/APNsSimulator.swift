@@ -169,7 +169,9 @@ private final class HandshakeHandler: ChannelInboundHandler, RemovableChannelHan
         do {
             let sync = context.pipeline.syncOperations
             try sync.addHandler(
-                NIOHTTP2Handler(mode: .server, initialSettings: settings, headerBlockValidation: .disabled, contentLengthValidation: .disabled),
+                NIOHTTP2Handler(
+                    mode: .server, initialSettings: settings, headerBlockValidation: .disabled,
+                    contentLengthValidation: .disabled),
                 position: .after(self)
             )
             try sync.addHandler(handler, position: .last)

@@ -56,7 +56,9 @@ public struct SimulatorCertificateAuthority: Sendable {
         ipAddresses: [String] = ["127.0.0.1", "::1"]
     ) throws -> IssuedCertificate {
         var names = dnsNames.map { GeneralName.dnsName($0) }
-        names += ipAddresses.compactMap { Self.addressBytes($0).map { GeneralName.ipAddress(ASN1OctetString(contentBytes: $0[...])) } }
+        names += ipAddresses.compactMap {
+            Self.addressBytes($0).map { GeneralName.ipAddress(ASN1OctetString(contentBytes: $0[...])) }
+        }
         let extensions = try Certificate.Extensions {
             SubjectAlternativeNames(names)
             try ExtendedKeyUsage([.serverAuth])
@@ -97,9 +99,13 @@ public struct SimulatorCertificateAuthority: Sendable {
     ) throws -> IssuedCertificate {
         let key = P256.Signing.PrivateKey()
         let now = Date()
-        var rdns = [RelativeDistinguishedName(RelativeDistinguishedName.Attribute(type: .RDNAttributeType.commonName, utf8String: commonName))]
+        var rdns = [
+            RelativeDistinguishedName(
+                RelativeDistinguishedName.Attribute(type: .RDNAttributeType.commonName, utf8String: commonName))
+        ]
         if let uid {
-            rdns.append(RelativeDistinguishedName(RelativeDistinguishedName.Attribute(type: Self.userIDOID, utf8String: uid)))
+            rdns.append(
+                RelativeDistinguishedName(RelativeDistinguishedName.Attribute(type: Self.userIDOID, utf8String: uid)))
         }
         let subject = DistinguishedName(rdns)
         let start = validFor < 0 ? now.addingTimeInterval(validFor * 2) : now.addingTimeInterval(-3600)

@@ -80,7 +80,9 @@ public final class DeviceRegistry: Sendable {
                 return state.policy == .accept ? .deliver : .reject(.badDeviceToken)
             }
             if let env = device.environment, env != environment { return .reject(.badDeviceToken) }
-            if let registered = device.topic, PushType.bundleID(ofTopic: registered) != PushType.bundleID(ofTopic: topic) {
+            if let registered = device.topic,
+                PushType.bundleID(ofTopic: registered) != PushType.bundleID(ofTopic: topic)
+            {
                 return .reject(.deviceTokenNotForTopic)
             }
             return .deliver

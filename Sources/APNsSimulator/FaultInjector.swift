@@ -1,3 +1,4 @@
+import Atomics
 import NIOConcurrencyHelpers
 
 /// Faults the simulator injects, set at start and changeable at any time from any thread; every request
@@ -30,6 +31,14 @@ public final class FaultInjector: Sendable {
         var connection: ConnectionFaults
     }
 
+    private func refresh() {
+        let on = state.withLockedValue { state in
+            !state.rates.isEmpty || !state.scripts.isEmpty || !state.script.isEmpty || state.latency != .none
+                || state.connection != ConnectionFaults()
+        }
+        active.store(on, ordering: .relaxed)
+    }
+
     private struct State {
         var rates: [(APNsReason, Double)] = []
         var scripts: [String: [APNsReason?]] = [:]
@@ -40,6 +49,8 @@ public final class FaultInjector: Sendable {
     }
 
     private let state: NIOLockedValueBox<State>
+    /// False while no fault at all is set: requests then skip the lock.
+    private let active = ManagedAtomic(false)
 
     /// `seed` makes rate-based faults reproducible.
     public init(seed: UInt64 = 0x5EED) {
@@ -52,6 +63,7 @@ public final class FaultInjector: Sendable {
             state.rates.removeAll { $0.0 == reason }
             if rate > 0 { state.rates.append((reason, min(rate, 1))) }
         }
+        refresh()
     }
 
     public var rates: [APNsReason: Double] {
@@ -61,21 +73,29 @@ public final class FaultInjector: Sendable {
     /// The next requests to `deviceToken` get these answers in order (`nil`: no fault), then rates apply again.
     public func script(deviceToken: String, _ steps: [APNsReason?]) {
         state.withLockedValue { $0.scripts[deviceToken.lowercased()] = steps }
+        refresh()
     }
 
     /// The next requests, whatever their token, get these answers in order (`nil`: no fault).
     public func script(_ steps: [APNsReason?]) {
         state.withLockedValue { $0.script = steps }
+        refresh()
     }
 
     public var latency: Latency {
         get { state.withLockedValue { $0.latency } }
-        set { state.withLockedValue { $0.latency = newValue } }
+        set {
+            state.withLockedValue { $0.latency = newValue }
+            refresh()
+        }
     }
 
     public var connection: ConnectionFaults {
         get { state.withLockedValue { $0.connection } }
-        set { state.withLockedValue { $0.connection = newValue } }
+        set {
+            state.withLockedValue { $0.connection = newValue }
+            refresh()
+        }
     }
 
     /// Removes every fault.
@@ -87,13 +107,17 @@ public final class FaultInjector: Sendable {
             state.latency = .none
             state.connection = ConnectionFaults()
         }
+        refresh()
     }
 
     /// Draws the fault for one request. Only an otherwise valid request (`eligible`) takes a scripted
     /// or random reason: per-token script first, then the global script, then the rates. Latency and
     /// connection faults apply to every request.
     func decide(deviceToken: String, eligible: Bool) -> Decision {
-        state.withLockedValue { state in
+        guard active.load(ordering: .relaxed) else {
+            return Decision(reason: nil, delayNanoseconds: 0, connection: ConnectionFaults())
+        }
+        return state.withLockedValue { state in
             var reason: APNsReason?
             if !eligible {
                 // no reason drawn: the request already has one

@@ -31,7 +31,7 @@ public struct ProviderTokenKey: Sendable {
 }
 
 /// A provider token whose signature checked out.
-struct VerifiedProviderToken: Sendable {
+struct VerifiedProviderToken: Sendable, Equatable {
     var teamID: String
     var keyID: String
     var issuedAt: Double

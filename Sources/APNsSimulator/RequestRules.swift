@@ -125,7 +125,9 @@ enum RequestRules {
         return JSONSyntax.isObject(bytes) ? nil : .badPayload
     }
 
-    private static func resolveTopic(_ topic: String?, authorization: RequestAuthorization) -> Result<String, APNsReason> {
+    private static func resolveTopic(_ topic: String?, authorization: RequestAuthorization) -> Result<
+        String, APNsReason
+    > {
         if let topic { return .success(topic) }
         switch authorization {
         case .certificate(let identity):

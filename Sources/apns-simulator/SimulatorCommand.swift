@@ -1,8 +1,9 @@
 import APNsSimulator
 import ArgumentParser
-import Dispatch
 import Foundation
+import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// `apns-simulator`: the APNs look-alike on its own, for demos, benchmarks and users' integration tests.
 @main
@@ -15,7 +16,9 @@ struct SimulatorCommand: AsyncParsableCommand {
 
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port; 0 picks a free one.") var port = 0
-    @Option(help: "Uses DIR/server.pem + DIR/server-key.pem; generates DIR/ca.pem and a localhost certificate when missing.")
+    @Option(
+        help: "Uses DIR/server.pem + DIR/server-key.pem; generates DIR/ca.pem and a localhost certificate when missing."
+    )
     var tlsDir = "./simulator-tls"
     @Option(help: "Trusted provider token key TEAM:KEYID:PEMFILE (public key or .p8 private key). Repeatable.")
     var tokenKey: [String] = []
@@ -84,8 +87,14 @@ struct SimulatorCommand: AsyncParsableCommand {
         print("listening on \(simulator.host):\(simulator.port)")
         if let ca = simulator.certificateAuthorityPath { print("trust \(ca)") }
         fflush(nil)
-        await Self.waitForTermination()
-        try await simulator.shutdown()
+        let services = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: APNsSimulatorService(simulator))],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: Logger(label: "apns-simulator")
+            )
+        )
+        try await services.run()
         print(simulator.observation.summary())
         fflush(nil)
     }
@@ -105,43 +114,9 @@ struct SimulatorCommand: AsyncParsableCommand {
 
     static func latency(_ text: String) throws -> FaultInjector.Latency {
         if let range = text.range(of: "..") {
-            return .uniform(try duration(String(text[..<range.lowerBound])), try duration(String(text[range.upperBound...])))
+            return .uniform(
+                try duration(String(text[..<range.lowerBound])), try duration(String(text[range.upperBound...])))
         }
         return .fixed(try duration(text))
-    }
-
-    /// Suspends until SIGTERM or SIGINT.
-    static func waitForTermination() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let queue = DispatchQueue(label: "apns-simulator.signals")
-            let once = SignalOnce(continuation)
-            for sig in [SIGTERM, SIGINT] {
-                signal(sig, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-                source.setEventHandler { once.fire() }
-                source.resume()
-                once.keep(source)
-            }
-        }
-    }
-}
-
-/// Resumes the continuation once, from the signal queue, and keeps the signal sources alive.
-/// `@unchecked Sendable`: both stored properties are read and written only under `lock`.
-final class SignalOnce: @unchecked Sendable {
-    private var continuation: CheckedContinuation<Void, Never>?
-    private var sources: [any DispatchSourceSignal] = []
-    private let lock = NSLock()
-
-    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
-
-    func keep(_ source: any DispatchSourceSignal) { lock.withLock { sources.append(source) } }
-
-    func fire() {
-        let c = lock.withLock { () -> CheckedContinuation<Void, Never>? in
-            defer { continuation = nil }
-            return continuation
-        }
-        c?.resume()
     }
 }

@@ -44,10 +44,12 @@ func runAioapns(_ simulator: APNsSimulator, key: TestSigningKey, dir: String, co
     try aioapnsScript.write(toFile: script, atomically: true, encoding: .utf8)
     let keyFile = dir + "/AuthKey.p8"
     try key.p8.write(toFile: keyFile, atomically: true, encoding: .utf8)
-    let output = try await run("/usr/bin/python3", [
-        script, "\(simulator.port)", simulator.certificateAuthorityPath!, keyFile, key.keyID, key.teamID,
-        Fixture.topic, Fixture.device, "\(count)",
-    ], timeout: 120)
+    let output = try await run(
+        "/usr/bin/python3",
+        [
+            script, "\(simulator.port)", simulator.certificateAuthorityPath!, keyFile, key.keyID, key.teamID,
+            Fixture.topic, Fixture.device, "\(count)",
+        ], timeout: 120)
     let line = output.stdout.split(separator: "\n").last.map(String.init) ?? ""
     guard let run = try? JSONDecoder().decode(AioapnsRun.self, from: Data(line.utf8)) else {
         Issue.record("aioapns printed no result: \(output.stdout.suffix(500)) \(output.stderr.suffix(2000))")
@@ -92,7 +94,8 @@ struct AioapnsTests {
 
     @Test func unregisteredReasonReachesTheClient() async throws {
         let key = TestSigningKey()
-        try await withSimulator(key: key, { $0.unregisteredDevices[Fixture.device] = 1_700_000_000 }) { simulator, dir in
+        try await withSimulator(key: key, { $0.unregisteredDevices[Fixture.device] = 1_700_000_000 }) {
+            simulator, dir in
             let result = try await runAioapns(simulator, key: key, dir: dir, count: 3)
             #expect(result.results == ["410 Unregistered": 3])
         }

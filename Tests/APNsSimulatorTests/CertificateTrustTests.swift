@@ -13,14 +13,18 @@ struct CertificateTrustTests {
         pushType: String = "alert"
     ) async throws -> (RawResponse, Int?) {
         var result: (RawResponse, Int?)?
-        try await withSimulator({ $0.clientCertificateAuthorityPEM = try authority.certificatePEM; $0.maxConcurrentStreams = 500 }) {
+        try await withSimulator({
+            $0.clientCertificateAuthorityPEM = try authority.certificatePEM; $0.maxConcurrentStreams = 500
+        }) {
             simulator, _ in
             try await withClientGroup { group in
                 let client = try await RawHTTP2Client.connect(
                     group: group, port: simulator.port, caPath: simulator.certificateAuthorityPath!,
                     clientCertificate: certificate)
-                var headers = [(":method", "POST"), (":scheme", "https"), (":path", "/3/device/" + Fixture.device),
-                               ("apns-push-type", pushType)]
+                var headers = [
+                    (":method", "POST"), (":scheme", "https"), (":path", "/3/device/" + Fixture.device),
+                    ("apns-push-type", pushType),
+                ]
                 if let topic { headers.append(("apns-topic", topic)) }
                 client.send(stream: 1, headers: headers + extra)
                 let response = try await client.response(stream: 1)
@@ -37,14 +41,16 @@ struct CertificateTrustTests {
         let (response, streams) = try await answer(authority: authority, certificate: cert)
         #expect(response.status == 200)
         #expect(streams == 500, "no single-stream phase for certificate trust")
-        let voip = try await answer(authority: authority, certificate: cert, topic: Fixture.topic + ".voip", pushType: "voip")
+        let voip = try await answer(
+            authority: authority, certificate: cert, topic: Fixture.topic + ".voip", pushType: "voip")
         #expect(voip.0.status == 200)
     }
 
     @Test func authorizationHeaderIsIgnoredWithACertificate() async throws {
         let authority = try SimulatorCertificateAuthority()
         let cert = try authority.issueClientCertificate(topics: [Fixture.topic])
-        let (response, _) = try await answer(authority: authority, certificate: cert, extra: [("authorization", "bearer junk")])
+        let (response, _) = try await answer(
+            authority: authority, certificate: cert, extra: [("authorization", "bearer junk")])
         #expect(response.status == 200)
     }
 
@@ -109,10 +115,12 @@ struct CertificateTrustTests {
             try cert.privateKeyPEM.write(toFile: keyFile, atomically: true, encoding: .utf8)
             let body = dir + "/body.json"
             try Fixture.payload.write(toFile: body, atomically: true, encoding: .utf8)
-            let output = try await run("/usr/bin/nghttp", [
-                "-v", "--cert=" + certFile, "--key=" + keyFile, "-d", body, "-H", "apns-topic: " + Fixture.topic,
-                "https://127.0.0.1:\(simulator.port)/3/device/\(Fixture.device)",
-            ])
+            let output = try await run(
+                "/usr/bin/nghttp",
+                [
+                    "-v", "--cert=" + certFile, "--key=" + keyFile, "-d", body, "-H", "apns-topic: " + Fixture.topic,
+                    "https://127.0.0.1:\(simulator.port)/3/device/\(Fixture.device)",
+                ])
             #expect(NghttpAnswer(output.stdout).status == 200, "\(output.stdout.suffix(600))")
             #expect(simulator.observation.records.first?.topic == Fixture.topic)
         }

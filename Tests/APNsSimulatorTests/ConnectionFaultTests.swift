@@ -8,11 +8,13 @@ struct ConnectionFaultTests {
     let key = TestSigningKey()
 
     func push(_ client: RawHTTP2Client, _ stream: Int, token: String = Fixture.device) {
-        client.send(stream: stream, headers: RawHTTP2Client.apnsHeaders(token: token, authorization: key.authorization()))
+        client.send(
+            stream: stream, headers: RawHTTP2Client.apnsHeaders(token: token, authorization: key.authorization()))
     }
 
     @Test func goAwayAfterNRequestsCarriesReasonAndLastStreamID() async throws {
-        try await withRawConnection(key: key, { _ in }) { (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { _ in }) {
+            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
             var faults = FaultInjector.ConnectionFaults()
             faults.goAwayAfter = 2
             simulator.faults.connection = faults
@@ -31,7 +33,8 @@ struct ConnectionFaultTests {
     }
 
     @Test func goAwayOnDemandAnswersStreamsUpToLastStreamID() async throws {
-        try await withRawConnection(key: key, { _ in }) { (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { _ in }) {
+            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
             push(client, 1)
             #expect(try await client.response(stream: 1).status == 200)
             simulator.faults.latency = .fixed(.seconds(3))
@@ -41,13 +44,15 @@ struct ConnectionFaultTests {
             #expect(try await eventually { client.goAway != nil })
             #expect(client.goAway?.lastStreamID == HTTP2StreamID(3))
             #expect(client.goAway?.reason == #"{"reason":"ServiceUnavailable"}"#)
-            #expect(try await client.response(stream: 3).status == 200, "a stream below last-stream-id is still answered")
+            #expect(
+                try await client.response(stream: 3).status == 200, "a stream below last-stream-id is still answered")
             #expect(try await eventually { client.isClosed })
         }
     }
 
     @Test func abruptCloseAnswersNothing() async throws {
-        try await withRawConnection(key: key, { _ in }) { (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { _ in }) {
+            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
             var faults = FaultInjector.ConnectionFaults()
             faults.closeAfter = 2
             simulator.faults.connection = faults
@@ -61,7 +66,8 @@ struct ConnectionFaultTests {
     }
 
     @Test func closeAllConnectionsOnDemand() async throws {
-        try await withRawConnection(key: key, { _ in }) { (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { _ in }) {
+            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
             push(client, 1)
             #expect(try await client.response(stream: 1).status == 200)
             #expect(simulator.observation.liveConnections == 1)
@@ -72,7 +78,8 @@ struct ConnectionFaultTests {
     }
 
     @Test func idleConnectionGetsGoAwayIdleTimeout() async throws {
-        try await withRawConnection(key: key, { $0.idleTimeout = .milliseconds(300) }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { $0.idleTimeout = .milliseconds(300) }) {
+            (_: APNsSimulator, client: RawHTTP2Client) async throws in
             #expect(try await eventually { client.goAway != nil })
             #expect(client.goAway?.reason == #"{"reason":"IdleTimeout"}"#)
             #expect(client.goAway?.lastStreamID == HTTP2StreamID(0))
@@ -81,7 +88,8 @@ struct ConnectionFaultTests {
     }
 
     @Test func maxConcurrentStreamsChangesMidConnection() async throws {
-        try await withRawConnection(key: key, { _ in }) { (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { _ in }) {
+            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
             push(client, 1)
             #expect(try await client.response(stream: 1).status == 200)
             #expect(try await eventually { client.maxConcurrentStreams == 1000 })
@@ -91,7 +99,8 @@ struct ConnectionFaultTests {
     }
 
     @Test func streamsDropToOneAfterARejectionAndComeBackAfterASuccess() async throws {
-        try await withRawConnection(key: key, { _ in }) { (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { _ in }) {
+            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
             var faults = FaultInjector.ConnectionFaults()
             faults.dropStreamsAfterRejection = 1
             simulator.faults.connection = faults
@@ -108,7 +117,8 @@ struct ConnectionFaultTests {
     }
 
     @Test func latencyDelaysTheAnswer() async throws {
-        try await withRawConnection(key: key, { _ in }) { (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { _ in }) {
+            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
             push(client, 1)
             _ = try await client.response(stream: 1)
             simulator.faults.latency = .uniform(.milliseconds(200), .milliseconds(250))
@@ -120,7 +130,8 @@ struct ConnectionFaultTests {
     }
 
     @Test func rateFaultsFollowTheConfiguredShare() async throws {
-        try await withRawConnection(key: key, { _ in }) { (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { _ in }) {
+            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
             simulator.faults.setRate(.tooManyRequests, 0.3)
             simulator.faults.setRate(.internalServerError, 0.1)
             for i in 0..<400 { push(client, 1 + 2 * i) }
@@ -137,10 +148,14 @@ struct ConnectionFaultTests {
     }
 
     @Test func acceptedNotificationsAreRecordedWithinTheLimit() async throws {
-        try await withRawConnection(key: key, { $0.recordLimit = 3 }) { (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { $0.recordLimit = 3 }) {
+            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
             for i in 0..<5 {
-                client.send(stream: 1 + 2 * i, headers: RawHTTP2Client.apnsHeaders(
-                    authorization: key.authorization(), extra: [("apns-id", "eabeae54-14a8-11e5-b60b-1697f925ec7\(i)")]),
+                client.send(
+                    stream: 1 + 2 * i,
+                    headers: RawHTTP2Client.apnsHeaders(
+                        authorization: key.authorization(),
+                        extra: [("apns-id", "eabeae54-14a8-11e5-b60b-1697f925ec7\(i)")]),
                     body: #"{"aps":{"alert":"n\#(i)"}}"#)
                 _ = try await client.response(stream: 1 + 2 * i)
             }
@@ -164,7 +179,8 @@ struct ConnectionFaultTests {
     }
 
     @Test func developmentAddsUniqueID() async throws {
-        try await withRawConnection(key: key, { $0.environment = .development }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { $0.environment = .development }) {
+            (_: APNsSimulator, client: RawHTTP2Client) async throws in
             push(client, 1)
             let answer = try await client.response(stream: 1)
             #expect(answer.status == 200)
@@ -179,16 +195,22 @@ struct ConnectionFaultTests {
     @Test func apnsIDIsEchoedOrMadeUp() async throws {
         try await withRawConnection(key: key, { _ in }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
             let id = "eabeae54-14a8-11e5-b60b-1697f925ec7b"
-            client.send(stream: 1, headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization(), extra: [("apns-id", id)]))
+            client.send(
+                stream: 1,
+                headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization(), extra: [("apns-id", id)]))
             #expect(try await client.response(stream: 1).headers.first(name: "apns-id") == id)
             push(client, 3)
             let made = try #require(try await client.response(stream: 3).headers.first(name: "apns-id"))
-            #expect(made.range(of: #"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"#, options: .regularExpression) != nil)
+            #expect(
+                made.range(
+                    of: #"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"#,
+                    options: .regularExpression) != nil)
         }
     }
 
     @Test func unknownDevicesCanBeAcceptedAndRegistryChangesAtRunTime() async throws {
-        try await withRawConnection(key: key, { _ in }) { (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { _ in }) {
+            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
             push(client, 1, token: "abcd")
             #expect(try await client.response(stream: 1).reason == "BadDeviceToken")
             simulator.devices.policy = .accept

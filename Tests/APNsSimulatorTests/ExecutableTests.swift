@@ -47,10 +47,13 @@ struct ExecutableTests {
 
         let body = try dir.write("body.json", Fixture.payload)
         for token in [Fixture.device, Fixture.goneDevice] {
-            let output = try await run("/usr/bin/nghttp", [
-                "-v", "-d", body, "-H", "apns-topic: " + Fixture.topic, "-H", "authorization: " + key.authorization(),
-                "https://127.0.0.1:\(port)/3/device/\(token)",
-            ])
+            let output = try await run(
+                "/usr/bin/nghttp",
+                [
+                    "-v", "-d", body, "-H", "apns-topic: " + Fixture.topic, "-H",
+                    "authorization: " + key.authorization(),
+                    "https://127.0.0.1:\(port)/3/device/\(token)",
+                ])
             let answer = NghttpAnswer(output.stdout)
             #expect(answer.status == (token == Fixture.device ? 200 : 410))
             if token == Fixture.device { #expect(output.stdout.contains("apns-unique-id"), "--development") }
@@ -69,20 +72,49 @@ struct ExecutableTests {
 
     @Test func h2loadGetsOnly200AndRecordingStaysBounded() async throws {
         let key = TestSigningKey()
-        try await withSimulator(key: key, { $0.recordLimit = 100; $0.threads = 2 }) { simulator, dir in
+        try await withSimulator(
+            key: key,
+            {
+                $0.recordLimit = 100; $0.threads = 2
+            }
+        ) { simulator, dir in
             let body = dir + "/body.json"
             try padded(256).write(toFile: body, atomically: true, encoding: .utf8)
-            let output = try await run("/usr/bin/h2load", [
-                "-n", "4000", "-c", "4", "-m", "100", "-d", body,
-                "-H", "authorization: " + key.authorization(), "-H", "apns-topic: " + Fixture.topic,
-                "-H", "apns-push-type: alert",
-                "https://127.0.0.1:\(simulator.port)/3/device/\(Fixture.device)",
-            ], timeout: 120)
+            let output = try await run(
+                "/usr/bin/h2load",
+                [
+                    "-n", "4000", "-c", "4", "-m", "100", "-d", body,
+                    "-H", "authorization: " + key.authorization(), "-H", "apns-topic: " + Fixture.topic,
+                    "-H", "apns-push-type: alert",
+                    "https://127.0.0.1:\(simulator.port)/3/device/\(Fixture.device)",
+                ], timeout: 120)
             #expect(output.stdout.contains("status codes: 4000 2xx, 0 3xx, 0 4xx, 0 5xx"), "\(output.stdout)")
             #expect(simulator.observation.count(status: 200) == 4000)
             #expect(simulator.observation.records.count == 100)
             #expect(simulator.observation.droppedRecords == 3900)
             #expect(simulator.observation.totalConnections == 4)
+        }
+    }
+}
+
+@Suite("APNsSimulatorService")
+struct SimulatorServiceTests {
+    @Test func cancellationShutsTheSimulatorDown() async throws {
+        let dir = try TemporaryDirectory()
+        let simulator = try await APNsSimulator.start(APNsSimulatorConfiguration(tls: .directory(dir.path + "/tls")))
+        let task = Task { try await APNsSimulatorService(simulator).run() }
+        try await withClientGroup { group in
+            let client = try await RawHTTP2Client.connect(
+                group: group, port: simulator.port, caPath: simulator.certificateAuthorityPath!)
+            #expect(try await eventually { simulator.observation.liveConnections == 1 })
+            task.cancel()
+            try await task.value
+            #expect(try await eventually { client.isClosed })
+            await client.close()
+            await #expect(throws: (any Error).self) {
+                _ = try await RawHTTP2Client.connect(
+                    group: group, port: simulator.port, caPath: simulator.certificateAuthorityPath!)
+            }
         }
     }
 }

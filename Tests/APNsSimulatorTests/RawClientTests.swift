@@ -42,9 +42,19 @@ func withRawConnection(
 @Suite("Malformed requests, through a raw HTTP/2 client")
 struct MalformedRequestTests {
     static let cases: [(String, [(String, String)], Int, String)] = [
-        ("duplicate :path", [(":method", "POST"), (":path", "/3/device/" + Fixture.device), (":path", "/3/device/" + Fixture.device)], 400, "DuplicateHeaders"),
-        ("duplicate apns-id", [(":method", "POST"), (":path", "/3/device/" + Fixture.device),
-                               ("apns-id", "eabeae54-14a8-11e5-b60b-1697f925ec7b"), ("apns-id", "eabeae54-14a8-11e5-b60b-1697f925ec7b")], 400, "DuplicateHeaders"),
+        (
+            "duplicate :path",
+            [(":method", "POST"), (":path", "/3/device/" + Fixture.device), (":path", "/3/device/" + Fixture.device)],
+            400, "DuplicateHeaders"
+        ),
+        (
+            "duplicate apns-id",
+            [
+                (":method", "POST"), (":path", "/3/device/" + Fixture.device),
+                ("apns-id", "eabeae54-14a8-11e5-b60b-1697f925ec7b"),
+                ("apns-id", "eabeae54-14a8-11e5-b60b-1697f925ec7b"),
+            ], 400, "DuplicateHeaders"
+        ),
         ("method PUT", [(":method", "PUT"), (":path", "/3/device/" + Fixture.device)], 405, "MethodNotAllowed"),
         ("no :method", [(":path", "/3/device/" + Fixture.device)], 405, "MethodNotAllowed"),
         ("no :path", [(":method", "POST")], 404, "BadPath"),
@@ -59,7 +69,11 @@ struct MalformedRequestTests {
         let (name, headers, status, reason) = Self.cases[index]
         let key = TestSigningKey()
         try await withRawConnection(key: key) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
-            client.send(stream: 1, headers: headers + [(":scheme", "https"), ("apns-topic", Fixture.topic), ("authorization", key.authorization())])
+            client.send(
+                stream: 1,
+                headers: headers + [
+                    (":scheme", "https"), ("apns-topic", Fixture.topic), ("authorization", key.authorization()),
+                ])
             let answer = try await client.response(stream: 1)
             #expect(answer.status == status, "\(name)")
             #expect(answer.reason == reason, "\(name)")
@@ -98,7 +112,8 @@ struct MalformedRequestTests {
                 """
             let file = dir + "/alpn.py"
             try script.write(toFile: file, atomically: true, encoding: .utf8)
-            let output = try await run("/usr/bin/python3", [file, simulator.certificateAuthorityPath!, "\(simulator.port)"])
+            let output = try await run(
+                "/usr/bin/python3", [file, simulator.certificateAuthorityPath!, "\(simulator.port)"])
             #expect(output.stdout.contains("offered h2+http/1.1 -> h2"), "\(output.stdout) \(output.stderr)")
             #expect(output.stdout.contains("offered http/1.1 -> None"))
             #expect(output.stdout.contains("http/1.1 answer: False"))
@@ -111,7 +126,8 @@ struct MalformedRequestTests {
 struct TokenConnectionTests {
     @Test func oneStreamUntilTheFirstValidTokenThenTheConfiguredLimit() async throws {
         let key = TestSigningKey()
-        try await withRawConnection(key: key, { $0.maxConcurrentStreams = 321 }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { $0.maxConcurrentStreams = 321 }) {
+            (_: APNsSimulator, client: RawHTTP2Client) async throws in
             client.send(stream: 1, headers: RawHTTP2Client.apnsHeaders(authorization: nil))
             #expect(try await client.response(stream: 1).reason == "MissingProviderToken")
             #expect(client.maxConcurrentStreams == 1)
@@ -124,9 +140,11 @@ struct TokenConnectionTests {
     @Test func tokenChangesAtMostOncePerWindow() async throws {
         let key = TestSigningKey()
         let clock = ManualSimulatorClock()
-        try await withRawConnection(key: key, { $0.clock = clock }) { (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { $0.clock = clock }) {
+            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
             func push(_ stream: Int, iat: Double) async throws -> RawResponse {
-                client.send(stream: stream, headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization(iat: iat)))
+                client.send(
+                    stream: stream, headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization(iat: iat)))
                 return try await client.response(stream: stream)
             }
             let t0 = clock.now()
@@ -149,10 +167,14 @@ struct TokenConnectionTests {
 
     @Test func tokenUpdateWindowIsConfigurable() async throws {
         let key = TestSigningKey()
-        try await withRawConnection(key: key, { $0.tokenUpdateWindow = 0 }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { $0.tokenUpdateWindow = 0 }) {
+            (_: APNsSimulator, client: RawHTTP2Client) async throws in
             for (i, age) in [0.0, 1, 2, 3].enumerated() {
                 let stream = 1 + 2 * i
-                client.send(stream: stream, headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization(iat: Date().timeIntervalSince1970 - age)))
+                client.send(
+                    stream: stream,
+                    headers: RawHTTP2Client.apnsHeaders(
+                        authorization: key.authorization(iat: Date().timeIntervalSince1970 - age)))
                 #expect(try await client.response(stream: stream).status == 200)
             }
         }
@@ -161,7 +183,8 @@ struct TokenConnectionTests {
     @Test func cachedTokenExpiresAfterAnHour() async throws {
         let key = TestSigningKey()
         let clock = ManualSimulatorClock()
-        try await withRawConnection(key: key, { $0.clock = clock }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { $0.clock = clock }) {
+            (_: APNsSimulator, client: RawHTTP2Client) async throws in
             let token = key.authorization(iat: clock.now())
             client.send(stream: 1, headers: RawHTTP2Client.apnsHeaders(authorization: token))
             #expect(try await client.response(stream: 1).status == 200)
@@ -176,7 +199,12 @@ struct TokenConnectionTests {
     @Test func oneTeamPerConnection() async throws {
         let key = TestSigningKey()
         let other = TestSigningKey(teamID: "OTHERTEAM1", keyID: "OTHERKEY12")
-        try await withRawConnection(key: key, { $0.tokenKeys.append(other.trusted()); $0.tokenUpdateWindow = 0 }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(
+            key: key,
+            {
+                $0.tokenKeys.append(other.trusted()); $0.tokenUpdateWindow = 0
+            }
+        ) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
             client.send(stream: 1, headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization()))
             #expect(try await client.response(stream: 1).status == 200)
             client.send(stream: 3, headers: RawHTTP2Client.apnsHeaders(authorization: other.authorization()))

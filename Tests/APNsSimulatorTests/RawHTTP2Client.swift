@@ -33,8 +33,11 @@ final class RawHTTP2Client: Sendable {
         tls.trustRoots = .file(caPath)
         tls.applicationProtocols = alpn
         if let clientCertificate {
-            tls.certificateChain = [.certificate(try NIOSSLCertificate(bytes: Array(clientCertificate.certificatePEM.utf8), format: .pem))]
-            tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(clientCertificate.privateKeyPEM.utf8), format: .pem))
+            tls.certificateChain = [
+                .certificate(try NIOSSLCertificate(bytes: Array(clientCertificate.certificatePEM.utf8), format: .pem))
+            ]
+            tls.privateKey = .privateKey(
+                try NIOSSLPrivateKey(bytes: Array(clientCertificate.privateKeyPEM.utf8), format: .pem))
         }
         let context = try NIOSSLContext(configuration: tls)
         let frames = NIOLockedValueBox<[HTTP2Frame]>([])
@@ -44,7 +47,9 @@ final class RawHTTP2Client: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: context, serverHostname: "localhost"))
-                    try sync.addHandler(NIOHTTP2Handler(mode: .client, headerBlockValidation: .disabled, contentLengthValidation: .disabled))
+                    try sync.addHandler(
+                        NIOHTTP2Handler(
+                            mode: .client, headerBlockValidation: .disabled, contentLengthValidation: .disabled))
                     try sync.addHandler(FrameCollector(frames: frames, closed: closed))
                 }
             }
@@ -58,11 +63,14 @@ final class RawHTTP2Client: Sendable {
         var block = HPACKHeaders()
         for (name, value) in headers { block.add(name: name, value: value) }
         let id = HTTP2StreamID(stream)
-        channel.write(HTTP2Frame(streamID: id, payload: .headers(.init(headers: block, endStream: body == nil))), promise: nil)
+        channel.write(
+            HTTP2Frame(streamID: id, payload: .headers(.init(headers: block, endStream: body == nil))), promise: nil)
         if let body {
             var buffer = channel.allocator.buffer(capacity: body.utf8.count)
             buffer.writeString(body)
-            channel.write(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(buffer), endStream: true))), promise: nil)
+            channel.write(
+                HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(buffer), endStream: true))),
+                promise: nil)
         }
         channel.flush()
     }
