@@ -82,10 +82,10 @@ bench_simulator() {
 bench_apns_client() {
     local count="${APNS_BENCH_COUNT:-100000}"
     swift build -c release --product APNsClientBenchmark
-    local dir
+    # Globals and an EXIT trap: the server is stopped and the folder removed however the run ends.
     dir="$(mktemp -d)"
-    local pid=""
-    trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' RETURN
+    pid=""
+    trap 'if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi; rm -rf "$dir"' EXIT
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$dir/ca.key" -out "$dir/ca.pem" \
         -days 1 -subj "/CN=bench CA" 2>/dev/null
     openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$dir/server.key" -out "$dir/server.csr" \
@@ -117,10 +117,10 @@ bench_apns_client_aioapns() {
     local count="${APNS_BENCH_COUNT:-20000}"
     swift build -c release --product APNsClientBenchmark
     swift build -c release --product apns-simulator
-    local dir
+    # Globals and an EXIT trap: the server is stopped and the folder removed however the run ends.
     dir="$(mktemp -d)"
-    local pid=""
-    trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' RETURN
+    pid=""
+    trap 'if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi; rm -rf "$dir"' EXIT
     openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$dir/AuthKey.p8"
     local token=00aa11bb22cc33dd44ee55ff66778899aabbccddeeff00112233445566778899
     .build/release/apns-simulator --port 0 --tls-dir "$dir/tls" --token-key "TEAM123456:KEY1234567:$dir/AuthKey.p8" \
