@@ -8,7 +8,7 @@ import APNs
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 struct Options {
@@ -74,7 +74,9 @@ if let given = options.keyFile {
     keyFile = NSTemporaryDirectory() + "apns-bench-\(getpid()).p8"
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", keyFile]
+    process.arguments = [
+        "openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", keyFile,
+    ]
     try process.run()
     process.waitUntilExit()
 }
@@ -133,6 +135,9 @@ let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.att
 let rate = Double(options.count) / seconds
 print(
     String(
-        format: "apns-client: %d notifications, %d connections x %d streams: %.0f notifications/s, p50 %.2f ms, p99 %.2f ms, peak RSS %.1f MiB, statuses %@, failures %d",
-        options.count, options.connections, options.streams, rate, percentile(0.5), percentile(0.99), peakRSSMegabytes(),
-        statuses.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",") as NSString, failures))
+        format:
+            "apns-client: %d notifications, %d connections x %d streams: %.0f notifications/s, p50 %.2f ms, p99 %.2f ms, peak RSS %.1f MiB, statuses %@, failures %d",
+        options.count, options.connections, options.streams, rate, percentile(0.5), percentile(0.99),
+        peakRSSMegabytes(),
+        statuses.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",") as NSString, failures
+    ))

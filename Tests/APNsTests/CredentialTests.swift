@@ -14,8 +14,10 @@ struct CredentialTests {
         let token = try authenticator.currentToken()
         let parts = token.jwt.split(separator: ".").map(String.init)
         try #require(parts.count == 3)
-        #expect(String(decoding: try base64URLDecode(parts[0]), as: UTF8.self) == #"{"alg":"ES256","kid":"KEY1234567"}"#)
-        #expect(String(decoding: try base64URLDecode(parts[1]), as: UTF8.self) == #"{"iss":"TEAM123456","iat":1700000000}"#)
+        #expect(
+            String(decoding: try base64URLDecode(parts[0]), as: UTF8.self) == #"{"alg":"ES256","kid":"KEY1234567"}"#)
+        #expect(
+            String(decoding: try base64URLDecode(parts[1]), as: UTF8.self) == #"{"iss":"TEAM123456","iat":1700000000}"#)
         #expect(token.authorization.hasPrefix("bearer "))
         #expect(!token.description.contains(parts[2]))
 
@@ -36,7 +38,8 @@ struct CredentialTests {
         let pki = try TestPKI()
         #expect(throws: APNsCredentialError.self) { try APNsSigningKey(file: pki.makeRSAKey()) }
         do {
-            _ = try APNsSigningKey(pem: Array("-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n".utf8))
+            _ = try APNsSigningKey(
+                pem: Array("-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n".utf8))
             Issue.record("garbage key accepted")
         } catch {
             #expect(error.code == .keyUnreadable)

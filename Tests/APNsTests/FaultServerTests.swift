@@ -34,7 +34,8 @@ struct FaultServerTests {
         let pki = try TestPKI()
         let answers = Dictionary(uniqueKeysWithValues: Self.rows.map { ($0.token, [$0.status, $0.reason] as [Any]) })
         let json = String(decoding: try JSONSerialization.data(withJSONObject: answers), as: UTF8.self)
-        let server = try FaultServer(pki: pki, ["--answers", json, "--initial-streams", "1", "--streams-after-success", "100"])
+        let server = try FaultServer(
+            pki: pki, ["--answers", json, "--initial-streams", "1", "--streams-after-success", "100"])
         defer { server.stop() }
         let authenticator = try APNsTokenAuthenticator(
             teamID: "TEAM123456", keyID: "KEY1234567", key: APNsSigningKey(file: pki.tokenKey))
@@ -51,7 +52,9 @@ struct FaultServerTests {
                 #expect(response.apnsID == notification.apnsID?.uuidString)
                 if row.status == 410 {
                     #expect(response.timestampMilliseconds != nil)
-                    #expect(APNsOutcome.classify(response) == .unregistered(timestampMilliseconds: response.timestampMilliseconds))
+                    #expect(
+                        APNsOutcome.classify(response)
+                            == .unregistered(timestampMilliseconds: response.timestampMilliseconds))
                 } else {
                     #expect(APNsOutcome.classify(response) == row.outcome, "\(row.reason)")
                 }
@@ -70,7 +73,8 @@ struct FaultServerTests {
         defer { server.stop() }
         var configuration = ClientFixtures.configuration(port: server.port, pki: pki, host: "127.0.0.1", connections: 1)
         configuration.maximumWaitingRequests = 1000
-        let statuses = try await withClient(configuration, credential: try ClientFixtures.tokenCredential(pki)) { client in
+        let statuses = try await withClient(configuration, credential: try ClientFixtures.tokenCredential(pki)) {
+            client in
             try await sendMany(client, count: 300, token: "0200aa")
         }
         #expect(statuses == ["200": 300])
@@ -82,7 +86,8 @@ struct FaultServerTests {
     @Test("a limit dropped to 1 mid-connection is obeyed at once and every request still answered")
     func limitDroppedMidConnection() async throws {
         let pki = try TestPKI()
-        let server = try FaultServer(pki: pki, ["--initial-streams", "100", "--drop-streams-after", "50", "--delay-ms", "5"])
+        let server = try FaultServer(
+            pki: pki, ["--initial-streams", "100", "--drop-streams-after", "50", "--delay-ms", "5"])
         defer { server.stop() }
         let identity = try APNsCertificateIdentity(certificateFile: pki.clientCertificate, keyFile: pki.clientKey)
         var configuration = ClientFixtures.configuration(port: server.port, pki: pki, host: "127.0.0.1", connections: 1)
@@ -106,10 +111,11 @@ struct FaultServerTests {
         }
         #expect(results.count == 60)
         let delivered = results.filter { $0.status == 200 }.count
-        let notSent = results.compactMap(\.error).filter { $0.code == .goAway }
+        let notSent = results.compactMap(\.error)
         #expect(delivered >= 10)
-        #expect(!notSent.isEmpty)
-        #expect(notSent.allSatisfy { !$0.mayHaveReachedAPNs && $0.isRetriable })
+        #expect(notSent.contains { $0.code == .goAway })
+        // Not processed: above last-stream-id (goAway), or written as the drained connection closed.
+        #expect(notSent.allSatisfy { !$0.mayHaveReachedAPNs && $0.isRetriable }, "\(notSent)")
         #expect(notSent.contains { $0.goAwayReason == "Shutdown" })
         #expect(delivered + notSent.count == 60, "\(results.compactMap(\.error))")
     }
@@ -140,7 +146,8 @@ struct FaultServerTests {
         configuration.maximumWaitingRequests = 20_000
         configuration.requestTimeout = .seconds(60)
         let start = ContinuousClock.now
-        let statuses = try await withClient(configuration, credential: try ClientFixtures.tokenCredential(pki)) { client in
+        let statuses = try await withClient(configuration, credential: try ClientFixtures.tokenCredential(pki)) {
+            client in
             try await sendMany(client, count: 20_000, token: "0200aa", concurrency: 400)
         }
         let elapsed = ContinuousClock.now - start

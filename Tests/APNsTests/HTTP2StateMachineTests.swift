@@ -31,6 +31,16 @@ struct HTTP2StateMachineTests {
         #expect(machine.receivedSettings(maxConcurrentStreams: 50) == .capacityChanged(capacity: 50))
     }
 
+    @Test("MAX_CONCURRENT_STREAMS 0 pauses the connection without closing it")
+    func zeroLimitPauses() {
+        var machine = APNsHTTP2StateMachine(configuredMaximum: 10, tokenAuthentication: false)
+        _ = machine.receivedSettings(maxConcurrentStreams: 10)
+        #expect(machine.receivedSettings(maxConcurrentStreams: 0) == .capacityChanged(capacity: 0))
+        #expect(!machine.canOpenStream)
+        #expect(!machine.isGoingAwayOrClosed)
+        #expect(machine.receivedSettings(maxConcurrentStreams: 5) == .capacityChanged(capacity: 5))
+    }
+
     @Test("GOAWAY stops new streams and drains")
     func goAway() {
         var machine = APNsHTTP2StateMachine(configuredMaximum: 10, tokenAuthentication: false)
@@ -56,7 +66,8 @@ struct HeaderEncoderTests {
             teamID: "TEAM123456", keyID: "KEY1234567", key: APNsSigningKey(file: pki.tokenKey))
         let notification = APNsNotification(
             deviceToken: try APNsDeviceToken("abcd"), topic: "com.example.app", pushType: .alert, priority: .immediate,
-            expiration: .at(secondsSince1970: 1_800_000_000), collapseID: "c", apnsID: .random(), payload: Array("{}".utf8))
+            expiration: .at(secondsSince1970: 1_800_000_000), collapseID: "c", apnsID: .random(),
+            payload: Array("{}".utf8))
         let request = APNsHTTP2Request(
             notification: notification, token: try authenticator.currentToken(), deadline: .now(),
             promise: loop.makePromise())

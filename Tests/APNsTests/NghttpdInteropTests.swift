@@ -11,7 +11,9 @@ struct NghttpdInteropTests {
         let pki = try TestPKI()
         let server = try Nghttpd(pki: pki)
         defer { server.stop() }
-        try await withClient(ClientFixtures.configuration(port: server.port, pki: pki), credential: ClientFixtures.tokenCredential(pki)) {
+        try await withClient(
+            ClientFixtures.configuration(port: server.port, pki: pki), credential: ClientFixtures.tokenCredential(pki)
+        ) {
             client in
             let ok = try await client.send(try ClientFixtures.notification(token: Nghttpd.deliveredToken))
             #expect(ok.status == 200)
@@ -49,7 +51,9 @@ struct NghttpdInteropTests {
         let server = try Nghttpd(pki: pki, arguments: ["-V"])
         defer { server.stop() }
         let identity = try APNsCertificateIdentity(pkcs12File: pki.clientPKCS12, password: pki.pkcs12Password)
-        try await withClient(ClientFixtures.configuration(port: server.port, pki: pki), credential: .certificate(identity)) {
+        try await withClient(
+            ClientFixtures.configuration(port: server.port, pki: pki), credential: .certificate(identity)
+        ) {
             client in
             let response = try await client.send(try ClientFixtures.notification(token: Nghttpd.deliveredToken))
             #expect(response.status == 200)
@@ -117,7 +121,9 @@ struct NghttpdInteropTests {
             }
             #expect(error?.code == .deadlineExceeded)
             #expect(error?.mayHaveReachedAPNs == true)
-            #expect(ContinuousClock.now - start < .seconds(6))  // 0.6 s deadline; slack for sanitizer runs
+            // A 0.6 s deadline. The bound is loose on purpose: the 20,000-notification runs share this
+            // process's cooperative pool (2 threads here), which delays resuming the caller, not the deadline.
+            #expect(ContinuousClock.now - start < .seconds(15))
             #expect(APNsOutcome.classify(error!) == .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true))
         }
     }
@@ -137,7 +143,8 @@ struct NghttpdInteropTests {
             }
             #expect(error?.code == .pingTimeout)
             #expect(error?.mayHaveReachedAPNs == true)
-            #expect(ContinuousClock.now - start < .seconds(8))  // 0.5 s of PING; slack for sanitizer runs
+            // 0.5 s of PING; loose for the same reason as the deadline test's bound.
+            #expect(ContinuousClock.now - start < .seconds(15))
         }
     }
 
@@ -161,7 +168,8 @@ struct NghttpdInteropTests {
             defer { second.stop() }
             var status = 0
             for _ in 0..<50 where status != 200 {
-                status = (try? await client.send(try ClientFixtures.notification(token: Nghttpd.deliveredToken)).status) ?? 0
+                status =
+                    (try? await client.send(try ClientFixtures.notification(token: Nghttpd.deliveredToken)).status) ?? 0
                 if status != 200 { try await Task.sleep(for: .milliseconds(100)) }
             }
             #expect(status == 200)

@@ -93,7 +93,9 @@ struct PoolStateMachineTests {
         let actions = machine.goingAway(id: id, now: .now())
         #expect(actions.contains { if case .reconnect = $0 { return true } else { return false } })
         #expect(dispatched(machine.acquire(2, waiterID: 2)).isEmpty)
-        #expect(machine.release(connectionID: id).contains { if case .close(id) = $0 { return true } else { return false } })
+        #expect(
+            machine.release(connectionID: id).contains { if case .close(id) = $0 { return true } else { return false } }
+        )
     }
 }
 
@@ -123,7 +125,8 @@ struct OutcomeTests {
         ] as [(Int, String?, APNsOutcome)])
     func table(status: Int, reason: String?, outcome: APNsOutcome) {
         let response = APNsResponse(
-            status: status, reason: reason.map(APNsReason.init), timestampMilliseconds: status == 410 ? 1_700_000_000_000 : nil)
+            status: status, reason: reason.map(APNsReason.init),
+            timestampMilliseconds: status == 410 ? 1_700_000_000_000 : nil)
         #expect(APNsOutcome.classify(response) == outcome)
     }
 

@@ -42,7 +42,11 @@ public final class APNsClient: Sendable {
         for credential in Array(credentials.values) + (defaultCredential.map { [$0] } ?? [])
         where pools[credential.identity] == nil {
             let identity: OpenSSLClientIdentity?
-            if case .certificate(let certificate) = credential { identity = certificate.identity } else { identity = nil }
+            if case .certificate(let certificate) = credential {
+                identity = certificate.identity
+            } else {
+                identity = nil
+            }
             let context: OpenSSLContext
             do {
                 context = try OpenSSLContext(trust: configuration.tls.trust, identity: identity)
@@ -75,7 +79,8 @@ public final class APNsClient: Sendable {
         }
         let deadline = NIODeadline.now() + TimeAmount(configuration.requestTimeout)
         let response = try await pool.execute(notification, token: token, deadline: deadline)
-        if response.status == 403, response.reason == .expiredProviderToken, case .token(let authenticator) = credential,
+        if response.status == 403, response.reason == .expiredProviderToken,
+            case .token(let authenticator) = credential,
             let token
         {
             _ = try? authenticator.tokenExpired(token)
@@ -94,7 +99,9 @@ public final class APNsClient: Sendable {
         if routes.isEmpty { return defaultCredential }
         if let exact = routes[topic] { return exact }
         for pushType in APNsPushType.allCases {
-            if let suffix = pushType.topicSuffix, topic.hasSuffix(suffix), let credential = routes[String(topic.dropLast(suffix.count))] {
+            if let suffix = pushType.topicSuffix, topic.hasSuffix(suffix),
+                let credential = routes[String(topic.dropLast(suffix.count))]
+            {
                 return credential
             }
         }

@@ -108,11 +108,16 @@ final class APNsConnectionPool: Sendable {
                 guard !answered else { return }
                 // It waits: give up at the deadline (a no-op if it was served by then).
                 group.any().scheduleTask(deadline: deadline) { [weak self] in
-                    self?.giveUp(waiterID, APNsClientError(.deadlineExceeded, "no stream free before the deadline", mayHaveReachedAPNs: false))
+                    self?.giveUp(
+                        waiterID,
+                        APNsClientError(
+                            .deadlineExceeded, "no stream free before the deadline", mayHaveReachedAPNs: false))
                 }
             }
         } onCancel: {
-            giveUp(waiterID, APNsClientError(.deadlineExceeded, "cancelled while waiting for a stream", mayHaveReachedAPNs: false))
+            giveUp(
+                waiterID,
+                APNsClientError(.deadlineExceeded, "cancelled while waiting for a stream", mayHaveReachedAPNs: false))
         }
     }
 
@@ -125,7 +130,9 @@ final class APNsConnectionPool: Sendable {
 
     /// Runs a state machine step under the lock, then performs its actions outside it.
     @discardableResult
-    private func update(_ step: @Sendable (inout APNsPoolStateMachine<Waiter>) -> [APNsPoolStateMachine<Waiter>.Action]) -> [APNsPoolStateMachine<Waiter>.Action] {
+    private func update(_ step: @Sendable (inout APNsPoolStateMachine<Waiter>) -> [APNsPoolStateMachine<Waiter>.Action])
+        -> [APNsPoolStateMachine<Waiter>.Action]
+    {
         let (actions, channels, drained) = state.withLockedValue { state in
             let actions = step(&state.machine)
             var drained: [CheckedContinuation<Void, Never>] = []
@@ -148,7 +155,8 @@ final class APNsConnectionPool: Sendable {
                 if let channel = channels[id] {
                     waiter.resume(returning: (id, channel))
                 } else {
-                    waiter.resume(throwing: APNsClientError(.connectionLost, "connection vanished", mayHaveReachedAPNs: false))
+                    waiter.resume(
+                        throwing: APNsClientError(.connectionLost, "connection vanished", mayHaveReachedAPNs: false))
                 }
             case .fail(let waiter, let error):
                 waiter.resume(throwing: error)
@@ -166,7 +174,8 @@ final class APNsConnectionPool: Sendable {
         let settings = self.settings
         let sslContext = self.sslContext
         let events = makeEvents(id: id)
-        logger.debug("connecting", metadata: ["host": "\(settings.host)", "port": "\(settings.port)", "connection": "\(id)"])
+        logger.debug(
+            "connecting", metadata: ["host": "\(settings.host)", "port": "\(settings.port)", "connection": "\(id)"])
         // ClientBootstrap resolves the host name (getaddrinfo) on every connect: a fresh DNS answer each time.
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(settings.connectTimeout)
@@ -187,7 +196,8 @@ final class APNsConnectionPool: Sendable {
                 break  // the HTTP/2 handler reports readiness (or closes after its setup timeout)
             case .failure(let error):
                 self.logger.info("connect failed", metadata: ["connection": "\(id)", "error": "\(error)"])
-                let failure = error as? APNsClientError
+                let failure =
+                    error as? APNsClientError
                     ?? APNsClientError(.connectFailed, "\(error)", mayHaveReachedAPNs: false)
                 self.state.withLockedValue { _ = $0.channels.removeValue(forKey: id) }
                 self.update { $0.connectionClosed(id: id, error: failure, now: .now()) }
@@ -210,7 +220,9 @@ final class APNsConnectionPool: Sendable {
             },
             closed: { [weak self] error in
                 guard let self else { return }
-                if let error { self.logger.info("connection closed", metadata: ["connection": "\(id)", "error": "\(error)"]) }
+                if let error {
+                    self.logger.info("connection closed", metadata: ["connection": "\(id)", "error": "\(error)"])
+                }
                 self.state.withLockedValue { _ = $0.channels.removeValue(forKey: id) }
                 self.update { $0.connectionClosed(id: id, error: error, now: .now()) }
             })

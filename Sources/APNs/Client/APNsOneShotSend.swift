@@ -49,7 +49,8 @@ public struct APNsOneShotSend: Sendable {
             return .certificate(try APNsCertificateIdentity(pkcs12File: pkcs12File, password: pkcs12Password))
         }
         if let certificateFile, let certificateKeyFile {
-            return .certificate(try APNsCertificateIdentity(certificateFile: certificateFile, keyFile: certificateKeyFile))
+            return .certificate(
+                try APNsCertificateIdentity(certificateFile: certificateFile, keyFile: certificateKeyFile))
         }
         throw APNsCredentialError(
             .fileUnreadable, "give --key-file (token auth), --p12-file, or --cert-file with --cert-key-file")

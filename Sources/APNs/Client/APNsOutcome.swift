@@ -13,7 +13,7 @@ public enum APNsOutcome: Sendable, Hashable {
     case credentialsBroken(String)
     /// 429, 500, 503, transport loss, timeout, GOAWAY: try again later with backoff.
     /// `perDeviceToken` is set for 429 TooManyRequests (the limit is per token);
-    /// `refreshToken` is false for TooManyProviderTokenUpdates (never refresh then).
+    /// TooManyProviderTokenUpdates lands here too: wait, and never refresh the token for it.
     case retryLater(perDeviceToken: Bool, mayHaveReachedAPNs: Bool)
 
     /// Classifies an HTTP answer.
@@ -29,7 +29,8 @@ public enum APNsOutcome: Sendable, Hashable {
             default: return .credentialsBroken(response.reason?.rawValue ?? "403")
             }
         case 429:
-            return .retryLater(perDeviceToken: response.reason != .tooManyProviderTokenUpdates, mayHaveReachedAPNs: true)
+            return .retryLater(
+                perDeviceToken: response.reason != .tooManyProviderTokenUpdates, mayHaveReachedAPNs: true)
         case 500...599:
             return .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true)
         case 400:

@@ -63,7 +63,9 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
 
     /// A request wants a connection. `waiterID` identifies it if it has to wait.
     mutating func acquire(_ waiter: Waiter, waiterID: Int) -> [Action] {
-        if shuttingDown { return [.fail(waiter, APNsClientError(.shutDown, "client is shutting down", mayHaveReachedAPNs: false))] }
+        if shuttingDown {
+            return [.fail(waiter, APNsClientError(.shutDown, "client is shutting down", mayHaveReachedAPNs: false))]
+        }
         var actions = startIdleSlots()
         if waiters.isEmpty, let id = leastLoaded() {
             loads[id]!.inFlight += 1
@@ -72,7 +74,10 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
             waiters.append((waiterID, waiter))
         } else {
             actions.append(
-                .fail(waiter, APNsClientError(.queueFull, "every stream is busy and the wait queue is full", mayHaveReachedAPNs: false)))
+                .fail(
+                    waiter,
+                    APNsClientError(
+                        .queueFull, "every stream is busy and the wait queue is full", mayHaveReachedAPNs: false)))
         }
         return actions
     }
@@ -95,7 +100,9 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
     }
 
     mutating func connectionReady(id: Int, capacity: Int, now: NIODeadline) -> [Action] {
-        guard let slot = slots.firstIndex(where: { $0.phase == .connecting(id: id) }) else { return [.close(connectionID: id)] }
+        guard let slot = slots.firstIndex(where: { $0.phase == .connecting(id: id) }) else {
+            return [.close(connectionID: id)]
+        }
         slots[slot].phase = .ready(id: id, since: now)
         loads[id] = Load(capacity: capacity, inFlight: 0, slot: slot)
         return serveWaiters()

@@ -90,7 +90,8 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         do {
             session = try Nghttp2Session(delegate: self)
         } catch {
-            closeWithError(error as? APNsClientError ?? APNsClientError(.protocolError, "\(error)", mayHaveReachedAPNs: false))
+            closeWithError(
+                error as? APNsClientError ?? APNsClientError(.protocolError, "\(error)", mayHaveReachedAPNs: false))
             return
         }
         flushSession()
@@ -128,14 +129,16 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         let cause = closeCause
         for stream in streams.values where !stream.finished {
             stream.fail(
-                cause ?? APNsClientError(
-                    .connectionLost, "connection closed before the answer", mayHaveReachedAPNs: true,
-                    goAwayReason: goAwayReason))
+                cause
+                    ?? APNsClientError(
+                        .connectionLost, "connection closed before the answer", mayHaveReachedAPNs: true,
+                        goAwayReason: goAwayReason))
         }
         streams.removeAll()
         failWaiting(
             APNsClientError(
-                cause?.code ?? .connectionLost, "connection closed before the request was sent", mayHaveReachedAPNs: false,
+                cause?.code ?? .connectionLost, "connection closed before the request was sent",
+                mayHaveReachedAPNs: false,
                 goAwayReason: goAwayReason))
         events.closed(cause)
         context.fireChannelInactive()
@@ -152,10 +155,13 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         let request = unwrapOutboundIn(data)
         promise?.succeed()
         let stream = APNsHTTP2Stream(request: request)
-        if state.phase == .closed || state.capacity == 0 && state.phase != .starting {
+        // A server may set MAX_CONCURRENT_STREAMS to 0 for a while: then requests wait; only a
+        // connection that is going away or closed refuses them.
+        if state.isGoingAwayOrClosed {
             stream.fail(
                 APNsClientError(
-                    .goAway, "connection is closing; request not sent", mayHaveReachedAPNs: false, goAwayReason: goAwayReason))
+                    .goAway, "connection is closing; request not sent", mayHaveReachedAPNs: false,
+                    goAwayReason: goAwayReason))
             return
         }
         stream.deadlineTask = context.eventLoop.assumeIsolated().scheduleTask(deadline: request.deadline) {
@@ -295,7 +301,8 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         let payload = stream.request.notification.payload
         let count = min(buffer.count, payload.count - stream.bodyOffset)
         payload.withUnsafeBytes { source in
-            buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[stream.bodyOffset..<stream.bodyOffset + count]))
+            buffer.copyMemory(
+                from: UnsafeRawBufferPointer(rebasing: source[stream.bodyOffset..<stream.bodyOffset + count]))
         }
         stream.bodyOffset += count
         return (count, stream.bodyOffset == payload.count)
@@ -310,7 +317,8 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
             stream.succeed(
                 APNsResponse(
                     status: status, apnsID: stream.apnsID, apnsUniqueID: stream.apnsUniqueID, reason: reason,
-                    timestampMilliseconds: timestamp, latency: .nanoseconds((NIODeadline.now() - stream.submittedAt).nanoseconds)))
+                    timestampMilliseconds: timestamp,
+                    latency: .nanoseconds((NIODeadline.now() - stream.submittedAt).nanoseconds)))
             return
         }
         let refused = errorCode == NGHTTP2_REFUSED_STREAM.rawValue
@@ -323,7 +331,8 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
             stream.fail(APNsClientError(.streamReset, "REFUSED_STREAM: not processed", mayHaveReachedAPNs: false))
         } else {
             let text = String(cString: nghttp2_http2_strerror(errorCode))
-            stream.fail(APNsClientError(.streamReset, "stream closed without an answer (\(text))", mayHaveReachedAPNs: true))
+            stream.fail(
+                APNsClientError(.streamReset, "stream closed without an answer (\(text))", mayHaveReachedAPNs: true))
         }
     }
 
@@ -342,7 +351,9 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         goAwayReason = reason?.rawValue ?? (errorCode == 0 ? nil : String(cString: nghttp2_http2_strerror(errorCode)))
         guard case .drain = state.receivedGoAway(lastStreamID: lastStreamID) else { return }
         failWaiting(
-            APNsClientError(.goAway, "connection going away; request not sent", mayHaveReachedAPNs: false, goAwayReason: goAwayReason))
+            APNsClientError(
+                .goAway, "connection going away; request not sent", mayHaveReachedAPNs: false,
+                goAwayReason: goAwayReason))
         events.goingAway(goAwayReason)
     }
 }

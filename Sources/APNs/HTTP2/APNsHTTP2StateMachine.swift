@@ -91,6 +91,13 @@ struct APNsHTTP2StateMachine {
         return .drain(lastStreamID: lastStreamID)
     }
 
+    var isGoingAwayOrClosed: Bool {
+        switch phase {
+        case .goingAway, .closed: true
+        case .starting, .ready: false
+        }
+    }
+
     /// Whether a going-away connection has nothing left to wait for.
     var isDrained: Bool {
         if case .goingAway = phase { return openStreams == 0 }

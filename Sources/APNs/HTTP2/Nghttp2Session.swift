@@ -110,7 +110,8 @@ final class Nghttp2Session {
                 let value = name + nameLength
                 offset += nameLength + valueLength
                 let flags = UInt8(header.neverIndex ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue)
-                nva.append(nghttp2_nv(name: name, value: value, namelen: nameLength, valuelen: valueLength, flags: flags))
+                nva.append(
+                    nghttp2_nv(name: name, value: value, namelen: nameLength, valuelen: valueLength, flags: flags))
             }
             if hasBody {
                 var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBody)
@@ -193,8 +194,10 @@ private func onFrameReceived(
     case NGHTTP2_GOAWAY.rawValue:
         let goAway = frame.pointee.goaway
         let debug =
-            goAway.opaque_data.map { Array(UnsafeBufferPointer(start: $0, count: min(goAway.opaque_data_len, 4096))) } ?? []
-        owner.delegate?.nghttp2GoAway(lastStreamID: goAway.last_stream_id, errorCode: goAway.error_code, debugData: debug)
+            goAway.opaque_data.map { Array(UnsafeBufferPointer(start: $0, count: min(goAway.opaque_data_len, 4096))) }
+            ?? []
+        owner.delegate?.nghttp2GoAway(
+            lastStreamID: goAway.last_stream_id, errorCode: goAway.error_code, debugData: debug)
     case NGHTTP2_PING.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
         owner.delegate?.nghttp2PingAcknowledged()
     default:

@@ -1,7 +1,7 @@
 import COpenSSL
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One TLS session (`SSL`) whose network side is two memory BIOs: bytes from the socket are written
@@ -51,7 +51,9 @@ final class OpenSSLConnection {
         }
         // SNI (SSL_set_tlsext_host_name is a macro over SSL_ctrl) and host name verification.
         let sni = serverName.withCString {
-            SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, Int(TLSEXT_NAMETYPE_host_name), UnsafeMutableRawPointer(mutating: $0))
+            SSL_ctrl(
+                ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, Int(TLSEXT_NAMETYPE_host_name), UnsafeMutableRawPointer(mutating: $0)
+            )
         }
         guard sni == 1, SSL_set1_host(ssl, serverName) == 1 else {
             throw OpenSSLError(.contextSetupFailed, "cannot set the server name \(serverName)")

@@ -37,7 +37,8 @@ final class OpenSSLContext: @unchecked Sendable {
             }
         }
         if let identity {
-            let ok = identity.certificate.withPointer { SSL_CTX_use_certificate(context, $0) } == 1
+            let ok =
+                identity.certificate.withPointer { SSL_CTX_use_certificate(context, $0) } == 1
                 && identity.key.withPointer { SSL_CTX_use_PrivateKey(context, $0) } == 1
             guard ok else { throw OpenSSLError(.contextSetupFailed, "cannot use the client certificate") }
             for certificate in identity.chain {

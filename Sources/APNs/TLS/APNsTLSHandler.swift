@@ -65,13 +65,18 @@ final class APNsTLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .wantRead:
             return
         case .closed:
-            fail(context: context, APNsClientError(.tlsHandshakeFailed, "closed during the TLS handshake", mayHaveReachedAPNs: false))
+            fail(
+                context: context,
+                APNsClientError(.tlsHandshakeFailed, "closed during the TLS handshake", mayHaveReachedAPNs: false))
         case .failed(let failure):
             fail(context: context, Self.error(for: failure))
         case .done:
             guard connection.negotiatedProtocol == "h2" else {
                 let got = connection.negotiatedProtocol ?? "none"
-                fail(context: context, APNsClientError(.alpnRefused, "server did not select ALPN h2 (got \(got))", mayHaveReachedAPNs: false))
+                fail(
+                    context: context,
+                    APNsClientError(
+                        .alpnRefused, "server did not select ALPN h2 (got \(got))", mayHaveReachedAPNs: false))
                 return
             }
             state = .active
@@ -101,7 +106,10 @@ final class APNsTLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 context.close(promise: nil)
                 return
             case .failed(let failure):
-                fail(context: context, APNsClientError(.connectionLost, "TLS record error", mayHaveReachedAPNs: true, tlsDetail: failure.stack))
+                fail(
+                    context: context,
+                    APNsClientError(
+                        .connectionLost, "TLS record error", mayHaveReachedAPNs: true, tlsDetail: failure.stack))
                 return
             }
         }
@@ -140,8 +148,13 @@ final class APNsTLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func encrypt(context: ChannelHandlerContext, _ buffer: ByteBuffer, promise: EventLoopPromise<Void>?) {
         let step = buffer.withUnsafeReadableBytes { connection.write($0) }
         if case .failed(let failure) = step {
-            promise?.fail(APNsClientError(.connectionLost, "TLS write failed", mayHaveReachedAPNs: false, tlsDetail: failure.stack))
-            fail(context: context, APNsClientError(.connectionLost, "TLS write failed", mayHaveReachedAPNs: true, tlsDetail: failure.stack))
+            promise?.fail(
+                APNsClientError(
+                    .connectionLost, "TLS write failed", mayHaveReachedAPNs: false, tlsDetail: failure.stack))
+            fail(
+                context: context,
+                APNsClientError(.connectionLost, "TLS write failed", mayHaveReachedAPNs: true, tlsDetail: failure.stack)
+            )
             return
         }
         flushCiphertext(context: context, promise: promise)
@@ -177,9 +190,11 @@ final class APNsTLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private static func error(for failure: OpenSSLHandshakeFailure) -> APNsClientError {
         if let code = failure.verifyCode {
             return APNsClientError(
-                .serverCertificateRejected, "server certificate did not verify: \(failure.verifyReason ?? "code \(code)")",
+                .serverCertificateRejected,
+                "server certificate did not verify: \(failure.verifyReason ?? "code \(code)")",
                 mayHaveReachedAPNs: false, tlsDetail: failure.stack)
         }
-        return APNsClientError(.tlsHandshakeFailed, "TLS handshake failed", mayHaveReachedAPNs: false, tlsDetail: failure.stack)
+        return APNsClientError(
+            .tlsHandshakeFailed, "TLS handshake failed", mayHaveReachedAPNs: false, tlsDetail: failure.stack)
     }
 }

@@ -5,7 +5,9 @@ import Foundation
 /// Builds clients aimed at a local test server, with short timers so failures show fast.
 enum ClientFixtures {
     static func tokenCredential(_ pki: TestPKI) throws -> APNsCredential {
-        .token(try APNsTokenAuthenticator(teamID: "TEAM123456", keyID: "KEY1234567", key: APNsSigningKey(file: pki.tokenKey)))
+        .token(
+            try APNsTokenAuthenticator(
+                teamID: "TEAM123456", keyID: "KEY1234567", key: APNsSigningKey(file: pki.tokenKey)))
     }
 
     static func configuration(
@@ -23,7 +25,8 @@ enum ClientFixtures {
         return configuration
     }
 
-    static func notification(token: String, payload: String = #"{"aps":{"alert":"hello"}}"#) throws -> APNsNotification {
+    static func notification(token: String, payload: String = #"{"aps":{"alert":"hello"}}"#) throws -> APNsNotification
+    {
         APNsNotification(
             deviceToken: try APNsDeviceToken(token), topic: "com.example.app", pushType: .alert,
             apnsID: .random(), payload: Array(payload.utf8))

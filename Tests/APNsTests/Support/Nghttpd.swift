@@ -27,7 +27,10 @@ final class Nghttpd: @unchecked Sendable {
             let candidate = try port ?? freePort()
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["nghttpd"] + arguments + ["-d", documentRoot.path, String(candidate), pki.serverKey, pki.serverCertificate]
+            process.arguments =
+                ["nghttpd"] + arguments + [
+                    "-d", documentRoot.path, String(candidate), pki.serverKey, pki.serverCertificate,
+                ]
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()

@@ -42,7 +42,9 @@ final class TestPKI: Sendable {
             "openssl", "x509", "-req", "-in", d.file("server.csr"), "-CA", caCertificate, "-CAkey", d.file("ca.key"),
             "-CAcreateserial", "-out", serverCertificate, "-days", "2", "-extfile", d.file("server.ext"),
         ])
-        try runCommand(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", tokenKey])
+        try runCommand([
+            "openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", tokenKey,
+        ])
         try runCommand(["openssl", "pkey", "-in", tokenKey, "-pubout", "-out", tokenPublicKey])
         try runCommand(
             ["openssl", "req"] + ec + [
