@@ -47,9 +47,23 @@ build: deps-build
 release: deps-build
 	$(SWIFT) build -c release $(SWIFT_FLAGS)
 
+# One test target at a time (tests within a target run in parallel): the integration suites drive
+# real servers hard, and on a 2-core machine running every target at once starves the peers that
+# timing-sensitive tests (deadlines, PING timeouts) talk to.
+# Module names (the apns-workerTests target's module is apns_workerTests). A target that runs no test
+# fails the run: a filter that silently matches nothing is not a pass.
+TEST_TARGETS := JSONSchemaTests WorkerTests apns_workerTests KafkaTests APNsSimulatorTests APNsTests WorkerIntegrationTests
+
 test: deps-test
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
-	$(SWIFT) test --skip-build $(SWIFT_FLAGS)
+	@mkdir -p .build; for target in $(TEST_TARGETS); do \
+	    echo "== $$target"; \
+	    log=.build/test-$$target.log; \
+	    $(SWIFT) test --skip-build $(SWIFT_FLAGS) --filter "^$$target\\." > $$log 2>&1; status=$$?; \
+	    cat $$log; \
+	    if [ $$status -ne 0 ]; then echo "== $$target failed"; exit $$status; fi; \
+	    if grep -q "Test run with 0 tests" $$log; then echo "== $$target ran no test"; exit 1; fi; \
+	done
 
 test-kafka: deps-test
 	$(SWIFT) test $(SWIFT_FLAGS) --filter KafkaTests
