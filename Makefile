@@ -56,14 +56,15 @@ TEST_TARGETS := JSONSchemaTests WorkerTests apns_workerTests KafkaTests APNsSimu
 
 test: deps-test
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
-	@mkdir -p .build; for target in $(TEST_TARGETS); do \
+	@mkdir -p .build; failed=""; for target in $(TEST_TARGETS); do \
 	    echo "== $$target"; \
 	    log=.build/test-$$target.log; \
-	    $(SWIFT) test --skip-build $(SWIFT_FLAGS) --filter "^$$target\\." > $$log 2>&1; status=$$?; \
+	    $(SWIFT) test --skip-build $(SWIFT_FLAGS) --filter "^$$target\\." > $$log 2>&1 || failed="$$failed $$target"; \
 	    cat $$log; \
-	    if [ $$status -ne 0 ]; then echo "== $$target failed"; exit $$status; fi; \
-	    if grep -q "Test run with 0 tests" $$log; then echo "== $$target ran no test"; exit 1; fi; \
-	done
+	    if grep -q "Test run with 0 tests" $$log; then failed="$$failed $$target(ran-no-test)"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "FAILED:$$failed"; exit 1; fi; \
+	echo "all test targets passed"
 
 test-kafka: deps-test
 	$(SWIFT) test $(SWIFT_FLAGS) --filter KafkaTests
