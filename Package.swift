@@ -99,6 +99,7 @@ let package = Package(
             name: "WorkerTests",
             dependencies: [
                 "Worker", "Kafka", "APNs", "JSONSchema",
+                .product(name: "Yams", package: "Yams"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -43,6 +43,9 @@ public enum WorkerRuntime {
         let metrics = WorkerMetrics(registry: registry)
         let health = HealthState()
         let observer = OperationsObserver(metrics: metrics, health: health)
+        // Every configured credential exports its gauge from the start (0 = healthy), so dashboards
+        // and alerts see the series before anything goes wrong.
+        for credential in configuration.apns.credentials { metrics.setCredentialBroken(credential.name, false) }
         let sender = try APNsSender(settings: configuration.apns, environment: environment, logger: logger)
 
         var pipelineConfiguration = PipelineConfiguration(
