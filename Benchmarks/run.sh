@@ -12,7 +12,7 @@ PIN=""
 if command -v taskset >/dev/null 2>&1; then PIN="taskset -c ${BENCH_CPU:-0}"; fi
 
 usage() {
-    echo "unknown benchmark: $1 (kafka, jsonschema, jsonschema-instructions, apns-client, apns-simulator, simulator, all)" >&2
+    echo "unknown benchmark: $1 (kafka, worker, jsonschema, jsonschema-instructions, apns-client, apns-simulator, simulator, all)" >&2
     exit 2
 }
 
@@ -222,13 +222,22 @@ bench_simulator() {
         "$device" "$aioapns_count" 4
 }
 
+# The worker end to end: a backlog in the mock cluster drained by the real worker (4 connections to the
+# simulator), next to the same pipeline with an instant APNs. WORKER_BENCH_EVENTS, _ROUNDS,
+# _MAX_IN_FLIGHT, _MODES, _PERF (a directory: profile each worker with perf record) tune it.
+bench_worker() {
+    "$SWIFT" build -c release --product WorkerBenchmark
+    "$("$SWIFT" build -c release --show-bin-path)/WorkerBenchmark"
+}
+
 case "${1:-all}" in
     kafka) bench_kafka ;;
+    worker) bench_worker ;;
     jsonschema) bench_jsonschema ;;
     jsonschema-instructions) bench_jsonschema_instructions ;;
     apns-client) bench_apns_client ;;
     apns-simulator) bench_apns_simulator ;;
     simulator) bench_simulator ;;
-    all) bench_kafka; bench_jsonschema; bench_apns_client; bench_apns_simulator; bench_simulator ;;
+    all) bench_kafka; bench_worker; bench_jsonschema; bench_apns_client; bench_apns_simulator; bench_simulator ;;
     *) usage "$1" ;;
 esac
