@@ -54,17 +54,20 @@ var figures: [Mode: [RunFigures]] = [:]
 for round in 0..<rounds {
     for mode in modes {
         let topic = resultsTopic(mode, round)
+        // Everything the worker's command line needs, worked out here: the closure runs off the main actor.
+        let workerArguments = [
+            "--worker", mode.rawValue, "bench-\(mode.rawValue)-\(round)", topic, "\(maxInFlight)", peers.bootstrap,
+            "\(peers.simulatorPort)", peers.caFile, peers.keyFile,
+        ]
+        var wrapper: [String] = []
+        if let perfDirectory {
+            wrapper = ["/usr/bin/perf", "record", "-F", "499", "-g", "-q", "-o", "\(perfDirectory)/\(mode.rawValue)-\(round).data", "--"]
+        }
         var worker: Child?
         var run = try await readResults(
             topic: topic, count: eventCount, bootstrap: peers.bootstrap, timeout: runTimeout, logger: logger
-        ) {
-            let wrapper = perfDirectory.map {
-                ["/usr/bin/perf", "record", "-F", "499", "-g", "-q", "-o", "\($0)/\(mode.rawValue)-\(round).data", "--"]
-            } ?? []
-            worker = try Child(
-                ["--worker", mode.rawValue, "bench-\(mode.rawValue)-\(round)", topic, "\(maxInFlight)", peers.bootstrap,
-                 "\(peers.simulatorPort)", peers.caFile, peers.keyFile],
-                wrapper: wrapper)
+        ) { [wrapper] in
+            worker = try Child(workerArguments, wrapper: wrapper)
             return .now
         }
         for line in worker?.stop() ?? [] where line.hasPrefix("rss ") {
