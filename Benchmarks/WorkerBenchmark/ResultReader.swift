@@ -15,6 +15,10 @@ struct RunFigures {
     var peakRSSKiB = 0
     var maxRSSKiB = 0
     var cpuSeconds = 0.0
+    var meanInFlight = 0
+    /// CPU time the other processes spent during the run (the peers) and this one (the reader).
+    var peersCPUSeconds = 0.0
+    var readerCPUSeconds = 0.0
 
     var rate: Double { drain > 0 ? Double(max(results - 1, 0)) / drain : 0 }
 

@@ -14,6 +14,10 @@ enum Mode: String, CaseIterable {
     case instant
 }
 
+/// `WORKER_BENCH_CONSUMER_PROPERTIES`: more librdkafka consumer settings (`key: "value", …`), to try
+/// what a setting does to the figures without touching the worker.
+let extraConsumerProperties = ProcessInfo.processInfo.environment["WORKER_BENCH_CONSUMER_PROPERTIES"].map { ", " + $0 } ?? ""
+
 /// The worker's settings for the child's peers, as a user would write them.
 func configurationText(_ peers: Peers.Addresses, group: String, resultsTopic: String, maxInFlight: Int) -> String {
     """
@@ -22,7 +26,7 @@ func configurationText(_ peers: Peers.Addresses, group: String, resultsTopic: St
     consumer:
       group: \(group)
       topics: [\(Peers.inputTopic)]
-      properties: { session.timeout.ms: "6000", heartbeat.interval.ms: "500" }
+      properties: { session.timeout.ms: "6000", heartbeat.interval.ms: "500"\(extraConsumerProperties) }
     topics:
       results: \(resultsTopic)
       deadLetters: \(Peers.deadLetterTopic)
@@ -57,18 +61,32 @@ struct InstantSender: NotificationSending {
 }
 
 /// The peak of VmRSS, read from /proc/self/status every 100 ms on a thread of its own.
+/// Also samples the pipeline's in-flight count: near `maxInFlight` the input is paused and the
+/// worker waits on APNs or Kafka acknowledgements; far below it, reading is what holds it back.
 final class RSSSampler: Sendable {
     private let peak = Atomic<Int>(0)
     private let stopped = Atomic<Bool>(false)
+    private let inFlightSum = Atomic<Int>(0)
+    private let inFlightSamples = Atomic<Int>(0)
 
-    func start() {
+    func start(inFlight: @escaping @Sendable () -> Int) {
         Thread.detachNewThread { [self] in
             while !stopped.load(ordering: .relaxed) {
                 let current = Self.residentKiB()
                 if current > peak.load(ordering: .relaxed) { peak.store(current, ordering: .relaxed) }
+                let running = inFlight()
+                if running > 0 {
+                    inFlightSum.add(running, ordering: .relaxed)
+                    inFlightSamples.add(1, ordering: .relaxed)
+                }
                 usleep(100_000)
             }
         }
+    }
+
+    /// The mean in-flight count over the samples where something was in flight.
+    var meanInFlight: Int {
+        inFlightSum.load(ordering: .relaxed) / max(inFlightSamples.load(ordering: .relaxed), 1)
     }
 
     func stop() -> Int {
@@ -104,7 +122,6 @@ func runWorker(_ mode: Mode, peers: Peers.Addresses, group: String, resultsTopic
     -> Never
 {
     let sampler = RSSSampler()
-    sampler.start()
     var logger = Logger(label: "bench.worker")
     logger.logLevel = .warning
     let configuration = try WorkerConfiguration.parse(
@@ -113,6 +130,7 @@ func runWorker(_ mode: Mode, peers: Peers.Addresses, group: String, resultsTopic
     let services: ServiceGroup
     switch mode {
     case .worker:
+        sampler.start { assembly.pipeline.inFlight }
         services = assembly.serviceGroup(handlingSignals: false)
     case .instant:
         var consumer = configuration.kafkaConsumerConfiguration
@@ -121,6 +139,7 @@ func runWorker(_ mode: Mode, peers: Peers.Addresses, group: String, resultsTopic
             configuration: assembly.pipeline.configuration, consumer: consumer,
             producer: configuration.kafkaProducerConfiguration, sender: InstantSender(),
             observer: OperationsObserver(metrics: assembly.metrics, health: assembly.health), logger: logger)
+        sampler.start { pipeline.inFlight }
         services = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [.init(service: assembly.operations), .init(service: pipeline)], logger: logger))
     }
@@ -128,6 +147,6 @@ func runWorker(_ mode: Mode, peers: Peers.Addresses, group: String, resultsTopic
     await untilStandardInputCloses()
     await services.triggerGracefulShutdown()
     try await running.value
-    print("rss peak=\(sampler.stop()) maxrss=\(RSSSampler.maxResidentKiB()) cpu=\(RSSSampler.cpuSeconds())")
+    print("rss peak=\(sampler.stop()) maxrss=\(RSSSampler.maxResidentKiB()) cpu=\(RSSSampler.cpuSeconds()) inflight=\(sampler.meanInFlight)")
     exit(0)
 }

@@ -63,6 +63,8 @@ for round in 0..<rounds {
         if let perfDirectory {
             wrapper = ["/usr/bin/perf", "record", "-F", "499", "-g", "-q", "-o", "\(perfDirectory)/\(mode.rawValue)-\(round).data", "--"]
         }
+        let peersCPUBefore = cpuSeconds(of: peersChild.process.processIdentifier)
+        let ownCPUBefore = RSSSampler.cpuSeconds()
         var worker: Child?
         var run = try await readResults(
             topic: topic, count: eventCount, bootstrap: peers.bootstrap, timeout: runTimeout, logger: logger
@@ -70,6 +72,8 @@ for round in 0..<rounds {
             worker = try Child(workerArguments, wrapper: wrapper)
             return .now
         }
+        run.peersCPUSeconds = cpuSeconds(of: peersChild.process.processIdentifier) - peersCPUBefore
+        run.readerCPUSeconds = RSSSampler.cpuSeconds() - ownCPUBefore
         for line in worker?.stop() ?? [] where line.hasPrefix("rss ") {
             for field in line.dropFirst(4).split(separator: " ") {
                 let parts = field.split(separator: "=")
@@ -77,6 +81,7 @@ for round in 0..<rounds {
                 case "peak": run.peakRSSKiB = Int(parts[1]) ?? 0
                 case "maxrss": run.maxRSSKiB = Int(parts[1]) ?? 0
                 case "cpu": run.cpuSeconds = Double(parts[1]) ?? 0
+                case "inflight": run.meanInFlight = Int(parts[1]) ?? 0
                 default: break
                 }
             }
@@ -109,10 +114,16 @@ let rows: [(String, (RunFigures) -> String)] = [
     ("events/s, first result to last", { String(format: "%.0f", $0.rate) }),
     ("time to first result", { String(format: "%.2f s", $0.firstResult ?? -1) }),
     ("latencyMs p50 / p99", { String(format: "%.1f / %.1f ms", $0.percentile(0.5), $0.percentile(0.99)) }),
+    ("mean in flight (bound \(maxInFlight))", { "\($0.meanInFlight)" }),
     ("peak RSS (VmRSS every 100 ms)", { String(format: "%.0f MiB", Double($0.peakRSSKiB) / 1024) }),
     ("ru_maxrss", { String(format: "%.0f MiB", Double($0.maxRSSKiB) / 1024) }),
-    ("worker CPU (user + sys)", { String(format: "%.1f s (%.0f µs/event)", $0.cpuSeconds, $0.cpuSeconds * 1e6 / Double(max($0.results, 1))) }),
+    ("CPU: worker (user + sys)", { cpu($0.cpuSeconds, $0) }),
+    ("CPU: mock cluster + simulator", { cpu($0.peersCPUSeconds, $0) }),
+    ("CPU: results reader", { cpu($0.readerCPUSeconds, $0) }),
 ]
+func cpu(_ seconds: Double, _ run: RunFigures) -> String {
+    String(format: "%.1f s (%.0f µs/event)", seconds, seconds * 1e6 / Double(max(run.results, 1)))
+}
 for (name, value) in rows {
     print(name.leftAligned(34) + modes.map { column($0, value) }.joined())
 }
@@ -122,6 +133,17 @@ if modes.count == Mode.allCases.count, let worker = median(.worker), let instant
     print(String(format: "worker / instant-APNs pipeline: %.2fx", worker.rate / instant.rate))
 }
 exit(0)
+
+/// User + system CPU time of another process (from /proc/PID/stat), in seconds.
+func cpuSeconds(of pid: Int32) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return 0 }
+    // After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
 
 extension Array {
     var nilIfEmpty: Self? { isEmpty ? nil : self }
