@@ -12,6 +12,9 @@ struct RunFigures {
     var drain: Double = 0
     /// Each result's `latencyMs`: from the worker picking the event up to its result being built.
     var latencies: [Double] = []
+    /// From each result's `completedAt` (built, about to be produced) to this reader getting it, in
+    /// ms: the result's way through the producer, the broker and the reader's fetch.
+    var resultLags: [Double] = []
     var peakRSSKiB = 0
     var maxRSSKiB = 0
     var cpuSeconds = 0.0
@@ -22,9 +25,9 @@ struct RunFigures {
 
     var rate: Double { drain > 0 ? Double(max(results - 1, 0)) / drain : 0 }
 
-    func percentile(_ p: Double) -> Double {
-        guard !latencies.isEmpty else { return 0 }
-        let sorted = latencies.sorted()
+    func percentile(_ p: Double, of values: KeyPath<RunFigures, [Double]> = \.latencies) -> Double {
+        let sorted = self[keyPath: values].sorted()
+        guard !sorted.isEmpty else { return 0 }
         return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
     }
 }
@@ -37,6 +40,9 @@ func readResults(
 ) async throws -> RunFigures {
     var configuration = KafkaConsumerConfiguration(bootstrapServers: bootstrap, groupID: "bench-reader-\(topic)")
     configuration.sessionTimeout = .seconds(10)
+    // The mock cluster holds a fetch that finds no new data for the whole fetch.wait.max.ms (500 ms by
+    // default) even when data arrives meanwhile: a caught-up reader would see results up to 0.5 s late.
+    configuration.properties = ["fetch.wait.max.ms": "5"]
     let consumer = try KafkaConsumer(configuration: configuration, logger: logger)
     let partitions = try await consumer.partitions(of: topic)
     try consumer.assign(partitions.map { KafkaTopicPartitionOffset(topic: topic, partition: $0, offset: KafkaOffset.beginning) })
@@ -57,6 +63,7 @@ func readResults(
                 if let value = record.value {
                     if let latency = number(after: latencyField, in: value) { figures.latencies.append(latency) }
                     if contains(deliveredField, in: value) { figures.delivered += 1 }
+                    if let lag = millisecondsSince(completedAtIn: value) { figures.resultLags.append(lag) }
                 }
                 if figures.results >= count { break }
             }
@@ -77,6 +84,22 @@ func readResults(
 }
 
 private let latencyField = Array(#""latencyMs":"#.utf8)
+private let completedAtField = Array(#""completedAt":""#.utf8)
+
+/// Now minus the result's `completedAt` (RFC 3339, UTC, milliseconds), from its time of day only: no
+/// date parsing per record.
+private func millisecondsSince(completedAtIn value: [UInt8]) -> Double? {
+    guard let at = find(completedAtField, in: value) else { return nil }
+    let start = at + completedAtField.count + 11  // past "YYYY-MM-DDT"
+    guard value.count > start + 12 else { return nil }
+    func digits(_ offset: Int, _ count: Int) -> Int {
+        value[(start + offset)..<(start + offset + count)].reduce(0) { $0 * 10 + Int($1) - 48 }
+    }
+    let stamp = digits(0, 2) * 3_600_000 + digits(3, 2) * 60_000 + digits(6, 2) * 1000 + digits(9, 3)
+    let now = Int((Date().timeIntervalSince1970 * 1000).rounded()) % 86_400_000
+    return Double((now - stamp + 86_400_000) % 86_400_000)
+}
+
 private let deliveredField = Array(#""outcome":"delivered""#.utf8)
 
 private func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {

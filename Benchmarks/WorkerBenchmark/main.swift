@@ -114,6 +114,9 @@ let rows: [(String, (RunFigures) -> String)] = [
     ("events/s, first result to last", { String(format: "%.0f", $0.rate) }),
     ("time to first result", { String(format: "%.2f s", $0.firstResult ?? -1) }),
     ("latencyMs p50 / p99", { String(format: "%.1f / %.1f ms", $0.percentile(0.5), $0.percentile(0.99)) }),
+    ("result lag p50 / p99", {
+        String(format: "%.0f / %.0f ms", $0.percentile(0.5, of: \.resultLags), $0.percentile(0.99, of: \.resultLags))
+    }),
     ("mean in flight (bound \(maxInFlight))", { "\($0.meanInFlight)" }),
     ("peak RSS (VmRSS every 100 ms)", { String(format: "%.0f MiB", Double($0.peakRSSKiB) / 1024) }),
     ("ru_maxrss", { String(format: "%.0f MiB", Double($0.maxRSSKiB) / 1024) }),
@@ -128,7 +131,7 @@ for (name, value) in rows {
     print(name.leftAligned(34) + modes.map { column($0, value) }.joined())
 }
 print("(goal: >= 30,000 events/s and RSS < 200 MB for the worker; median of \(rounds) round(s); latencyMs is the worker's"
-      + " own figure, from taking the event to its result being built)")
+      + " own figure, from taking the event to its result being built; result lag: from then to this reader)")
 if modes.count == Mode.allCases.count, let worker = median(.worker), let instant = median(.instant), instant.rate > 0 {
     print(String(format: "worker / instant-APNs pipeline: %.2fx", worker.rate / instant.rate))
 }
