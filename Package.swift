@@ -157,6 +157,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // End to end: mock Kafka + the simulator in a child process, the real worker in this one.
+        .executableTarget(
+            name: "WorkerBenchmark",
+            dependencies: [
+                "Worker", "Kafka", "APNs", "APNsSimulator",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Benchmarks/WorkerBenchmark",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: The embedded default (demo, dev): mock Kafka + the APNs simulator + the real pipeline
         .target(
             name: "WorkerDemo",

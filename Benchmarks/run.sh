@@ -12,7 +12,7 @@ PIN=""
 if command -v taskset >/dev/null 2>&1; then PIN="taskset -c ${BENCH_CPU:-0}"; fi
 
 usage() {
-    echo "unknown benchmark: $1 (kafka, jsonschema, jsonschema-instructions, simulator, apns-client, apns-client-aioapns, all)" >&2
+    echo "unknown benchmark: $1 (kafka, worker, jsonschema, jsonschema-instructions, simulator, apns-client, apns-client-aioapns, all)" >&2
     exit 2
 }
 
@@ -223,13 +223,22 @@ bench_apns_client_aioapns() {
         com.example.app "$token" "$count" 4
 }
 
+# The worker end to end: a backlog in the mock cluster drained by the real worker (4 connections to the
+# simulator), next to the same pipeline with an instant APNs. WORKER_BENCH_EVENTS, _ROUNDS,
+# _MAX_IN_FLIGHT, _MODES, _PERF (a directory: profile each worker with perf record) tune it.
+bench_worker() {
+    "$SWIFT" build -c release --product WorkerBenchmark
+    "$("$SWIFT" build -c release --show-bin-path)/WorkerBenchmark"
+}
+
 case "${1:-all}" in
     kafka) bench_kafka ;;
+    worker) bench_worker ;;
     jsonschema) bench_jsonschema ;;
     jsonschema-instructions) bench_jsonschema_instructions ;;
     simulator) bench_simulator ;;
     apns-client) bench_apns_client ;;
     apns-client-aioapns) bench_apns_client_aioapns ;;
-    all) bench_kafka; bench_jsonschema; bench_simulator; bench_apns_client; bench_apns_client_aioapns ;;
+    all) bench_kafka; bench_worker; bench_jsonschema; bench_simulator; bench_apns_client; bench_apns_client_aioapns ;;
     *) usage "$1" ;;
 esac

@@ -1,0 +1,152 @@
+import APNs
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Worker
+
+/// What runs in the measured child process (`--worker MODE …`).
+enum Mode: String, CaseIterable {
+    /// The worker as `apns-worker run` assembles it, against the simulator.
+    case worker
+    /// The same pipeline (consume, decode, publish results, commit) with an APNs that answers 200 at
+    /// once: the Kafka-side ceiling of the worker.
+    case instant
+}
+
+/// `WORKER_BENCH_CONSUMER_PROPERTIES`: more librdkafka consumer settings (`key: "value", …`), to try
+/// what a setting does to the figures without touching the worker.
+let extraConsumerProperties = ProcessInfo.processInfo.environment["WORKER_BENCH_CONSUMER_PROPERTIES"].map { ", " + $0 } ?? ""
+
+/// The worker's settings for the child's peers, as a user would write them.
+func configurationText(_ peers: Peers.Addresses, group: String, resultsTopic: String, maxInFlight: Int) -> String {
+    """
+    kafka:
+      bootstrap.servers: "\(peers.bootstrap)"
+    consumer:
+      group: \(group)
+      topics: [\(Peers.inputTopic)]
+      properties: { session.timeout.ms: "6000", heartbeat.interval.ms: "500"\(extraConsumerProperties) }
+    topics:
+      results: \(resultsTopic)
+      deadLetters: \(Peers.deadLetterTopic)
+    apns:
+      connectionsPerCredential: 4
+      requestTimeout: 10s
+      caFile: "\(peers.caFile)"
+      endpoints:
+        production: { host: localhost, port: \(peers.simulatorPort) }
+        development: { host: localhost, port: \(peers.simulatorPort) }
+      credentials:
+        - name: bench
+          topics: ["\(Peers.bundleID)"]
+          token: { teamId: \(Peers.teamID), keyId: \(Peers.keyID), keyFile: "\(peers.keyFile)" }
+    delivery:
+      maxInFlight: \(maxInFlight)
+      commitInterval: 1s
+      shutdownTimeout: 20s
+    http: { host: 127.0.0.1, port: 0 }
+    logging: { level: warning, format: text }
+    """
+}
+
+/// An APNs that accepts everything at once: what the pipeline does when APNs costs nothing.
+struct InstantSender: NotificationSending {
+    func send(_ notification: APNsNotification, environment: APNsEnvironment) async -> SendAttempt {
+        let response = APNsResponse(status: 200, apnsID: UUID().uuidString.lowercased())
+        return SendAttempt(response: response, error: nil, outcome: .delivered, credential: "bench", duration: .zero)
+    }
+
+    func shutdown() async {}
+}
+
+/// The peak of VmRSS, read from /proc/self/status every 100 ms on a thread of its own.
+/// Also samples the pipeline's in-flight count: near `maxInFlight` the input is paused and the
+/// worker waits on APNs or Kafka acknowledgements; far below it, reading is what holds it back.
+final class RSSSampler: Sendable {
+    private let peak = Atomic<Int>(0)
+    private let stopped = Atomic<Bool>(false)
+    private let inFlightSum = Atomic<Int>(0)
+    private let inFlightSamples = Atomic<Int>(0)
+
+    func start(inFlight: @escaping @Sendable () -> Int) {
+        Thread.detachNewThread { [self] in
+            while !stopped.load(ordering: .relaxed) {
+                let current = Self.residentKiB()
+                if current > peak.load(ordering: .relaxed) { peak.store(current, ordering: .relaxed) }
+                let running = inFlight()
+                if running > 0 {
+                    inFlightSum.add(running, ordering: .relaxed)
+                    inFlightSamples.add(1, ordering: .relaxed)
+                }
+                usleep(100_000)
+            }
+        }
+    }
+
+    /// The mean in-flight count over the samples where something was in flight.
+    var meanInFlight: Int {
+        inFlightSum.load(ordering: .relaxed) / max(inFlightSamples.load(ordering: .relaxed), 1)
+    }
+
+    func stop() -> Int {
+        stopped.store(true, ordering: .relaxed)
+        return max(peak.load(ordering: .relaxed), Self.residentKiB())
+    }
+
+    static func residentKiB() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+        else { return 0 }
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+
+    /// User + system CPU time of this process so far.
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let user = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+        return user + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+    }
+
+    /// getrusage's ru_maxrss: the kernel's own high-water mark, in KiB.
+    static func maxResidentKiB() -> Int {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return usage.ru_maxrss
+    }
+}
+
+/// Runs one worker until stdin closes, then stops it gracefully and prints its memory figures.
+func runWorker(_ mode: Mode, peers: Peers.Addresses, group: String, resultsTopic: String, maxInFlight: Int) async throws
+    -> Never
+{
+    let sampler = RSSSampler()
+    var logger = Logger(label: "bench.worker")
+    logger.logLevel = .warning
+    let configuration = try WorkerConfiguration.parse(
+        configurationText(peers, group: group, resultsTopic: resultsTopic, maxInFlight: maxInFlight), file: "<bench>")
+    let assembly = try WorkerRuntime.assemble(configuration, logger: logger)
+    let services: ServiceGroup
+    switch mode {
+    case .worker:
+        sampler.start { assembly.pipeline.inFlight }
+        services = assembly.serviceGroup(handlingSignals: false)
+    case .instant:
+        var consumer = configuration.kafkaConsumerConfiguration
+        consumer.statisticsInterval = .seconds(10)  // as `assemble` sets it
+        let pipeline = WorkerPipeline(
+            configuration: assembly.pipeline.configuration, consumer: consumer,
+            producer: configuration.kafkaProducerConfiguration, sender: InstantSender(),
+            observer: OperationsObserver(metrics: assembly.metrics, health: assembly.health), logger: logger)
+        sampler.start { pipeline.inFlight }
+        services = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [.init(service: assembly.operations), .init(service: pipeline)], logger: logger))
+    }
+    let running = Task { try await services.run() }
+    await untilStandardInputCloses()
+    await services.triggerGracefulShutdown()
+    try await running.value
+    print("rss peak=\(sampler.stop()) maxrss=\(RSSSampler.maxResidentKiB()) cpu=\(RSSSampler.cpuSeconds()) inflight=\(sampler.meanInFlight)")
+    exit(0)
+}
