@@ -14,7 +14,8 @@ enum Backlog {
             random ^= random << 17
             token += String(random, radix: 16).leftPadded(to: 16)
         }
-        let text = #"{"id":"bench-\#(index)","deviceToken":"\#(token)","environment":"production","#
+        let text =
+            #"{"id":"bench-\#(index)","deviceToken":"\#(token)","environment":"production","#
             + #""topic":"\#(Peers.bundleID)","pushType":"alert","priority":10,"collapseId":"bench-\#(index % 10)","#
             + #""payload":{"aps":{"alert":{"title":"Hello","body":"Benchmark notification \#(index)"},"badge":\#(index % 9)}},"#
             + #""metadata":{"tenant":"bench","index":\#(index)}}"#

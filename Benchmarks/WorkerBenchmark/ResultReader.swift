@@ -45,7 +45,8 @@ func readResults(
     configuration.properties = ["fetch.wait.max.ms": "5"]
     let consumer = try KafkaConsumer(configuration: configuration, logger: logger)
     let partitions = try await consumer.partitions(of: topic)
-    try consumer.assign(partitions.map { KafkaTopicPartitionOffset(topic: topic, partition: $0, offset: KafkaOffset.beginning) })
+    try consumer.assign(
+        partitions.map { KafkaTopicPartitionOffset(topic: topic, partition: $0, offset: KafkaOffset.beginning) })
     let start = try startWorker()  // once the reader is ready: its set-up is not the worker's time
     let reader = Task {
         var figures = RunFigures()

@@ -16,7 +16,8 @@ enum Mode: String, CaseIterable {
 
 /// `WORKER_BENCH_CONSUMER_PROPERTIES`: more librdkafka consumer settings (`key: "value", …`), to try
 /// what a setting does to the figures without touching the worker.
-let extraConsumerProperties = ProcessInfo.processInfo.environment["WORKER_BENCH_CONSUMER_PROPERTIES"].map { ", " + $0 } ?? ""
+let extraConsumerProperties =
+    ProcessInfo.processInfo.environment["WORKER_BENCH_CONSUMER_PROPERTIES"].map { ", " + $0 } ?? ""
 
 /// The worker's settings for the child's peers, as a user would write them.
 func configurationText(_ peers: Peers.Addresses, group: String, resultsTopic: String, maxInFlight: Int) -> String {
@@ -140,13 +141,16 @@ func runWorker(_ mode: Mode, peers: Peers.Addresses, group: String, resultsTopic
             producer: configuration.kafkaProducerConfiguration, sender: InstantSender(),
             observer: OperationsObserver(metrics: assembly.metrics, health: assembly.health), logger: logger)
         sampler.start { pipeline.inFlight }
-        services = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [.init(service: assembly.operations), .init(service: pipeline)], logger: logger))
+        services = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: assembly.operations), .init(service: pipeline)], logger: logger))
     }
     let running = Task { try await services.run() }
     await untilStandardInputCloses()
     await services.triggerGracefulShutdown()
     try await running.value
-    print("rss peak=\(sampler.stop()) maxrss=\(RSSSampler.maxResidentKiB()) cpu=\(RSSSampler.cpuSeconds()) inflight=\(sampler.meanInFlight)")
+    print(
+        "rss peak=\(sampler.stop()) maxrss=\(RSSSampler.maxResidentKiB()) cpu=\(RSSSampler.cpuSeconds()) inflight=\(sampler.meanInFlight)"
+    )
     exit(0)
 }

@@ -13,7 +13,8 @@ let eventCount = Int(environment["WORKER_BENCH_EVENTS"] ?? "") ?? 200_000
 let rounds = Int(environment["WORKER_BENCH_ROUNDS"] ?? "") ?? 1
 let maxInFlight = Int(environment["WORKER_BENCH_MAX_IN_FLIGHT"] ?? "") ?? 5_000
 /// Only these modes (comma-separated: worker, instant); all by default.
-let modes = (environment["WORKER_BENCH_MODES"] ?? "").split(separator: ",").compactMap { Mode(rawValue: String($0)) }
+let modes =
+    (environment["WORKER_BENCH_MODES"] ?? "").split(separator: ",").compactMap { Mode(rawValue: String($0)) }
     .nilIfEmpty ?? Mode.allCases
 /// A directory: each worker runs under `perf record -g`, its profile written there.
 let perfDirectory = environment["WORKER_BENCH_PERF"]
@@ -45,8 +46,10 @@ var peers = Peers.Addresses()
 while let line = peersChild.readLine(), !peers.read(line) {}
 guard peers.simulatorPort > 0 else { throw BenchmarkFailure("the peers did not start") }
 
-print("Worker end to end: \(eventCount) valid alert events as a backlog (\(Peers.inputPartitions) partitions), "
-      + "4 APNs connections, maxInFlight \(maxInFlight); mock cluster + simulator (1 thread) in a process of their own")
+print(
+    "Worker end to end: \(eventCount) valid alert events as a backlog (\(Peers.inputPartitions) partitions), "
+        + "4 APNs connections, maxInFlight \(maxInFlight); mock cluster + simulator (1 thread) in a process of their own"
+)
 let produced = try await Backlog.produce(eventCount, bootstrap: peers.bootstrap, logger: logger)
 print(String(format: "backlog produced in %.1f s (%.0f events/s)", produced, Double(eventCount) / produced))
 
@@ -61,7 +64,10 @@ for round in 0..<rounds {
         ]
         var wrapper: [String] = []
         if let perfDirectory {
-            wrapper = ["/usr/bin/perf", "record", "-F", "499", "-g", "-q", "-o", "\(perfDirectory)/\(mode.rawValue)-\(round).data", "--"]
+            wrapper = [
+                "/usr/bin/perf", "record", "-F", "499", "-g", "-q", "-o",
+                "\(perfDirectory)/\(mode.rawValue)-\(round).data", "--",
+            ]
         }
         let peersCPUBefore = cpuSeconds(of: peersChild.process.processIdentifier)
         let ownCPUBefore = RSSSampler.cpuSeconds()
@@ -86,10 +92,13 @@ for round in 0..<rounds {
                 }
             }
         }
-        print("round \(round + 1) \(mode.rawValue.leftAligned(8))" + String(
-            format: "%7d results in %6.2f s: %8.0f events/s, first result after %.2f s, p50 %.1f ms, p99 %.1f ms, peak RSS %.0f MiB",
-            run.results, run.drain, run.rate, run.firstResult ?? -1, run.percentile(0.5), run.percentile(0.99),
-            Double(run.peakRSSKiB) / 1024))
+        print(
+            "round \(round + 1) \(mode.rawValue.leftAligned(8))"
+                + String(
+                    format:
+                        "%7d results in %6.2f s: %8.0f events/s, first result after %.2f s, p50 %.1f ms, p99 %.1f ms, peak RSS %.0f MiB",
+                    run.results, run.drain, run.rate, run.firstResult ?? -1, run.percentile(0.5), run.percentile(0.99),
+                    Double(run.peakRSSKiB) / 1024))
         figures[mode, default: []].append(run)
     }
 }
@@ -105,18 +114,24 @@ _ = peersChild.stop()
     (median(mode).map(value) ?? "-").leftAligned(24)
 }
 
-let header = "".leftAligned(34) + modes.map { mode in
-    (mode == .worker ? "worker (simulator)" : "pipeline, instant APNs").leftAligned(24)
-}.joined()
+let header =
+    "".leftAligned(34)
+    + modes.map { mode in
+        (mode == .worker ? "worker (simulator)" : "pipeline, instant APNs").leftAligned(24)
+    }.joined()
 print("\n" + header)
 let rows: [(String, (RunFigures) -> String)] = [
     ("results (delivered)", { "\($0.results) (\($0.delivered))" }),
     ("events/s, first result to last", { String(format: "%.0f", $0.rate) }),
     ("time to first result", { String(format: "%.2f s", $0.firstResult ?? -1) }),
     ("latencyMs p50 / p99", { String(format: "%.1f / %.1f ms", $0.percentile(0.5), $0.percentile(0.99)) }),
-    ("result lag p50 / p99", {
-        String(format: "%.0f / %.0f ms", $0.percentile(0.5, of: \.resultLags), $0.percentile(0.99, of: \.resultLags))
-    }),
+    (
+        "result lag p50 / p99",
+        {
+            String(
+                format: "%.0f / %.0f ms", $0.percentile(0.5, of: \.resultLags), $0.percentile(0.99, of: \.resultLags))
+        }
+    ),
     ("mean in flight (bound \(maxInFlight))", { "\($0.meanInFlight)" }),
     ("peak RSS (VmRSS every 100 ms)", { String(format: "%.0f MiB", Double($0.peakRSSKiB) / 1024) }),
     ("ru_maxrss", { String(format: "%.0f MiB", Double($0.maxRSSKiB) / 1024) }),
@@ -130,8 +145,9 @@ func cpu(_ seconds: Double, _ run: RunFigures) -> String {
 for (name, value) in rows {
     print(name.leftAligned(34) + modes.map { column($0, value) }.joined())
 }
-print("(goal: >= 30,000 events/s and RSS < 200 MB for the worker; median of \(rounds) round(s); latencyMs is the worker's"
-      + " own figure, from taking the event to its result being built; result lag: from then to this reader)")
+print(
+    "(goal: >= 30,000 events/s and RSS < 200 MB for the worker; median of \(rounds) round(s); latencyMs is the worker's"
+        + " own figure, from taking the event to its result being built; result lag: from then to this reader)")
 if modes.count == Mode.allCases.count, let worker = median(.worker), let instant = median(.instant), instant.rate > 0 {
     print(String(format: "worker / instant-APNs pipeline: %.2fx", worker.rate / instant.rate))
 }
