@@ -82,14 +82,16 @@ struct EndToEndTests {
         let harness = try await Harness.start()
         defer { Task { await harness.shutdown() } }
         let batch = SampleBatch.mixed(count: 3_000, topic: EmbeddedStack.inputTopic, simulator: harness.stack.simulator, seed: 7)
-        // Slow answers keep work in flight, so that one worker leaves mid-stream.
-        harness.stack.simulator.faults.latency = .fixed(.milliseconds(20))
+        // Slow answers and a small bound keep each worker at about 200 events/s, so the backlog lasts
+        // well past the group's join and one worker leaves mid-stream, whichever joins first.
+        harness.stack.simulator.faults.latency = .fixed(.milliseconds(100))
         try await harness.produce(batch.records)
 
-        let first = try harness.startWorker(group: "pair", maxInFlight: 100)
-        let second = try harness.startWorker(group: "pair", maxInFlight: 100)
-        try await eventually(30, "both workers busy") {
-            first.assembly.pipeline.inFlight > 0 && second.assembly.pipeline.inFlight > 0
+        let first = try harness.startWorker(group: "pair", maxInFlight: 20)
+        let second = try harness.startWorker(group: "pair", maxInFlight: 20)
+        try await eventually(60, "both workers in the group and busy") {
+            first.assembly.health.readiness.kafka == "ok" && second.assembly.health.readiness.kafka == "ok"
+                && first.assembly.pipeline.inFlight > 0 && second.assembly.pipeline.inFlight > 0
         }
         try await first.stop()
         let results = try await harness.results(3_000, timeout: .seconds(180))
