@@ -38,8 +38,11 @@ public final class EmbeddedStack: Sendable {
         // A fresh ES256 key, as Apple's .p8 files are (PKCS#8 PEM), readable by this user only.
         let key = P256.Signing.PrivateKey()
         let keyFile = directory + "/AuthKey_\(keyID).p8"
-        FileManager.default.createFile(
+        guard FileManager.default.createFile(
             atPath: keyFile, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600])
+        else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: keyFile])
+        }
 
         var quiet = logger
         quiet.logLevel = .error

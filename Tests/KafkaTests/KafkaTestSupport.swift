@@ -43,7 +43,7 @@ func producerConfiguration(_ cluster: KafkaMockCluster) -> KafkaProducerConfigur
 }
 
 /// Reads `count` records (or throws after `seconds`).
-func read(_ count: Int, from consumer: KafkaConsumer, within seconds: Double = 30) async throws -> [KafkaConsumerMessage] {
+func read(_ count: Int, from consumer: KafkaConsumer, within seconds: Double = 90) async throws -> [KafkaConsumerMessage] {
     try await withTimeout(seconds, "reading \(count) records") {
         var records: [KafkaConsumerMessage] = []
         records.reserveCapacity(count)
