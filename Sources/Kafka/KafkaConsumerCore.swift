@@ -77,7 +77,7 @@ final class KafkaConsumerCore: Sendable {
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
             if err == RD_KAFKA_RESP_ERR__PARTITION_EOF { return }
             if err == RD_KAFKA_RESP_ERR__FATAL {
-                fail(client.fatalError ?? KafkaError(err))
+                fail(client.raisedFatalError ?? KafkaError(err))
             } else {
                 logger.warning("consumer: \(KafkaError(err, String(cString: rd_kafka_message_errstr(message))))")
             }

@@ -102,11 +102,6 @@ struct KafkaConsumerStateMachine {
         return waiter
     }
 
-    var terminationError: KafkaError? {
-        if case .failed(let error) = termination { return error }
-        return nil
-    }
-
     // MARK: reader
 
     enum TakeAction {

@@ -69,7 +69,7 @@ final class RDKafkaClient: @unchecked Sendable {
     var logger: Logger { callbacks.logger }
 
     /// The fatal error the handle has raised, if any.
-    var fatalError: KafkaError? {
+    var raisedFatalError: KafkaError? {
         var errstr = [CChar](repeating: 0, count: 512)
         let err = rd_kafka_fatal_error(handle, &errstr, errstr.count)
         guard err != RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
