@@ -26,8 +26,7 @@ public final class KafkaMockCluster: Sendable {
 
     /// The client handle that owns the cluster (librdkafka ties a mock cluster to one).
     private let owner: RDKafkaClient
-    /// `@unchecked`-free: the pointer is only used through librdkafka's thread-safe mock API; see
-    /// `MockClusterPointer`.
+    /// The cluster itself; why sharing it across threads is safe is said at `MockClusterPointer`.
     private let cluster: MockClusterPointer
     /// `host:port,host:port,…` to give clients as `bootstrap.servers`.
     public let bootstrapServers: String
