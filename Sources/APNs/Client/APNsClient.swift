@@ -15,6 +15,7 @@ public final class APNsClient: Sendable {
     private let pools: [ObjectIdentifier: APNsConnectionPool]
     private let group: any EventLoopGroup
     private let ownsGroup: Bool
+    private let requestTimeout: TimeAmount
 
     /// - Parameters:
     ///   - credentials: by bundle ID (e.g. `com.example.app`); its voip, complication, … topics follow.
@@ -31,6 +32,7 @@ public final class APNsClient: Sendable {
         self.configuration = configuration
         self.routes = credentials
         self.defaultCredential = defaultCredential
+        self.requestTimeout = TimeAmount(configuration.requestTimeout)
         if let eventLoopGroup {
             self.group = eventLoopGroup
             self.ownsGroup = false
@@ -64,6 +66,45 @@ public final class APNsClient: Sendable {
     /// One notification, one answer. Validates the notification first (a rule broken throws
     /// `APNsNotificationError` and nothing is sent).
     public func send(_ notification: APNsNotification) async throws -> APNsResponse {
+        let prepared = try prepare(notification)
+        let waiterID = prepared.pool.makeWaiterID()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                execute(prepared, waiterID: waiterID) { continuation.resume(with: $0) }
+            }
+        } onCancel: {
+            prepared.pool.giveUp(
+                waiterID,
+                APNsClientError(.deadlineExceeded, "cancelled while waiting for a stream", mayHaveReachedAPNs: false))
+        }
+    }
+
+    /// The same, for callers that keep thousands of notifications in flight and cannot afford a task
+    /// and a continuation each: `completion` runs exactly once, on a connection's event loop, or on
+    /// the caller's thread when the notification was refused before anything was sent (a broken
+    /// rule: `APNsNotificationError`; everything else: `APNsClientError`). It must not block.
+    public func send(
+        _ notification: APNsNotification, completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
+    ) {
+        let prepared: Prepared
+        do {
+            prepared = try prepare(notification)
+        } catch {
+            completion(.failure(error))
+            return
+        }
+        execute(prepared, waiterID: nil) { completion($0.mapError { $0 }) }
+    }
+
+    /// A notification checked and matched to its pool and token, ready to go.
+    private struct Prepared: Sendable {
+        var notification: APNsNotification
+        var credential: APNsCredential
+        var pool: APNsConnectionPool
+        var token: APNsProviderToken?
+    }
+
+    private func prepare(_ notification: APNsNotification) throws -> Prepared {
         guard let credential = credential(for: notification.topic), let pool = pools[credential.identity] else {
             throw APNsClientError(
                 .noCredentialForTopic, "no credential for topic \(notification.topic)", mayHaveReachedAPNs: false)
@@ -77,15 +118,25 @@ public final class APNsClient: Sendable {
                 throw APNsClientError(.credentialUnusable, "\(error)", mayHaveReachedAPNs: false)
             }
         }
-        let deadline = NIODeadline.now() + TimeAmount(configuration.requestTimeout)
-        let response = try await pool.execute(notification, token: token, deadline: deadline)
-        if response.status == 403, response.reason == .expiredProviderToken,
-            case .token(let authenticator) = credential,
-            let token
-        {
-            _ = try? authenticator.tokenExpired(token)
+        return Prepared(notification: notification, credential: credential, pool: pool, token: token)
+    }
+
+    private func execute(
+        _ prepared: Prepared, waiterID: Int?,
+        completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+    ) {
+        let deadline = NIODeadline.now() + requestTimeout
+        prepared.pool.execute(prepared.notification, token: prepared.token, deadline: deadline, waiterID: waiterID) {
+            result in
+            if case .success(let response) = result, response.status == 403,
+                response.reason == .expiredProviderToken,
+                case .token(let authenticator) = prepared.credential,
+                let token = prepared.token
+            {
+                _ = try? authenticator.tokenExpired(token)
+            }
+            completion(result)
         }
-        return response
     }
 
     /// Takes no new notifications, lets those in flight finish, closes every connection, and stops

@@ -1,17 +1,22 @@
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// Requests on their way from callers' tasks to one connection's event loop.
+/// Requests on their way from callers' threads to one connection's event loop.
 ///
 /// Writing to a channel from outside its event loop costs a hop (a locked enqueue and often a thread
 /// wake-up) per write. Here the first request of a burst schedules one hop, and every request that
-/// arrives before it runs rides along: one hop, one flush, one TLS record for the lot.
+/// arrives before it runs rides along: one hop, one flush, one TLS record for the lot. The batch is
+/// handed to the HTTP/2 handler directly rather than written through the pipeline, which would box
+/// each request and want a promise for each.
 final class APNsConnectionOutbox: Sendable {
     let channel: any Channel
+    private let handler: NIOLoopBound<APNsHTTP2Handler>
     private let pending = NIOLockedValueBox<[APNsHTTP2Request]>([])
 
-    init(channel: any Channel) {
+    /// On `channel`'s event loop (the channel initializer).
+    init(channel: any Channel, handler: APNsHTTP2Handler) {
         self.channel = channel
+        self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
     }
 
     func send(_ request: APNsHTTP2Request) {
@@ -21,20 +26,9 @@ final class APNsConnectionOutbox: Sendable {
         }
         guard first else { return }
         channel.eventLoop.execute { [self] in
-            let batch = pending.withLockedValue { pending -> [APNsHTTP2Request] in
-                defer { pending.removeAll(keepingCapacity: true) }
-                return pending
-            }
-            for request in batch {
-                let written = channel.eventLoop.makePromise(of: Void.self)
-                written.futureResult.whenFailure { _ in
-                    // The pipeline is gone: the handler never saw the request.
-                    request.promise.fail(
-                        APNsClientError(.connectionLost, "connection closed before sending", mayHaveReachedAPNs: false))
-                }
-                channel.write(request, promise: written)
-            }
-            channel.flush()
+            var batch: [APNsHTTP2Request] = []
+            pending.withLockedValue { swap(&$0, &batch) }
+            handler.value.enqueue(batch)
         }
     }
 }

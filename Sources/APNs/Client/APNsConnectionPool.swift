@@ -9,7 +9,9 @@ import NIOConcurrencyHelpers
 /// All decisions are `APNsPoolStateMachine`'s, taken under `state`'s lock; the I/O they call for
 /// (connect, schedule, resume a waiter, close) happens after the lock is released.
 final class APNsConnectionPool: Sendable {
-    typealias Waiter = CheckedContinuation<(Int, APNsConnectionOutbox), any Error>
+    /// A request waiting for a stream: called once with the connection it got, or why it got none.
+    typealias Waiter = @Sendable (Result<(Int, APNsConnectionOutbox), APNsClientError>) -> Void
+    typealias Completion = @Sendable (Result<APNsResponse, APNsClientError>) -> Void
 
     struct Settings: Sendable {
         var host: String
@@ -51,15 +53,35 @@ final class APNsConnectionPool: Sendable {
                     connections: settings.connections, maximumWaiters: settings.maximumWaiters, backoff: backoff)))
     }
 
-    /// Sends one request on the least loaded connection and waits for its answer.
+    /// Sends one request on the least loaded connection; `completion` runs exactly once with its
+    /// answer, on the connection's event loop (or on the caller's thread when nothing could be sent).
+    /// `waiterID` names the request while it waits for a stream (see `giveUp`); `nil` picks one.
     func execute(
-        _ notification: APNsNotification, token: APNsProviderToken?, deadline: NIODeadline
-    ) async throws -> APNsResponse {
-        let (id, outbox) = try await acquire(deadline: deadline)
-        defer { update { $0.release(connectionID: id) } }
-        let promise = outbox.channel.eventLoop.makePromise(of: APNsResponse.self)
-        outbox.send(APNsHTTP2Request(notification: notification, token: token, deadline: deadline, promise: promise))
-        return try await promise.futureResult.get()
+        _ notification: APNsNotification, token: APNsProviderToken?, deadline: NIODeadline, waiterID: Int? = nil,
+        completion: @escaping Completion
+    ) {
+        acquire(deadline: deadline, waiterID: waiterID) { [self] acquired in
+            switch acquired {
+            case .success((let id, let outbox)):
+                outbox.send(
+                    APNsHTTP2Request(
+                        notification: notification, token: token, deadline: deadline,
+                        completion: { [self] result in
+                            update { $0.release(connectionID: id) }
+                            completion(result)
+                        }))
+            case .failure(let error):
+                completion(.failure(error))
+            }
+        }
+    }
+
+    /// A fresh id for a request that may wait, for `execute(waiterID:)` and `giveUp`.
+    func makeWaiterID() -> Int {
+        state.withLockedValue { state in
+            state.nextWaiterID += 1
+            return state.nextWaiterID
+        }
     }
 
     /// Stops taking requests, waits for every accepted one to finish, then closes the connections
@@ -91,39 +113,42 @@ final class APNsConnectionPool: Sendable {
 
     // MARK: Acquire
 
-    private func acquire(deadline: NIODeadline) async throws -> (Int, APNsConnectionOutbox) {
-        let waiterID = state.withLockedValue { state -> Int in
-            state.nextWaiterID += 1
-            return state.nextWaiterID
+    private func acquire(deadline: NIODeadline, waiterID given: Int?, _ waiter: @escaping Waiter) {
+        // The common case, one lock and no allocation: a connection has a free stream.
+        let ready = state.withLockedValue { state -> (Int, APNsConnectionOutbox?)? in
+            guard let id = state.machine.dispatchAtOnce() else { return nil }
+            return (id, state.channels[id])
         }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: Waiter) in
-                let actions = update { $0.acquire(continuation, waiterID: waiterID) }
-                let answered = actions.contains {
-                    switch $0 {
-                    case .dispatch, .fail: true
-                    default: false
-                    }
-                }
-                guard !answered else { return }
-                // It waits: give up at the deadline (a no-op if it was served by then).
-                group.any().scheduleTask(deadline: deadline) { [weak self] in
-                    self?.giveUp(
-                        waiterID,
-                        APNsClientError(
-                            .deadlineExceeded, "no stream free before the deadline", mayHaveReachedAPNs: false))
-                }
+        if let (id, outbox) = ready {
+            guard let outbox else {
+                update { $0.release(connectionID: id) }
+                waiter(.failure(APNsClientError(.connectionLost, "connection vanished", mayHaveReachedAPNs: false)))
+                return
             }
-        } onCancel: {
-            giveUp(
+            waiter(.success((id, outbox)))
+            return
+        }
+        let waiterID = given ?? makeWaiterID()
+        let actions = update { $0.acquire(waiter, waiterID: waiterID) }
+        let answered = actions.contains {
+            switch $0 {
+            case .dispatch, .fail: true
+            default: false
+            }
+        }
+        guard !answered else { return }
+        // It waits: give up at the deadline (a no-op if it was served by then).
+        group.any().scheduleTask(deadline: deadline) { [weak self] in
+            self?.giveUp(
                 waiterID,
-                APNsClientError(.deadlineExceeded, "cancelled while waiting for a stream", mayHaveReachedAPNs: false))
+                APNsClientError(.deadlineExceeded, "no stream free before the deadline", mayHaveReachedAPNs: false))
         }
     }
 
-    private func giveUp(_ waiterID: Int, _ error: APNsClientError) {
+    /// Fails the request `waiterID` with `error` if it is still waiting for a stream.
+    func giveUp(_ waiterID: Int, _ error: APNsClientError) {
         let waiter = state.withLockedValue { $0.machine.removeWaiter(id: waiterID) }
-        waiter?.resume(throwing: error)
+        waiter?(.failure(error))
     }
 
     // MARK: Actions
@@ -153,13 +178,12 @@ final class APNsConnectionPool: Sendable {
                 state.withLockedValue { $0.reconnectTimers[slot] = timer }
             case .dispatch(let waiter, let id):
                 if let channel = channels[id] {
-                    waiter.resume(returning: (id, channel))
+                    waiter(.success((id, channel)))
                 } else {
-                    waiter.resume(
-                        throwing: APNsClientError(.connectionLost, "connection vanished", mayHaveReachedAPNs: false))
+                    waiter(.failure(APNsClientError(.connectionLost, "connection vanished", mayHaveReachedAPNs: false)))
                 }
             case .fail(let waiter, let error):
-                waiter.resume(throwing: error)
+                waiter(.failure(error))
             case .close(let id):
                 channels[id]?.channel.close(promise: nil)
             }
@@ -181,12 +205,13 @@ final class APNsConnectionPool: Sendable {
             .connectTimeout(settings.connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { [weak self] channel in
-                self?.state.withLockedValue { $0.channels[id] = APNsConnectionOutbox(channel: channel) }
-                return channel.eventLoop.makeCompletedFuture {
+                channel.eventLoop.makeCompletedFuture {
                     let tls = try OpenSSLConnection(context: sslContext, serverName: settings.serverName)
+                    let http2 = APNsHTTP2Handler(authority: settings.serverName, settings: settings.http2, events: events)
                     try channel.pipeline.syncOperations.addHandler(APNsTLSHandler(connection: tls))
-                    try channel.pipeline.syncOperations.addHandler(
-                        APNsHTTP2Handler(authority: settings.serverName, settings: settings.http2, events: events))
+                    try channel.pipeline.syncOperations.addHandler(http2)
+                    let outbox = APNsConnectionOutbox(channel: channel, handler: http2)
+                    self?.state.withLockedValue { $0.channels[id] = outbox }
                 }
             }
         bootstrap.connect(host: settings.host, port: settings.port).whenComplete { [weak self] result in

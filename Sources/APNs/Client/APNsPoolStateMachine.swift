@@ -82,6 +82,16 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
         return actions
     }
 
+    /// `acquire`'s common case without its bookkeeping: the least loaded connection, taken at once,
+    /// when nothing waits and no slot needs connecting. `nil`: call `acquire`.
+    mutating func dispatchAtOnce() -> Int? {
+        guard !shuttingDown, waiters.isEmpty, !slots.contains(where: { $0.phase == .idle }),
+            let id = leastLoaded()
+        else { return nil }
+        loads[id]!.inFlight += 1
+        return id
+    }
+
     /// A request finished on `connectionID`.
     mutating func release(connectionID: Int) -> [Action] {
         guard loads[connectionID] != nil else { return [] }

@@ -29,8 +29,9 @@ struct APNsHTTP2Settings: Sendable {
 
 /// The nghttp2 client session of one APNs connection, as the handler above TLS.
 ///
-/// Requests arrive as outbound `APNsHTTP2Request`s; each is answered through its own promise with
-/// an `APNsResponse` or an `APNsClientError`. Event-loop-only.
+/// Requests arrive from the pool's outbox (`enqueue`) or as outbound `APNsHTTP2Request`s; each is
+/// answered through its own completion with an `APNsResponse` or an `APNsClientError`.
+/// Event-loop-only.
 final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = APNsHTTP2Request
@@ -48,6 +49,8 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     private var pingTask: Scheduled<Void>?
     private var pingTimeoutTask: Scheduled<Void>?
     private var setupTimeoutTask: Scheduled<Void>?
+    private var deadlineTimer: Scheduled<Void>?
+    private var deadlineTimerAt: NIODeadline?
     private var flushScheduled = false
     private var goAwayReason: String?
     /// Why the connection is closing, given to every stream still open when it closes.
@@ -76,6 +79,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         pingTask?.cancel()
         pingTimeoutTask?.cancel()
         setupTimeoutTask?.cancel()
+        deadlineTimer?.cancel()
         self.context = nil
         session = nil
     }
@@ -126,6 +130,8 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         pingTask?.cancel()
         pingTimeoutTask?.cancel()
         setupTimeoutTask?.cancel()
+        deadlineTimer?.cancel()
+        deadlineTimer = nil
         let cause = closeCause
         for stream in streams.values where !stream.finished {
             stream.fail(
@@ -152,8 +158,30 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     // MARK: Outbound
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let request = unwrapOutboundIn(data)
         promise?.succeed()
+        accept(unwrapOutboundIn(data))
+        submitWaiting()
+    }
+
+    /// Requests handed over by the pool's outbox, straight from the event loop (no trip through the
+    /// pipeline, no write promise each): queued, submitted as far as streams allow, written in one
+    /// flush. A handler already removed from its channel fails them as not sent.
+    func enqueue(_ requests: [APNsHTTP2Request]) {
+        guard context != nil else {
+            for request in requests {
+                request.completion(
+                    .failure(
+                        APNsClientError(.connectionLost, "connection closed before sending", mayHaveReachedAPNs: false)
+                    ))
+            }
+            return
+        }
+        for request in requests { accept(request) }
+        submitWaiting()
+        flushSession()
+    }
+
+    private func accept(_ request: APNsHTTP2Request) {
         let stream = APNsHTTP2Stream(request: request)
         // A server may set MAX_CONCURRENT_STREAMS to 0 for a while: then requests wait; only a
         // connection that is going away or closed refuses them.
@@ -164,12 +192,8 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
                     goAwayReason: goAwayReason))
             return
         }
-        stream.deadlineTask = context.eventLoop.assumeIsolated().scheduleTask(deadline: request.deadline) {
-            [weak self, weak stream] in
-            if let self, let stream { self.deadlinePassed(stream) }
-        }
+        watchDeadline(request.deadline)
         waiting.append(stream)
-        submitWaiting()
     }
 
     /// Deferred to the end of the current event-loop tick, so requests written by many tasks at once
@@ -212,16 +236,54 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         }
     }
 
-    private func deadlinePassed(_ stream: APNsHTTP2Stream) {
-        guard !stream.finished else { return }
-        if let streamID = stream.streamID {
-            stream.fail(APNsClientError(.deadlineExceeded, "no answer before the deadline", mayHaveReachedAPNs: true))
-            session?.resetStream(streamID)  // the stream stays counted until nghttp2 closes it
-            flushSession()
-        } else {
-            stream.fail(
-                APNsClientError(.deadlineExceeded, "no stream free before the deadline", mayHaveReachedAPNs: false))
+    // MARK: Deadlines
+
+    /// One timer per connection, not one per request: it is armed for the earliest deadline of the
+    /// requests it holds; when it fires, every request past its deadline fails and it is armed again
+    /// for the earliest one left. With one request timeout per client, deadlines arrive in order,
+    /// so a healthy connection re-arms once per timeout period and scans at most its open streams.
+    private func watchDeadline(_ deadline: NIODeadline) {
+        if let armed = deadlineTimerAt, armed <= deadline { return }
+        armDeadlineTimer(at: deadline)
+    }
+
+    private func armDeadlineTimer(at deadline: NIODeadline) {
+        guard let context else { return }
+        deadlineTimer?.cancel()
+        deadlineTimerAt = deadline
+        deadlineTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+            self?.deadlineTimerFired()
         }
+    }
+
+    private func deadlineTimerFired() {
+        deadlineTimer = nil
+        deadlineTimerAt = nil
+        let now = NIODeadline.now()
+        var earliest: NIODeadline?
+        var reset = false
+        for stream in streams.values where !stream.finished {
+            if stream.request.deadline <= now {
+                stream.fail(
+                    APNsClientError(.deadlineExceeded, "no answer before the deadline", mayHaveReachedAPNs: true))
+                if let streamID = stream.streamID {
+                    session?.resetStream(streamID)  // the stream stays counted until nghttp2 closes it
+                    reset = true
+                }
+            } else if earliest.map({ stream.request.deadline < $0 }) ?? true {
+                earliest = stream.request.deadline
+            }
+        }
+        for stream in waiting where !stream.finished {
+            if stream.request.deadline <= now {
+                stream.fail(
+                    APNsClientError(.deadlineExceeded, "no stream free before the deadline", mayHaveReachedAPNs: false))
+            } else if earliest.map({ stream.request.deadline < $0 }) ?? true {
+                earliest = stream.request.deadline
+            }
+        }
+        if reset { flushSession() }
+        if let earliest { armDeadlineTimer(at: earliest) }
     }
 
     private func failWaiting(_ error: APNsClientError) {
