@@ -53,9 +53,12 @@ func configurationText(_ peers: Peers.Addresses, group: String, resultsTopic: St
 
 /// An APNs that accepts everything at once: what the pipeline does when APNs costs nothing.
 struct InstantSender: NotificationSending {
-    func send(_ notification: APNsNotification, environment: APNsEnvironment) async -> SendAttempt {
+    func send(
+        _ notification: APNsNotification, environment: APNsEnvironment,
+        completion: @escaping @Sendable (SendAttempt) -> Void
+    ) {
         let response = APNsResponse(status: 200, apnsID: UUID().uuidString.lowercased())
-        return SendAttempt(response: response, error: nil, outcome: .delivered, credential: "bench", duration: .zero)
+        completion(SendAttempt(response: response, error: nil, outcome: .delivered, credential: "bench", duration: .zero))
     }
 
     func shutdown() async {}

@@ -54,6 +54,16 @@ public final class KafkaProducer: Sendable {
         }
     }
 
+    /// Enqueues a record without waiting: as `send(_:onDelivery:)`, except that a full local queue
+    /// throws `queueFull` at once (the caller decides when to try again). For callers that keep
+    /// thousands of records in flight and cannot afford a task each.
+    public func trySend(
+        _ message: KafkaProducerMessage,
+        onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+    ) throws(KafkaError) {
+        try enqueue(message, onDelivery)
+    }
+
     /// Sends a record and returns once Kafka has stored it.
     public func send(_ message: KafkaProducerMessage) async throws -> KafkaDeliveryReport {
         var deadline: ContinuousClock.Instant?  // read the clock only once the queue is full

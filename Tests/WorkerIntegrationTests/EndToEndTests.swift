@@ -82,9 +82,11 @@ struct EndToEndTests {
         let harness = try await Harness.start()
         defer { Task { await harness.shutdown() } }
         let batch = SampleBatch.mixed(count: 3_000, topic: EmbeddedStack.inputTopic, simulator: harness.stack.simulator, seed: 7)
-        // Slow answers and a small bound keep each worker at about 200 events/s, so the backlog lasts
-        // well past the group's join and one worker leaves mid-stream, whichever joins first.
-        harness.stack.simulator.faults.latency = .fixed(.milliseconds(100))
+        // Slow answers and a small bound keep each worker at about 100 events/s, so the backlog lasts
+        // well past the group's join (slow on the mock cluster when the other suites load the
+        // machine: at 200 events/s one worker once drained it all before its partner joined) and one
+        // worker leaves mid-stream, whichever joins first.
+        harness.stack.simulator.faults.latency = .fixed(.milliseconds(200))
         try await harness.produce(batch.records)
 
         let first = try harness.startWorker(group: "pair", maxInFlight: 20)

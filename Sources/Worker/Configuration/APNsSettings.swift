@@ -2,6 +2,9 @@
 public struct APNsSettings: Sendable, Hashable {
     public var connectionsPerCredential: Int = 4
     public var requestTimeout: Duration = .seconds(15)
+    /// Threads that run every APNs connection's I/O, TLS and HTTP/2, and the answers' callbacks;
+    /// `nil`: one per core, at most 4.
+    public var eventLoopThreads: Int? = nil
     /// Extra trust anchors (PEM), e.g. the simulator's CA; `nil`: the system store.
     public var caFile: String? = nil
     public var endpoints: Endpoints = Endpoints()

@@ -24,7 +24,8 @@ indirect enum ConfigSchema {
         (
             "apns",
             .section([
-                ("connectionsPerCredential", .scalar), ("requestTimeout", .scalar), ("caFile", .scalar),
+                ("connectionsPerCredential", .scalar), ("requestTimeout", .scalar), ("eventLoopThreads", .scalar),
+                ("caFile", .scalar),
                 (
                     "endpoints",
                     .section([

@@ -82,6 +82,7 @@ extension WorkerConfiguration {
         apns.connectionsPerCredential =
             try section.int("connectionsPerCredential", in: 1...Int.max) ?? apns.connectionsPerCredential
         apns.requestTimeout = try section.duration("requestTimeout") ?? apns.requestTimeout
+        apns.eventLoopThreads = try section.int("eventLoopThreads", in: 1...64)
         apns.caFile = try section.string("caFile")
         if var endpoints = try section.section("endpoints") {
             apns.endpoints.production = try decodeEndpoint(&endpoints, "production", apns.endpoints.production)

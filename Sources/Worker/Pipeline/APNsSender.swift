@@ -2,6 +2,7 @@ import APNs
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import NIOCore
 import NIOPosix
 
 /// The pipeline's way to APNs: one `APNsClient` (its own connection pool) per (credential,
@@ -22,38 +23,54 @@ public final class APNsSender: NotificationSending {
 
     /// - Parameters:
     ///   - environment: where `keyEnv` / `passwordEnv` are read (the process environment by default).
-    ///   - eventLoopThreads: threads shared by every connection (I/O and TLS run there).
     public init(
         settings: APNsSettings, environment: [String: String] = ProcessInfo.processInfo.environment,
-        eventLoopThreads: Int = 1, logger: Logger = Logger(label: "apns-worker.apns")
+        logger: Logger = Logger(label: "apns-worker.apns")
     ) throws {
         self.settings = settings
         self.logger = logger
         self.routes = try settings.credentials.map { settings in
             Route(settings: settings, credential: try Self.load(settings, environment: environment))
         }
-        self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, eventLoopThreads))
+        // Threads shared by every connection: I/O, TLS, HTTP/2, and the pipeline's handling of
+        // each answer (classify, build the result, hand it to Kafka) run there.
+        self.group = MultiThreadedEventLoopGroup(
+            numberOfThreads: settings.eventLoopThreads ?? min(System.coreCount, 4))
     }
 
-    public func send(_ notification: APNsNotification, environment: APNsEnvironment) async -> SendAttempt {
-        let clock = ContinuousClock()
-        let start = clock.now
+    public func send(
+        _ notification: APNsNotification, environment: APNsEnvironment,
+        completion: @escaping @Sendable (SendAttempt) -> Void
+    ) {
+        let start = ContinuousClock.now
         guard let route = routes.first(where: { $0.settings.matches(topic: notification.topic) }) else {
             let error = APNsClientError(
                 .noCredentialForTopic, "no configured credential matches topic \(notification.topic)",
                 mayHaveReachedAPNs: false)
-            return SendAttempt(response: nil, error: error, outcome: .classify(error), credential: nil, duration: .zero)
+            completion(SendAttempt(response: nil, error: error, outcome: .classify(error), credential: nil, duration: .zero))
+            return
         }
+        let credential = route.settings.name
+        let client: APNsClient
         do {
-            let client = try client(for: route, environment: environment)
-            let response = try await client.send(notification)
-            return SendAttempt(
-                response: response, error: nil, outcome: .classify(response), credential: route.settings.name,
-                duration: clock.now - start)
+            client = try self.client(for: route, environment: environment)
         } catch {
-            return SendAttempt(
-                response: nil, error: error, outcome: .classify(error), credential: route.settings.name,
-                duration: clock.now - start)
+            completion(SendAttempt(response: nil, error: error, outcome: .classify(error), credential: credential, duration: .zero))
+            return
+        }
+        client.send(notification) { result in
+            let duration = ContinuousClock.now - start
+            switch result {
+            case .success(let response):
+                completion(
+                    SendAttempt(
+                        response: response, error: nil, outcome: .classify(response), credential: credential,
+                        duration: duration))
+            case .failure(let error):
+                completion(
+                    SendAttempt(
+                        response: nil, error: error, outcome: .classify(error), credential: credential, duration: duration))
+            }
         }
     }
 

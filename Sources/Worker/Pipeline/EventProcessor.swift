@@ -6,39 +6,63 @@ import NIOConcurrencyHelpers
 
 /// Takes one consumed record to its end: decode and validate, send, retry where APNs says "later",
 /// and say how it ended. It publishes nothing itself (the pipeline does) and never throws: every
-/// record ends in an `EventResult`, except when the task is cancelled (a forced shutdown), which
-/// leaves the record uncommitted so that it is read again.
+/// record ends in an `EventResult`, except when the scheduler is cancelled (a forced shutdown),
+/// which leaves the record uncommitted so that it is read again.
+///
+/// No task per event: decoding runs on the caller's thread, each answer arrives on the sender's
+/// callback, and a wait (backoff, a throttled token) is a timer of `scheduler`. An event is a value
+/// (`Run`) handed from one step to the next, so no two threads ever touch the same one.
 struct EventProcessor: Sendable {
     let decoder: NotificationEventDecoder
     let sender: any NotificationSending
     let retryPolicy: RetryPolicy
+    let scheduler: any DelayScheduling
     let throttle: NIOLockedValueBox<DeviceThrottle<ContinuousClock.Instant>>
     let observer: any PipelineObserver
     let logger: Logger
     /// Wall time, for expirations and failure timestamps (injectable for tests).
     let now: @Sendable () -> Date
+    /// Monotonic time, for throttles and the retry time budget (injectable for tests).
+    let instant: @Sendable () -> ContinuousClock.Instant
+
+    /// How it ended: the result, or `nil` when abandoned (forced shutdown).
+    typealias Completion = @Sendable (EventResult?) -> Void
 
     init(
         decoder: NotificationEventDecoder, sender: any NotificationSending, retryPolicy: RetryPolicy,
-        observer: any PipelineObserver, logger: Logger, now: @escaping @Sendable () -> Date = Date.init
+        scheduler: any DelayScheduling, observer: any PipelineObserver, logger: Logger,
+        now: @escaping @Sendable () -> Date = Date.init,
+        instant: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
     ) {
         self.decoder = decoder
         self.sender = sender
         self.retryPolicy = retryPolicy
+        self.scheduler = scheduler
         self.throttle = NIOLockedValueBox(DeviceThrottle())
         self.observer = observer
         self.logger = logger
         self.now = now
+        self.instant = instant
     }
 
-    /// `nil` only when cancelled.
-    func process(_ record: KafkaConsumerMessage) async -> EventResult? {
+    /// One event between its attempts.
+    private struct Run: Sendable {
+        let event: NotificationEvent
+        let token: String
+        let firstAttempt: ContinuousClock.Instant
+        var result: EventResult
+    }
+
+    /// Decodes `record` here and now; `completion` runs exactly once, here (an invalid event) or on
+    /// the sender's or the scheduler's thread.
+    func process(_ record: KafkaConsumerMessage, completion: @escaping Completion) {
         guard let value = record.value else {
             var result = EventResult(eventID: nil, outcome: .invalid, attempts: 0)
             result.reason = "malformedJSON"
             result.detail = "(root): the record has no value"
             result.deadLetter = .malformedJSON
-            return result
+            completion(result)
+            return
         }
         let event: NotificationEvent
         do {
@@ -48,92 +72,113 @@ struct EventProcessor: Sendable {
             result.reason = error.problems[0].keyword
             result.detail = error.deadLetterDetail
             result.deadLetter = error.deadLetterReason
-            return result
+            completion(result)
+            return
         }
-        return await send(event)
-    }
-
-    private func send(_ event: NotificationEvent) async -> EventResult? {
-        let notification = event.notification
-        let token = notification.deviceToken.hex
-        let clock = ContinuousClock()
-        let firstAttempt = clock.now
         var result = EventResult(eventID: event.id, outcome: .failed, attempts: 0)
         result.metadata = event.metadata
-        var random = SystemRandomNumberGenerator()
-        var metadata: Logger.Metadata {
-            ["event": "\(event.id)", "token": "\(notification.deviceToken)", "topic": "\(notification.topic)"]
+        let run = Run(
+            event: event, token: event.notification.deviceToken.hex, firstAttempt: instant(),
+            result: result)
+        attempt(run, completion)
+    }
+
+    /// The next attempt: after the token's throttle, unless the notification expired meanwhile.
+    private func attempt(_ run: Run, _ completion: @escaping Completion) {
+        var run = run
+        if let wait = throttle.withLockedValue({ $0.delay(for: run.token, now: instant()) }) {
+            scheduler.after(wait) { [run] cancelled in
+                if cancelled { completion(nil) } else { attempt(run, completion) }
+            }
+            return
         }
+        if run.result.attempts > 0, let expiration = run.event.notification.expiration,
+            expiration.hasPassed(now: Int64(now().timeIntervalSince1970))
+        {
+            run.result.outcome = .expired
+            completion(run.result)
+            return
+        }
+        run.result.attempts += 1
+        sender.send(run.event.notification, environment: run.event.environment) { [run] answer in
+            answered(run, answer, completion)
+        }
+    }
 
-        while true {
-            if let wait = throttle.withLockedValue({ $0.delay(for: token, now: clock.now) }) {
-                guard (try? await Task.sleep(for: wait)) != nil else { return nil }
-            }
-            let seconds = Int64(now().timeIntervalSince1970)
-            if result.attempts > 0, let expiration = notification.expiration, expiration.hasPassed(now: seconds) {
-                result.outcome = .expired
-                return result
-            }
-            guard !Task.isCancelled else { return nil }
-            result.attempts += 1
-            let attempt = await sender.send(notification, environment: event.environment)
-            let response = attempt.response
-            observer.apnsAnswered(status: response?.status, reason: response?.reason?.description, duration: attempt.duration)
-            result.status = response?.status
-            result.reason = response?.reason?.description ?? attempt.error.map(Self.reason(of:))
-            if let apnsID = response?.apnsID { result.apnsID = apnsID }
+    /// Classifies an answer: done, or the next attempt (now, or after a backoff).
+    private func answered(_ run: Run, _ attempt: SendAttempt, _ completion: @escaping Completion) {
+        var run = run
+        let response = attempt.response
+        observer.apnsAnswered(status: response?.status, reason: response?.reason?.description, duration: attempt.duration)
+        run.result.status = response?.status
+        run.result.reason = response?.reason?.description ?? attempt.error.map(Self.reason(of:))
+        if let apnsID = response?.apnsID { run.result.apnsID = apnsID }
 
-            switch attempt.outcome {
-            case .delivered:
-                if let credential = attempt.credential { observer.credentialHealthy(credential) }
-                result.outcome = .delivered
-                result.reason = nil
-                return result
-            case .unregistered(let timestamp):
-                result.outcome = .unregistered
-                result.apnsTimestamp = timestamp
-                return result
-            case .rejected(let reason):
-                result.outcome = .rejected
-                result.reason = reason?.description ?? result.reason
-                result.detail = response.map { "APNs answered \($0.status)" } ?? attempt.error.map { "\($0)" }
-                return result
-            case .credentialsBroken(let reason):
-                observer.credentialBroken(attempt.credential ?? notification.topic, reason: reason)
-                logger.error("APNs refused the credentials: \(reason)", metadata: metadata)
-                result.outcome = .failed
-                result.reason = result.reason ?? reason
-                result.detail = "APNs refused the provider credentials (\(reason)); fix them, then replay"
-                result.deadLetter = .credentials
-                markFailure(&result)
-                return result
-            case .refreshToken:
-                // The client has told the token authenticator; try again at once (within maxAttempts).
-                markFailure(&result)
-                observer.retryScheduled(.providerToken)
-                if result.attempts >= retryPolicy.maxAttempts { return exhausted(result) }
-                continue
-            case .retryLater(let perDeviceToken, _):
-                markFailure(&result)
-                let decision = retryPolicy.decide(
-                    attempts: result.attempts, elapsed: clock.now - firstAttempt, expiration: notification.expiration,
-                    now: Int64(now().timeIntervalSince1970), using: &random)
-                switch decision {
-                case .retry(let wait):
-                    observer.retryScheduled(Self.cause(attempt))
-                    if perDeviceToken {
-                        // The limit is the token's: every event for it waits, not only this one.
-                        let ceiling = retryPolicy.backoffCeiling(afterAttempt: result.attempts)
-                        throttle.withLockedValue { $0.throttle(token, now: clock.now, wait: max(wait, ceiling / 2)) }
-                    } else {
-                        guard (try? await Task.sleep(for: wait)) != nil else { return nil }
+        switch attempt.outcome {
+        case .delivered:
+            if let credential = attempt.credential { observer.credentialHealthy(credential) }
+            run.result.outcome = .delivered
+            run.result.reason = nil
+            completion(run.result)
+        case .unregistered(let timestamp):
+            run.result.outcome = .unregistered
+            run.result.apnsTimestamp = timestamp
+            completion(run.result)
+        case .rejected(let reason):
+            run.result.outcome = .rejected
+            run.result.reason = reason?.description ?? run.result.reason
+            run.result.detail = response.map { "APNs answered \($0.status)" } ?? attempt.error.map { "\($0)" }
+            completion(run.result)
+        case .credentialsBroken(let reason):
+            let notification = run.event.notification
+            observer.credentialBroken(attempt.credential ?? notification.topic, reason: reason)
+            logger.error(
+                "APNs refused the credentials: \(reason)",
+                metadata: [
+                    "event": "\(run.event.id)", "token": "\(notification.deviceToken)", "topic": "\(notification.topic)",
+                ])
+            run.result.outcome = .failed
+            run.result.reason = run.result.reason ?? reason
+            run.result.detail = "APNs refused the provider credentials (\(reason)); fix them, then replay"
+            run.result.deadLetter = .credentials
+            markFailure(&run.result)
+            completion(run.result)
+        case .refreshToken:
+            // The client has told the token authenticator; try again at once (within maxAttempts).
+            markFailure(&run.result)
+            observer.retryScheduled(.providerToken)
+            if run.result.attempts >= retryPolicy.maxAttempts {
+                completion(exhausted(run.result))
+            } else {
+                self.attempt(run, completion)
+            }
+        case .retryLater(let perDeviceToken, _):
+            markFailure(&run.result)
+            var random = SystemRandomNumberGenerator()
+            let decision = retryPolicy.decide(
+                attempts: run.result.attempts, elapsed: instant() - run.firstAttempt,
+                expiration: run.event.notification.expiration, now: Int64(now().timeIntervalSince1970), using: &random)
+            switch decision {
+            case .retry(let wait):
+                observer.retryScheduled(Self.cause(attempt))
+                if perDeviceToken {
+                    // The limit is the token's: every event for it waits, not only this one; the
+                    // next attempt waits for the throttle.
+                    let ceiling = retryPolicy.backoffCeiling(afterAttempt: run.result.attempts)
+                    throttle.withLockedValue {
+                        $0.throttle(run.token, now: instant(), wait: max(wait, ceiling / 2))
                     }
-                case .exhausted:
-                    return exhausted(result)
-                case .expired:
-                    result.outcome = .expired
-                    return result
+                    self.attempt(run, completion)
+                } else {
+                    scheduler.after(wait) { [run] cancelled in
+                        if cancelled { completion(nil) } else { self.attempt(run, completion) }
+                    }
                 }
+            case .exhausted:
+                completion(exhausted(run.result))
+            case .expired:
+                run.result.outcome = .expired
+                completion(run.result)
             }
         }
     }

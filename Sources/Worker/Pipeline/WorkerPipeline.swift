@@ -18,6 +18,8 @@ public final class WorkerPipeline: Service, Sendable {
     private let producerConfiguration: KafkaProducerConfiguration
     private let processor: EventProcessor
     private let sender: any NotificationSending
+    /// Every wait of an event (backoff, throttle, publish retry); cancelled once draining is over.
+    private let scheduler: EventLoopDelayScheduler
     private let observer: any PipelineObserver
     private let logger: Logger
     let state: NIOLockedValueBox<PipelineStateMachine>
@@ -36,8 +38,11 @@ public final class WorkerPipeline: Service, Sendable {
         self.sender = sender
         self.observer = observer
         self.logger = logger
+        let scheduler = EventLoopDelayScheduler()
+        self.scheduler = scheduler
         self.processor = EventProcessor(
-            decoder: decoder, sender: sender, retryPolicy: configuration.retryPolicy, observer: observer, logger: logger)
+            decoder: decoder, sender: sender, retryPolicy: configuration.retryPolicy, scheduler: scheduler,
+            observer: observer, logger: logger)
         self.state = NIOLockedValueBox(PipelineStateMachine(maxInFlight: configuration.maxInFlight))
     }
 
@@ -46,6 +51,7 @@ public final class WorkerPipeline: Service, Sendable {
 
     public func run() async throws {
         let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
+        let publisher = ResultPublisher(producer: producer, scheduler: scheduler, observer: observer, logger: logger)
         let (commitRequests, commitQueue) = AsyncStream<CommitRequest>.makeStream()
         let rebalance = RebalanceBridge(pipeline: self, commits: commitQueue)
         let observer = self.observer
@@ -60,9 +66,11 @@ public final class WorkerPipeline: Service, Sendable {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.commitLoop(commitRequests, consumer: consumer) }
                 group.addTask { await self.ticker(commitQueue) }
-                await readLoop(consumer, producer: producer, group: &group)
-                // The sequence ended: the consumer was closed (shutdown) or failed. Let what runs finish.
+                await readLoop(consumer, publisher: publisher)
+                // The sequence ended: the consumer was closed (shutdown) or failed. Let what runs finish;
+                // what still waits for a retry after that is abandoned (uncommitted: read again).
                 await waitForDrain(of: nil, timeout: configuration.shutdownTimeout)
+                scheduler.cancelAll()
                 commitQueue.finish()
                 group.cancelAll()
             }
@@ -70,13 +78,15 @@ public final class WorkerPipeline: Service, Sendable {
             self.beginShutdown()
         }
         await consumer.close()  // no-op after a graceful shutdown; leaves the group after a failure
+        // Requests still in flight (a drain that timed out) end here; their results are published
+        // if the producer still takes them, or abandoned.
+        await sender.shutdown()
         do {
             try await producer.flush(timeout: .seconds(10))
         } catch {
             logger.error("results not acknowledged at shutdown: \(error)")
         }
         await producer.close()
-        await sender.shutdown()
         if let error = failure.withLockedValue({ $0 }) {
             logger.critical("stopped after a failure: \(error)")
             throw error
@@ -97,14 +107,14 @@ public final class WorkerPipeline: Service, Sendable {
 
     // MARK: reading
 
-    private func readLoop(
-        _ consumer: KafkaConsumer, producer: KafkaProducer, group: inout DiscardingTaskGroup
-    ) async {
+    /// Reads and starts events; everything after the start runs on the sender's, the scheduler's
+    /// and the producer's threads, through callbacks.
+    private func readLoop(_ consumer: KafkaConsumer, publisher: ResultPublisher) async {
         do {
             for try await record in consumer.messages {
                 if isStopping { continue }  // revoked and uncommitted: read again by the next owner
                 observer.consumed(topic: record.topic)
-                await waitWhilePaused()
+                if state.withLockedValue({ $0.paused }) { await waitWhilePaused() }
                 let running = state.withLockedValue { state in
                     if state.admit(record.topicPartition, offset: record.offset) {
                         consumer.pause(Array(consumer.assignment))
@@ -113,7 +123,7 @@ public final class WorkerPipeline: Service, Sendable {
                     return state.running
                 }
                 observer.inFlightChanged(running)
-                group.addTask { await self.handle(record, producer: producer, consumer: consumer) }
+                start(record, publisher: publisher, consumer: consumer)
             }
         } catch {
             logger.critical("the consumer failed: \(error); stopping")
@@ -130,52 +140,46 @@ public final class WorkerPipeline: Service, Sendable {
 
     // MARK: one event
 
-    private func handle(_ record: KafkaConsumerMessage, producer: KafkaProducer, consumer: KafkaConsumer) async {
-        let clock = ContinuousClock()
-        let started = clock.now
-        guard let result = await processor.process(record) else {
-            finish(record, consumer: consumer, completed: false)
-            return
+    /// Decodes the record here, then lets it run: send, retries, dead letter, result, `finish`.
+    private func start(_ record: KafkaConsumerMessage, publisher: ResultPublisher, consumer: KafkaConsumer) {
+        let started = ContinuousClock.now
+        processor.process(record) { result in
+            guard let result else {
+                self.finish(record, consumer: consumer, completed: false)
+                return
+            }
+            self.publish(result, of: record, started: started, publisher: publisher, consumer: consumer)
         }
-        let completedAt = Date()
-        var published = true
-        if let reason = result.deadLetter {
-            let deadLetter = DeadLetterRecord.message(
-                for: record, result: result, reason: reason, consumerGroup: consumerConfiguration.groupID,
-                topic: configuration.deadLetterTopic, now: completedAt)
-            published = await publish(deadLetter, producer)
-        }
-        if published {
-            let message = ResultEvent.message(
-                for: result, source: record, latency: clock.now - started, completedAt: completedAt,
-                topic: configuration.resultsTopic)
-            published = await publish(message, producer)
-        }
-        finish(record, consumer: consumer, completed: published)
-        guard published else { return }
-        if let reason = result.deadLetter { observer.deadLettered(reason) }
-        observer.completed(result.outcome, duration: clock.now - started)
     }
 
-    /// Publishes until Kafka acknowledges (librdkafka retries within its delivery timeout; past that,
-    /// this retries too): a result is never dropped. `false` only when cancelled.
-    private func publish(_ message: KafkaProducerMessage, _ producer: KafkaProducer) async -> Bool {
-        var backoff: Duration = .milliseconds(100)
-        var failed = false
-        while !Task.isCancelled {
-            do {
-                _ = try await producer.send(message)
-                if failed { observer.producerRecovered() }
-                return true
-            } catch {
-                failed = true
-                observer.producerFailing(error)
-                logger.error("publishing to \(message.topic) failed: \(error); retrying in \(backoff)")
-                guard (try? await Task.sleep(for: backoff)) != nil else { return false }
-                backoff = min(backoff * 2, .seconds(30))
+    /// The dead letter first (if any), then the result: a result event is out only once its dead
+    /// letter is stored. The offset counts as done once both are acknowledged.
+    private func publish(
+        _ result: EventResult, of record: KafkaConsumerMessage, started: ContinuousClock.Instant,
+        publisher: ResultPublisher, consumer: KafkaConsumer
+    ) {
+        let completedAt = Date()
+        let publishResult: @Sendable () -> Void = { [self] in
+            let message = ResultEvent.message(
+                for: result, source: record, latency: ContinuousClock.now - started, completedAt: completedAt,
+                topic: configuration.resultsTopic)
+            publisher.publish(message) { published in
+                self.finish(record, consumer: consumer, completed: published)
+                guard published else { return }
+                if let reason = result.deadLetter { self.observer.deadLettered(reason) }
+                self.observer.completed(result.outcome, duration: ContinuousClock.now - started)
             }
         }
-        return false
+        guard let reason = result.deadLetter else {
+            publishResult()
+            return
+        }
+        let deadLetter = DeadLetterRecord.message(
+            for: record, result: result, reason: reason, consumerGroup: consumerConfiguration.groupID,
+            topic: configuration.deadLetterTopic, now: completedAt)
+        publisher.publish(deadLetter) { published in
+            if published { publishResult() } else { self.finish(record, consumer: consumer, completed: false) }
+        }
     }
 
     /// The event is done (`completed`) or abandoned (cancelled: it stays uncommitted).

@@ -1,0 +1,76 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// Runs work after a delay: the pipeline's retry backoffs, 429 throttles and publish retries.
+///
+/// An event waiting for its retry is not a sleeping task but an entry here, so thousands of
+/// waiting events cost a timer each and no task. `cancelAll` (a forced shutdown) runs every pending
+/// work item at once with `cancelled == true` and, from then on, every new one too: the event is
+/// abandoned (left uncommitted, read again by the next owner) instead of retried.
+protocol DelayScheduling: Sendable {
+    /// `work` runs exactly once, on a thread of the scheduler's: after `delay`, or early with
+    /// `cancelled == true` once the scheduler is cancelled.
+    func after(_ delay: Duration, _ work: @escaping @Sendable (_ cancelled: Bool) -> Void)
+}
+
+/// `DelayScheduling` on a NIO event loop's timers.
+final class EventLoopDelayScheduler: DelayScheduling {
+    private struct State {
+        var nextID = 0
+        var cancelled = false
+        var pending: [Int: Entry] = [:]
+    }
+
+    private struct Entry {
+        var work: @Sendable (Bool) -> Void
+        var timer: Scheduled<Void>?
+    }
+
+    private let loop: any EventLoop
+    private let state = NIOLockedValueBox(State())
+
+    init(loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any()) {
+        self.loop = loop
+    }
+
+    /// Work items waiting.
+    var pendingCount: Int { state.withLockedValue { $0.pending.count } }
+
+    func after(_ delay: Duration, _ work: @escaping @Sendable (Bool) -> Void) {
+        let id: Int? = state.withLockedValue { state in
+            guard !state.cancelled else { return nil }
+            state.nextID += 1
+            state.pending[state.nextID] = Entry(work: work)
+            return state.nextID
+        }
+        guard let id else {
+            work(true)
+            return
+        }
+        let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+        let timer = loop.scheduleTask(in: .nanoseconds(max(0, nanoseconds))) { [self] in
+            if let entry = state.withLockedValue({ $0.pending.removeValue(forKey: id) }) { entry.work(false) }
+        }
+        // Keep the handle for `cancelAll`, unless the timer already fired (or cancelAll ran).
+        let stale = state.withLockedValue { state -> Bool in
+            guard state.pending[id] != nil else { return true }
+            state.pending[id]?.timer = timer
+            return false
+        }
+        if stale { timer.cancel() }
+    }
+
+    /// Runs every pending work item now as cancelled, and every later one as soon as it is scheduled.
+    func cancelAll() {
+        let entries = state.withLockedValue { state in
+            state.cancelled = true
+            defer { state.pending = [:] }
+            return Array(state.pending.values)
+        }
+        for entry in entries {
+            entry.timer?.cancel()
+            entry.work(true)
+        }
+    }
+}

@@ -1,0 +1,270 @@
+import APNs
+import Foundation
+import JSONSchema
+import Kafka
+import Logging
+import NIOConcurrencyHelpers
+import Testing
+
+@testable import Worker
+
+/// The event processor on its own: a scripted APNs and a hand-driven scheduler, so retries,
+/// throttles and abandonment are checked step by step, without a network or a sleep.
+@Suite("Event processor: one result per event, retries as the outcome table says")
+struct EventProcessorTests {
+    /// Answers from a script, one per request, and records what was sent.
+    final class ScriptedSender: NotificationSending {
+        private let script: NIOLockedValueBox<[SendAttempt]>
+        let sent = NIOLockedValueBox<[String]>([])
+
+        init(_ answers: [SendAttempt]) { script = NIOLockedValueBox(answers) }
+
+        func send(
+            _ notification: APNsNotification, environment: APNsEnvironment,
+            completion: @escaping @Sendable (SendAttempt) -> Void
+        ) {
+            sent.withLockedValue { $0.append(notification.deviceToken.hex) }
+            let answer = script.withLockedValue { $0.isEmpty ? nil : $0.removeFirst() }
+            completion(answer ?? Self.answer(200))
+        }
+
+        func shutdown() async {}
+
+        static func answer(_ status: Int, _ reason: APNsReason? = nil, timestamp: Int64? = nil) -> SendAttempt {
+            let response = APNsResponse(
+                status: status, apnsID: "00000000-0000-0000-0000-00000000000\(status % 10)", reason: reason,
+                timestampMilliseconds: timestamp)
+            return SendAttempt(
+                response: response, error: nil, outcome: .classify(response), credential: "main", duration: .zero)
+        }
+
+        static func failure(_ error: APNsClientError) -> SendAttempt {
+            SendAttempt(response: nil, error: error, outcome: .classify(error), credential: "main", duration: .zero)
+        }
+    }
+
+    /// Keeps every delayed work item until the test runs it, and keeps the time: running an item
+    /// moves the clock to when it was due, so throttles expire as they would.
+    final class ManualScheduler: DelayScheduling {
+        let waiting = NIOLockedValueBox<[(due: ContinuousClock.Instant, delay: Duration, work: @Sendable (Bool) -> Void)]>(
+            [])
+        private let clock = NIOLockedValueBox(ContinuousClock.now)
+
+        var now: ContinuousClock.Instant { clock.withLockedValue { $0 } }
+
+        func after(_ delay: Duration, _ work: @escaping @Sendable (Bool) -> Void) {
+            let due = now + delay
+            waiting.withLockedValue { $0.append((due, delay, work)) }
+        }
+
+        var delays: [Duration] { waiting.withLockedValue { $0.map(\.delay) } }
+
+        /// Runs the oldest waiting item (as fired, or as cancelled); false when none waits.
+        @discardableResult
+        func runNext(cancelled: Bool = false) -> Bool {
+            guard let item = waiting.withLockedValue({ $0.isEmpty ? nil : $0.removeFirst() }) else { return false }
+            if !cancelled { clock.withLockedValue { $0 = max($0, item.due) } }
+            item.work(cancelled)
+            return true
+        }
+    }
+
+    /// Results as they arrive (`nil`: abandoned).
+    final class Results: Sendable {
+        private let all = NIOLockedValueBox<[EventResult?]>([])
+        var values: [EventResult?] { all.withLockedValue { $0 } }
+        var count: Int { values.count }
+        func append(_ result: EventResult?) { all.withLockedValue { $0.append(result) } }
+        /// The one result (itself `nil` if abandoned), or `nil` unless exactly one arrived.
+        var only: EventResult?? {
+            let values = values
+            return values.count == 1 ? values[0] : nil
+        }
+    }
+
+    static func processor(
+        _ sender: ScriptedSender, _ scheduler: ManualScheduler, policy: RetryPolicy = RetryPolicy(),
+        now: @escaping @Sendable () -> Date = Date.init
+    ) -> EventProcessor {
+        EventProcessor(
+            decoder: .standard, sender: sender, retryPolicy: policy, scheduler: scheduler,
+            observer: NoPipelineObserver(), logger: Logger(label: "test"), now: now, instant: { scheduler.now })
+    }
+
+    static func record(_ value: [UInt8]?, offset: Int64 = 0) -> KafkaConsumerMessage {
+        KafkaConsumerMessage(topic: "events", partition: 0, offset: offset, key: nil, value: value, headers: [])
+    }
+
+    static let valid = EventFixtures.event(["expiration": nil])
+
+    @Test func aDeliveredEventEndsAtOnceWithOneAttempt() throws {
+        let sender = ScriptedSender([ScriptedSender.answer(200)])
+        let scheduler = ManualScheduler()
+        let results = Results()
+        Self.processor(sender, scheduler).process(Self.record(Self.valid)) { results.append($0) }
+        let result = try #require(results.only ?? nil)
+        #expect(result.outcome == .delivered)
+        #expect(result.attempts == 1)
+        #expect(result.status == 200)
+        #expect(result.reason == nil)
+        #expect(result.deadLetter == nil)
+        #expect(result.eventID == "5B0E9A4C-7F2D-4C1E-9A57-0D6C1F4E8B21")
+        #expect(scheduler.delays.isEmpty)
+    }
+
+    @Test func anInvalidEventIsNeverSent() throws {
+        let sender = ScriptedSender([])
+        let results = Results()
+        Self.processor(sender, ManualScheduler()).process(Self.record(Array("{\"id\": 1,".utf8))) { results.append($0) }
+        let result = try #require(results.only ?? nil)
+        #expect(result.outcome == .invalid)
+        #expect(result.deadLetter == .malformedJSON)
+        #expect(result.attempts == 0)
+        #expect(sender.sent.withLockedValue { $0.isEmpty })
+    }
+
+    @Test func a503IsRetriedAfterABackoffWithinTheCeiling() throws {
+        let sender = ScriptedSender([ScriptedSender.answer(503, .serviceUnavailable), ScriptedSender.answer(200)])
+        let scheduler = ManualScheduler()
+        var policy = RetryPolicy()
+        policy.initialBackoff = .milliseconds(200)
+        let results = Results()
+        Self.processor(sender, scheduler, policy: policy).process(Self.record(Self.valid)) { results.append($0) }
+        #expect(results.count == 0, "waiting for the backoff")
+        let delay = try #require(scheduler.delays.first)
+        #expect(delay >= .zero && delay <= .milliseconds(200))
+        scheduler.runNext()
+        let result = try #require(results.only ?? nil)
+        #expect(result.outcome == .delivered)
+        #expect(result.attempts == 2)
+        #expect(result.firstFailureAt != nil)
+    }
+
+    @Test func aTooManyRequestsThrottlesEveryEventForThatToken() throws {
+        let sender = ScriptedSender([ScriptedSender.answer(429, .tooManyRequests)])
+        let scheduler = ManualScheduler()
+        let processor = Self.processor(sender, scheduler)
+        let first = Results()
+        let second = Results()
+        processor.process(Self.record(Self.valid, offset: 0)) { first.append($0) }
+        // The first event is throttled; the second for the same token waits too, unsent.
+        processor.process(Self.record(Self.valid, offset: 1)) { second.append($0) }
+        #expect(sender.sent.withLockedValue { $0.count } == 1)
+        #expect(scheduler.delays.count == 2)
+        #expect(scheduler.delays.allSatisfy { $0 > .zero })
+        scheduler.runNext()
+        scheduler.runNext()
+        #expect(first.only??.outcome == .delivered)
+        #expect(first.only??.attempts == 2)
+        #expect(second.only??.outcome == .delivered)
+        #expect(second.only??.attempts == 1)
+    }
+
+    @Test func retriesStopAtMaxAttemptsWithADeadLetter() throws {
+        var policy = RetryPolicy()
+        policy.maxAttempts = 3
+        let sender = ScriptedSender(Array(repeating: ScriptedSender.answer(500, .internalServerError), count: 3))
+        let scheduler = ManualScheduler()
+        let results = Results()
+        Self.processor(sender, scheduler, policy: policy).process(Self.record(Self.valid)) { results.append($0) }
+        while scheduler.runNext() {}
+        let result = try #require(results.only ?? nil)
+        #expect(result.outcome == .failed)
+        #expect(result.deadLetter == .retriesExhausted)
+        #expect(result.attempts == 3)
+        #expect(result.detail?.contains("gave up after 3 attempts") == true)
+        #expect(sender.sent.withLockedValue { $0.count } == 3)
+    }
+
+    @Test func aLostConnectionIsRetried() throws {
+        let lost = APNsClientError(.connectionLost, "reset", mayHaveReachedAPNs: true)
+        let sender = ScriptedSender([ScriptedSender.failure(lost), ScriptedSender.answer(200)])
+        let scheduler = ManualScheduler()
+        let results = Results()
+        Self.processor(sender, scheduler).process(Self.record(Self.valid)) { results.append($0) }
+        #expect(scheduler.runNext())
+        #expect(results.only??.outcome == .delivered)
+        #expect(results.only??.attempts == 2)
+    }
+
+    @Test func anExpiredProviderTokenIsRetriedAtOnce() throws {
+        let sender = ScriptedSender([ScriptedSender.answer(403, .expiredProviderToken), ScriptedSender.answer(200)])
+        let scheduler = ManualScheduler()
+        let results = Results()
+        Self.processor(sender, scheduler).process(Self.record(Self.valid)) { results.append($0) }
+        #expect(scheduler.delays.isEmpty)
+        #expect(results.only??.outcome == .delivered)
+        #expect(results.only??.attempts == 2)
+    }
+
+    @Test func brokenCredentialsFailWithACredentialsDeadLetter() throws {
+        let sender = ScriptedSender([ScriptedSender.answer(403, .invalidProviderToken)])
+        let results = Results()
+        Self.processor(sender, ManualScheduler()).process(Self.record(Self.valid)) { results.append($0) }
+        let result = try #require(results.only ?? nil)
+        #expect(result.outcome == .failed)
+        #expect(result.deadLetter == .credentials)
+        #expect(result.reason == "InvalidProviderToken")
+    }
+
+    @Test func unregisteredAndRejectedEndWithoutRetry() throws {
+        let sender = ScriptedSender([
+            ScriptedSender.answer(410, .unregistered, timestamp: 1_700_000_000_000),
+            ScriptedSender.answer(400, .badDeviceToken),
+        ])
+        let scheduler = ManualScheduler()
+        let results = Results()
+        let processor = Self.processor(sender, scheduler)
+        processor.process(Self.record(Self.valid, offset: 0)) { results.append($0) }
+        processor.process(Self.record(Self.valid, offset: 1)) { results.append($0) }
+        #expect(scheduler.delays.isEmpty)
+        #expect(results.values.map { $0?.outcome } == [.unregistered, .rejected])
+        #expect(results.values[0]?.apnsTimestamp == 1_700_000_000_000)
+        #expect(results.values[1]?.reason == "BadDeviceToken")
+    }
+
+    @Test func anEventWhoseExpirationPassesWhileWaitingExpires() throws {
+        // Expires 5 s after "now"; the backoff is 60 s: APNs would drop it anyway.
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let event = EventFixtures.event(["expiration": .number(JSONNumber(int64: 1_800_000_005))])
+        var policy = RetryPolicy()
+        policy.initialBackoff = .seconds(60)
+        policy.maxBackoff = .seconds(60)
+        let sender = ScriptedSender(Array(repeating: ScriptedSender.answer(503, .serviceUnavailable), count: 10))
+        let scheduler = ManualScheduler()
+        let results = Results()
+        Self.processor(sender, scheduler, policy: policy, now: { now }).process(Self.record(event)) { results.append($0) }
+        // Either decided at once (the wait drawn passes the expiration) or after one wait.
+        while results.count == 0, scheduler.runNext() {}
+        let result = try #require(results.only ?? nil)
+        #expect([.expired, .delivered].contains(result.outcome))
+        #expect(result.outcome == .expired || result.attempts >= 2)
+    }
+
+    @Test func aCancelledSchedulerAbandonsTheWaitingEvent() {
+        let sender = ScriptedSender([ScriptedSender.answer(503, .serviceUnavailable)])
+        let scheduler = ManualScheduler()
+        let results = Results()
+        Self.processor(sender, scheduler).process(Self.record(Self.valid)) { results.append($0) }
+        scheduler.runNext(cancelled: true)
+        #expect(results.count == 1)
+        #expect(results.values.first! == nil, "abandoned: no result, the offset stays uncommitted")
+    }
+
+    @Test func theRealSchedulerRunsWorkAfterItsDelayAndCancelsTheRest() async throws {
+        let scheduler = EventLoopDelayScheduler()
+        let fired = NIOLockedValueBox<[Bool]>([])
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            scheduler.after(.milliseconds(5)) { cancelled in
+                fired.withLockedValue { $0.append(cancelled) }
+                done.resume()
+            }
+        }
+        scheduler.after(.seconds(3600)) { cancelled in fired.withLockedValue { $0.append(cancelled) } }
+        #expect(scheduler.pendingCount == 1)
+        scheduler.cancelAll()
+        scheduler.after(.seconds(1)) { cancelled in fired.withLockedValue { $0.append(cancelled) } }
+        #expect(fired.withLockedValue { $0 } == [false, true, true])
+        #expect(scheduler.pendingCount == 0)
+    }
+}
