@@ -122,7 +122,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "APNsClientBenchmark",
-            dependencies: ["APNs"],
+            dependencies: ["APNs", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             path: "Benchmarks/APNsClientBenchmark",
             swiftSettings: swiftSettings
         ),

@@ -80,5 +80,16 @@ struct HeaderEncoderTests {
         for name in [":method", ":scheme", ":authority", "apns-topic", "apns-push-type", "apns-priority"] {
             #expect(first[name] == false && second[name] == false)
         }
+        let values = Dictionary(uniqueKeysWithValues: encoder.headers(for: request).map { ($0.name, $0.value) })
+        #expect(values[":method"] == "POST")
+        #expect(values[":path"] == "/3/device/abcd")
+        #expect(values[":authority"] == "api.push.apple.com")
+        #expect(values["apns-topic"] == "com.example.app")
+        #expect(values["apns-push-type"] == "alert")
+        #expect(values["apns-priority"] == "10")
+        #expect(values["apns-expiration"] == "1800000000")
+        #expect(values["apns-collapse-id"] == "c")
+        #expect(values["apns-id"] == notification.apnsID?.uuidString)
+        #expect(values["authorization"]?.hasPrefix("bearer ") == true)
     }
 }

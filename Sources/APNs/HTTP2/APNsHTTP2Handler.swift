@@ -42,6 +42,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     private var session: Nghttp2Session?
     private var state: APNsHTTP2StateMachine
     private var encoder: APNsHeaderEncoder
+    private var headerBlock = Nghttp2HeaderBlock()
     private var waiting = CircularBuffer<APNsHTTP2Stream>()
     private var streams: [Int32: APNsHTTP2Stream] = [:]
     private var context: ChannelHandlerContext?
@@ -140,6 +141,9 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
                         .connectionLost, "connection closed before the answer", mayHaveReachedAPNs: true,
                         goAwayReason: goAwayReason))
         }
+        // The session goes first: it holds unretained pointers to the streams (their stream data),
+        // and nothing may reach them through it once they are gone.
+        session = nil
         streams.removeAll()
         failWaiting(
             APNsClientError(
@@ -221,7 +225,10 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         guard let session else { return }
         while state.canOpenStream, let stream = waiting.popFirst() {
             if stream.finished { continue }
-            let streamID = session.submitRequest(encoder.headers(for: stream.request), hasBody: true)
+            encoder.encode(stream.request, into: &headerBlock)
+            // nghttp2 hands this pointer back with each callback of the stream; `streams` keeps the
+            // object alive until the stream closes.
+            let streamID = session.submitRequest(headerBlock, streamData: Unmanaged.passUnretained(stream).toOpaque())
             guard streamID > 0 else {
                 stream.fail(
                     APNsClientError(
@@ -338,11 +345,17 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
 
     // MARK: nghttp2 callbacks
 
-    func nghttp2Header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        guard let stream = streams[streamID] else { return }
+    /// The stream behind an nghttp2 callback's stream data (alive while `streams` holds it).
+    private func stream(_ data: UnsafeMutableRawPointer?) -> APNsHTTP2Stream? {
+        data.map { Unmanaged<APNsHTTP2Stream>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    func nghttp2Header(stream data: UnsafeMutableRawPointer?, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)
+    {
+        guard let stream = stream(data) else { return }
         switch name.count {
         case 7 where name.elementsEqual(":status".utf8):
-            stream.status = Int(String(decoding: value, as: UTF8.self))
+            stream.status = Self.decimal(value)
         case 7 where name.elementsEqual("apns-id".utf8):
             stream.apnsID = String(decoding: value, as: UTF8.self)
         case 14 where name.elementsEqual("apns-unique-id".utf8):
@@ -352,14 +365,27 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         }
     }
 
-    func nghttp2Data(streamID: Int32, bytes: UnsafeRawBufferPointer) {
-        guard let stream = streams[streamID] else { return }
+    /// A status code's digits, without making a `String` of them; nil if not all digits.
+    private static func decimal(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        guard !bytes.isEmpty, bytes.count <= 9 else { return nil }
+        var value = 0
+        for byte in bytes {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return value
+    }
+
+    func nghttp2Data(stream data: UnsafeMutableRawPointer?, bytes: UnsafeRawBufferPointer) {
+        guard let stream = stream(data) else { return }
         let room = APNsHTTP2Stream.maximumResponseBody - stream.responseBody.count
         if room > 0 { stream.responseBody.append(contentsOf: bytes.prefix(room)) }
     }
 
-    func nghttp2ReadBody(streamID: Int32, into buffer: UnsafeMutableRawBufferPointer) -> (count: Int, end: Bool) {
-        guard let stream = streams[streamID] else { return (0, true) }
+    func nghttp2ReadBody(stream data: UnsafeMutableRawPointer?, into buffer: UnsafeMutableRawBufferPointer)
+        -> (count: Int, end: Bool)
+    {
+        guard let stream = stream(data) else { return (0, true) }
         let payload = stream.request.notification.payload
         let count = min(buffer.count, payload.count - stream.bodyOffset)
         payload.withUnsafeBytes { source in
@@ -370,8 +396,8 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         return (count, stream.bodyOffset == payload.count)
     }
 
-    func nghttp2StreamClosed(streamID: Int32, errorCode: UInt32) {
-        guard let stream = streams.removeValue(forKey: streamID) else { return }
+    func nghttp2StreamClosed(stream data: UnsafeMutableRawPointer?, streamID: Int32, errorCode: UInt32) {
+        guard data != nil, let stream = streams.removeValue(forKey: streamID) else { return }
         if let capacity = state.streamClosed(status: stream.status) { events.capacityChanged(capacity) }
         guard !stream.finished else { return }
         if let status = stream.status {

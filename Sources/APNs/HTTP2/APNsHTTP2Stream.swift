@@ -52,44 +52,73 @@ struct APNsHTTP2Request: Sendable {
 /// Builds request headers the way Apple's HPACK guidance asks, per connection.
 struct APNsHeaderEncoder {
     let authority: String
-    /// Names of the per-request headers (apns-id, apns-expiration, apns-collapse-id) already sent once
-    /// with incremental indexing on this connection: later values go as literals without indexing.
-    private var indexedOnce: Set<String> = []
+    /// Whether apns-id, apns-expiration and apns-collapse-id have been sent once with incremental
+    /// indexing on this connection: later values go as literals without indexing.
+    private var indexedID = false
+    private var indexedExpiration = false
+    private var indexedCollapseID = false
 
     init(authority: String) {
         self.authority = authority
     }
 
-    mutating func headers(for request: APNsHTTP2Request) -> [Nghttp2Header] {
+    /// Writes the request's headers into `block` (emptied first; its storage is reused from one
+    /// request to the next, so encoding allocates nothing).
+    mutating func encode(_ request: APNsHTTP2Request, into block: inout Nghttp2HeaderBlock) {
         let notification = request.notification
-        var headers: [Nghttp2Header] = [
-            Nghttp2Header(name: ":method", value: "POST", neverIndex: false),
-            Nghttp2Header(name: ":scheme", value: "https", neverIndex: false),
-            Nghttp2Header(name: ":authority", value: authority, neverIndex: false),
-            Nghttp2Header(name: ":path", value: notification.deviceToken.path, neverIndex: true),
-            Nghttp2Header(name: "apns-topic", value: notification.topic, neverIndex: false),
-            Nghttp2Header(name: "apns-push-type", value: notification.pushType.rawValue, neverIndex: false),
-        ]
+        block.removeAll()
+        block.append(":method", "POST")
+        block.append(":scheme", "https")
+        block.append(":authority", authority)
+        block.append(":path", neverIndex: true) { bytes in
+            bytes.append(contentsOf: "/3/device/".utf8)
+            bytes.append(contentsOf: notification.deviceToken.hex.utf8)
+        }
+        block.append("apns-topic", notification.topic)
+        block.append("apns-push-type", notification.pushType.rawValue)
         if let priority = notification.headerPriority {
-            headers.append(Nghttp2Header(name: "apns-priority", value: String(priority.rawValue), neverIndex: false))
+            block.append("apns-priority", neverIndex: false) { $0.appendDecimal(Int64(priority.rawValue)) }
         }
         if let expiration = notification.expiration {
-            headers.append(onceIndexed("apns-expiration", String(expiration.secondsSince1970)))
+            block.append("apns-expiration", neverIndex: indexedExpiration) {
+                $0.appendDecimal(expiration.secondsSince1970)
+            }
+            indexedExpiration = true
         }
         if let collapseID = notification.collapseID {
-            headers.append(onceIndexed("apns-collapse-id", collapseID))
+            block.append("apns-collapse-id", collapseID, neverIndex: indexedCollapseID)
+            indexedCollapseID = true
         }
         if let apnsID = notification.apnsID {
-            headers.append(onceIndexed("apns-id", apnsID.uuidString))
+            block.append("apns-id", apnsID.uuidString, neverIndex: indexedID)
+            indexedID = true
         }
         if let token = request.token {
-            headers.append(Nghttp2Header(name: "authorization", value: token.authorization, neverIndex: true))
+            block.append("authorization", neverIndex: true) { bytes in
+                bytes.append(contentsOf: "bearer ".utf8)
+                bytes.append(contentsOf: token.jwt.utf8)
+            }
         }
-        return headers
     }
 
-    private mutating func onceIndexed(_ name: String, _ value: String) -> Nghttp2Header {
-        let first = indexedOnce.insert(name).inserted
-        return Nghttp2Header(name: name, value: value, neverIndex: !first)
+    /// The headers as (name, value, never indexed), for tests.
+    mutating func headers(for request: APNsHTTP2Request) -> [Nghttp2Header] {
+        var block = Nghttp2HeaderBlock()
+        encode(request, into: &block)
+        return block.headers
+    }
+}
+
+extension [UInt8] {
+    /// Appends `value` in decimal ASCII.
+    mutating func appendDecimal(_ value: Int64) {
+        if value < 0 { append(UInt8(ascii: "-")) }
+        let magnitude = value.magnitude
+        var divisor: UInt64 = 1
+        while divisor <= magnitude / 10 { divisor *= 10 }
+        while divisor > 0 {
+            append(UInt8(ascii: "0") + UInt8(magnitude / divisor % 10))
+            divisor /= 10
+        }
     }
 }

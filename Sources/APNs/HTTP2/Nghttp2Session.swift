@@ -2,24 +2,78 @@ import CNghttp2
 import NIOCore
 
 /// What an nghttp2 client session reports while it parses the server's frames.
+///
+/// `stream` is the `streamData` given to `submitRequest` for that stream (nil for a stream this
+/// client did not open).
 protocol Nghttp2SessionDelegate: AnyObject {
-    func nghttp2Header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)
-    func nghttp2Data(streamID: Int32, bytes: UnsafeRawBufferPointer)
-    func nghttp2StreamClosed(streamID: Int32, errorCode: UInt32)
+    func nghttp2Header(stream: UnsafeMutableRawPointer?, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)
+    func nghttp2Data(stream: UnsafeMutableRawPointer?, bytes: UnsafeRawBufferPointer)
+    func nghttp2StreamClosed(stream: UnsafeMutableRawPointer?, streamID: Int32, errorCode: UInt32)
     func nghttp2Settings(maxConcurrentStreams: UInt32)
     func nghttp2GoAway(lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8])
     func nghttp2PingAcknowledged()
     /// Copies the next part of a request body into `buffer`; returns the count and whether it was the end.
-    func nghttp2ReadBody(streamID: Int32, into buffer: UnsafeMutableRawBufferPointer) -> (count: Int, end: Bool)
+    func nghttp2ReadBody(stream: UnsafeMutableRawPointer?, into buffer: UnsafeMutableRawBufferPointer)
+        -> (count: Int, end: Bool)
 }
 
 /// One header of a request and how HPACK should encode it.
-struct Nghttp2Header {
+struct Nghttp2Header: Equatable {
     var name: String
     var value: String
     /// `NGHTTP2_NV_FLAG_NO_INDEX`: a literal never added to the dynamic table (and never indexed by
     /// intermediaries either).
     var neverIndex: Bool
+}
+
+/// A request's headers as one byte buffer and their spans in it: what `nghttp2_submit_request`
+/// needs, built without a `String` or an array per header. Reused from request to request.
+struct Nghttp2HeaderBlock {
+    struct Field {
+        var nameStart: Int
+        var nameCount: Int
+        var valueStart: Int
+        var valueCount: Int
+        var neverIndex: Bool
+    }
+
+    private(set) var bytes: [UInt8] = []
+    private(set) var fields: [Field] = []
+
+    init() {
+        bytes.reserveCapacity(512)
+        fields.reserveCapacity(12)
+    }
+
+    mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        fields.removeAll(keepingCapacity: true)
+    }
+
+    mutating func append(_ name: StaticString, _ value: String, neverIndex: Bool = false) {
+        append(name, neverIndex: neverIndex) { $0.append(contentsOf: value.utf8) }
+    }
+
+    /// A header whose value `writeValue` appends to the buffer.
+    mutating func append(_ name: StaticString, neverIndex: Bool, _ writeValue: (inout [UInt8]) -> Void) {
+        let nameStart = bytes.count
+        bytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        let valueStart = bytes.count
+        writeValue(&bytes)
+        fields.append(
+            Field(
+                nameStart: nameStart, nameCount: valueStart - nameStart, valueStart: valueStart,
+                valueCount: bytes.count - valueStart, neverIndex: neverIndex))
+    }
+
+    var headers: [Nghttp2Header] {
+        fields.map { field in
+            Nghttp2Header(
+                name: String(decoding: bytes[field.nameStart..<field.nameStart + field.nameCount], as: UTF8.self),
+                value: String(decoding: bytes[field.valueStart..<field.valueStart + field.valueCount], as: UTF8.self),
+                neverIndex: field.neverIndex)
+        }
+    }
 }
 
 /// An nghttp2 client session (`nghttp2_session`), used through `mem_recv`/`mem_send`: nghttp2 never
@@ -29,7 +83,12 @@ struct Nghttp2Header {
 /// and deleted in its `deinit`, so no callback can run after it is gone. Event-loop-only.
 final class Nghttp2Session {
     private var session: OpaquePointer?
-    weak var delegate: (any Nghttp2SessionDelegate)?
+    /// Unowned, not weak: the delegate (the connection's handler) owns this session and deletes it
+    /// when it goes (`handlerRemoved`), so the delegate outlives every callback. A weak load per
+    /// callback was a visible share of the client's CPU.
+    unowned(unsafe) let delegate: any Nghttp2SessionDelegate
+    /// Reused by every `submitRequest`.
+    private var nameValues: [nghttp2_nv] = []
 
     init(delegate: any Nghttp2SessionDelegate) throws {
         self.delegate = delegate
@@ -90,34 +149,23 @@ final class Nghttp2Session {
         }
     }
 
-    /// Queues a request; nghttp2 copies the headers. Returns the stream id, or a negative nghttp2 error.
-    func submitRequest(_ headers: [Nghttp2Header], hasBody: Bool) -> Int32 {
+    /// Queues a request; nghttp2 copies the headers. `streamData` is handed back to the callbacks
+    /// of this stream (see `Nghttp2SessionDelegate`); the caller keeps it alive until the stream
+    /// closes. Returns the stream id, or a negative nghttp2 error.
+    func submitRequest(_ block: Nghttp2HeaderBlock, streamData: UnsafeMutableRawPointer?) -> Int32 {
         guard let session else { return Int32(NGHTTP2_ERR_INVALID_STATE.rawValue) }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count })
-        for header in headers {
-            bytes.append(contentsOf: header.name.utf8)
-            bytes.append(contentsOf: header.value.utf8)
-        }
-        return bytes.withUnsafeMutableBufferPointer { storage -> Int32 in
-            var offset = 0
-            var nva: [nghttp2_nv] = []
-            nva.reserveCapacity(headers.count)
-            for header in headers {
-                let nameLength = header.name.utf8.count
-                let valueLength = header.value.utf8.count
-                let name = storage.baseAddress! + offset
-                let value = name + nameLength
-                offset += nameLength + valueLength
-                let flags = UInt8(header.neverIndex ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue)
-                nva.append(
-                    nghttp2_nv(name: name, value: value, namelen: nameLength, valuelen: valueLength, flags: flags))
+        return block.bytes.withUnsafeBufferPointer { storage -> Int32 in
+            let base = UnsafeMutablePointer(mutating: storage.baseAddress!)
+            nameValues.removeAll(keepingCapacity: true)
+            for field in block.fields {
+                let flags = UInt8(field.neverIndex ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue)
+                nameValues.append(
+                    nghttp2_nv(
+                        name: base + field.nameStart, value: base + field.valueStart, namelen: field.nameCount,
+                        valuelen: field.valueCount, flags: flags))
             }
-            if hasBody {
-                var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBody)
-                return nghttp2_submit_request(session, nil, nva, nva.count, &provider, nil)
-            }
-            return nghttp2_submit_request(session, nil, nva, nva.count, nil, nil)
+            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: streamData), read_callback: readBody)
+            return nghttp2_submit_request(session, nil, nameValues, nameValues.count, &provider, streamData)
         }
     }
 
@@ -160,8 +208,9 @@ private func onHeader(
     _ value: UnsafePointer<UInt8>?, _ valueLength: Int, _ flags: UInt8, _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
     guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
-    owner(userData).delegate?.nghttp2Header(
-        streamID: frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
+    owner(userData).delegate.nghttp2Header(
+        stream: nghttp2_session_get_stream_user_data(session, frame.pointee.hd.stream_id),
+        name: UnsafeRawBufferPointer(start: name, count: nameLength),
         value: UnsafeRawBufferPointer(start: value, count: valueLength))
     return 0
 }
@@ -170,14 +219,17 @@ private func onDataChunk(
     _ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32, _ data: UnsafePointer<UInt8>?, _ length: Int,
     _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
-    owner(userData).delegate?.nghttp2Data(streamID: streamID, bytes: UnsafeRawBufferPointer(start: data, count: length))
+    owner(userData).delegate.nghttp2Data(
+        stream: nghttp2_session_get_stream_user_data(session, streamID),
+        bytes: UnsafeRawBufferPointer(start: data, count: length))
     return 0
 }
 
 private func onStreamClose(
     _ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32, _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
-    owner(userData).delegate?.nghttp2StreamClosed(streamID: streamID, errorCode: errorCode)
+    owner(userData).delegate.nghttp2StreamClosed(
+        stream: nghttp2_session_get_stream_user_data(session, streamID), streamID: streamID, errorCode: errorCode)
     return 0
 }
 
@@ -189,17 +241,17 @@ private func onFrameReceived(
     let header = frame.pointee.hd
     switch UInt32(header.type) {
     case NGHTTP2_SETTINGS.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
-        owner.delegate?.nghttp2Settings(
+        owner.delegate.nghttp2Settings(
             maxConcurrentStreams: nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
     case NGHTTP2_GOAWAY.rawValue:
         let goAway = frame.pointee.goaway
         let debug =
             goAway.opaque_data.map { Array(UnsafeBufferPointer(start: $0, count: min(goAway.opaque_data_len, 4096))) }
             ?? []
-        owner.delegate?.nghttp2GoAway(
+        owner.delegate.nghttp2GoAway(
             lastStreamID: goAway.last_stream_id, errorCode: goAway.error_code, debugData: debug)
     case NGHTTP2_PING.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
-        owner.delegate?.nghttp2PingAcknowledged()
+        owner.delegate.nghttp2PingAcknowledged()
     default:
         break
     }
@@ -211,9 +263,8 @@ private func readBody(
     _ dataFlags: UnsafeMutablePointer<UInt32>?, _ source: UnsafeMutablePointer<nghttp2_data_source>?,
     _ userData: UnsafeMutableRawPointer?
 ) -> Int {
-    guard let delegate = owner(userData).delegate else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-    let (count, end) = delegate.nghttp2ReadBody(
-        streamID: streamID, into: UnsafeMutableRawBufferPointer(start: buffer, count: length))
+    let (count, end) = owner(userData).delegate.nghttp2ReadBody(
+        stream: source?.pointee.ptr, into: UnsafeMutableRawBufferPointer(start: buffer, count: length))
     if end { dataFlags?.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
     return count
 }
