@@ -12,7 +12,8 @@ extension JSONValue {
     /// ``serialized()`` as a `String`.
     public var jsonText: String { String(decoding: serialized(), as: UTF8.self) }
 
-    func write(into out: inout [UInt8]) {
+    /// Appends the compact serialization to `out` (for writers that build a document around it).
+    public func write(into out: inout [UInt8]) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
@@ -37,7 +38,8 @@ extension JSONValue {
         }
     }
 
-    static func writeString(_ s: String, into out: inout [UInt8]) {
+    /// Appends `s` as a JSON string literal, quotes included.
+    public static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         for b in s.utf8 {
             switch b {

@@ -9,32 +9,151 @@ enum ResultEvent {
     static func message(
         for result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String
     ) -> KafkaProducerMessage {
-        var members: [(String, JSONValue)] = [
-            ("eventId", result.eventID.map(JSONValue.string) ?? .null),
-            ("apnsId", result.apnsID.map(JSONValue.string) ?? .null),
-            ("outcome", .string(result.outcome.rawValue)),
-            ("status", result.status.map { .number(JSONNumber($0)) } ?? .null),
-            ("reason", result.reason.map(JSONValue.string) ?? .null),
-        ]
-        if let detail = result.detail { members.append(("detail", .string(detail))) }
-        if let timestamp = result.apnsTimestamp { members.append(("apnsTimestamp", .number(JSONNumber(int64: timestamp)))) }
-        let milliseconds = (Double(latency.components.seconds) * 1000 + Double(latency.components.attoseconds) / 1e15)
-        members += [
-            ("attempts", .number(JSONNumber(result.attempts))),
-            ("latencyMs", .number(JSONNumber((milliseconds * 1000).rounded() / 1000) ?? JSONNumber(0))),
-            ("completedAt", .string(DeadLetterTime.format(completedAt))),
-            ("source", .object(JSONObject([
-                ("topic", .string(source.topic)),
-                ("partition", .number(JSONNumber(Int(source.partition)))),
-                ("offset", .number(JSONNumber(int64: source.offset))),
-            ]))),
-        ]
-        if let metadata = result.metadata { members.append(("metadata", metadata)) }
-        let value = JSONValue.object(JSONObject(members))
         // Keyed by event id; an invalid event whose id could not be read keeps its record's key.
         let key = result.eventID.map { Array($0.utf8) } ?? source.key
         return KafkaProducerMessage(
-            topic: topic, key: key, value: value.serialized(),
+            topic: topic, key: key, value: value(for: result, source: source, latency: latency, completedAt: completedAt),
             headers: [KafkaHeader(key: "content-type", string: "application/json")])
+    }
+
+    /// The JSON text, written straight into bytes: one result per event makes a tree of
+    /// `JSONValue`s and its serializer a visible share of the worker's CPU.
+    static func value(for result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date)
+        -> [UInt8]
+    {
+        var out: [UInt8] = []
+        out.reserveCapacity(320)
+        var writer = ObjectWriter(out: out)
+        writer.member("eventId", string: result.eventID)
+        writer.member("apnsId", string: result.apnsID)
+        writer.member("outcome", string: result.outcome.rawValue)
+        writer.member("status", integer: result.status.map(Int64.init))
+        writer.member("reason", string: result.reason)
+        if let detail = result.detail { writer.member("detail", string: detail) }
+        if let timestamp = result.apnsTimestamp { writer.member("apnsTimestamp", integer: timestamp) }
+        writer.member("attempts", integer: Int64(result.attempts))
+        writer.key("latencyMs")
+        writeMilliseconds(latency, into: &writer.out)
+        writer.key("completedAt")
+        writer.out.append(UInt8(ascii: "\""))
+        RFC3339.write(completedAt, into: &writer.out)
+        writer.out.append(UInt8(ascii: "\""))
+        writer.key("source")
+        var inner = ObjectWriter(out: writer.out)
+        writer.out = []
+        inner.member("topic", string: source.topic)
+        inner.member("partition", integer: Int64(source.partition))
+        inner.member("offset", integer: source.offset)
+        writer.out = inner.finish()
+        if let metadata = result.metadata {
+            writer.key("metadata")
+            metadata.write(into: &writer.out)
+        }
+        return writer.finish()
+    }
+
+    /// Milliseconds with up to three decimals, in the shortest form (`12`, `12.5`, `12.345`).
+    static func writeMilliseconds(_ duration: Duration, into out: inout [UInt8]) {
+        let (seconds, attoseconds) = duration.components
+        let micros = max(0, seconds * 1_000_000 + (attoseconds + 500_000_000_000) / 1_000_000_000_000)
+        out.append(contentsOf: String(micros / 1000).utf8)
+        var fraction = micros % 1000
+        guard fraction > 0 else { return }
+        var digits = 3
+        while fraction % 10 == 0 {
+            fraction /= 10
+            digits -= 1
+        }
+        out.append(UInt8(ascii: "."))
+        let text = String(fraction)
+        for _ in text.utf8.count..<digits { out.append(UInt8(ascii: "0")) }
+        out.append(contentsOf: text.utf8)
+    }
+
+    /// `{"a":…,"b":…}` member by member.
+    struct ObjectWriter {
+        var out: [UInt8]
+        private var first = true
+
+        init(out: [UInt8]) {
+            self.out = out
+            self.out.append(UInt8(ascii: "{"))
+        }
+
+        mutating func key(_ name: String) {
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            JSONValue.writeString(name, into: &out)
+            out.append(UInt8(ascii: ":"))
+        }
+
+        mutating func member(_ name: String, string: String?) {
+            key(name)
+            if let string { JSONValue.writeString(string, into: &out) } else { out.append(contentsOf: "null".utf8) }
+        }
+
+        mutating func member(_ name: String, integer: Int64?) {
+            key(name)
+            out.append(contentsOf: (integer.map { String($0) } ?? "null").utf8)
+        }
+
+        mutating func finish() -> [UInt8] {
+            out.append(UInt8(ascii: "}"))
+            return out
+        }
+    }
+}
+
+/// RFC 3339 UTC with milliseconds (`2026-11-23T08:15:17.123Z`), as `DeadLetterTime` formats it,
+/// without Foundation's formatter (a few microseconds a call, once per result event).
+enum RFC3339 {
+    static func write(_ date: Date, into out: inout [UInt8]) {
+        // Whole seconds, then the fraction truncated to milliseconds, as Foundation's formatter does
+        // (1.123 is stored as 1.12299…, written .122).
+        let time = date.timeIntervalSince1970
+        let seconds = time.rounded(.down)
+        let milliseconds = min(999, Int64((time - seconds) * 1000))
+        let wholeSeconds = Int64(seconds)
+        var days = wholeSeconds / 86_400
+        var secondOfDay = wholeSeconds % 86_400
+        if secondOfDay < 0 {
+            secondOfDay += 86_400
+            days -= 1
+        }
+        let rest = secondOfDay * 1000 + milliseconds
+        // Howard Hinnant's civil_from_days.
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        func digits(_ value: Int64, _ width: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<width { divisor *= 10 }
+            var value = value
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                value %= divisor
+                divisor /= 10
+            }
+        }
+        digits(year, 4)
+        out.append(UInt8(ascii: "-"))
+        digits(month, 2)
+        out.append(UInt8(ascii: "-"))
+        digits(day, 2)
+        out.append(UInt8(ascii: "T"))
+        digits(rest / 3_600_000, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(rest / 60_000 % 60, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(rest / 1000 % 60, 2)
+        out.append(UInt8(ascii: "."))
+        digits(rest % 1000, 3)
+        out.append(UInt8(ascii: "Z"))
     }
 }

@@ -1,0 +1,92 @@
+import Foundation
+import JSONSchema
+import Kafka
+import Testing
+
+@testable import Worker
+
+@Suite("Result events: written straight to bytes, valid against schemas/result-event.schema.json")
+struct ResultEventTests {
+    static let source = KafkaConsumerMessage(
+        topic: "events \"quoted\"", partition: 3, offset: 1_234_567, key: Array("k".utf8), value: nil, headers: [])
+
+    static func results() -> [EventResult] {
+        var delivered = EventResult(eventID: "5b0e9a4c-7f2d-4c1e-9a57-0d6c1f4e8b21", outcome: .delivered, attempts: 2)
+        delivered.apnsID = "5b0e9a4c-7f2d-4c1e-9a57-0d6c1f4e8b21"
+        delivered.status = 200
+        delivered.metadata = ["tenant": "acme", "n": .number(JSONNumber(7))]
+        var unregistered = EventResult(eventID: "e-2", outcome: .unregistered, attempts: 1)
+        unregistered.status = 410
+        unregistered.reason = "Unregistered"
+        unregistered.apnsTimestamp = 1_700_000_000_000
+        var rejected = EventResult(eventID: "e-3", outcome: .rejected, attempts: 1)
+        rejected.status = 400
+        rejected.reason = "BadDeviceToken"
+        rejected.detail = "APNs answered 400\n\t\u{1}"
+        var failed = EventResult(eventID: "e-4", outcome: .failed, attempts: 8)
+        failed.status = 503
+        failed.reason = "ServiceUnavailable"
+        failed.detail = "gave up after 8 attempts"
+        failed.deadLetter = .retriesExhausted
+        var expired = EventResult(eventID: "e-5", outcome: .expired, attempts: 3)
+        expired.status = 429
+        expired.reason = "TooManyRequests"
+        var invalid = EventResult(eventID: nil, outcome: .invalid, attempts: 0)
+        invalid.reason = "malformedJSON"
+        invalid.detail = "1:9: unexpected end"
+        return [delivered, unregistered, rejected, failed, expired, invalid]
+    }
+
+    @Test("every outcome validates and says what the result says")
+    func everyOutcome() throws {
+        let completedAt = Date(timeIntervalSince1970: 1_795_421_717.123)
+        for result in Self.results() {
+            let message = ResultEvent.message(
+                for: result, source: Self.source, latency: .microseconds(12_345), completedAt: completedAt,
+                topic: "results")
+            let value = try JSONParser.parse(message.value ?? [])
+            let errors = EventSchemas.resultEvent.validate(value, mode: .allErrors)
+            #expect(errors.isEmpty, "\(result.outcome): \(errors)")
+            #expect(value["outcome"]?.stringValue == result.outcome.rawValue)
+            #expect(value["eventId"]?.stringValue == result.eventID)
+            #expect(value["reason"]?.stringValue == result.reason)
+            #expect(value["detail"]?.stringValue == result.detail)
+            #expect(value["status"]?.numberValue?.intValue == result.status)
+            #expect(value["attempts"]?.numberValue?.intValue == result.attempts)
+            #expect(value["apnsTimestamp"]?.numberValue?.int64Value == result.apnsTimestamp)
+            #expect(value["latencyMs"]?.numberValue == JSONNumber(12.345))
+            #expect(value["completedAt"]?.stringValue == DeadLetterTime.format(completedAt))
+            #expect(value["source"]?["topic"]?.stringValue == Self.source.topic)
+            #expect(value["source"]?["partition"]?.numberValue?.intValue == 3)
+            #expect(value["source"]?["offset"]?.numberValue?.int64Value == 1_234_567)
+            #expect(value["metadata"] == result.metadata)
+            #expect(message.key == (result.eventID.map { Array($0.utf8) } ?? Self.source.key))
+        }
+    }
+
+    @Test("timestamps as Foundation's ISO 8601 formatter writes them", arguments: [
+        0, 951_782_400.5, 1_795_421_717.123, 1_795_421_717.9999, 4_102_444_799.999, 1_709_164_800.001,
+    ])
+    func timestamps(seconds: Double) {
+        let date = Date(timeIntervalSince1970: seconds)
+        var out: [UInt8] = []
+        RFC3339.write(date, into: &out)
+        #expect(String(decoding: out, as: UTF8.self) == DeadLetterTime.format(date))
+    }
+
+    @Test("latency in milliseconds, shortest form, three decimals at most")
+    func milliseconds() {
+        func text(_ duration: Duration) -> String {
+            var out: [UInt8] = []
+            ResultEvent.writeMilliseconds(duration, into: &out)
+            return String(decoding: out, as: UTF8.self)
+        }
+        #expect(text(.zero) == "0")
+        #expect(text(.milliseconds(12)) == "12")
+        #expect(text(.microseconds(12_500)) == "12.5")
+        #expect(text(.microseconds(12_050)) == "12.05")
+        #expect(text(.microseconds(12_345)) == "12.345")
+        #expect(text(.nanoseconds(1_499)) == "0.001")
+        #expect(text(.seconds(90)) == "90000")
+    }
+}
