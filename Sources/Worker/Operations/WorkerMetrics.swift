@@ -36,6 +36,19 @@ public final class WorkerMetrics: Sendable {
         var labels: [String]
     }
 
+    /// The series every event touches, found without building a label array each time.
+    private let completedByOutcome: [String: CoreMetrics.Counter]
+    private let deadLettersByReason: [String: CoreMetrics.Counter]
+    private let retriesByCause: [String: CoreMetrics.Counter]
+    private let consumedByTopic = NIOLockedValueBox<[String: CoreMetrics.Counter]>([:])
+    private let apnsRequests = NIOLockedValueBox<[APNsSeries: CoreMetrics.Counter]>([:])
+    private let credentialGauges = NIOLockedValueBox<[String: CoreMetrics.Gauge]>([:])
+
+    private struct APNsSeries: Hashable {
+        var status: Int?
+        var reason: String
+    }
+
     /// Metrics into `registry` (served at `/metrics`).
     public convenience init(registry: PrometheusCollectorRegistry) {
         self.init(factory: Self.prometheusFactory(registry: registry))
@@ -50,9 +63,24 @@ public final class WorkerMetrics: Sendable {
         paused = CoreMetrics.Gauge(label: "apns_worker_consumer_paused", factory: factory)
         inFlight.record(0)
         paused.record(0)
-        for outcome in Self.outcomes { _ = counter("apns_worker_events_completed_total", [("outcome", outcome)]) }
-        for reason in Self.deadLetterReasons { _ = counter("apns_worker_dead_letters_total", [("reason", reason)]) }
-        for cause in Self.retryCauses { _ = counter("apns_worker_retries_total", [("cause", cause)]) }
+        var completed: [String: CoreMetrics.Counter] = [:]
+        var deadLetters: [String: CoreMetrics.Counter] = [:]
+        var retries: [String: CoreMetrics.Counter] = [:]
+        for outcome in Self.outcomes {
+            completed[outcome] = CoreMetrics.Counter(
+                label: "apns_worker_events_completed_total", dimensions: [("outcome", outcome)], factory: factory)
+        }
+        for reason in Self.deadLetterReasons {
+            deadLetters[reason] = CoreMetrics.Counter(
+                label: "apns_worker_dead_letters_total", dimensions: [("reason", reason)], factory: factory)
+        }
+        for cause in Self.retryCauses {
+            retries[cause] = CoreMetrics.Counter(
+                label: "apns_worker_retries_total", dimensions: [("cause", cause)], factory: factory)
+        }
+        completedByOutcome = completed
+        deadLettersByReason = deadLetters
+        retriesByCause = retries
         for result in ["ok", "error"] { _ = counter("apns_worker_commits_total", [("result", result)]) }
     }
 
@@ -123,7 +151,15 @@ public final class WorkerMetrics: Sendable {
 
     /// 1 while APNs refuses the credential, 0 once it works again.
     public func setCredentialBroken(_ name: String, _ isBroken: Bool) {
-        gauge("apns_worker_credentials_broken", [("credential", name)]).record(isBroken ? 1 : 0)
+        // Called for every delivered notification: the gauge is found by name alone.
+        let gauge =
+            credentialGauges.withLockedValue { $0[name] }
+            ?? {
+                let gauge = self.gauge("apns_worker_credentials_broken", [("credential", name)])
+                credentialGauges.withLockedValue { $0[name] = gauge }
+                return gauge
+            }()
+        gauge.record(isBroken ? 1 : 0)
     }
 
     // MARK: Series cache
