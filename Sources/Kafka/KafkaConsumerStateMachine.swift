@@ -59,7 +59,7 @@ struct KafkaConsumerStateMachine {
         /// Poll: there is room, or the partitions are already paused (polling then only serves
         /// callbacks and the few records librdkafka had already queued).
         case poll
-        /// Wait for the reader to take a record (it will signal).
+        /// Wait for the reader to drain the buffer to half (it will signal).
         case wait
     }
 
@@ -114,8 +114,11 @@ struct KafkaConsumerStateMachine {
 
     mutating func take() -> TakeAction {
         if let message = buffer.popFirst() {
-            let wakePoller = pollerWaiting
-            pollerWaiting = false
+            // Woken at half, not at the first free slot: a poller woken per record would cost a
+            // futex wake-up (and a thread switch) per record while the reader is the slower side.
+            // The poller also re-checks on its own every 50 ms.
+            let wakePoller = pollerWaiting && buffer.count <= capacity / 2
+            if wakePoller { pollerWaiting = false }
             return .message(message, pausesChanged: releaseFlowPauseIfDrained(), wakePoller: wakePoller)
         }
         if let termination {

@@ -19,13 +19,20 @@ struct KafkaUnitTests {
             guard case .poll = state.checkSpace() else { return #expect(Bool(false), "room for record \(offset)") }
             guard case .buffered = state.push(record(0, Int64(offset))) else { return #expect(Bool(false)) }
         }
-        // Full: the poller waits, and the reader's next take wakes it.
+        // Full: the poller waits, and the reader wakes it once it has drained the buffer to half
+        // (one wake-up per burst, not one per record).
         guard case .wait = state.checkSpace() else { return #expect(Bool(false), "a full buffer holds the poller") }
-        guard case .message(let first, pausesChanged: false, wakePoller: true) = state.take() else {
-            return #expect(Bool(false), "taking from a full buffer wakes the poller")
+        guard case .message(let first, pausesChanged: false, wakePoller: false) = state.take() else {
+            return #expect(Bool(false), "one record taken: not yet")
         }
         #expect(first.offset == 0)
-        _ = state.push(record(0, 4))
+        guard case .message(_, pausesChanged: false, wakePoller: true) = state.take() else {
+            return #expect(Bool(false), "drained to half: wake the poller")
+        }
+        guard case .message(_, pausesChanged: false, wakePoller: false) = state.take() else {
+            return #expect(Bool(false), "woken once")
+        }
+        for offset in 4..<7 { _ = state.push(record(0, Int64(offset))) }
         // Still full after the grace period: everything is paused, and polling goes on.
         guard case .wait = state.checkSpace() else { return #expect(Bool(false)) }
         let paused = state.pauseForFlow()
