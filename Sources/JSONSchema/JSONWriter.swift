@@ -41,6 +41,16 @@ extension JSONValue {
     /// Appends `s` as a JSON string literal, quotes included.
     public static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        // Most strings need no escape: copy those in one go.
+        let copied = s.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            for b in bytes where b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") { return false }
+            out.append(contentsOf: bytes)
+            return true
+        }
+        if copied == true {
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for b in s.utf8 {
             switch b {
             case UInt8(ascii: "\""): out.append(contentsOf: "\\\"".utf8)
