@@ -63,7 +63,12 @@ enum Peers {
         configuration.tokenKeys = [ProviderTokenKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey)]
         configuration.unknownDevices = .accept  // made-up tokens, as a load test sends
         configuration.recordLimit = 0  // keep nothing: the simulator's memory stays flat
-        configuration.threads = 1
+        // The simulator's own default (a thread per core) unless WORKER_BENCH_SIMULATOR_THREADS says
+        // otherwise. Pinned to one thread it was the worker's bottleneck: its single event loop,
+        // serving all four connections, queued answers for ~70 ms at 5,000 in flight.
+        if let threads = Int(ProcessInfo.processInfo.environment["WORKER_BENCH_SIMULATOR_THREADS"] ?? "") {
+            configuration.threads = threads
+        }
         let simulator = try await APNsSimulator.start(configuration)
 
         let addresses = Addresses(

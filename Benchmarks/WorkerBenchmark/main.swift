@@ -48,7 +48,7 @@ guard peers.simulatorPort > 0 else { throw BenchmarkFailure("the peers did not s
 
 print(
     "Worker end to end: \(eventCount) valid alert events as a backlog (\(Peers.inputPartitions) partitions), "
-        + "4 APNs connections, maxInFlight \(maxInFlight); mock cluster + simulator (1 thread) in a process of their own"
+        + "4 APNs connections, maxInFlight \(maxInFlight); mock cluster + simulator (WORKER_BENCH_SIMULATOR_THREADS or one thread per core) in a process of their own"
 )
 let produced = try await Backlog.produce(eventCount, bootstrap: peers.bootstrap, logger: logger)
 print(String(format: "backlog produced in %.1f s (%.0f events/s)", produced, Double(eventCount) / produced))
