@@ -45,6 +45,44 @@ struct SimulatorTests {
         }
     }
 
+    @Test("open streams sent at different times each fail at their own deadline, none early, none late")
+    func staggeredDeadlines() async throws {
+        try await withSimulator { simulator, pki in
+            var configuration = configuration(simulator, pki, connections: 1)
+            configuration.requestTimeout = .milliseconds(800)
+            try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+                // A first answer lifts the one-stream rule, so both slow requests hold open streams on
+                // the one connection, watched by its single deadline timer: armed for the first
+                // deadline, it must re-arm for the second rather than fail it early.
+                #expect(try await client.send(try ClientFixtures.notification(token: "aabbccdd")).status == 200)
+                simulator.faults.latency = .fixed(.seconds(30))
+                let notification = try ClientFixtures.notification(token: "aabbccdd")
+                async let first = Self.timedFailure(client, notification)
+                try await Task.sleep(for: .milliseconds(400))
+                async let second = Self.timedFailure(client, notification)
+                let (a, b) = await (first, second)
+                for (code, elapsed) in [a, b] {
+                    #expect(code == .deadlineExceeded)
+                    #expect(elapsed >= .milliseconds(800), "failed before its deadline: \(elapsed)")
+                    #expect(elapsed < .seconds(15), "failed long after its deadline: \(elapsed)")
+                }
+                simulator.faults.latency = .none
+            }
+        }
+    }
+
+    private static func timedFailure(_ client: APNsClient, _ notification: APNsNotification) async
+        -> (APNsClientError.Code?, Duration)
+    {
+        let start = ContinuousClock.now
+        do {
+            _ = try await client.send(notification)
+            return (nil, ContinuousClock.now - start)
+        } catch {
+            return ((error as? APNsClientError)?.code, ContinuousClock.now - start)
+        }
+    }
+
     @Test("every scripted APNs reason classifies into its outcome-table row")
     func outcomeTable() async throws {
         try await withSimulator { simulator, pki in
