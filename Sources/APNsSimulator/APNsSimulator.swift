@@ -168,11 +168,13 @@ private final class HandshakeHandler: ChannelInboundHandler, RemovableChannelHan
         ]
         do {
             let sync = context.pipeline.syncOperations
+            let coalescer = OutboundCoalescingHandler()
+            try sync.addHandler(coalescer, position: .after(self))
             try sync.addHandler(
                 NIOHTTP2Handler(
                     mode: .server, initialSettings: settings, headerBlockValidation: .disabled,
                     contentLengthValidation: .disabled),
-                position: .after(self)
+                position: .after(coalescer)
             )
             try sync.addHandler(handler, position: .last)
             sync.removeHandler(context: context, promise: nil)
