@@ -37,16 +37,29 @@ final class APNsHTTP2Stream {
 }
 
 /// A notification handed to a connection, with everything the HTTP/2 layer needs to send it.
-struct APNsHTTP2Request: Sendable {
-    var notification: APNsNotification
+///
+/// A class, not a struct: it passes through the outbox's batch, the handler's queue and its stream,
+/// and copying a notification's dozen references at each step cost more than one allocation.
+final class APNsHTTP2Request: Sendable {
+    let notification: APNsNotification
     /// The provider token for token authentication; `nil` with certificate authentication.
-    var token: APNsProviderToken?
+    let token: APNsProviderToken?
     /// The deadline of the whole request; past it the stream is cancelled.
-    var deadline: NIODeadline
+    let deadline: NIODeadline
     /// Runs exactly once, on the connection's event loop: the answer, or why there is none. A
     /// callback rather than a promise: at tens of thousands of requests a second, a promise and its
     /// future's callback list per request are a measurable share of the client's CPU.
-    var completion: @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+    let completion: @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+
+    init(
+        notification: APNsNotification, token: APNsProviderToken?, deadline: NIODeadline,
+        completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+    ) {
+        self.notification = notification
+        self.token = token
+        self.deadline = deadline
+        self.completion = completion
+    }
 }
 
 /// Builds request headers the way Apple's HPACK guidance asks, per connection.

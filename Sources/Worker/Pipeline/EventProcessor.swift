@@ -45,12 +45,24 @@ struct EventProcessor: Sendable {
         self.instant = instant
     }
 
-    /// One event between its attempts.
-    private struct Run: Sendable {
+    /// One event between its attempts: one object handed from step to step (a struct's dozen
+    /// references were copied into every closure on the way).
+    ///
+    /// `@unchecked Sendable`: `result` is mutated by one step at a time. Each step runs after the
+    /// previous one handed the object over through the sender's or the scheduler's callback, whose
+    /// queues and locks order the two; no two steps of one event ever run at once.
+    private final class Run: @unchecked Sendable {
         let event: NotificationEvent
         let token: String
         let firstAttempt: ContinuousClock.Instant
         var result: EventResult
+
+        init(event: NotificationEvent, token: String, firstAttempt: ContinuousClock.Instant, result: EventResult) {
+            self.event = event
+            self.token = token
+            self.firstAttempt = firstAttempt
+            self.result = result
+        }
     }
 
     /// Decodes `record` here and now; `completion` runs exactly once, here (an invalid event) or on
@@ -85,7 +97,6 @@ struct EventProcessor: Sendable {
 
     /// The next attempt: after the token's throttle, unless the notification expired meanwhile.
     private func attempt(_ run: Run, _ completion: @escaping Completion) {
-        var run = run
         if let wait = throttle.withLockedValue({ $0.delay(for: run.token, now: instant()) }) {
             scheduler.after(wait) { [run] cancelled in
                 if cancelled { completion(nil) } else { attempt(run, completion) }
@@ -107,7 +118,6 @@ struct EventProcessor: Sendable {
 
     /// Classifies an answer: done, or the next attempt (now, or after a backoff).
     private func answered(_ run: Run, _ attempt: SendAttempt, _ completion: @escaping Completion) {
-        var run = run
         let response = attempt.response
         observer.apnsAnswered(status: response?.status, reason: response?.reason?.description, duration: attempt.duration)
         run.result.status = response?.status

@@ -145,7 +145,7 @@ public final class WorkerPipeline: Service, Sendable {
         let started = ContinuousClock.now
         processor.process(record) { result in
             guard let result else {
-                self.finish(record, consumer: consumer, completed: false)
+                self.finish(record.topicPartition, record.offset, consumer: consumer, completed: false)
                 return
             }
             self.publish(result, of: record, started: started, publisher: publisher, consumer: consumer)
@@ -154,40 +154,51 @@ public final class WorkerPipeline: Service, Sendable {
 
     /// The dead letter first (if any), then the result: a result event is out only once its dead
     /// letter is stored. The offset counts as done once both are acknowledged.
+    ///
+    /// The callbacks keep only what they need (partition, offset, outcome), not the record and the
+    /// result: each capture copies every reference they hold.
     private func publish(
         _ result: EventResult, of record: KafkaConsumerMessage, started: ContinuousClock.Instant,
         publisher: ResultPublisher, consumer: KafkaConsumer
     ) {
         let completedAt = Date()
+        let partition = record.topicPartition
+        let offset = record.offset
+        let outcome = result.outcome
+        let deadLetterReason = result.deadLetter
+        let message = ResultEvent.message(
+            for: result, source: record, latency: ContinuousClock.now - started, completedAt: completedAt,
+            topic: configuration.resultsTopic)
         let publishResult: @Sendable () -> Void = { [self] in
-            let message = ResultEvent.message(
-                for: result, source: record, latency: ContinuousClock.now - started, completedAt: completedAt,
-                topic: configuration.resultsTopic)
             publisher.publish(message) { published in
-                self.finish(record, consumer: consumer, completed: published)
+                self.finish(partition, offset, consumer: consumer, completed: published)
                 guard published else { return }
-                if let reason = result.deadLetter { self.observer.deadLettered(reason) }
-                self.observer.completed(result.outcome, duration: ContinuousClock.now - started)
+                if let deadLetterReason { self.observer.deadLettered(deadLetterReason) }
+                self.observer.completed(outcome, duration: ContinuousClock.now - started)
             }
         }
-        guard let reason = result.deadLetter else {
+        guard let deadLetterReason else {
             publishResult()
             return
         }
         let deadLetter = DeadLetterRecord.message(
-            for: record, result: result, reason: reason, consumerGroup: consumerConfiguration.groupID,
+            for: record, result: result, reason: deadLetterReason, consumerGroup: consumerConfiguration.groupID,
             topic: configuration.deadLetterTopic, now: completedAt)
         publisher.publish(deadLetter) { published in
-            if published { publishResult() } else { self.finish(record, consumer: consumer, completed: false) }
+            if published {
+                publishResult()
+            } else {
+                self.finish(partition, offset, consumer: consumer, completed: false)
+            }
         }
     }
 
     /// The event is done (`completed`) or abandoned (cancelled: it stays uncommitted).
-    private func finish(_ record: KafkaConsumerMessage, consumer: KafkaConsumer, completed: Bool) {
+    private func finish(
+        _ partition: KafkaTopicPartition, _ offset: Int64, consumer: KafkaConsumer, completed: Bool
+    ) {
         let (action, running) = state.withLockedValue { state in
-            let action = completed
-                ? state.finish(record.topicPartition, offset: record.offset)
-                : state.abandon(record.topicPartition, offset: record.offset)
+            let action = completed ? state.finish(partition, offset: offset) : state.abandon(partition, offset: offset)
             if action.resumeConsumer { consumer.resume(Array(consumer.assignment)) }
             return (action, state.running)
         }
