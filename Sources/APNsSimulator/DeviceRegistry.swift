@@ -29,9 +29,16 @@ public final class DeviceRegistry: Sendable {
         case unregistered(since: Double)
     }
 
+    /// One token's entry: a device and/or the time it went away. One dictionary, so a request hashes
+    /// its token once; the registered topic's bundle ID is worked out at registration, not per request.
+    private struct Entry {
+        var device: Device?
+        var bundleID: String?
+        var unregisteredSince: Double?
+    }
+
     private struct State {
-        var devices: [String: Device] = [:]
-        var unregistered: [String: Double] = [:]
+        var entries: [String: Entry] = [:]
         var policy: UnknownDevicePolicy
     }
 
@@ -44,23 +51,21 @@ public final class DeviceRegistry: Sendable {
     /// Registers (or re-registers) a token; it stops being unregistered.
     public func register(_ token: String, topic: String? = nil, environment: APNsEnvironment? = nil) {
         let key = token.lowercased()
-        state.withLockedValue {
-            $0.devices[key] = Device(topic: topic, environment: environment)
-            $0.unregistered[key] = nil
-        }
+        let entry = Entry(
+            device: Device(topic: topic, environment: environment),
+            bundleID: topic.map(PushType.bundleID(ofTopic:))
+        )
+        state.withLockedValue { $0.entries[key] = entry }
     }
 
     /// Marks a token unregistered since `timestamp` (seconds since 1970): pushes get 410 Unregistered.
     public func unregister(_ token: String, at timestamp: Double) {
-        state.withLockedValue { $0.unregistered[token.lowercased()] = timestamp }
+        state.withLockedValue { $0.entries[token.lowercased(), default: Entry()].unregisteredSince = timestamp }
     }
 
     public func remove(_ token: String) {
         let key = token.lowercased()
-        state.withLockedValue {
-            $0.devices[key] = nil
-            $0.unregistered[key] = nil
-        }
+        state.withLockedValue { $0.entries[key] = nil }
     }
 
     public var policy: UnknownDevicePolicy {
@@ -69,20 +74,20 @@ public final class DeviceRegistry: Sendable {
     }
 
     public func device(_ token: String) -> Device? {
-        state.withLockedValue { $0.devices[token.lowercased()] }
+        state.withLockedValue { $0.entries[token.lowercased()]?.device }
     }
 
     /// `token` is lowercase hex already (the validator normalises it).
     func verdict(token: String, topic: String, environment: APNsEnvironment) -> Verdict {
-        state.withLockedValue { state in
-            if let since = state.unregistered[token] { return .unregistered(since: since) }
-            guard let device = state.devices[token] else {
+        let requestBundleID = PushType.bundleID(ofTopic: topic)
+        return state.withLockedValue { state in
+            let entry = state.entries[token]
+            if let since = entry?.unregisteredSince { return .unregistered(since: since) }
+            guard let device = entry?.device else {
                 return state.policy == .accept ? .deliver : .reject(.badDeviceToken)
             }
             if let env = device.environment, env != environment { return .reject(.badDeviceToken) }
-            if let registered = device.topic,
-                PushType.bundleID(ofTopic: registered) != PushType.bundleID(ofTopic: topic)
-            {
+            if let registered = entry?.bundleID, registered != requestBundleID {
                 return .reject(.deviceTokenNotForTopic)
             }
             return .deliver

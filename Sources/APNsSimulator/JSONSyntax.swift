@@ -93,6 +93,12 @@ enum JSONSyntax {
 
         mutating func string() -> Bool {
             index += 1
+            // Plain characters (most of a payload) in a tight loop; quotes, escapes and controls below.
+            while index < bytes.count {
+                let c = bytes[index]
+                if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 0x20 { break }
+                index += 1
+            }
             while let c = peek() {
                 index += 1
                 switch c {

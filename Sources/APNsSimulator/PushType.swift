@@ -30,13 +30,39 @@ public enum PushType: String, Sendable, CaseIterable {
 
     /// The push type a topic's suffix implies (`.voip` → voip), or `nil` for a bare bundle ID.
     static func implied(byTopic topic: String) -> PushType? {
-        suffixes.first { topic.hasSuffix($0.0) }?.1
+        switch asciiSuffix(of: topic) {
+        case .some(.some(let match)): return match.type
+        case .some(.none): return nil
+        case .none: return suffixes.first { topic.hasSuffix($0.0) }?.1
+        }
     }
 
     /// The bundle ID under a topic: the topic without its push-type suffix.
     static func bundleID(ofTopic topic: String) -> String {
-        guard let (suffix, _) = suffixes.first(where: { topic.hasSuffix($0.0) }) else { return topic }
-        return String(topic.dropLast(suffix.count))
+        switch asciiSuffix(of: topic) {
+        case .some(.some(let match)): return String(decoding: topic.utf8.dropLast(match.length), as: UTF8.self)
+        case .some(.none): return topic
+        case .none:
+            guard let (suffix, _) = suffixes.first(where: { topic.hasSuffix($0.0) }) else { return topic }
+            return String(topic.dropLast(suffix.count))
+        }
+    }
+
+    /// Suffixes as bytes, longest first.
+    private static let suffixBytes: [([UInt8], PushType)] = suffixes.map { (Array($0.0.utf8), $0.1) }
+
+    /// The suffix of an all-ASCII topic, compared as bytes (for ASCII, bytes and characters agree, and
+    /// `String.hasSuffix` costs far more); `nil` when the topic is not ASCII, `.some(nil)` for no suffix.
+    private static func asciiSuffix(of topic: String) -> (length: Int, type: PushType)?? {
+        topic.utf8.withContiguousStorageIfAvailable { bytes -> (length: Int, type: PushType)?? in
+            if bytes.contains(where: { $0 >= 0x80 }) { return nil }
+            for (suffix, type) in suffixBytes where bytes.count >= suffix.count {
+                if bytes[(bytes.count - suffix.count)...].elementsEqual(suffix) {
+                    return .some((suffix.count, type))
+                }
+            }
+            return .some(nil)
+        } ?? nil
     }
 }
 

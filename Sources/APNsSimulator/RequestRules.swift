@@ -15,32 +15,72 @@ struct RequestHead {
     var hasDuplicates = false
 
     init(_ headers: HPACKHeaders) {
-        // Headers are few: a quadratic scan over the names beats hashing them.
-        var index = 0
+        // Names APNs reads (and the usual others) are told apart by a bit each, so a repeat among them
+        // costs nothing; only names outside the table are compared with one another.
+        var seen: UInt32 = 0
+        var others: [String] = []
         for (name, value, _) in headers {
-            var other = 0
-            for (earlier, _, _) in headers {
-                if other == index { break }
-                if earlier == name {
-                    hasDuplicates = true
-                    break
-                }
-                other += 1
+            let bit = Self.knownBit(name)
+            if bit != 0 {
+                if seen & bit != 0 { hasDuplicates = true }
+                seen |= bit
+            } else {
+                if others.contains(name) { hasDuplicates = true }
+                others.append(name)
+                continue
             }
-            index += 1
-            switch name {
-            case ":method": method = value
-            case ":path": path = value
-            case "authorization": authorization = value
-            case "apns-id": apnsID = value
-            case "apns-expiration": expiration = value
-            case "apns-priority": priority = value
-            case "apns-topic": topic = value
-            case "apns-push-type": pushType = value
-            case "apns-collapse-id": collapseID = value
+            switch bit {
+            case Self.methodBit: method = value
+            case Self.pathBit: path = value
+            case Self.authorizationBit: authorization = value
+            case Self.apnsIDBit: apnsID = value
+            case Self.expirationBit: expiration = value
+            case Self.priorityBit: priority = value
+            case Self.topicBit: topic = value
+            case Self.pushTypeBit: pushType = value
+            case Self.collapseIDBit: collapseID = value
             default: break
             }
         }
+    }
+
+    private static let methodBit: UInt32 = 1 << 0
+    private static let pathBit: UInt32 = 1 << 1
+    private static let authorizationBit: UInt32 = 1 << 2
+    private static let apnsIDBit: UInt32 = 1 << 3
+    private static let expirationBit: UInt32 = 1 << 4
+    private static let priorityBit: UInt32 = 1 << 5
+    private static let topicBit: UInt32 = 1 << 6
+    private static let pushTypeBit: UInt32 = 1 << 7
+    private static let collapseIDBit: UInt32 = 1 << 8
+    private static let schemeBit: UInt32 = 1 << 9
+    private static let authorityBit: UInt32 = 1 << 10
+    private static let contentLengthBit: UInt32 = 1 << 11
+    private static let contentTypeBit: UInt32 = 1 << 12
+    private static let userAgentBit: UInt32 = 1 << 13
+
+    /// The bit of a name in the table, 0 for any other. Length and first byte pick the one candidate;
+    /// the exact comparison (names are compared as received, case included) decides.
+    private static func knownBit(_ name: String) -> UInt32 {
+        let candidate: (String, UInt32)
+        switch (name.utf8.count, name.utf8.first ?? 0) {
+        case (5, UInt8(ascii: ":")): candidate = (":path", pathBit)
+        case (7, UInt8(ascii: ":")):
+            candidate = name == ":method" ? (":method", methodBit) : (":scheme", schemeBit)
+        case (10, UInt8(ascii: ":")): candidate = (":authority", authorityBit)
+        case (13, UInt8(ascii: "a")):
+            candidate = name == "authorization" ? ("authorization", authorizationBit) : ("apns-priority", priorityBit)
+        case (7, UInt8(ascii: "a")): candidate = ("apns-id", apnsIDBit)
+        case (15, UInt8(ascii: "a")): candidate = ("apns-expiration", expirationBit)
+        case (10, UInt8(ascii: "a")): candidate = ("apns-topic", topicBit)
+        case (14, UInt8(ascii: "a")): candidate = ("apns-push-type", pushTypeBit)
+        case (16, UInt8(ascii: "a")): candidate = ("apns-collapse-id", collapseIDBit)
+        case (14, UInt8(ascii: "c")): candidate = ("content-length", contentLengthBit)
+        case (12, UInt8(ascii: "c")): candidate = ("content-type", contentTypeBit)
+        case (10, UInt8(ascii: "u")): candidate = ("user-agent", userAgentBit)
+        default: return 0
+        }
+        return name == candidate.0 ? candidate.1 : 0
     }
 }
 
@@ -65,11 +105,38 @@ enum RequestRules {
         guard head.method == "POST" else { return .failure(.methodNotAllowed) }
         guard let path = head.path else { return .failure(.badPath) }
         if path == "/3/device" || path == pathPrefix { return .failure(.missingDeviceToken) }
+        if let verdict = path.utf8.withContiguousStorageIfAvailable({ checkASCIIPath($0) }), let verdict {
+            return verdict
+        }
         guard path.hasPrefix(pathPrefix) else { return .failure(.badPath) }
         let token = path.utf8.dropFirst(pathPrefix.utf8.count)
         if token.contains(UInt8(ascii: "/")) { return .failure(.badPath) }
         guard token.count % 2 == 0, token.allSatisfy({ $0.isHexDigit }) else { return .failure(.badDeviceToken) }
         return .success(String(decoding: token, as: UTF8.self).lowercased())
+    }
+
+    /// The path rules on raw bytes for an all-ASCII path (where bytes and characters agree), making the
+    /// token string once and lowercasing only when needed; `nil` for any other path (the caller then takes
+    /// the character-based way). `/3/device` and `/3/device/` were answered before.
+    private static func checkASCIIPath(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<String, APNsReason>? {
+        let prefix: StaticString = "/3/device/"
+        let prefixCount = prefix.utf8CodeUnitCount
+        var hasUppercase = false
+        var isHex = true
+        for (i, c) in bytes.enumerated() {
+            if c >= 0x80 { return nil }
+            if i < prefixCount {
+                if c != prefix.utf8Start[i] { isHex = false }
+            } else if c == UInt8(ascii: "/") {
+                isHex = false
+            } else if !c.isLowerHexDigit {
+                if c >= 0x41 && c <= 0x46 { hasUppercase = true } else { isHex = false }
+            }
+        }
+        // Anything that is not exactly prefix + hex is sorted out by the general way, in its order.
+        guard isHex, bytes.count >= prefixCount, (bytes.count - prefixCount) % 2 == 0 else { return nil }
+        let token = String(decoding: UnsafeBufferPointer(rebasing: bytes[prefixCount...]), as: UTF8.self)
+        return .success(hasUppercase ? token.lowercased() : token)
     }
 
     /// Every header rule after authentication.
@@ -140,12 +207,14 @@ enum RequestRules {
 
     /// A bundle ID (plus suffix): letters, digits, `.`, `-`, `_`; not empty, not absurdly long.
     static func isTopicSyntax(_ topic: String) -> Bool {
-        guard !topic.isEmpty, topic.utf8.count <= 255, !topic.hasPrefix("."), !topic.hasSuffix(".") else {
-            return false
-        }
-        return topic.utf8.allSatisfy { c in
+        // Every allowed character is ASCII, so bytes and characters agree: a leading or trailing "."
+        // byte is the same verdict as `hasPrefix(".")`/`hasSuffix(".")`, and any other byte fails anyway.
+        let utf8 = topic.utf8
+        guard !utf8.isEmpty, utf8.count <= 255, utf8.first != 0x2E, utf8.last != 0x2E else { return false }
+        let allowed: (UInt8) -> Bool = { c in
             c.isDigit || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2E || c == 0x2D || c == 0x5F
         }
+        return utf8.withContiguousStorageIfAvailable { $0.allSatisfy(allowed) } ?? utf8.allSatisfy(allowed)
     }
 
     /// voip needs `.voip`, complication `.complication`, and so on; alert and background need the bare
@@ -153,7 +222,10 @@ enum RequestRules {
     private static func checkPushTypeAgainstTopic(_ pushType: PushType?, topic: String) -> APNsReason? {
         guard let pushType, pushType != .mdm else { return nil }
         if let suffix = pushType.topicSuffix {
-            return topic.hasSuffix(suffix) && topic.count > suffix.count ? nil : .badTopic
+            // The topic passed the syntax check: ASCII only, so bytes count as characters.
+            let utf8 = topic.utf8
+            return utf8.count > suffix.utf8.count && utf8.reversed().starts(with: suffix.utf8.reversed())
+                ? nil : .badTopic
         }
         return PushType.implied(byTopic: topic) == nil ? nil : .badTopic
     }
