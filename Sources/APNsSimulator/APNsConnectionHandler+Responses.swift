@@ -48,6 +48,7 @@ extension APNsConnectionHandler {
     func write(_ response: Response, streamID: HTTP2StreamID, context: ChannelHandlerContext, resetAfter: Bool = false)
     {
         var headers = HPACKHeaders()
+        headers.reserveCapacity(response.reason == nil ? 3 : 4)
         headers.add(name: ":status", value: Self.statusText(response.status))
         // Unique per response: keep them out of the client's HPACK dynamic table.
         headers.add(name: "apns-id", value: response.apnsID, indexing: .nonIndexable)

@@ -27,7 +27,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     var auth: ConnectionAuthStateMachine
     private(set) var connectionID = 0
     var context: ChannelHandlerContext?
-    var streams: [HTTP2StreamID: PendingStream] = [:]
+    var streams = PendingStreams()
     var delayedResponses = 0
     var requestCount = 0
     var highestStreamID = HTTP2StreamID.rootStream
@@ -38,6 +38,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     var restricted: Bool
     var advertisedMaxStreams: UInt32
     var droppedAfterRejection = false
+    /// Taken once per read batch: nothing on this event loop runs between a batch's frames.
     var lastActivity = NIODeadline.now()
     var idleCheck: RepeatedTask?
     var messageIDs = MessageIDGenerator()
@@ -90,7 +91,6 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
-        lastActivity = .now()
         let id = frame.streamID
         switch frame.payload {
         case .headers(let headers):
@@ -139,6 +139,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        lastActivity = .now()
         if needsFlush {
             needsFlush = false
             context.flush()
