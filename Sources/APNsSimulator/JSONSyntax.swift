@@ -93,12 +93,7 @@ enum JSONSyntax {
 
         mutating func string() -> Bool {
             index += 1
-            // Plain characters (most of a payload) in a tight loop; quotes, escapes and controls below.
-            while index < bytes.count {
-                let c = bytes[index]
-                if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 0x20 { break }
-                index += 1
-            }
+            index = Self.plainRun(bytes, from: index)
             while let c = peek() {
                 index += 1
                 switch c {
@@ -122,6 +117,31 @@ enum JSONSyntax {
                 }
             }
             return false
+        }
+
+        /// The end of the run of plain string bytes (no quote, backslash or control character) starting at
+        /// `start`: eight bytes at a time with the usual SWAR tests (which never miss such a byte), then one by
+        /// one. Most of a payload is string contents, so this loop is most of the check.
+        static func plainRun(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int {
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let highs: UInt64 = 0x8080_8080_8080_8080
+            let count = bytes.count
+            var i = start
+            while i + 8 <= count {
+                let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+                let quote = word ^ (ones &* 0x22)
+                let backslash = word ^ (ones &* 0x5C)
+                let special =
+                    ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word)
+                if special & highs != 0 { break }
+                i += 8
+            }
+            while i < count {
+                let c = bytes[i]
+                if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 0x20 { break }
+                i += 1
+            }
+            return i
         }
 
         mutating func number() -> Bool {
