@@ -257,7 +257,13 @@ struct SimulatorTests {
                 #expect(first.status == 200)
                 simulator.faults.latency = .fixed(.milliseconds(300))
                 let pending = Task { try await sendManyDetailed(client, count: 10, token: "aabbccdd") }
-                try await Task.sleep(for: .milliseconds(100))
+                // Close once all ten are in flight at the server (a fixed sleep was too short under
+                // AddressSanitizer: requests not yet sent then fail, rightly, as not sent).
+                let inFlightBy = ContinuousClock.now + .seconds(10)
+                while simulator.observation.liveStreams < 10, ContinuousClock.now < inFlightBy {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                #expect(simulator.observation.liveStreams == 10)
                 simulator.closeAllConnections()
                 let results = try await pending.value
                 #expect(results.count == 10)
