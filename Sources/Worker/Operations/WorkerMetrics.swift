@@ -98,30 +98,44 @@ public final class WorkerMetrics: Sendable {
 
     /// A record read from an input topic.
     public func consumed(topic: String) {
-        counter("apns_worker_events_consumed_total", [("topic", topic)]).increment()
+        if let counter = consumedByTopic.withLockedValue({ $0[topic] }) {
+            counter.increment()
+            return
+        }
+        let counter = counter("apns_worker_events_consumed_total", [("topic", topic)])
+        consumedByTopic.withLockedValue { $0[topic] = counter }
+        counter.increment()
     }
 
     /// A result event acknowledged by Kafka; `outcome` is one of `outcomes`.
     public func completed(outcome: String) {
-        counter("apns_worker_events_completed_total", [("outcome", outcome)]).increment()
+        (completedByOutcome[outcome] ?? counter("apns_worker_events_completed_total", [("outcome", outcome)]))
+            .increment()
     }
 
     /// A dead letter acknowledged by Kafka; `reason` is one of `deadLetterReasons`.
     public func deadLettered(reason: String) {
-        counter("apns_worker_dead_letters_total", [("reason", reason)]).increment()
+        (deadLettersByReason[reason] ?? counter("apns_worker_dead_letters_total", [("reason", reason)])).increment()
     }
 
     /// An APNs answer: `status` is the HTTP status ("200", "429", …) or `nil` for a transport
     /// failure (label "none"); `reason` is APNs's reason, or "" for none. `duration`: sent to answer.
     public func apnsRequest(status: Int?, reason: String, duration: Duration) {
-        counter("apns_worker_apns_requests_total", [("status", status.map(String.init) ?? "none"), ("reason", reason)])
-            .increment()
+        let series = APNsSeries(status: status, reason: reason)
+        if let counter = apnsRequests.withLockedValue({ $0[series] }) {
+            counter.increment()
+        } else {
+            let counter = counter(
+                "apns_worker_apns_requests_total", [("status", status.map(String.init) ?? "none"), ("reason", reason)])
+            apnsRequests.withLockedValue { $0[series] = counter }
+            counter.increment()
+        }
         apnsRequestDuration.recordNanoseconds(duration.nanoseconds)
     }
 
     /// A retry scheduled; `cause` is one of `retryCauses`.
     public func retryScheduled(cause: String) {
-        counter("apns_worker_retries_total", [("cause", cause)]).increment()
+        (retriesByCause[cause] ?? counter("apns_worker_retries_total", [("cause", cause)])).increment()
     }
 
     /// An offset commit finished.
