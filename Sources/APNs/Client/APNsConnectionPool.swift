@@ -180,6 +180,8 @@ final class APNsConnectionPool: Sendable {
                 if let channel = channels[id] {
                     waiter(.success((id, channel)))
                 } else {
+                    // Counted on the connection by the dispatch: give the stream back.
+                    update { $0.release(connectionID: id) }
                     waiter(.failure(APNsClientError(.connectionLost, "connection vanished", mayHaveReachedAPNs: false)))
                 }
             case .fail(let waiter, let error):

@@ -29,12 +29,12 @@ struct APNsHTTP2Settings: Sendable {
 
 /// The nghttp2 client session of one APNs connection, as the handler above TLS.
 ///
-/// Requests arrive from the pool's outbox (`enqueue`) or as outbound `APNsHTTP2Request`s; each is
-/// answered through its own completion with an `APNsResponse` or an `APNsClientError`.
-/// Event-loop-only.
+/// Requests arrive from the pool's outbox (`enqueue`); each is answered through its own completion
+/// with an `APNsResponse` or an `APNsClientError`. Event-loop-only.
 final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     typealias InboundIn = ByteBuffer
-    typealias OutboundIn = APNsHTTP2Request
+    /// Nothing is written into this handler: requests come through `enqueue`.
+    typealias OutboundIn = Never
     typealias OutboundOut = ByteBuffer
 
     private let settings: APNsHTTP2Settings
@@ -52,7 +52,6 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     private var setupTimeoutTask: Scheduled<Void>?
     private var deadlineTimer: Scheduled<Void>?
     private var deadlineTimerAt: NIODeadline?
-    private var flushScheduled = false
     private var goAwayReason: String?
     /// Why the connection is closing, given to every stream still open when it closes.
     private var closeCause: APNsClientError?
@@ -161,12 +160,6 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
 
     // MARK: Outbound
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        promise?.succeed()
-        accept(unwrapOutboundIn(data))
-        submitWaiting()
-    }
-
     /// Requests handed over by the pool's outbox, straight from the event loop (no trip through the
     /// pipeline, no write promise each): queued, submitted as far as streams allow, written in one
     /// flush. A handler already removed from its channel fails them as not sent.
@@ -198,17 +191,6 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         }
         watchDeadline(request.deadline)
         waiting.append(stream)
-    }
-
-    /// Deferred to the end of the current event-loop tick, so requests written by many tasks at once
-    /// leave in one TLS record and one syscall instead of one each.
-    func flush(context: ChannelHandlerContext) {
-        guard !flushScheduled else { return }
-        flushScheduled = true
-        context.eventLoop.assumeIsolated().execute { [weak self] in
-            self?.flushScheduled = false
-            self?.flushSession()
-        }
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
