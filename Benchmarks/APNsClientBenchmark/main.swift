@@ -207,7 +207,8 @@ print(
     String(
         format:
             "apns-client (%@ API): %d notifications, %d connections x %d streams: %.0f notifications/s, p50 %.2f ms, p99 %.2f ms, peak RSS %.1f MiB, statuses %@, failures %d",
-        options.api as NSString, options.count, options.connections, options.streams, rate, percentile(0.5), percentile(0.99),
+        options.api as NSString, options.count, options.connections, options.streams, rate, percentile(0.5),
+        percentile(0.99),
         peakRSSMegabytes(),
         statuses.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",") as NSString, failures
     ))

@@ -58,7 +58,8 @@ struct InstantSender: NotificationSending {
         completion: @escaping @Sendable (SendAttempt) -> Void
     ) {
         let response = APNsResponse(status: 200, apnsID: UUID().uuidString.lowercased())
-        completion(SendAttempt(response: response, error: nil, outcome: .delivered, credential: "bench", duration: .zero))
+        completion(
+            SendAttempt(response: response, error: nil, outcome: .delivered, credential: "bench", duration: .zero))
     }
 
     func shutdown() async {}

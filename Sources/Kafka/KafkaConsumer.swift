@@ -79,7 +79,8 @@ public final class KafkaConsumer: Sendable {
     /// The partition IDs of a topic, from the cluster's metadata.
     public func partitions(of topic: String, timeout: Duration = .seconds(10)) async throws -> [Int32] {
         let client = self.client
-        return try await onBlockingQueue { () throws(KafkaError) in try client.partitionIDs(of: topic, timeout: timeout) }
+        return try await onBlockingQueue { () throws(KafkaError) in try client.partitionIDs(of: topic, timeout: timeout)
+        }
     }
 
     /// The first offset still stored in a partition and one past its last (its end).
@@ -87,7 +88,9 @@ public final class KafkaConsumer: Sendable {
         of partition: KafkaTopicPartition, timeout: Duration = .seconds(10)
     ) async throws -> (low: Int64, high: Int64) {
         let client = self.client
-        return try await onBlockingQueue { () throws(KafkaError) in try client.watermarks(of: partition, timeout: timeout) }
+        return try await onBlockingQueue { () throws(KafkaError) in
+            try client.watermarks(of: partition, timeout: timeout)
+        }
     }
 
     /// The partitions currently assigned to this member.
@@ -149,7 +152,8 @@ public final class KafkaConsumer: Sendable {
         await core.close()
     }
 
-    private func onBlockingQueue<T: Sendable>(_ body: @escaping @Sendable () throws(KafkaError) -> T) async throws -> T {
+    private func onBlockingQueue<T: Sendable>(_ body: @escaping @Sendable () throws(KafkaError) -> T) async throws -> T
+    {
         try await withCheckedThrowingContinuation { continuation in
             blockingQueue.async {
                 do throws(KafkaError) {

@@ -165,7 +165,8 @@ final class KafkaConsumerCore: Sendable {
 
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             let lost = rd_kafka_assignment_lost(handle) != 0
-            logger.info("partitions revoked\(lost ? " (lost)" : ""): \(partitions.map(\.description).joined(separator: ", "))")
+            logger.info(
+                "partitions revoked\(lost ? " (lost)" : ""): \(partitions.map(\.description).joined(separator: ", "))")
             let pausesChanged = state.withLock { $0.revoke(partitions) }
             runHandler { await $0.partitionsRevoked(partitions, lost: lost) }
             if cooperative {

@@ -35,7 +35,11 @@ public struct KafkaConsumerMessages: AsyncSequence, Sendable {
                         core.tookRecord(pausesChanged: pausesChanged, wakePoller: wakePoller, client: client)
                         continuation.resume(returning: message)
                     case .finished(let error):
-                        if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: nil) }
+                        if let error {
+                            continuation.resume(throwing: error)
+                        } else {
+                            continuation.resume(returning: nil)
+                        }
                     case .empty:
                         break  // stored; the poll thread resumes it
                     }

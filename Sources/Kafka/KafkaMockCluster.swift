@@ -34,7 +34,8 @@ public final class KafkaMockCluster: Sendable {
 
     public init(brokers: Int = 1, logger: Logger = Logger(label: "kafka.mock")) throws(KafkaError) {
         let config = try RDKafkaConfig(properties: [("client.id", "mock-cluster-owner")])
-        self.owner = try RDKafkaClient(type: RD_KAFKA_PRODUCER, config: config, callbacks: RDKafkaCallbacks(logger: logger))
+        self.owner = try RDKafkaClient(
+            type: RD_KAFKA_PRODUCER, config: config, callbacks: RDKafkaCallbacks(logger: logger))
         guard let cluster = rd_kafka_mock_cluster_new(owner.handle, Int32(brokers)) else {
             throw KafkaError(code: .invalidArgument, message: "could not start a mock cluster of \(brokers) brokers")
         }
@@ -62,7 +63,8 @@ public final class KafkaMockCluster: Sendable {
 
     /// Takes a broker down (its listener closes connections) or brings it back. IDs start at 1.
     public func setBroker(_ id: Int32, up: Bool) throws(KafkaError) {
-        try check(up ? rd_kafka_mock_broker_set_up(cluster.pointer, id) : rd_kafka_mock_broker_set_down(cluster.pointer, id))
+        try check(
+            up ? rd_kafka_mock_broker_set_up(cluster.pointer, id) : rd_kafka_mock_broker_set_down(cluster.pointer, id))
     }
 
     /// Adds this round-trip time to every response from a broker.

@@ -45,7 +45,7 @@ public final class KafkaProducer: Sendable {
             do throws(KafkaError) {
                 try enqueue(message, onDelivery)
                 return
-            } catch where error.code == .queueFull {
+            } catch  where error.code == .queueFull {
                 let limit = deadline ?? ContinuousClock.now + deliveryTimeout
                 deadline = limit
                 guard ContinuousClock.now < limit else { throw error }
@@ -71,7 +71,7 @@ public final class KafkaProducer: Sendable {
             let report: KafkaDeliveryReport? = try await withCheckedThrowingContinuation { continuation in
                 do throws(KafkaError) {
                     try enqueue(message) { continuation.resume(with: $0.map(Optional.some)) }
-                } catch where error.code == .queueFull {
+                } catch  where error.code == .queueFull {
                     continuation.resume(returning: nil)
                 } catch {
                     continuation.resume(throwing: error)
@@ -94,7 +94,8 @@ public final class KafkaProducer: Sendable {
                 if err == RD_KAFKA_RESP_ERR_NO_ERROR {
                     continuation.resume()
                 } else {
-                    continuation.resume(throwing: KafkaError(err, "\(rd_kafka_outq_len(handle.handle)) records still unacknowledged"))
+                    continuation.resume(
+                        throwing: KafkaError(err, "\(rd_kafka_outq_len(handle.handle)) records still unacknowledged"))
                 }
             }
         }

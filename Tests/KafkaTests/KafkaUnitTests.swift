@@ -76,8 +76,9 @@ struct KafkaUnitTests {
     @Test("secrets are cut out of configuration errors")
     func redaction() {
         let message = #"Invalid value "hunter2" for configuration property "sasl.password""#
-        #expect(RDKafkaConfig.redact(message, value: "hunter2", key: "sasl.password")
-            == #"Invalid value "<redacted>" for configuration property "sasl.password""#)
+        #expect(
+            RDKafkaConfig.redact(message, value: "hunter2", key: "sasl.password")
+                == #"Invalid value "<redacted>" for configuration property "sasl.password""#)
         #expect(RDKafkaConfig.redact(message, value: "hunter2", key: "linger.ms") == message)
     }
 

@@ -52,7 +52,8 @@ struct EndToEndTests {
 
         // Every invalid event is in the dead-letter topic, bytes untouched, with its headers.
         #expect(deadLetters.count == batch.expectedDeadLetters)
-        let inputs = Dictionary(uniqueKeysWithValues: batch.records.map { (String(decoding: $0.key ?? [], as: UTF8.self), $0) })
+        let inputs = Dictionary(
+            uniqueKeysWithValues: batch.records.map { (String(decoding: $0.key ?? [], as: UTF8.self), $0) })
         for letter in deadLetters {
             let reason = try #require(letter.headers.lastString(DeadLetterHeader.reason))
             #expect(["malformed-json", "schema"].contains(reason))
@@ -69,9 +70,12 @@ struct EndToEndTests {
 
         // Every deliverable event reached the simulator at least once.
         let accepted = Set(simulator.observation.records.map(\.deviceToken))
-        let delivered = batch.records.filter { batch.expected[String(decoding: $0.key ?? [], as: UTF8.self)] == .delivered }
+        let delivered = batch.records.filter {
+            batch.expected[String(decoding: $0.key ?? [], as: UTF8.self)] == .delivered
+        }
         let tokens = try delivered.map { record -> String in
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(record.value ?? [])) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(record.value ?? [])) as? [String: Any])
             return try #require(object["deviceToken"] as? String)
         }
         #expect(tokens.allSatisfy(accepted.contains))
@@ -81,7 +85,8 @@ struct EndToEndTests {
     func twoWorkers() async throws {
         let harness = try await Harness.start()
         defer { Task { await harness.shutdown() } }
-        let batch = SampleBatch.mixed(count: 3_000, topic: EmbeddedStack.inputTopic, simulator: harness.stack.simulator, seed: 7)
+        let batch = SampleBatch.mixed(
+            count: 3_000, topic: EmbeddedStack.inputTopic, simulator: harness.stack.simulator, seed: 7)
         // Slow answers and a small bound keep each worker at about 100 events/s, so the backlog lasts
         // well past the group's join (slow on the mock cluster when the other suites load the
         // machine: at 200 events/s one worker once drained it all before its partner joined) and one

@@ -46,7 +46,9 @@ struct EventProcessorTests {
     /// Keeps every delayed work item until the test runs it, and keeps the time: running an item
     /// moves the clock to when it was due, so throttles expire as they would.
     final class ManualScheduler: DelayScheduling {
-        let waiting = NIOLockedValueBox<[(due: ContinuousClock.Instant, delay: Duration, work: @Sendable (Bool) -> Void)]>(
+        let waiting = NIOLockedValueBox<
+            [(due: ContinuousClock.Instant, delay: Duration, work: @Sendable (Bool) -> Void)]
+        >(
             [])
         private let clock = NIOLockedValueBox(ContinuousClock.now)
 
@@ -233,7 +235,9 @@ struct EventProcessorTests {
         let sender = ScriptedSender(Array(repeating: ScriptedSender.answer(503, .serviceUnavailable), count: 10))
         let scheduler = ManualScheduler()
         let results = Results()
-        Self.processor(sender, scheduler, policy: policy, now: { now }).process(Self.record(event)) { results.append($0) }
+        Self.processor(sender, scheduler, policy: policy, now: { now }).process(Self.record(event)) {
+            results.append($0)
+        }
         // Either decided at once (the wait drawn passes the expiration) or after one wait.
         while results.count == 0, scheduler.runNext() {}
         let result = try #require(results.only ?? nil)

@@ -64,9 +64,11 @@ struct ResultEventTests {
         }
     }
 
-    @Test("timestamps as Foundation's ISO 8601 formatter writes them", arguments: [
-        0, 951_782_400.5, 1_795_421_717.123, 1_795_421_717.9999, 4_102_444_799.999, 1_709_164_800.001,
-    ])
+    @Test(
+        "timestamps as Foundation's ISO 8601 formatter writes them",
+        arguments: [
+            0, 951_782_400.5, 1_795_421_717.123, 1_795_421_717.9999, 4_102_444_799.999, 1_709_164_800.001,
+        ])
     func timestamps(seconds: Double) {
         let date = Date(timeIntervalSince1970: seconds)
         var out: [UInt8] = []

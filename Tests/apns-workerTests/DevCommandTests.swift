@@ -69,7 +69,8 @@ struct DevCommandTests {
         let printed = output.value
         #expect(printed.contains("Kafka bootstrap"), "dev printed: \(printed)")
         let send = Self.section(printed, from: "Send an event:", to: "Watch the results")
-        let watch = Self.section(printed, from: "Watch the results", to: "Replay dead letters")
+        let watch =
+            Self.section(printed, from: "Watch the results", to: "Replay dead letters")
             .split(separator: "\n").first.map(String.init) ?? ""
         try #require(send.contains("kcat") && watch.contains("kcat"), "no kcat commands in: \(printed)")
 

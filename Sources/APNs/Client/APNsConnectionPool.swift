@@ -209,7 +209,8 @@ final class APNsConnectionPool: Sendable {
             .channelInitializer { [weak self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     let tls = try OpenSSLConnection(context: sslContext, serverName: settings.serverName)
-                    let http2 = APNsHTTP2Handler(authority: settings.serverName, settings: settings.http2, events: events)
+                    let http2 = APNsHTTP2Handler(
+                        authority: settings.serverName, settings: settings.http2, events: events)
                     try channel.pipeline.syncOperations.addHandler(APNsTLSHandler(connection: tls))
                     try channel.pipeline.syncOperations.addHandler(http2)
                     let outbox = APNsConnectionOutbox(channel: channel, handler: http2)

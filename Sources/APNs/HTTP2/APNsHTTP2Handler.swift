@@ -332,8 +332,9 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         data.map { Unmanaged<APNsHTTP2Stream>.fromOpaque($0).takeUnretainedValue() }
     }
 
-    func nghttp2Header(stream data: UnsafeMutableRawPointer?, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)
-    {
+    func nghttp2Header(
+        stream data: UnsafeMutableRawPointer?, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer
+    ) {
         guard let stream = stream(data) else { return }
         switch name.count {
         case 7 where name.elementsEqual(":status".utf8):

@@ -47,7 +47,8 @@ public final class APNsSender: NotificationSending {
             let error = APNsClientError(
                 .noCredentialForTopic, "no configured credential matches topic \(notification.topic)",
                 mayHaveReachedAPNs: false)
-            completion(SendAttempt(response: nil, error: error, outcome: .classify(error), credential: nil, duration: .zero))
+            completion(
+                SendAttempt(response: nil, error: error, outcome: .classify(error), credential: nil, duration: .zero))
             return
         }
         let credential = route.settings.name
@@ -55,7 +56,9 @@ public final class APNsSender: NotificationSending {
         do {
             client = try self.client(for: route, environment: environment)
         } catch {
-            completion(SendAttempt(response: nil, error: error, outcome: .classify(error), credential: credential, duration: .zero))
+            completion(
+                SendAttempt(
+                    response: nil, error: error, outcome: .classify(error), credential: credential, duration: .zero))
             return
         }
         client.send(notification) { result in
@@ -69,7 +72,8 @@ public final class APNsSender: NotificationSending {
             case .failure(let error):
                 completion(
                     SendAttempt(
-                        response: nil, error: error, outcome: .classify(error), credential: credential, duration: duration))
+                        response: nil, error: error, outcome: .classify(error), credential: credential,
+                        duration: duration))
             }
         }
     }
@@ -124,13 +128,15 @@ public final class APNsSender: NotificationSending {
                 let password = try certificate.passwordEnvironmentVariable.map(secret) ?? ""
                 switch certificate.source {
                 case .pem(let certificateFile, let privateKeyFile):
-                    return .certificate(try APNsCertificateIdentity(certificateFile: certificateFile, keyFile: privateKeyFile))
+                    return .certificate(
+                        try APNsCertificateIdentity(certificateFile: certificateFile, keyFile: privateKeyFile))
                 case .pkcs12(let file):
                     return .certificate(try APNsCertificateIdentity(pkcs12File: file, password: password))
                 }
             }
         } catch let error as APNsCredentialError {
-            throw APNsCredentialError(error.code, "credential \(settings.name): \(error.message)", openSSL: error.openSSL)
+            throw APNsCredentialError(
+                error.code, "credential \(settings.name): \(error.message)", openSSL: error.openSSL)
         }
     }
 }

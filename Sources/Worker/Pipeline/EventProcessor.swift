@@ -119,7 +119,8 @@ struct EventProcessor: Sendable {
     /// Classifies an answer: done, or the next attempt (now, or after a backoff).
     private func answered(_ run: Run, _ attempt: SendAttempt, _ completion: @escaping Completion) {
         let response = attempt.response
-        observer.apnsAnswered(status: response?.status, reason: response?.reason?.description, duration: attempt.duration)
+        observer.apnsAnswered(
+            status: response?.status, reason: response?.reason?.description, duration: attempt.duration)
         run.result.status = response?.status
         run.result.reason = response?.reason?.description ?? attempt.error.map(Self.reason(of:))
         if let apnsID = response?.apnsID { run.result.apnsID = apnsID }
@@ -145,7 +146,8 @@ struct EventProcessor: Sendable {
             logger.error(
                 "APNs refused the credentials: \(reason)",
                 metadata: [
-                    "event": "\(run.event.id)", "token": "\(notification.deviceToken)", "topic": "\(notification.topic)",
+                    "event": "\(run.event.id)", "token": "\(notification.deviceToken)",
+                    "topic": "\(notification.topic)",
                 ])
             run.result.outcome = .failed
             run.result.reason = run.result.reason ?? reason
@@ -197,7 +199,9 @@ struct EventProcessor: Sendable {
         var result = result
         result.outcome = .failed
         result.deadLetter = .retriesExhausted
-        let last = result.status.map { "last answer \($0) \(result.reason ?? "")" } ?? "last failure \(result.reason ?? "unknown")"
+        let last =
+            result.status.map { "last answer \($0) \(result.reason ?? "")" }
+            ?? "last failure \(result.reason ?? "unknown")"
         result.detail = "gave up after \(result.attempts) attempts; \(last)"
         return result
     }
@@ -221,7 +225,9 @@ struct EventProcessor: Sendable {
         case 503: return .unavailable
         case .some: return .serverError
         case nil:
-            if let error = attempt.error as? APNsClientError, error.code == .deadlineExceeded || error.code == .pingTimeout {
+            if let error = attempt.error as? APNsClientError,
+                error.code == .deadlineExceeded || error.code == .pingTimeout
+            {
                 return .timeout
             }
             return .transport

@@ -36,7 +36,9 @@ public struct SendAttempt: Sendable {
     public var credential: String?
     public var duration: Duration
 
-    public init(response: APNsResponse?, error: (any Error)?, outcome: APNsOutcome, credential: String?, duration: Duration) {
+    public init(
+        response: APNsResponse?, error: (any Error)?, outcome: APNsOutcome, credential: String?, duration: Duration
+    ) {
         self.response = response
         self.error = error
         self.outcome = outcome

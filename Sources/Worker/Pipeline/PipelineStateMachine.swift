@@ -79,7 +79,11 @@ struct PipelineStateMachine {
         var action = FinishAction()
         var waiting: [(partitions: Set<KafkaTopicPartition>?, waiter: Waiter)] = []
         for entry in drainWaiters {
-            if entry.partitions == nil && running == 0 { action.drained.append(entry.waiter) } else { waiting.append(entry) }
+            if entry.partitions == nil && running == 0 {
+                action.drained.append(entry.waiter)
+            } else {
+                waiting.append(entry)
+            }
         }
         drainWaiters = waiting
         return action

@@ -34,7 +34,7 @@ struct ResultPublisher: Sendable {
                     retry(message, after: error, backoff: backoff, done)
                 }
             }
-        } catch where error.code == .queueFull {
+        } catch  where error.code == .queueFull {
             scheduler.after(Self.queueFullWait) { cancelled in
                 if cancelled { done(false) } else { publish(message, backoff: backoff, failing: failing, done) }
             }

@@ -28,7 +28,8 @@ public final class WorkerPipeline: Service, Sendable {
     private let failure = NIOLockedValueBox<(any Error)?>(nil)
 
     public init(
-        configuration: PipelineConfiguration, consumer: KafkaConsumerConfiguration, producer: KafkaProducerConfiguration,
+        configuration: PipelineConfiguration, consumer: KafkaConsumerConfiguration,
+        producer: KafkaProducerConfiguration,
         sender: any NotificationSending, decoder: NotificationEventDecoder = .standard,
         observer: any PipelineObserver = NoPipelineObserver(), logger: Logger = Logger(label: "apns-worker")
     ) {
@@ -60,7 +61,8 @@ public final class WorkerPipeline: Service, Sendable {
             statisticsHandler: { observer.lag($0) }, logger: logger)
         consumerBox.withLockedValue { $0 = consumer }
         try consumer.subscribe(topics: configuration.inputTopics)
-        logger.info("consuming \(configuration.inputTopics.joined(separator: ", ")) as group \(consumerConfiguration.groupID)")
+        logger.info(
+            "consuming \(configuration.inputTopics.joined(separator: ", ")) as group \(consumerConfiguration.groupID)")
 
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
@@ -96,7 +98,11 @@ public final class WorkerPipeline: Service, Sendable {
 
     /// Stops reading and leaves the group; the revocation inside `close()` drains and commits.
     public func beginShutdown() {
-        guard !stopping.withLockedValue({ let was = $0; $0 = true; return was }) else { return }
+        guard
+            !stopping.withLockedValue({
+                let was = $0; $0 = true; return was
+            })
+        else { return }
         logger.info("shutting down: draining \(inFlight) in-flight events")
         if let consumer = consumerBox.withLockedValue({ $0 }) {
             Task { await consumer.close() }
@@ -215,14 +221,18 @@ public final class WorkerPipeline: Service, Sendable {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    if self.state.withLockedValue({ $0.waitForDrain(of: partitions, continuation) }) { continuation.resume() }
+                    if self.state.withLockedValue({ $0.waitForDrain(of: partitions, continuation) }) {
+                        continuation.resume()
+                    }
                 }
             }
             group.addTask {
                 try? await Task.sleep(for: timeout)
                 let waiters = self.state.withLockedValue { $0.cancelDrainWait { $0 == partitions } }
                 if !waiters.isEmpty {
-                    self.logger.warning("\(waiters.count) drain wait(s) timed out after \(timeout); events still in flight will be read again")
+                    self.logger.warning(
+                        "\(waiters.count) drain wait(s) timed out after \(timeout); events still in flight will be read again"
+                    )
                 }
                 for waiter in waiters { waiter.resume() }
             }
@@ -263,10 +273,13 @@ public final class WorkerPipeline: Service, Sendable {
         }
     }
 
-    fileprivate func revoked(_ partitions: [KafkaTopicPartition], lost: Bool, commits: AsyncStream<CommitRequest>.Continuation) async {
+    fileprivate func revoked(
+        _ partitions: [KafkaTopicPartition], lost: Bool, commits: AsyncStream<CommitRequest>.Continuation
+    ) async {
         observer.partitionsRevoked(partitions)
         let selection = Set(partitions)
-        await waitForDrain(of: selection, timeout: isStopping ? configuration.shutdownTimeout : configuration.revocationTimeout)
+        await waitForDrain(
+            of: selection, timeout: isStopping ? configuration.shutdownTimeout : configuration.revocationTimeout)
         if !lost {
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                 if case .terminated = commits.yield(.partitions(selection, done)) { done.resume() }

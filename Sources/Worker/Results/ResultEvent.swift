@@ -12,7 +12,8 @@ enum ResultEvent {
         // Keyed by event id; an invalid event whose id could not be read keeps its record's key.
         let key = result.eventID.map { Array($0.utf8) } ?? source.key
         return KafkaProducerMessage(
-            topic: topic, key: key, value: value(for: result, source: source, latency: latency, completedAt: completedAt),
+            topic: topic, key: key,
+            value: value(for: result, source: source, latency: latency, completedAt: completedAt),
             headers: [KafkaHeader(key: "content-type", string: "application/json")])
     }
 
