@@ -67,7 +67,7 @@ public struct CredentialSettings: Sendable, Hashable {
         topics.contains { pattern in
             if pattern.hasSuffix(".*") {
                 let prefix = pattern.dropLast(1)  // keeps the dot: "com.example.app."
-                return topic.hasPrefix(prefix) && topic.count > prefix.count
+                return topic.hasPrefix(prefix) && topic.utf8.count > prefix.utf8.count
             }
             return pattern == topic
         }

@@ -18,7 +18,13 @@ public final class APNsSender: NotificationSending {
     private let settings: APNsSettings
     private let routes: [Route]
     private let group: MultiThreadedEventLoopGroup
-    private let clients = NIOLockedValueBox<[String: APNsClient]>([:])
+    /// By (route index, environment): looked up for every notification, so no string key.
+    private let clients = NIOLockedValueBox<[ClientKey: APNsClient]>([:])
+
+    private struct ClientKey: Hashable {
+        var route: Int
+        var environment: APNsEnvironment
+    }
     private let logger: Logger
 
     /// - Parameters:
@@ -43,7 +49,7 @@ public final class APNsSender: NotificationSending {
         completion: @escaping @Sendable (SendAttempt) -> Void
     ) {
         let start = ContinuousClock.now
-        guard let route = routes.first(where: { $0.settings.matches(topic: notification.topic) }) else {
+        guard let index = routes.firstIndex(where: { $0.settings.matches(topic: notification.topic) }) else {
             let error = APNsClientError(
                 .noCredentialForTopic, "no configured credential matches topic \(notification.topic)",
                 mayHaveReachedAPNs: false)
@@ -51,10 +57,10 @@ public final class APNsSender: NotificationSending {
                 SendAttempt(response: nil, error: error, outcome: .classify(error), credential: nil, duration: .zero))
             return
         }
-        let credential = route.settings.name
+        let credential = routes[index].settings.name
         let client: APNsClient
         do {
-            client = try self.client(for: route, environment: environment)
+            client = try self.client(for: index, environment: environment)
         } catch {
             completion(
                 SendAttempt(
@@ -87,8 +93,9 @@ public final class APNsSender: NotificationSending {
         try? await group.shutdownGracefully()
     }
 
-    private func client(for route: Route, environment: APNsEnvironment) throws -> APNsClient {
-        let key = "\(route.settings.name)/\(environment.rawValue)"
+    private func client(for index: Int, environment: APNsEnvironment) throws -> APNsClient {
+        let route = routes[index]
+        let key = ClientKey(route: index, environment: environment)
         return try clients.withLockedValue { clients in
             if let client = clients[key] { return client }
             let endpoint = environment == .production ? settings.endpoints.production : settings.endpoints.development
