@@ -166,10 +166,9 @@ struct EventProcessor: Sendable {
             }
         case .retryLater(let perDeviceToken, _):
             markFailure(&run.result)
-            var random = SystemRandomNumberGenerator()
             let decision = retryPolicy.decide(
                 attempts: run.result.attempts, elapsed: instant() - run.firstAttempt,
-                expiration: run.event.notification.expiration, now: Int64(now().timeIntervalSince1970), using: &random)
+                expiration: run.event.notification.expiration, now: Int64(now().timeIntervalSince1970))
             switch decision {
             case .retry(let wait):
                 observer.retryScheduled(Self.cause(attempt))

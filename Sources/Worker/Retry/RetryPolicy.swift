@@ -43,10 +43,26 @@ public struct RetryPolicy: Sendable, Hashable {
         attempts: Int, elapsed: Duration, expiration: APNsExpiration?, now: Int64,
         using random: inout some RandomNumberGenerator
     ) -> Decision {
+        decide(attempts: attempts, elapsed: elapsed, expiration: expiration, now: now) {
+            Int64.random(in: 0...$0, using: &random)
+        }
+    }
+
+    /// The same with the system's generator. Not `decide(using: &SystemRandomNumberGenerator())`
+    /// from the worker: ThreadSanitizer crashes on an `inout` access to that zero-sized value (its
+    /// address is not a real one), so the instrumented code never takes one.
+    public func decide(attempts: Int, elapsed: Duration, expiration: APNsExpiration?, now: Int64) -> Decision {
+        decide(attempts: attempts, elapsed: elapsed, expiration: expiration, now: now) { Int64.random(in: 0...$0) }
+    }
+
+    /// `draw(n)`: a uniform value in `0...n`.
+    private func decide(
+        attempts: Int, elapsed: Duration, expiration: APNsExpiration?, now: Int64, draw: (Int64) -> Int64
+    ) -> Decision {
         guard attempts < maxAttempts else { return .exhausted }
         let ceiling = backoffCeiling(afterAttempt: attempts)
         let nanoseconds = ceiling.components.seconds * 1_000_000_000 + ceiling.components.attoseconds / 1_000_000_000
-        let wait = Duration.nanoseconds(nanoseconds > 0 ? Int64.random(in: 0...nanoseconds, using: &random) : 0)
+        let wait = Duration.nanoseconds(nanoseconds > 0 ? draw(nanoseconds) : 0)
         guard elapsed + wait <= maxRetryDuration else { return .exhausted }
         // Rounded up to the next second: APNs's expiration has one-second resolution.
         if let expiration, expiration.hasPassed(now: now + wait.components.seconds + 1) {
