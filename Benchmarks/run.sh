@@ -93,7 +93,8 @@ bench_jsonschema_instructions() {
 # ---------------------------------------------------------------------------------------------
 # simulator: h2load (4 connections x 100 streams, TLS, 256-byte JSON bodies, token auth) against
 # apns-simulator and against nghttpd serving the same path, alternating, ROUNDS times; then aioapns
-# against the simulator, to show the simulator outruns a real client by far.
+# against the simulator, to show the simulator outruns a real client by far. The simulator runs at its
+# default threads (one per core), nghttpd at its own (one); SIMULATOR_THREADS=N pins the simulator.
 bench_simulator() {
     local rounds="${ROUNDS:-3}" requests="${REQUESTS:-200000}" aioapns_count="${AIOAPNS_COUNT:-5000}"
     local python=/usr/bin/python3
@@ -119,7 +120,7 @@ bench_simulator() {
     local jwt; jwt="$("$python" -c 'import jwt,sys,time; print(jwt.encode({"iss":sys.argv[2],"iat":int(time.time())}, open(sys.argv[1]).read(), algorithm="ES256", headers={"kid":sys.argv[3]}))' "$work/AuthKey.p8" "$team" "$kid")"
     "$python" -c 'import sys; shell="{\"aps\":{\"alert\":\"\"}}"; sys.stdout.write("{\"aps\":{\"alert\":\"" + "x"*(256-len(shell)) + "\"}}")' > "$work/body.json"
 
-    "$bin" --port 0 --tls-dir "$work/tls" --token-key "$team:$kid:$work/AuthKey.p8" --device "$device=$topic" \
+    "$bin" --port 0 ${SIMULATOR_THREADS:+--threads "$SIMULATOR_THREADS"} --tls-dir "$work/tls" --token-key "$team:$kid:$work/AuthKey.p8" --device "$device=$topic" \
         --record-limit 0 > "$work/sim.out" &
     sim_pid=$!
     for _ in $(seq 100); do grep -q '^listening on' "$work/sim.out" 2>/dev/null && break; sleep 0.1; done
