@@ -27,7 +27,11 @@ struct KafkaConsumerStateMachine {
 
     init(capacity: Int) {
         self.capacity = max(capacity, 2)
+        self.wakeBatch = min(64, self.capacity / 2)
     }
+
+    /// Free slots that wake a poller waiting for room.
+    let wakeBatch: Int
 
     /// The partitions that should be paused right now.
     var desiredPaused: Set<KafkaTopicPartition> {
@@ -59,7 +63,7 @@ struct KafkaConsumerStateMachine {
         /// Poll: there is room, or the partitions are already paused (polling then only serves
         /// callbacks and the few records librdkafka had already queued).
         case poll
-        /// Wait for the reader to drain the buffer to half (it will signal).
+        /// Wait for the reader to free `wakeBatch` slots (it will signal).
         case wait
     }
 
@@ -114,10 +118,11 @@ struct KafkaConsumerStateMachine {
 
     mutating func take() -> TakeAction {
         if let message = buffer.popFirst() {
-            // Woken at half, not at the first free slot: a poller woken per record would cost a
-            // futex wake-up (and a thread switch) per record while the reader is the slower side.
-            // The poller also re-checks on its own every 50 ms.
-            let wakePoller = pollerWaiting && buffer.count <= capacity / 2
+            // Woken once `wakeBatch` slots are free, not at the first: a poller woken per record
+            // costs a futex wake-up and a thread switch per record while the reader is the slower
+            // side. Not as late as half either: the poller must keep polling (rebalances and
+            // heartbeats are served inside the poll) for any reader that keeps taking records.
+            let wakePoller = pollerWaiting && buffer.count <= capacity - wakeBatch
             if wakePoller { pollerWaiting = false }
             return .message(message, pausesChanged: releaseFlowPauseIfDrained(), wakePoller: wakePoller)
         }

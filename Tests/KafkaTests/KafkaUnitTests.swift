@@ -19,8 +19,8 @@ struct KafkaUnitTests {
             guard case .poll = state.checkSpace() else { return #expect(Bool(false), "room for record \(offset)") }
             guard case .buffered = state.push(record(0, Int64(offset))) else { return #expect(Bool(false)) }
         }
-        // Full: the poller waits, and the reader wakes it once it has drained the buffer to half
-        // (one wake-up per burst, not one per record).
+        // Full: the poller waits, and the reader wakes it once it has freed `wakeBatch` slots (here,
+        // with 4, half; with the default 2,048, 64): one wake-up per batch, not one per record.
         guard case .wait = state.checkSpace() else { return #expect(Bool(false), "a full buffer holds the poller") }
         guard case .message(let first, pausesChanged: false, wakePoller: false) = state.take() else {
             return #expect(Bool(false), "one record taken: not yet")
@@ -43,6 +43,25 @@ struct KafkaUnitTests {
         guard case .message(_, pausesChanged: true, _) = state.take() else { return #expect(Bool(false)) }
         // Back at half: only the caller's own pause remains.
         #expect(state.desiredPaused == [partitions[1]])
+    }
+
+    @Test("a poller held by a full buffer is woken once 64 slots are free, not at every record")
+    func wakeInBatches() {
+        var state = KafkaConsumerStateMachine(capacity: 2048)
+        state.assign([KafkaTopicPartition(topic: "t", partition: 0)])
+        for offset in 0..<2048 { _ = state.push(record(0, Int64(offset))) }
+        guard case .wait = state.checkSpace() else { return #expect(Bool(false), "full: the poller waits") }
+        var wakes: [Int] = []
+        for taken in 1...200 {
+            guard case .message(_, _, let wakePoller) = state.take() else { return #expect(Bool(false)) }
+            if wakePoller {
+                wakes.append(taken)
+                // The poller refills the buffer, then waits again.
+                while state.bufferedCount < 2048 { _ = state.push(record(0, Int64(10_000 + taken))) }
+                guard case .wait = state.checkSpace() else { return #expect(Bool(false)) }
+            }
+        }
+        #expect(wakes == [64, 128, 192], "woken after these records")
     }
 
     @Test("revoking drops the revoked partitions' unread records and keeps the others in order")
