@@ -71,7 +71,9 @@ struct CrashRestartTests {
         let bySource = Dictionary(grouping: all, by: \.sourceKey)
         let duplicated = bySource.values.filter { $0.count > 1 }.map { $0[0] }
         for result in duplicated {
-            #expect(result.sourceOffset >= committedAtKill[result.sourcePartition], "\(result.sourceKey) was committed, yet repeated")
+            #expect(
+                result.sourceOffset >= committedAtKill[result.sourcePartition],
+                "\(result.sourceKey) was committed, yet repeated")
         }
         #expect(duplicated.count < 3_000 - 500)
     }

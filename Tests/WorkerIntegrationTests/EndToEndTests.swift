@@ -96,7 +96,14 @@ struct EndToEndTests {
 
         let first = try harness.startWorker(group: "pair", maxInFlight: 20)
         let second = try harness.startWorker(group: "pair", maxInFlight: 20)
-        try await eventually(60, "both workers in the group and busy") {
+        try await eventually(
+            90, "both workers in the group and busy",
+            state: {
+                "(first: kafka \(first.assembly.health.readiness.kafka), \(first.assembly.pipeline.inFlight) in flight; "
+                    + "second: kafka \(second.assembly.health.readiness.kafka), "
+                    + "\(second.assembly.pipeline.inFlight) in flight)"
+            }
+        ) {
             first.assembly.health.readiness.kafka == "ok" && second.assembly.health.readiness.kafka == "ok"
                 && first.assembly.pipeline.inFlight > 0 && second.assembly.pipeline.inFlight > 0
         }

@@ -54,7 +54,9 @@ struct FailureTests {
         let events = (0..<100).map { index in
             KafkaProducerMessage(
                 topic: EmbeddedStack.inputTopic, key: Array("cred-\(index)".utf8),
-                value: Array(#"{"id":"cred-\#(index)","deviceToken":"\#(String(format: "%064x", index + 1))","topic":"com.example.demo","pushType":"alert","payload":{"aps":{"alert":"hi"}}}"#.utf8))
+                value: Array(
+                    #"{"id":"cred-\#(index)","deviceToken":"\#(String(format: "%064x", index + 1))","topic":"com.example.demo","pushType":"alert","payload":{"aps":{"alert":"hi"}}}"#
+                        .utf8))
         }
         try await harness.produce(events)
 
@@ -77,14 +79,16 @@ struct FailureTests {
         // The fix: the right key. Then the dead letters go back to the input topic.
         let fixed = try harness.startWorker(group: "credentials")
         let report = try await DeadLetterReplayer(
-            consumerConfiguration: KafkaConsumerConfiguration(bootstrapServers: harness.stack.cluster.bootstrapServers, groupID: "replay"),
+            consumerConfiguration: KafkaConsumerConfiguration(
+                bootstrapServers: harness.stack.cluster.bootstrapServers, groupID: "replay"),
             producerConfiguration: KafkaProducerConfiguration(bootstrapServers: harness.stack.cluster.bootstrapServers),
             logger: harness.logger
-        ).run({
-            var request = ReplayRequest(deadLetterTopic: EmbeddedStack.deadLetterTopic)
-            request.reasons = ["credentials"]
-            return request
-        }())
+        ).run(
+            {
+                var request = ReplayRequest(deadLetterTopic: EmbeddedStack.deadLetterTopic)
+                request.reasons = ["credentials"]
+                return request
+            }())
         #expect(report.count(.replayed) == 100)
 
         try await eventually(60, "every replayed event delivered") {

@@ -42,7 +42,8 @@ struct Harness: Sendable {
 
     static func start(partitions: Int = 4) async throws -> Harness {
         var logger = Logger(label: "integration")
-        logger.logLevel = Logger.Level(rawValue: ProcessInfo.processInfo.environment["INTEGRATION_LOG"] ?? "") ?? .critical
+        logger.logLevel =
+            Logger.Level(rawValue: ProcessInfo.processInfo.environment["INTEGRATION_LOG"] ?? "") ?? .critical
         return Harness(stack: try await EmbeddedStack.start(partitions: partitions, logger: logger), logger: logger)
     }
 
@@ -58,7 +59,8 @@ struct Harness: Sendable {
 
     /// A worker as `apns-worker run` assembles it, started; stop it with `triggerGracefulShutdown`.
     func startWorker(
-        group: String = "integration", maxInFlight: Int = 2000, configure: (inout WorkerConfiguration) -> Void = { _ in }
+        group: String = "integration", maxInFlight: Int = 2000,
+        configure: (inout WorkerConfiguration) -> Void = { _ in }
     ) throws -> RunningWorker {
         var configuration = try stack.configuration(group: group, maxInFlight: maxInFlight)
         configure(&configuration)
@@ -70,18 +72,22 @@ struct Harness: Sendable {
 
     /// One record per source record (duplicates after a rebalance or crash count once), or throws.
     func results(_ count: Int, timeout: Duration = .seconds(120)) async throws -> [ResultRecord] {
-        try await Demo.readTopic(EmbeddedStack.resultsTopic, from: stack, until: count, timeout: timeout, logger: logger)
-            .map(ResultRecord.init)
+        try await Demo.readTopic(
+            EmbeddedStack.resultsTopic, from: stack, until: count, timeout: timeout, logger: logger
+        )
+        .map(ResultRecord.init)
     }
 
     func deadLetters(_ count: Int, timeout: Duration = .seconds(60)) async throws -> [KafkaConsumerMessage] {
-        try await Demo.readTopic(EmbeddedStack.deadLetterTopic, from: stack, until: count, timeout: timeout, logger: logger)
+        try await Demo.readTopic(
+            EmbeddedStack.deadLetterTopic, from: stack, until: count, timeout: timeout, logger: logger)
     }
 
     /// Every record of a topic as stored, duplicates included.
     func allRecords(of topic: String) async throws -> [KafkaConsumerMessage] {
         let consumer = try KafkaConsumer(
-            configuration: KafkaConsumerConfiguration(bootstrapServers: stack.cluster.bootstrapServers, groupID: "raw-reader"),
+            configuration: KafkaConsumerConfiguration(
+                bootstrapServers: stack.cluster.bootstrapServers, groupID: "raw-reader"),
             logger: logger)
         var ends: [KafkaTopicPartition: Int64] = [:]
         for id in try await consumer.partitions(of: topic) {
@@ -136,12 +142,16 @@ struct RunningWorker: Sendable {
 }
 
 /// Polls `condition` until it holds, or fails after `seconds`.
-func eventually(_ seconds: Double, _ what: String, _ condition: @Sendable () async throws -> Bool) async throws {
+/// `state` describes what was seen instead, for the failure message.
+func eventually(
+    _ seconds: Double, _ what: String, state: @Sendable () -> String = { "" },
+    _ condition: @Sendable () async throws -> Bool
+) async throws {
     let deadline = ContinuousClock.now + .seconds(seconds)
     while ContinuousClock.now < deadline {
         if try await condition() { return }
         try await Task.sleep(for: .milliseconds(100))
     }
-    Issue.record("timed out after \(seconds) s waiting for \(what)")
+    Issue.record("timed out after \(seconds) s waiting for \(what) \(state())")
     throw CancellationError()
 }

@@ -269,7 +269,7 @@ public final class WorkerPipeline: Service, Sendable {
                     logger.warning("commit failed: \(error)")
                 }
             }
-            if case .partitions(_, let done) = request { done.resume() }
+            if case .partitions(_, let done) = request { done() }
         }
     }
 
@@ -281,8 +281,25 @@ public final class WorkerPipeline: Service, Sendable {
         await waitForDrain(
             of: selection, timeout: isStopping ? configuration.shutdownTimeout : configuration.revocationTimeout)
         if !lost {
-            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                if case .terminated = commits.yield(.partitions(selection, done)) { done.resume() }
+            // Bounded: this runs while librdkafka's poll thread waits for it, and a commit can wait
+            // for the very rebalance that waits for us (seen on the mock cluster: two members both
+            // idle for minutes). Past the bound the partitions go uncommitted past their last
+            // commit: their next owner reads those events again (duplicates, never losses).
+            let bound = isStopping ? configuration.shutdownTimeout : configuration.revocationTimeout
+            let committed = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let once = ResumeOnce(continuation)
+                if case .terminated = commits.yield(.partitions(selection, { once.resume(true) })) {
+                    once.resume(true)
+                    return
+                }
+                Task {
+                    try? await Task.sleep(for: bound)
+                    once.resume(false)
+                }
+            }
+            if !committed {
+                logger.warning(
+                    "revocation: the commit did not finish within \(bound); letting the partitions go uncommitted")
             }
         }
         state.withLockedValue { $0.forget(partitions) }
@@ -300,7 +317,23 @@ public final class WorkerPipeline: Service, Sendable {
 enum CommitRequest: Sendable {
     case periodic
     /// Commit these partitions now and say when done (a revocation).
-    case partitions(Set<KafkaTopicPartition>, CheckedContinuation<Void, Never>)
+    case partitions(Set<KafkaTopicPartition>, @Sendable () -> Void)
+}
+
+/// A continuation that the first of several racing parties resumes; the others find it spent.
+private final class ResumeOnce<T: Sendable>: Sendable {
+    private let continuation: NIOLockedValueBox<CheckedContinuation<T, Never>?>
+
+    init(_ continuation: CheckedContinuation<T, Never>) {
+        self.continuation = NIOLockedValueBox(continuation)
+    }
+
+    func resume(_ value: T) {
+        continuation.withLockedValue { spent in
+            defer { spent = nil }
+            return spent
+        }?.resume(returning: value)
+    }
 }
 
 /// The consumer's rebalance callbacks, into the pipeline.
