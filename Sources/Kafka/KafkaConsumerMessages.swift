@@ -16,6 +16,19 @@ public struct KafkaConsumerMessages: AsyncSequence, Sendable {
         let core: KafkaConsumerCore
         let client: RDKafkaClient
 
+        /// The next record if one is already buffered, else `nil` at once (no wait, no error: the end of
+        /// the sequence and a failure are `next()`'s to report). For readers that handle records in
+        /// batches: take one with `next()`, then what else has arrived with this, and act on the lot.
+        public mutating func nextIfBuffered() -> KafkaConsumerMessage? {
+            guard
+                case .message(let message, let pausesChanged, let wakePoller) = core.state.withLock({
+                    $0.takeBuffered()
+                })
+            else { return nil }
+            core.tookRecord(pausesChanged: pausesChanged, wakePoller: wakePoller, client: client)
+            return message
+        }
+
         public mutating func next() async throws -> KafkaConsumerMessage? {
             switch core.state.withLock({ $0.take() }) {
             case .message(let message, let pausesChanged, let wakePoller):

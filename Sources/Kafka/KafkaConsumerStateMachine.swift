@@ -133,6 +133,12 @@ struct KafkaConsumerStateMachine {
         return .empty
     }
 
+    /// A buffered record, or `.empty` even when the sequence has ended (the next `take` reports that).
+    mutating func takeBuffered() -> TakeAction {
+        guard !buffer.isEmpty else { return .empty }
+        return take()
+    }
+
     mutating func wait(_ waiter: Waiter) -> TakeAction {
         let action = take()
         if case .empty = action {

@@ -64,6 +64,22 @@ struct KafkaUnitTests {
         #expect(wakes == [64, 128, 192], "woken after these records")
     }
 
+    @Test("a batch reader takes what is buffered without waiting; the end is left for take to report")
+    func takeBuffered() {
+        var state = KafkaConsumerStateMachine(capacity: 10)
+        for offset in 0..<3 { _ = state.push(record(0, Int64(offset))) }
+        var taken: [Int64] = []
+        while case .message(let message, _, _) = state.takeBuffered() { taken.append(message.offset) }
+        #expect(taken == [0, 1, 2])
+        guard case .empty = state.takeBuffered() else { return #expect(Bool(false), "nothing buffered: empty") }
+        _ = state.push(record(0, 3))
+        _ = state.finish(.closed)
+        guard case .empty = state.takeBuffered() else {
+            return #expect(Bool(false), "closed: the buffered record is dropped, and the end is not takeBuffered's")
+        }
+        guard case .finished(nil) = state.take() else { return #expect(Bool(false), "take reports the end") }
+    }
+
     @Test("revoking drops the revoked partitions' unread records and keeps the others in order")
     func revokeDropsUnread() {
         var state = KafkaConsumerStateMachine(capacity: 100)
