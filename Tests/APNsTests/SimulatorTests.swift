@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import Testing
 
 @testable import APNs
@@ -276,6 +277,66 @@ struct SimulatorTests {
                 }
                 #expect(status == 200)
             }
+        }
+    }
+
+    @Test("a batch: each notification gets its own answer once, waiting for streams or not; a broken rule fails alone")
+    func batch() async throws {
+        try await withSimulator(configure: { $0.unregisteredDevices = ["dead0000dead0000": 1_700_000_000] }) {
+            simulator, pki in
+            var configuration = configuration(simulator, pki, connections: 2)
+            configuration.maximumWaitingRequests = 1000
+            try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+                // First on a pool with no connection yet (every request waits for a stream), then on
+                // two ready connections (free streams taken at once, spread over both).
+                for round in 0..<2 {
+                    var notifications: [APNsNotification] = []
+                    for index in 0..<600 {
+                        let token = index % 50 == 7 ? "dead0000dead0000" : String(format: "aabb%04x", index)
+                        notifications.append(try ClientFixtures.notification(token: token))
+                    }
+                    // Over 4096 bytes: the client refuses it before sending; the others go on.
+                    notifications.append(
+                        try ClientFixtures.notification(
+                            token: "aabbccdd",
+                            payload: #"{"aps":{"alert":""# + String(repeating: "x", count: 5000) + #""}}"#
+                        ))
+                    typealias Answers = [Int: Result<APNsResponse, any Error>]
+                    let repeated = NIOLockedValueBox(0)
+                    let answers = await withCheckedContinuation { (continuation: CheckedContinuation<Answers, Never>) in
+                        let collected = NIOLockedValueBox<Answers>([:])
+                        let count = notifications.count
+                        client.send(
+                            notifications.enumerated().map { index, notification in
+                                APNsClient.BatchItem(notification) { result in
+                                    let all = collected.withLockedValue { answers -> Answers? in
+                                        if answers[index] != nil { repeated.withLockedValue { $0 += 1 } }
+                                        answers[index] = result
+                                        return answers.count == count ? answers : nil
+                                    }
+                                    if let all { continuation.resume(returning: all) }
+                                }
+                            })
+                    }
+                    #expect(answers.count == 601, "round \(round)")
+                    #expect(repeated.withLockedValue { $0 } == 0, "each answered once")
+                    for (index, notification) in notifications.enumerated() {
+                        switch answers[index] {
+                        case .success(let response):
+                            #expect(response.apnsID == notification.apnsID?.uuidString, "its own answer")
+                            #expect(response.status == (notification.deviceToken.hex == "dead0000dead0000" ? 410 : 200))
+                        case .failure(let error):
+                            #expect(index == 600, "only the oversized one fails: \(error)")
+                            #expect(error is APNsNotificationError)
+                        case nil:
+                            Issue.record("no answer for \(index)")
+                        }
+                    }
+                }
+            }
+            #expect(simulator.observation.count(status: 200) == 2 * (600 - 12))
+            #expect(simulator.observation.count(status: 410) == 2 * 12)
+            #expect(Set(simulator.observation.records.map(\.connectionID)).count == 2, "both connections used")
         }
     }
 

@@ -96,6 +96,47 @@ public final class APNsClient: Sendable {
         execute(prepared, waiterID: nil) { completion($0.mapError { $0 }) }
     }
 
+    /// One notification of a batch, and where its answer goes (as `send(_:completion:)`'s).
+    public struct BatchItem: Sendable {
+        public var notification: APNsNotification
+        public var completion: @Sendable (Result<APNsResponse, any Error>) -> Void
+
+        public init(
+            _ notification: APNsNotification,
+            completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
+        ) {
+            self.notification = notification
+            self.completion = completion
+        }
+    }
+
+    /// Several notifications at once, each answered as `send(_:completion:)` answers one. For a caller
+    /// that has many at hand: the requests that find a free stream reach each connection in one
+    /// hand-over (one event-loop wake-up, one write, one TLS record) instead of one each.
+    public func send(_ batch: [BatchItem]) {
+        // Nearly always one pool: a short list of (pool, items), searched linearly.
+        var perPool: [(pool: APNsConnectionPool, items: [APNsConnectionPool.BatchItem])] = []
+        for item in batch {
+            let prepared: Prepared
+            do {
+                prepared = try prepare(item.notification)
+            } catch {
+                item.completion(.failure(error))
+                continue
+            }
+            let pooled = APNsConnectionPool.BatchItem(
+                notification: prepared.notification, token: prepared.token,
+                completion: answer(prepared, then: { item.completion($0.mapError { $0 }) }))
+            if let index = perPool.firstIndex(where: { $0.pool === prepared.pool }) {
+                perPool[index].items.append(pooled)
+            } else {
+                perPool.append((prepared.pool, [pooled]))
+            }
+        }
+        let deadline = NIODeadline.now() + requestTimeout
+        for (pool, items) in perPool { pool.execute(items, deadline: deadline) }
+    }
+
     /// A notification checked and matched to its pool and token, ready to go.
     private struct Prepared: Sendable {
         var notification: APNsNotification
@@ -126,12 +167,21 @@ public final class APNsClient: Sendable {
         completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     ) {
         let deadline = NIODeadline.now() + requestTimeout
-        prepared.pool.execute(prepared.notification, token: prepared.token, deadline: deadline, waiterID: waiterID) {
-            result in
+        prepared.pool.execute(
+            prepared.notification, token: prepared.token, deadline: deadline, waiterID: waiterID,
+            completion: answer(prepared, then: completion))
+    }
+
+    /// The answer's way back: an ExpiredProviderToken tells the token's authenticator first.
+    private func answer(
+        _ prepared: Prepared, then completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+    ) -> APNsConnectionPool.Completion {
+        guard case .token(let authenticator) = prepared.credential, let token = prepared.token else {
+            return completion
+        }
+        return { result in
             if case .success(let response) = result, response.status == 403,
-                response.reason == .expiredProviderToken,
-                case .token(let authenticator) = prepared.credential,
-                let token = prepared.token
+                response.reason == .expiredProviderToken
             {
                 _ = try? authenticator.tokenExpired(token)
             }

@@ -24,7 +24,21 @@ final class APNsConnectionOutbox: Sendable {
             pending.append(request)
             return pending.count == 1
         }
-        guard first else { return }
+        if first { scheduleHop() }
+    }
+
+    /// Several requests at once (a caller's batch): one lock, and at most one hop for them all.
+    func send(contentsOf requests: [APNsHTTP2Request]) {
+        guard !requests.isEmpty else { return }
+        let first = pending.withLockedValue { pending -> Bool in
+            let wasEmpty = pending.isEmpty
+            pending.append(contentsOf: requests)
+            return wasEmpty
+        }
+        if first { scheduleHop() }
+    }
+
+    private func scheduleHop() {
         channel.eventLoop.execute { [self] in
             var batch: [APNsHTTP2Request] = []
             pending.withLockedValue { swap(&$0, &batch) }

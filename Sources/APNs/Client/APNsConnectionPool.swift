@@ -76,6 +76,61 @@ final class APNsConnectionPool: Sendable {
         }
     }
 
+    /// One request of a batch (`execute(_:deadline:)`).
+    struct BatchItem: Sendable {
+        var notification: APNsNotification
+        var token: APNsProviderToken?
+        var completion: Completion
+    }
+
+    /// Sends several requests as `execute` does each, with one lock for all those that find a free
+    /// stream and one hand-over per connection: a caller with many requests at hand (the worker's
+    /// reader) costs each connection's event loop one wake-up and one write for the lot instead of
+    /// one per request. Requests that find no free stream wait as `execute`'s do.
+    func execute(_ batch: [BatchItem], deadline: NIODeadline) {
+        guard batch.count > 1 else {
+            if let item = batch.first {
+                execute(item.notification, token: item.token, deadline: deadline, completion: item.completion)
+            }
+            return
+        }
+        let taken = state.withLockedValue { state -> [(id: Int, outbox: APNsConnectionOutbox?)] in
+            var taken: [(id: Int, outbox: APNsConnectionOutbox?)] = []
+            taken.reserveCapacity(batch.count)
+            while taken.count < batch.count, let id = state.machine.dispatchAtOnce() {
+                taken.append((id, state.channels[id]))
+            }
+            return taken
+        }
+        // A handful of connections: a list searched linearly beats a dictionary here.
+        var perConnection: [(outbox: APNsConnectionOutbox, requests: [APNsHTTP2Request])] = []
+        for (index, (id, outbox)) in taken.enumerated() {
+            let item = batch[index]
+            guard let outbox else {
+                update { $0.release(connectionID: id) }
+                item.completion(
+                    .failure(APNsClientError(.connectionLost, "connection vanished", mayHaveReachedAPNs: false)))
+                continue
+            }
+            let completion = item.completion
+            let request = APNsHTTP2Request(
+                notification: item.notification, token: item.token, deadline: deadline,
+                completion: { [self] result in
+                    update { $0.release(connectionID: id) }
+                    completion(result)
+                })
+            if let slot = perConnection.firstIndex(where: { $0.outbox === outbox }) {
+                perConnection[slot].requests.append(request)
+            } else {
+                perConnection.append((outbox, [request]))
+            }
+        }
+        for (outbox, requests) in perConnection { outbox.send(contentsOf: requests) }
+        for item in batch[taken.count...] {
+            execute(item.notification, token: item.token, deadline: deadline, completion: item.completion)
+        }
+    }
+
     /// A fresh id for a request that may wait, for `execute(waiterID:)` and `giveUp`.
     func makeWaiterID() -> Int {
         state.withLockedValue { state in
