@@ -114,6 +114,27 @@ struct EventProcessorTests {
         #expect(scheduler.delays.isEmpty)
     }
 
+    @Test func theFirstRequestJoinsTheCallersBatchAndRetriesGoThroughTheSender() throws {
+        let sender = ScriptedSender([ScriptedSender.answer(503, .serviceUnavailable), ScriptedSender.answer(200)])
+        let scheduler = ManualScheduler()
+        let results = Results()
+        let processor = Self.processor(sender, scheduler)
+        var requests: [NotificationRequest] = []
+        processor.process(Self.record(Self.valid, offset: 0), sending: &requests) { results.append($0) }
+        processor.process(Self.record(Array("{".utf8), offset: 1), sending: &requests) { results.append($0) }
+        #expect(requests.count == 1, "the valid event's request waits in the caller's batch")
+        #expect(results.values.map { $0?.outcome } == [.invalid], "the invalid one ended at once")
+        #expect(sender.sent.withLockedValue { $0.isEmpty }, "nothing sent before the caller sends the batch")
+        sender.send(requests)
+        #expect(sender.sent.withLockedValue { $0.count } == 1)
+        #expect(results.count == 1, "503: waiting for the backoff")
+        scheduler.runNext()
+        #expect(sender.sent.withLockedValue { $0.count } == 2, "the retry went through the sender on its own")
+        let delivered = try #require(results.values.last ?? nil)
+        #expect(delivered.outcome == .delivered)
+        #expect(delivered.attempts == 2)
+    }
+
     @Test func anInvalidEventIsNeverSent() throws {
         let sender = ScriptedSender([])
         let results = Results()

@@ -48,39 +48,80 @@ public final class APNsSender: NotificationSending {
         _ notification: APNsNotification, environment: APNsEnvironment,
         completion: @escaping @Sendable (SendAttempt) -> Void
     ) {
+        guard let (client, credential) = route(notification, environment: environment, completion: completion) else {
+            return
+        }
         let start = ContinuousClock.now
+        client.send(notification) { result in
+            completion(Self.attempt(result, credential: credential, since: start))
+        }
+    }
+
+    public func send(_ requests: [NotificationRequest]) {
+        guard requests.count > 1 else {
+            if let request = requests.first {
+                send(request.notification, environment: request.environment, completion: request.completion)
+            }
+            return
+        }
+        let start = ContinuousClock.now
+        // Nearly always one client: a short list of (client, items), searched linearly.
+        var perClient: [(client: APNsClient, items: [APNsClient.BatchItem])] = []
+        for request in requests {
+            let completion = request.completion
+            guard
+                let (client, credential) = route(
+                    request.notification, environment: request.environment, completion: completion)
+            else { continue }
+            let item = APNsClient.BatchItem(request.notification) { result in
+                completion(Self.attempt(result, credential: credential, since: start))
+            }
+            if let index = perClient.firstIndex(where: { $0.client === client }) {
+                perClient[index].items.append(item)
+            } else {
+                perClient.append((client, [item]))
+            }
+        }
+        for (client, items) in perClient { client.send(items) }
+    }
+
+    /// The client and credential name for a notification, or `nil` after answering `completion`
+    /// with why there is none (no credential matches its topic; the client could not be made).
+    private func route(
+        _ notification: APNsNotification, environment: APNsEnvironment,
+        completion: @Sendable (SendAttempt) -> Void
+    ) -> (APNsClient, String)? {
         guard let index = routes.firstIndex(where: { $0.settings.matches(topic: notification.topic) }) else {
             let error = APNsClientError(
                 .noCredentialForTopic, "no configured credential matches topic \(notification.topic)",
                 mayHaveReachedAPNs: false)
             completion(
                 SendAttempt(response: nil, error: error, outcome: .classify(error), credential: nil, duration: .zero))
-            return
+            return nil
         }
         let credential = routes[index].settings.name
-        let client: APNsClient
         do {
-            client = try self.client(for: index, environment: environment)
+            return (try client(for: index, environment: environment), credential)
         } catch {
             completion(
                 SendAttempt(
                     response: nil, error: error, outcome: .classify(error), credential: credential, duration: .zero))
-            return
+            return nil
         }
-        client.send(notification) { result in
-            let duration = ContinuousClock.now - start
-            switch result {
-            case .success(let response):
-                completion(
-                    SendAttempt(
-                        response: response, error: nil, outcome: .classify(response), credential: credential,
-                        duration: duration))
-            case .failure(let error):
-                completion(
-                    SendAttempt(
-                        response: nil, error: error, outcome: .classify(error), credential: credential,
-                        duration: duration))
-            }
+    }
+
+    private static func attempt(
+        _ result: Result<APNsResponse, any Error>, credential: String, since start: ContinuousClock.Instant
+    ) -> SendAttempt {
+        let duration = ContinuousClock.now - start
+        switch result {
+        case .success(let response):
+            return SendAttempt(
+                response: response, error: nil, outcome: .classify(response), credential: credential,
+                duration: duration)
+        case .failure(let error):
+            return SendAttempt(
+                response: nil, error: error, outcome: .classify(error), credential: credential, duration: duration)
         }
     }
 

@@ -68,6 +68,17 @@ struct EventProcessor: Sendable {
     /// Decodes `record` here and now; `completion` runs exactly once, here (an invalid event) or on
     /// the sender's or the scheduler's thread.
     func process(_ record: KafkaConsumerMessage, completion: @escaping Completion) {
+        var requests: [NotificationRequest] = []
+        process(record, sending: &requests, completion: completion)
+        sender.send(requests)
+    }
+
+    /// The same, except that the first attempt's request (if it is due now) is appended to
+    /// `requests` for the caller to send, with others, through `sender.send(_:)`.
+    func process(
+        _ record: KafkaConsumerMessage, sending requests: inout [NotificationRequest],
+        completion: @escaping Completion
+    ) {
         guard let value = record.value else {
             var result = EventResult(eventID: nil, outcome: .invalid, attempts: 0)
             result.reason = "malformedJSON"
@@ -92,26 +103,33 @@ struct EventProcessor: Sendable {
         let run = Run(
             event: event, token: event.notification.deviceToken.hex, firstAttempt: instant(),
             result: result)
-        attempt(run, completion)
+        if let request = nextAttempt(run, completion) { requests.append(request) }
     }
 
-    /// The next attempt: after the token's throttle, unless the notification expired meanwhile.
+    /// The next attempt, sent now.
     private func attempt(_ run: Run, _ completion: @escaping Completion) {
+        guard let request = nextAttempt(run, completion) else { return }
+        sender.send(request.notification, environment: request.environment, completion: request.completion)
+    }
+
+    /// The next attempt's request if it is due now; `nil` when it waits for the token's throttle
+    /// (a timer sends it later) or the notification expired meanwhile (`completion` ran).
+    private func nextAttempt(_ run: Run, _ completion: @escaping Completion) -> NotificationRequest? {
         if let wait = throttle.withLockedValue({ $0.delay(for: run.token, now: instant()) }) {
             scheduler.after(wait) { [run] cancelled in
                 if cancelled { completion(nil) } else { attempt(run, completion) }
             }
-            return
+            return nil
         }
         if run.result.attempts > 0, let expiration = run.event.notification.expiration,
             expiration.hasPassed(now: Int64(now().timeIntervalSince1970))
         {
             run.result.outcome = .expired
             completion(run.result)
-            return
+            return nil
         }
         run.result.attempts += 1
-        sender.send(run.event.notification, environment: run.event.environment) { [run] answer in
+        return NotificationRequest(run.event.notification, environment: run.event.environment) { [run] answer in
             answered(run, answer, completion)
         }
     }

@@ -11,11 +11,38 @@ public protocol NotificationSending: Sendable {
     func send(
         _ notification: APNsNotification, environment: APNsEnvironment,
         completion: @escaping @Sendable (SendAttempt) -> Void)
+    /// Several at once, each answered as `send(_:environment:completion:)` answers one. The pipeline's
+    /// reader hands over what it decoded from one read this way, so that a sender can pass them on
+    /// in one go (the APNs client: one event-loop wake-up and one write per connection for the lot).
+    func send(_ requests: [NotificationRequest])
     /// Lets requests in flight finish and closes the connections.
     func shutdown() async
 }
 
+/// A notification to send and where its attempt goes (`NotificationSending.send(_:)`).
+public struct NotificationRequest: Sendable {
+    public var notification: APNsNotification
+    public var environment: APNsEnvironment
+    public var completion: @Sendable (SendAttempt) -> Void
+
+    public init(
+        _ notification: APNsNotification, environment: APNsEnvironment,
+        completion: @escaping @Sendable (SendAttempt) -> Void
+    ) {
+        self.notification = notification
+        self.environment = environment
+        self.completion = completion
+    }
+}
+
 extension NotificationSending {
+    /// One by one, for senders with nothing to gain from a batch.
+    public func send(_ requests: [NotificationRequest]) {
+        for request in requests {
+            send(request.notification, environment: request.environment, completion: request.completion)
+        }
+    }
+
     /// The same, awaited.
     public func send(_ notification: APNsNotification, environment: APNsEnvironment) async -> SendAttempt {
         await withCheckedContinuation { continuation in

@@ -113,29 +113,59 @@ public final class WorkerPipeline: Service, Sendable {
 
     // MARK: reading
 
+    /// Records decoded before their requests go out together (see `readLoop`).
+    static let readBatch = 64
+
     /// Reads and starts events; everything after the start runs on the sender's, the scheduler's
     /// and the producer's threads, through callbacks.
+    ///
+    /// Records are taken as they come, plus whatever else is already buffered (up to `readBatch`);
+    /// their requests then go to the sender in one call, so that a connection's event loop is woken
+    /// and writes once per batch rather than once per event. An idle stream still sends each event
+    /// at once (a batch of one); a backlog costs at most a batch's decoding in latency.
     private func readLoop(_ consumer: KafkaConsumer, publisher: ResultPublisher) async {
+        var records = consumer.messages.makeAsyncIterator()
+        var requests: [NotificationRequest] = []
+        requests.reserveCapacity(Self.readBatch)
         do {
-            for try await record in consumer.messages {
-                if isStopping { continue }  // revoked and uncommitted: read again by the next owner
-                observer.consumed(topic: record.topic)
-                if state.withLockedValue({ $0.paused }) { await waitWhilePaused() }
-                let running = state.withLockedValue { state in
-                    if state.admit(record.topicPartition, offset: record.offset) {
-                        consumer.pause(Array(consumer.assignment))
-                        observer.pausedChanged(true)
+            while var record = try await records.next() {
+                var taken = 1
+                while true {
+                    if !isStopping {  // else revoked and uncommitted: read again by the next owner
+                        observer.consumed(topic: record.topic)
+                        if state.withLockedValue({ $0.paused }) {
+                            // The batch's requests first: the events that free the bound may be among them.
+                            sendAll(&requests)
+                            await waitWhilePaused()
+                        }
+                        let running = state.withLockedValue { state in
+                            if state.admit(record.topicPartition, offset: record.offset) {
+                                consumer.pause(Array(consumer.assignment))
+                                observer.pausedChanged(true)
+                            }
+                            return state.running
+                        }
+                        observer.inFlightChanged(running)
+                        start(record, sending: &requests, publisher: publisher, consumer: consumer)
                     }
-                    return state.running
+                    guard taken < Self.readBatch, let next = records.nextIfBuffered() else { break }
+                    record = next
+                    taken += 1
                 }
-                observer.inFlightChanged(running)
-                start(record, publisher: publisher, consumer: consumer)
+                sendAll(&requests)
             }
         } catch {
+            sendAll(&requests)
             logger.critical("the consumer failed: \(error); stopping")
             failure.withLockedValue { $0 = error }
             beginShutdown()
         }
+    }
+
+    private func sendAll(_ requests: inout [NotificationRequest]) {
+        guard !requests.isEmpty else { return }
+        sender.send(requests)
+        requests.removeAll(keepingCapacity: true)
     }
 
     private func waitWhilePaused() async {
@@ -146,10 +176,14 @@ public final class WorkerPipeline: Service, Sendable {
 
     // MARK: one event
 
-    /// Decodes the record here, then lets it run: send, retries, dead letter, result, `finish`.
-    private func start(_ record: KafkaConsumerMessage, publisher: ResultPublisher, consumer: KafkaConsumer) {
+    /// Decodes the record here, then lets it run: send (its first request joins `requests`), retries,
+    /// dead letter, result, `finish`.
+    private func start(
+        _ record: KafkaConsumerMessage, sending requests: inout [NotificationRequest], publisher: ResultPublisher,
+        consumer: KafkaConsumer
+    ) {
         let started = ContinuousClock.now
-        processor.process(record) { result in
+        processor.process(record, sending: &requests) { result in
             guard let result else {
                 self.finish(record.topicPartition, record.offset, consumer: consumer, completed: false)
                 return
