@@ -52,10 +52,37 @@ struct PatternTests {
 
     @Test("a 10 MB input goes to the fallback instead of allocating a huge state set")
     func hugeInput() throws {
-        let pattern = try Pattern("^[a-j]+$")
+        let pattern = try Pattern("^[a-j]+k?$")
         let big = String(repeating: "abcdefghij", count: 1_000_000)
         #expect(pattern.own?.matches(big) == nil)
         #expect(pattern.matches(big))
+    }
+
+    @Test("whole-input runs of one class take the one-pass path and agree with Swift's Regex")
+    func anchoredRuns() throws {
+        let runs = [
+            "^[a-c]+$", "^([ab]{2})+$", "^[a-c]{2,3}$", "^a*$", "^.{3}$", "^(a{2}){1,2}$", "^[^x]+$", "^[!-~]+$",
+        ]
+        let others = ["^[a-c]+x$", "[a-c]+$", "^[a-c]+", "^(a|b)+$", "^(ab)+$"]
+        let alphabet: [Character] = ["a", "b", "c", "x", "é", "\n"]
+        var inputs: [String] = [""]
+        for length in 1...4 {
+            for prefix in inputs where prefix.count == length - 1 {
+                for c in alphabet { inputs.append(prefix + String(c)) }
+            }
+        }
+        for source in runs + others {
+            let own = try ECMARegex(source)
+            #expect((own.anchoredRun != nil) == runs.contains(source), "\(source)")
+            let swift = try Regex(Pattern.translate(source)).matchingSemantics(.unicodeScalar)
+            for input in inputs {
+                #expect(own.matches(input) == ((try? swift.firstMatch(in: input)) != nil), "\(source) on '\(input)'")
+            }
+        }
+        let token = try ECMARegex("^([0-9A-Fa-f]{2})+$")
+        #expect(token.matches(String(repeating: "ab", count: 32)) == true)
+        #expect(token.matches(String(repeating: "ab", count: 32) + "a") == false, "odd length")
+        #expect(token.matches(String(repeating: "ab", count: 31) + "zz") == false)
     }
 
     @Test("agrees with Swift's Regex on generated inputs")

@@ -30,8 +30,59 @@ struct ECMARegex: Sendable {
     static let maxStateBitsWithoutFallback = 1 << 30
     static let maxProgram = 20_000
 
+    /// `^S+$`, `^(S{2})+$`, `^S{8,64}$`…: one class over the whole input, in runs of `unit` scalars,
+    /// `minimum` to `maximum` runs. The shape of most schema patterns (device tokens, ids): checked by
+    /// one pass over the input, without the machine. Nil for every other shape.
+    struct AnchoredRun: Sendable {
+        let set: ScalarSet
+        let unit: Int
+        let minimum: Int
+        let maximum: Int?
+
+        func matches(_ string: String) -> Bool {
+            var count = 0
+            for scalar in string.unicodeScalars {
+                guard set.contains(scalar.value) else { return false }
+                count += 1
+            }
+            guard count % unit == 0 else { return false }
+            let runs = count / unit
+            return runs >= minimum && runs <= (maximum ?? Int.max)
+        }
+
+        init?(_ tree: RegexNode) {
+            guard case .concat(let items) = tree, items.count == 3, case .start = items[0], case .end = items[2],
+                case .repeated(let inner, let minimum, let maximum) = items[1], let (set, unit) = Self.unit(inner),
+                unit > 0
+            else { return nil }
+            var finished = set
+            finished.finish()
+            self.set = finished
+            self.unit = unit
+            self.minimum = minimum
+            self.maximum = maximum
+        }
+
+        /// A fixed number of scalars from one class: `S`, `S{k}`, `(S{k})`.
+        private static func unit(_ node: RegexNode) -> (ScalarSet, Int)? {
+            switch node {
+            case .set(let set): return (set, 1)
+            case .scalar(let c): return (ScalarSet.of([c...c]), 1)
+            case .any: return (ScalarSet.of(ScalarSet.lineTerminators.ranges, negated: true), 1)
+            case .repeated(let inner, let minimum, let maximum) where maximum == minimum:
+                guard let (set, unit) = Self.unit(inner) else { return nil }
+                return (set, unit * minimum)
+            default: return nil
+            }
+        }
+    }
+
+    /// Set when the whole pattern is an ``AnchoredRun``.
+    let anchoredRun: AnchoredRun?
+
     init(_ source: String) throws(RegexSyntaxIssue) {
         let tree = try ECMARegexParser.parse(source)
+        anchoredRun = AnchoredRun(tree)
         var compiler = Compiler()
         try compiler.emit(tree)
         compiler.program.append(.match)
@@ -107,6 +158,7 @@ struct ECMARegex: Sendable {
     /// are decoded to code points once. The visited set lives in a temporary (stack, when small)
     /// allocation.
     func matches(_ string: String, maxStateBits: Int = ECMARegex.maxStateBits) -> Bool? {
+        if let anchoredRun { return anchoredRun.matches(string) }
         // At least a quarter as many code points as bytes: decline huge inputs before decoding them.
         if program.count * (string.utf8.count / 4 + 1) > maxStateBits { return nil }
         let ascii: Bool?? = string.utf8.withContiguousStorageIfAvailable { bytes -> Bool? in
