@@ -40,11 +40,24 @@ struct ECMARegex: Sendable {
         let maximum: Int?
 
         func matches(_ string: String) -> Bool {
+            // ASCII in contiguous UTF-8 (nearly every token and id): one byte, one scalar.
+            let ascii = string.utf8.withContiguousStorageIfAvailable { bytes -> Bool? in
+                for byte in bytes {
+                    guard byte < 0x80 else { return nil }
+                    guard set.contains(UInt32(byte)) else { return false }
+                }
+                return accepts(count: bytes.count)
+            }
+            if case .some(.some(let verdict)) = ascii { return verdict }
             var count = 0
             for scalar in string.unicodeScalars {
                 guard set.contains(scalar.value) else { return false }
                 count += 1
             }
+            return accepts(count: count)
+        }
+
+        private func accepts(count: Int) -> Bool {
             guard count % unit == 0 else { return false }
             let runs = count / unit
             return runs >= minimum && runs <= (maximum ?? Int.max)
