@@ -340,6 +340,44 @@ struct SimulatorTests {
         }
     }
 
+    @Test("pool statistics: connections by state, streams in use against the server's limit, requests waiting")
+    func poolStatistics() async throws {
+        try await withSimulator { simulator, pki in
+            var configuration = configuration(simulator, pki, connections: 2)
+            configuration.maximumWaitingRequests = 1000
+            try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+                #expect(client.statistics == APNsPoolStatistics(), "nothing before the first send")
+                // Both connections past the one-stream start of token authentication.
+                _ = try await sendMany(client, count: 100, token: "aabbccdd")
+                var idle = APNsPoolStatistics()
+                idle.readyConnections = 2
+                idle.streamCapacity = 2000
+                #expect(client.statistics == idle)
+                // 10 streams a connection, 50 requests held 500 ms each: 20 on streams, 30 waiting.
+                simulator.setMaxConcurrentStreams(10)
+                let limited = ContinuousClock.now + .seconds(10)
+                while client.statistics.streamCapacity != 20, ContinuousClock.now < limited {
+                    _ = try await client.send(try ClientFixtures.notification(token: "aabbccdd"))
+                }
+                simulator.faults.latency = .fixed(.milliseconds(500))
+                let pending = Task { try await sendMany(client, count: 50, token: "aabbccdd") }
+                let busyBy = ContinuousClock.now + .seconds(10)
+                while client.statistics.waitingRequests < 30, ContinuousClock.now < busyBy {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                var busy = idle
+                busy.streamCapacity = 20
+                busy.streamsInUse = 20
+                busy.waitingRequests = 30
+                #expect(client.statistics == busy)
+                #expect(try await pending.value == ["200": 50])
+                busy.streamsInUse = 0
+                busy.waitingRequests = 0
+                #expect(client.statistics == busy, "all answered: streams free, nothing waits")
+            }
+        }
+    }
+
     @Test("20,000 notifications, 4 connections, 5% 503 and 5% 429: exactly one answer each")
     func faultRun() async throws {
         try await withSimulator { simulator, pki in

@@ -189,6 +189,11 @@ public final class APNsClient: Sendable {
         }
     }
 
+    /// The connections, streams and waiting requests of all its pools, now.
+    public var statistics: APNsPoolStatistics {
+        pools.values.reduce(APNsPoolStatistics()) { $0 + $1.statistics }
+    }
+
     /// Takes no new notifications, lets those in flight finish, closes every connection, and stops
     /// the event loop if the client made it.
     public func shutdown() async {

@@ -131,6 +131,10 @@ final class APNsConnectionPool: Sendable {
         }
     }
 
+    var statistics: APNsPoolStatistics {
+        state.withLockedValue { $0.machine.statistics }
+    }
+
     /// A fresh id for a request that may wait, for `execute(waiterID:)` and `giveUp`.
     func makeWaiterID() -> Int {
         state.withLockedValue { state in

@@ -59,6 +59,28 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
     }
 
     var waiterCount: Int { waiters.count }
+
+    /// What the pool holds right now, for metrics.
+    var statistics: APNsPoolStatistics {
+        var statistics = APNsPoolStatistics()
+        for slot in slots {
+            switch slot.phase {
+            case .ready: statistics.readyConnections += 1
+            case .connecting: statistics.connectingConnections += 1
+            case .idle, .backingOff: break
+            }
+        }
+        for load in loads.values {
+            statistics.streamsInUse += load.inFlight
+            if load.slot == nil {
+                statistics.drainingConnections += 1
+            } else {
+                statistics.streamCapacity += load.capacity
+            }
+        }
+        statistics.waitingRequests = waiters.count
+        return statistics
+    }
     var inFlight: Int { loads.values.reduce(0) { $0 + $1.inFlight } }
 
     /// A request wants a connection. `waiterID` identifies it if it has to wait.
@@ -218,5 +240,36 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
             actions.append(.dispatch(waiters.removeFirst().waiter, connectionID: id))
         }
         return actions
+    }
+}
+
+/// A connection pool's state at one moment (a pool per credential; a client's figures add up its
+/// pools'). For gauges: connections by state, streams in use against what the server allows, and
+/// requests waiting for a stream.
+public struct APNsPoolStatistics: Sendable, Equatable {
+    /// Open and taking requests.
+    public var readyConnections = 0
+    /// Being opened (TCP, TLS, HTTP/2 settings).
+    public var connectingConnections = 0
+    /// After GOAWAY: finishing their requests, taking no new ones.
+    public var drainingConnections = 0
+    /// Requests on a stream (sent or being sent, not yet answered), draining connections included.
+    public var streamsInUse = 0
+    /// The sum of the ready connections' MAX_CONCURRENT_STREAMS.
+    public var streamCapacity = 0
+    /// Requests waiting for a free stream.
+    public var waitingRequests = 0
+
+    public init() {}
+
+    static func + (lhs: Self, rhs: Self) -> Self {
+        var sum = lhs
+        sum.readyConnections += rhs.readyConnections
+        sum.connectingConnections += rhs.connectingConnections
+        sum.drainingConnections += rhs.drainingConnections
+        sum.streamsInUse += rhs.streamsInUse
+        sum.streamCapacity += rhs.streamCapacity
+        sum.waitingRequests += rhs.waitingRequests
+        return sum
     }
 }
