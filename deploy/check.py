@@ -54,6 +54,10 @@ METRICS = {
     "apns_worker_consumer_lag": ("gauge", {"topic", "partition"}),
     "apns_worker_commits_total": ("counter", {"result"}),
     "apns_worker_credentials_broken": ("gauge", {"credential"}),
+    "apns_worker_apns_connections": ("gauge", {"credential", "environment", "state"}),
+    "apns_worker_apns_streams_in_use": ("gauge", {"credential", "environment"}),
+    "apns_worker_apns_stream_capacity": ("gauge", {"credential", "environment"}),
+    "apns_worker_apns_requests_waiting": ("gauge", {"credential", "environment"}),
 }
 
 # Series that are not the worker's but that the alerts may use.

@@ -16,6 +16,8 @@ public enum WorkerRuntime {
         public let health: HealthState
         public let metrics: WorkerMetrics
         public let registry: PrometheusCollectorRegistry
+        /// Sets the gauges read at scrape time (the APNs pools'); `/metrics` calls it before each answer.
+        public let beforeScrape: @Sendable () -> Void
         public let logger: Logger
 
         public func run(handlingSignals: Bool = true) async throws {
@@ -24,12 +26,13 @@ public enum WorkerRuntime {
 
         /// The service group `run` runs; `triggerGracefulShutdown()` on it stops the worker cleanly.
         public func serviceGroup(handlingSignals: Bool) -> ServiceGroup {
-            ServiceGroup(configuration: ServiceGroupConfiguration(
-                // The operations endpoint first: services stop in reverse order, so /metrics and
-                // /health keep answering while the pipeline drains.
-                services: [.init(service: operations), .init(service: pipeline)],
-                gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [],
-                logger: logger))
+            ServiceGroup(
+                configuration: ServiceGroupConfiguration(
+                    // The operations endpoint first: services stop in reverse order, so /metrics and
+                    // /health keep answering while the pipeline drains.
+                    services: [.init(service: operations), .init(service: pipeline)],
+                    gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [],
+                    logger: logger))
         }
     }
 
@@ -62,13 +65,20 @@ public enum WorkerRuntime {
         if consumer.statisticsInterval == nil { consumer.statisticsInterval = .seconds(10) }
 
         let pipeline = WorkerPipeline(
-            configuration: pipelineConfiguration, consumer: consumer, producer: configuration.kafkaProducerConfiguration,
+            configuration: pipelineConfiguration, consumer: consumer,
+            producer: configuration.kafkaProducerConfiguration,
             sender: sender, observer: observer, logger: logger)
+        let beforeScrape: @Sendable () -> Void = {
+            for (credential, environment, statistics) in sender.poolStatistics() {
+                metrics.setAPNsPool(credential: credential, environment: environment.rawValue, statistics)
+            }
+        }
         let operations = OperationsServer(
-            settings: configuration.http, health: health, registry: registry, logger: logger, onListening: onListening)
+            settings: configuration.http, health: health, registry: registry, logger: logger,
+            beforeScrape: beforeScrape, onListening: onListening)
         return Assembly(
             pipeline: pipeline, operations: operations, health: health, metrics: metrics, registry: registry,
-            logger: logger)
+            beforeScrape: beforeScrape, logger: logger)
     }
 
     /// A second SIGTERM or SIGINT while draining ends the process at once (exit 130), for an operator

@@ -1,6 +1,7 @@
 import APNsSimulator
 import Foundation
 import Kafka
+import Prometheus
 import Testing
 import Worker
 import WorkerDemo
@@ -27,6 +28,16 @@ struct EndToEndTests {
         try await eventually(10, "offsets committed to the end") {
             try await harness.commitProgress(group: "e2e").allSatisfy { $0.committed == $0.end }
         }
+        // The APNs pools' gauges, as /metrics shows them: connections open, every stream free again.
+        worker.assembly.beforeScrape()
+        let scraped = String(decoding: worker.assembly.registry.emitToBuffer(), as: UTF8.self).split(separator: "\n")
+        func values(_ prefix: String) -> [Double] {
+            scraped.filter { $0.hasPrefix(prefix) }.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+        }
+        let ready = values(#"apns_worker_apns_connections{credential="demo",environment="production",state="ready"}"#)
+        #expect(ready.count == 1 && ready[0] >= 1, "\(ready)")
+        let inUse = values(#"apns_worker_apns_streams_in_use{credential="demo","#)
+        #expect(!inUse.isEmpty && inUse.allSatisfy { $0 == 0 }, "\(inUse)")
         try await worker.stop()
 
         // Exactly one result per event, each with the outcome its event was built for.

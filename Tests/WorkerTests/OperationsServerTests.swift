@@ -1,6 +1,8 @@
+import APNs
 import Foundation
 import Synchronization
 import Logging
+import NIOConcurrencyHelpers
 import Prometheus
 import ServiceLifecycle
 import Testing
@@ -21,14 +23,14 @@ struct OperationsServerTests {
 
     /// Runs the server as a `Service` in a `ServiceGroup` on 127.0.0.1, port 0; shuts it down gracefully after `body`.
     private func withServer(
-        health: HealthState, registry: PrometheusCollectorRegistry,
+        health: HealthState, registry: PrometheusCollectorRegistry, beforeScrape: @escaping @Sendable () -> Void = {},
         _ body: (_ port: Int) async throws -> Void
     ) async throws {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let logger = Logger(label: "test.operations")
         let server = OperationsServer(
             host: "127.0.0.1", port: 0, health: health, registry: registry, logger: logger,
-            onListening: { continuation.yield($0) })
+            beforeScrape: beforeScrape, onListening: { continuation.yield($0) })
         let group = ServiceGroup(services: [server], gracefulShutdownSignals: [], logger: logger)
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
@@ -146,7 +148,21 @@ struct OperationsServerTests {
         metrics.setConsumerLag(topic: "notifications", partition: 3, lag: 42)
         metrics.committed(success: true)
         metrics.setCredentialBroken("app", true)
-        try await withServer(health: HealthState(), registry: registry) { port in
+        // The pools' gauges are read at scrape time: each scrape sees the pool as it is then.
+        let scrapes = NIOLockedValueBox(0)
+        let sample: @Sendable () -> Void = {
+            let scrape = scrapes.withLockedValue {
+                $0 += 1; return $0
+            }
+            var pool = APNsPoolStatistics()
+            pool.readyConnections = 4
+            pool.drainingConnections = 1
+            pool.streamsInUse = 100 * scrape
+            pool.streamCapacity = 4000
+            pool.waitingRequests = 3
+            metrics.setAPNsPool(credential: "app", environment: "production", pool)
+        }
+        try await withServer(health: HealthState(), registry: registry, beforeScrape: sample) { port in
             let answer = try await request(port, "/metrics")
             #expect(answer.status == 200)
             #expect((answer.headers["Content-Type"] as? String)?.hasPrefix("text/plain; version=0.0.4") == true)
@@ -166,9 +182,17 @@ struct OperationsServerTests {
                 #"apns_worker_consumer_lag{topic="notifications",partition="3"} 42"#,
                 #"apns_worker_commits_total{result="ok"} 1"#,
                 #"apns_worker_credentials_broken{credential="app"} 1"#,
+                #"apns_worker_apns_connections{credential="app",environment="production",state="ready"} 4"#,
+                #"apns_worker_apns_connections{credential="app",environment="production",state="connecting"} 0"#,
+                #"apns_worker_apns_connections{credential="app",environment="production",state="draining"} 1"#,
+                #"apns_worker_apns_streams_in_use{credential="app",environment="production"} 100"#,
+                #"apns_worker_apns_stream_capacity{credential="app",environment="production"} 4000"#,
+                #"apns_worker_apns_requests_waiting{credential="app",environment="production"} 3"#,
             ] {
                 #expect(text.contains(line), "missing: \(line)")
             }
+            let again = try await request(port, "/metrics").body
+            #expect(again.contains(#"apns_worker_apns_streams_in_use{credential="app",environment="production"} 200"#))
         }
     }
 }

@@ -13,6 +13,8 @@ struct OperationsRouter: Sendable {
 
     let health: HealthState
     let registry: PrometheusCollectorRegistry
+    /// Sets the gauges sampled at scrape time.
+    var beforeScrape: @Sendable () -> Void = {}
 
     static let prometheusContentType = "text/plain; version=0.0.4; charset=utf-8"
     static let jsonContentType = "application/json"
@@ -23,7 +25,10 @@ struct OperationsRouter: Sendable {
         let route: (() -> Response)?
         switch path {
         case "/metrics":
-            route = { Response(status: .ok, contentType: Self.prometheusContentType, body: registry.emitToBuffer()) }
+            route = {
+                beforeScrape()
+                return Response(status: .ok, contentType: Self.prometheusContentType, body: registry.emitToBuffer())
+            }
         case "/health/live": route = live
         case "/health/ready": route = ready
         default: route = nil

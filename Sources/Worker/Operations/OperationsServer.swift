@@ -22,14 +22,17 @@ public struct OperationsServer: Service {
     /// - Parameters:
     ///   - port: 0 picks a free port; `onListening` receives the real one once bound.
     ///   - group: defaults to NIO's shared singleton group (no threads of its own to shut down).
+    ///   - beforeScrape: runs before each `/metrics` answer, to set gauges read from elsewhere (the
+    ///     APNs connection pools).
     public init(
         host: String, port: Int, health: HealthState, registry: PrometheusCollectorRegistry, logger: Logger,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        beforeScrape: @escaping @Sendable () -> Void = {},
         onListening: @escaping @Sendable (Int) -> Void = { _ in }
     ) {
         self.host = host
         self.port = port
-        self.router = OperationsRouter(health: health, registry: registry)
+        self.router = OperationsRouter(health: health, registry: registry, beforeScrape: beforeScrape)
         self.logger = logger
         self.group = group
         self.onListening = onListening
@@ -37,11 +40,11 @@ public struct OperationsServer: Service {
 
     public init(
         settings: HTTPSettings, health: HealthState, registry: PrometheusCollectorRegistry, logger: Logger,
-        onListening: @escaping @Sendable (Int) -> Void = { _ in }
+        beforeScrape: @escaping @Sendable () -> Void = {}, onListening: @escaping @Sendable (Int) -> Void = { _ in }
     ) {
         self.init(
             host: settings.host, port: settings.port, health: health, registry: registry, logger: logger,
-            onListening: onListening)
+            beforeScrape: beforeScrape, onListening: onListening)
     }
 
     public func run() async throws {

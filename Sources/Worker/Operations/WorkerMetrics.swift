@@ -1,3 +1,4 @@
+import APNs
 import CoreMetrics
 import NIOConcurrencyHelpers
 import Prometheus
@@ -174,6 +175,20 @@ public final class WorkerMetrics: Sendable {
                 return gauge
             }()
         gauge.record(isBroken ? 1 : 0)
+    }
+
+    /// One APNs client's connection pool (credential × environment), sampled at scrape time.
+    public func setAPNsPool(credential: String, environment: String, _ statistics: APNsPoolStatistics) {
+        let labels = [("credential", credential), ("environment", environment)]
+        for (state, count) in [
+            ("ready", statistics.readyConnections), ("connecting", statistics.connectingConnections),
+            ("draining", statistics.drainingConnections),
+        ] {
+            gauge("apns_worker_apns_connections", labels + [("state", state)]).record(count)
+        }
+        gauge("apns_worker_apns_streams_in_use", labels).record(statistics.streamsInUse)
+        gauge("apns_worker_apns_stream_capacity", labels).record(statistics.streamCapacity)
+        gauge("apns_worker_apns_requests_waiting", labels).record(statistics.waitingRequests)
     }
 
     // MARK: Series cache

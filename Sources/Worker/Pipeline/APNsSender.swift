@@ -125,6 +125,13 @@ public final class APNsSender: NotificationSending {
         }
     }
 
+    /// Each client's pool as it is now: one per (credential, environment) that has sent something.
+    public func poolStatistics() -> [(credential: String, environment: APNsEnvironment, APNsPoolStatistics)] {
+        let clients = self.clients.withLockedValue { $0 }
+        return clients.map { key, client in (routes[key.route].settings.name, key.environment, client.statistics) }
+            .sorted { ($0.credential, $0.environment.rawValue) < ($1.credential, $1.environment.rawValue) }
+    }
+
     public func shutdown() async {
         let all = clients.withLockedValue { clients in
             defer { clients = [:] }
