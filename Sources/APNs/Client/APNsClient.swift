@@ -130,7 +130,10 @@ public final class APNsClient: Sendable {
             if let index = perPool.firstIndex(where: { $0.pool === prepared.pool }) {
                 perPool[index].items.append(pooled)
             } else {
-                perPool.append((prepared.pool, [pooled]))
+                var items: [APNsConnectionPool.BatchItem] = []
+                items.reserveCapacity(batch.count)
+                items.append(pooled)
+                perPool.append((prepared.pool, items))
             }
         }
         let deadline = NIODeadline.now() + requestTimeout

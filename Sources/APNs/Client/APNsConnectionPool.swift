@@ -122,7 +122,10 @@ final class APNsConnectionPool: Sendable {
             if let slot = perConnection.firstIndex(where: { $0.outbox === outbox }) {
                 perConnection[slot].requests.append(request)
             } else {
-                perConnection.append((outbox, [request]))
+                var requests: [APNsHTTP2Request] = []
+                requests.reserveCapacity(taken.count)
+                requests.append(request)
+                perConnection.append((outbox, requests))
             }
         }
         for (outbox, requests) in perConnection { outbox.send(contentsOf: requests) }

@@ -79,7 +79,10 @@ public final class APNsSender: NotificationSending {
             if let index = perClient.firstIndex(where: { $0.client === client }) {
                 perClient[index].items.append(item)
             } else {
-                perClient.append((client, [item]))
+                var items: [APNsClient.BatchItem] = []
+                items.reserveCapacity(requests.count)
+                items.append(item)
+                perClient.append((client, items))
             }
         }
         for (client, items) in perClient { client.send(items) }
