@@ -33,6 +33,34 @@ struct PoolStateMachineTests {
         #expect(dispatched(machine.release(connectionID: ids[0])).map { $0.0 } == [5])
     }
 
+    @Test("a stream given back quietly only when nothing else is due: no waiter, no drain, no shutdown")
+    func releaseQuietly() {
+        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        let id = connectIDs(machine.acquire(1, waiterID: 1))[0]
+        _ = machine.connectionReady(id: id, capacity: 2, now: .now())
+        var taken = machine.dispatchAtOnce()
+        #expect(taken == id)
+        #expect(machine.statistics.streamsInUse == 2)
+        var quiet = machine.releaseQuietly(connectionID: id)
+        #expect(quiet)
+        #expect(machine.statistics.streamsInUse == 1)
+        // Full, and one waits: the release must serve it, so the quiet way declines and changes nothing.
+        taken = machine.dispatchAtOnce()
+        #expect(taken == id)
+        #expect(dispatched(machine.acquire(9, waiterID: 9)).isEmpty)
+        quiet = machine.releaseQuietly(connectionID: id)
+        #expect(!quiet)
+        #expect(machine.statistics.streamsInUse == 2)
+        #expect(dispatched(machine.release(connectionID: id)).map(\.0) == [9])
+        // Draining after GOAWAY: the last release closes the connection, which only `release` says.
+        _ = machine.goingAway(id: id, now: .now())
+        quiet = machine.releaseQuietly(connectionID: id)
+        #expect(!quiet)
+        _ = machine.release(connectionID: id)
+        let last = machine.release(connectionID: id)
+        #expect(last.contains { if case .close(id) = $0 { true } else { false } })
+    }
+
     @Test("the wait queue is bounded")
     func boundedQueue() {
         var machine = Machine(connections: 1, maximumWaiters: 2, backoff: backoff)

@@ -67,7 +67,7 @@ final class APNsConnectionPool: Sendable {
                     APNsHTTP2Request(
                         notification: notification, token: token, deadline: deadline,
                         completion: { [self] result in
-                            update { $0.release(connectionID: id) }
+                            release(connectionID: id)
                             completion(result)
                         }))
             case .failure(let error):
@@ -116,7 +116,7 @@ final class APNsConnectionPool: Sendable {
             let request = APNsHTTP2Request(
                 notification: item.notification, token: item.token, deadline: deadline,
                 completion: { [self] result in
-                    update { $0.release(connectionID: id) }
+                    release(connectionID: id)
                     completion(result)
                 })
             if let slot = perConnection.firstIndex(where: { $0.outbox === outbox }) {
@@ -136,6 +136,13 @@ final class APNsConnectionPool: Sendable {
 
     var statistics: APNsPoolStatistics {
         state.withLockedValue { $0.machine.statistics }
+    }
+
+    /// A request's stream is free again: one lock and nothing else in the common case.
+    private func release(connectionID id: Int) {
+        if !state.withLockedValue({ $0.machine.releaseQuietly(connectionID: id) }) {
+            update { $0.release(connectionID: id) }
+        }
     }
 
     /// A fresh id for a request that may wait, for `execute(waiterID:)` and `giveUp`.

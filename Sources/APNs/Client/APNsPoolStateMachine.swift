@@ -114,6 +114,14 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
         return id
     }
 
+    /// `release`'s common case: the stream is given back and there is nothing else to do (nobody
+    /// waits, the connection is not draining, no shutdown). `false`: nothing changed; call `release`.
+    mutating func releaseQuietly(connectionID: Int) -> Bool {
+        guard !shuttingDown, waiters.isEmpty, let load = loads[connectionID], load.slot != nil else { return false }
+        loads[connectionID]!.inFlight = load.inFlight - 1
+        return true
+    }
+
     /// A request finished on `connectionID`.
     mutating func release(connectionID: Int) -> [Action] {
         guard loads[connectionID] != nil else { return [] }
