@@ -169,12 +169,14 @@ private final class HandshakeHandler: ChannelInboundHandler, RemovableChannelHan
         do {
             let sync = context.pipeline.syncOperations
             let coalescer = OutboundCoalescingHandler()
+            let literals = HuffmanLiteralCacheHandler(allocator: context.channel.allocator)
             try sync.addHandler(coalescer, position: .after(self))
+            try sync.addHandler(literals, position: .after(coalescer))
             try sync.addHandler(
                 NIOHTTP2Handler(
                     mode: .server, initialSettings: settings, headerBlockValidation: .disabled,
                     contentLengthValidation: .disabled),
-                position: .after(coalescer)
+                position: .after(literals)
             )
             try sync.addHandler(handler, position: .last)
             sync.removeHandler(context: context, promise: nil)
