@@ -47,7 +47,12 @@ extension APNsConnectionHandler {
 
     func write(_ response: Response, streamID: HTTP2StreamID, context: ChannelHandlerContext, resetAfter: Bool = false)
     {
-        var headers = HPACKHeaders()
+        // The storage of the last answer's headers is free again once HTTP/2 has encoded them (a HEADERS
+        // frame is never held back), so it is reused instead of allocated per answer.
+        var headers = responseHeaders
+        responseHeaders = HPACKHeaders()
+        headers.removeAll(keepingCapacity: true)
+        defer { responseHeaders = headers }
         headers.reserveCapacity(response.reason == nil ? 3 : 4)
         headers.add(name: ":status", value: Self.statusText(response.status))
         // Unique per response: keep them out of the client's HPACK dynamic table.

@@ -42,6 +42,12 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     var lastActivity = NIODeadline.now()
     var idleCheck: RepeatedTask?
     var messageIDs = MessageIDGenerator()
+    /// Header storage reused from answer to answer.
+    var responseHeaders = HPACKHeaders()
+    /// The last accepted path and its device token: a client sends the same path again and again.
+    var lastPath: (path: String, token: String)?
+    /// The registry's verdict for the last token and topic, valid while the registry's generation holds.
+    var lastVerdict: (token: String, topic: String, generation: Int, verdict: DeviceRegistry.Verdict)?
 
     init(core: SimulatorCore, certificate: ClientCertificateIdentity?) {
         self.core = core
@@ -182,11 +188,17 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// The verdict of the rules, the token state machine and the registry, before faults.
     private func evaluate(_ head: RequestHead, stream: inout PendingStream) -> Outcome {
         var outcome = Outcome()
-        switch RequestRules.checkLine(head) {
-        case .failure(let reason):
-            outcome.reason = reason
-            return outcome
-        case .success(let token): outcome.deviceToken = token
+        if !head.hasDuplicates, head.method == "POST", let path = head.path, let last = lastPath, last.path == path {
+            outcome.deviceToken = last.token
+        } else {
+            switch RequestRules.checkLine(head) {
+            case .failure(let reason):
+                outcome.reason = reason
+                return outcome
+            case .success(let token):
+                outcome.deviceToken = token
+                lastPath = (head.path!, token)
+            }
         }
         let authorization: RequestAuthorization
         switch auth.authorize(header: head.authorization, now: core.clock.now(), verifier: core.verifier) {
@@ -233,9 +245,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             outcome.reason = payloadReason
             return outcome
         }
-        switch core.devices.verdict(
-            token: checked.deviceToken, topic: checked.topic, environment: core.configuration.environment)
-        {
+        switch registryVerdict(token: checked.deviceToken, topic: checked.topic) {
         case .deliver: break
         case .reject(let reason): outcome.reason = reason
         case .unregistered(let since):
@@ -243,6 +253,16 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             outcome.unregisteredSince = since
         }
         return outcome
+    }
+
+    private func registryVerdict(token: String, topic: String) -> DeviceRegistry.Verdict {
+        let generation = core.devices.generation
+        if let last = lastVerdict, last.generation == generation, last.token == token, last.topic == topic {
+            return last.verdict
+        }
+        let verdict = core.devices.verdict(token: token, topic: topic, environment: core.configuration.environment)
+        lastVerdict = (token, topic, generation, verdict)
+        return verdict
     }
 
     private func afterResponse(_ response: Response, decision: FaultInjector.Decision) {

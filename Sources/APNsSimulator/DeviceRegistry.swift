@@ -1,3 +1,4 @@
+import Atomics
 import NIOConcurrencyHelpers
 
 /// Device tokens the simulated APNs knows, per topic and environment, and those it has seen go away.
@@ -43,6 +44,14 @@ public final class DeviceRegistry: Sendable {
     }
 
     private let state: NIOLockedValueBox<State>
+    /// Bumped after every change, so a connection may keep the verdict for the token and topic it saw last
+    /// (every request of a benchmark) until the registry changes, without the lock and the token's hash.
+    private let changes = ManagedAtomic<Int>(0)
+
+    /// The count of changes so far; read it before ``verdict(token:topic:environment:)`` to keep that verdict.
+    var generation: Int { changes.load(ordering: .acquiring) }
+
+    private func changed() { changes.wrappingIncrement(ordering: .releasing) }
 
     public init(policy: UnknownDevicePolicy = .reject) {
         self.state = NIOLockedValueBox(State(policy: policy))
@@ -56,21 +65,27 @@ public final class DeviceRegistry: Sendable {
             bundleID: topic.map(PushType.bundleID(ofTopic:))
         )
         state.withLockedValue { $0.entries[key] = entry }
+        changed()
     }
 
     /// Marks a token unregistered since `timestamp` (seconds since 1970): pushes get 410 Unregistered.
     public func unregister(_ token: String, at timestamp: Double) {
         state.withLockedValue { $0.entries[token.lowercased(), default: Entry()].unregisteredSince = timestamp }
+        changed()
     }
 
     public func remove(_ token: String) {
         let key = token.lowercased()
         state.withLockedValue { $0.entries[key] = nil }
+        changed()
     }
 
     public var policy: UnknownDevicePolicy {
         get { state.withLockedValue { $0.policy } }
-        set { state.withLockedValue { $0.policy = newValue } }
+        set {
+            state.withLockedValue { $0.policy = newValue }
+            changed()
+        }
     }
 
     public func device(_ token: String) -> Device? {
