@@ -143,6 +143,72 @@ struct HuffmanLiteralCacheTests {
         #expect(Self.run(bad, chunk: 100) == bad)
     }
 
+    /// SplitMix64: the same "random" blocks on every run.
+    struct SeededGenerator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    @Test("500 random header blocks, one connection's encoder and decoder: the same headers after rewriting")
+    func randomBlocksDecodeTheSame() throws {
+        var random = SeededGenerator(state: 20_261_123)
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789-_.~!/+=ABCXYZ ".utf8)
+        // Values repeat (as a client's do), so the cache is hit as well as filled and evicted.
+        var pool: [String] = []
+        for _ in 0..<12 {
+            let length = Int.random(in: 0...300, using: &random)
+            var value = String(
+                decoding: (0..<length).map { _ in alphabet.randomElement(using: &random)! }, as: UTF8.self)
+            if Bool.random(using: &random) && !value.isEmpty { value += "é" }  // not ASCII: passed on as it came
+            pool.append(value)
+        }
+        var input = Self.preface
+        var blocks: [[UInt8]] = []
+        for stream in 0..<500 {
+            try encoder.beginEncoding(allocator: ByteBufferAllocator())
+            for field in 0..<Int.random(in: 1...8, using: &random) {
+                let name = field == 0 ? ":path" : "x-field-\(Int.random(in: 0..<5, using: &random))"
+                let value = pool.randomElement(using: &random)!
+                switch Int.random(in: 0..<3, using: &random) {
+                case 0: try encoder.append(header: name, value: value)
+                case 1: try encoder.appendNonIndexed(header: name, value: value)
+                default: try encoder.appendNeverIndexed(header: name, value: value)
+                }
+            }
+            let block = Array(try encoder.endEncoding().readableBytesView)
+            blocks.append(block)
+            input += Self.frame(type: 0x1, flags: 0x5, stream: UInt32(2 * stream + 1), block)
+        }
+        for chunk in [3, 1000, 65_536] {
+            let (_, frames) = Self.parse(Self.run(input, chunk: chunk))
+            try #require(frames.count == blocks.count)
+            #expect(try Self.decode(frames.map(\.payload)) == Self.decode(blocks), "chunk \(chunk)")
+        }
+    }
+
+    @Test("random bytes after the preface never trap; a stream of them is handed on whole or rewritten")
+    func randomBytesNeverTrap() {
+        var random = SeededGenerator(state: 7)
+        for _ in 0..<200 {
+            var input = Self.preface
+            for _ in 0..<Int.random(in: 1...6, using: &random) {
+                let length = Int.random(in: 0...600, using: &random)
+                let type = [UInt8(0x0), 0x1, 0x1, 0x1, 0x4, 0x9].randomElement(using: &random)!
+                let payload = (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) }
+                input += Self.frame(type: type, flags: UInt8.random(in: 0...255, using: &random), stream: 1, payload)
+            }
+            let output = Self.run(input, chunk: Int.random(in: 1...700, using: &random))
+            #expect(output.count >= input.count, "nothing is dropped")
+        }
+    }
+
     @Test func integersRoundTrip() {
         for value in [0, 1, 14, 15, 126, 127, 128, 300, 16_384, 1 << 20] {
             var buffer = ByteBuffer()
