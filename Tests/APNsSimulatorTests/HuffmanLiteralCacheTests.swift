@@ -143,21 +143,9 @@ struct HuffmanLiteralCacheTests {
         #expect(Self.run(bad, chunk: 100) == bad)
     }
 
-    /// SplitMix64: the same "random" blocks on every run.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     @Test("500 random header blocks, one connection's encoder and decoder: the same headers after rewriting")
     func randomBlocksDecodeTheSame() throws {
-        var random = SeededGenerator(state: 20_261_123)
+        var random = SplitMix64(seed: 20_261_123)
         var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
         let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789-_.~!/+=ABCXYZ ".utf8)
         // Values repeat (as a client's do), so the cache is hit as well as filled and evicted.
@@ -195,7 +183,7 @@ struct HuffmanLiteralCacheTests {
 
     @Test("random bytes after the preface never trap; a stream of them is handed on whole or rewritten")
     func randomBytesNeverTrap() {
-        var random = SeededGenerator(state: 7)
+        var random = SplitMix64(seed: 7)
         for _ in 0..<200 {
             var input = Self.preface
             for _ in 0..<Int.random(in: 1...6, using: &random) {
@@ -218,3 +206,6 @@ struct HuffmanLiteralCacheTests {
         }
     }
 }
+
+/// The simulator's fault generator, seeded: the same "random" blocks and frames on every run.
+extension SplitMix64: RandomNumberGenerator {}
