@@ -354,8 +354,12 @@ struct SimulatorTests {
             configuration.maximumWaitingRequests = 1000
             try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
                 #expect(client.statistics == APNsPoolStatistics(), "nothing before the first send")
-                // Both connections past the one-stream start of token authentication.
-                _ = try await sendMany(client, count: 100, token: "aabbccdd")
+                // Both connections past the one-stream start of token authentication: each needs a success
+                // of its own, so send bursts (sequential sends all go to the same least-loaded connection).
+                let warmBy = ContinuousClock.now + .seconds(30)
+                while client.statistics.streamCapacity != 2000, ContinuousClock.now < warmBy {
+                    _ = try await sendMany(client, count: 50, token: "aabbccdd")
+                }
                 var idle = APNsPoolStatistics()
                 idle.readyConnections = 2
                 idle.streamCapacity = 2000
@@ -364,7 +368,7 @@ struct SimulatorTests {
                 simulator.setMaxConcurrentStreams(10)
                 let limited = ContinuousClock.now + .seconds(10)
                 while client.statistics.streamCapacity != 20, ContinuousClock.now < limited {
-                    _ = try await client.send(try ClientFixtures.notification(token: "aabbccdd"))
+                    try await Task.sleep(for: .milliseconds(5))  // the new SETTINGS arrive on their own
                 }
                 simulator.faults.latency = .fixed(.milliseconds(500))
                 let pending = Task { try await sendMany(client, count: 50, token: "aabbccdd") }
