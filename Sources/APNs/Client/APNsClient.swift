@@ -114,8 +114,7 @@ public final class APNsClient: Sendable {
     /// that has many at hand: the requests that find a free stream reach each connection in one
     /// hand-over (one event-loop wake-up, one write, one TLS record) instead of one each.
     public func send(_ batch: [BatchItem]) {
-        // Nearly always one pool: a short list of (pool, items), searched linearly.
-        var perPool: [(pool: APNsConnectionPool, items: [APNsConnectionPool.BatchItem])] = []
+        var perPool = BatchesByDestination<APNsConnectionPool, APNsConnectionPool.BatchItem>(reserving: batch.count)
         for item in batch {
             let prepared: Prepared
             do {
@@ -127,17 +126,10 @@ public final class APNsClient: Sendable {
             let pooled = APNsConnectionPool.BatchItem(
                 notification: prepared.notification, token: prepared.token,
                 completion: answer(prepared, then: { item.completion($0.mapError { $0 }) }))
-            if let index = perPool.firstIndex(where: { $0.pool === prepared.pool }) {
-                perPool[index].items.append(pooled)
-            } else {
-                var items: [APNsConnectionPool.BatchItem] = []
-                items.reserveCapacity(batch.count)
-                items.append(pooled)
-                perPool.append((prepared.pool, items))
-            }
+            perPool.append(pooled, to: prepared.pool)
         }
         let deadline = NIODeadline.now() + requestTimeout
-        for (pool, items) in perPool { pool.execute(items, deadline: deadline) }
+        for (pool, items) in perPool.batches { pool.execute(items, deadline: deadline) }
     }
 
     /// A notification checked and matched to its pool and token, ready to go.

@@ -64,12 +64,7 @@ final class APNsConnectionPool: Sendable {
             switch acquired {
             case .success((let id, let outbox)):
                 outbox.send(
-                    APNsHTTP2Request(
-                        notification: notification, token: token, deadline: deadline,
-                        completion: { [self] result in
-                            release(connectionID: id)
-                            completion(result)
-                        }))
+                    request(notification, token: token, deadline: deadline, connectionID: id, completion: completion))
             case .failure(let error):
                 completion(.failure(error))
             }
@@ -102,37 +97,41 @@ final class APNsConnectionPool: Sendable {
             }
             return taken
         }
-        // A handful of connections: a list searched linearly beats a dictionary here.
-        var perConnection: [(outbox: APNsConnectionOutbox, requests: [APNsHTTP2Request])] = []
+        var perConnection = BatchesByDestination<APNsConnectionOutbox, APNsHTTP2Request>(reserving: taken.count)
         for (index, (id, outbox)) in taken.enumerated() {
             let item = batch[index]
             guard let outbox else {
                 update { $0.release(connectionID: id) }
-                item.completion(
-                    .failure(APNsClientError(.connectionLost, "connection vanished", mayHaveReachedAPNs: false)))
+                item.completion(.failure(Self.vanished))
                 continue
             }
-            let completion = item.completion
-            let request = APNsHTTP2Request(
-                notification: item.notification, token: item.token, deadline: deadline,
-                completion: { [self] result in
-                    release(connectionID: id)
-                    completion(result)
-                })
-            if let slot = perConnection.firstIndex(where: { $0.outbox === outbox }) {
-                perConnection[slot].requests.append(request)
-            } else {
-                var requests: [APNsHTTP2Request] = []
-                requests.reserveCapacity(taken.count)
-                requests.append(request)
-                perConnection.append((outbox, requests))
-            }
+            perConnection.append(
+                request(
+                    item.notification, token: item.token, deadline: deadline, connectionID: id,
+                    completion: item.completion),
+                to: outbox)
         }
-        for (outbox, requests) in perConnection { outbox.send(contentsOf: requests) }
+        for (outbox, requests) in perConnection.batches { outbox.send(contentsOf: requests) }
         for item in batch[taken.count...] {
             execute(item.notification, token: item.token, deadline: deadline, completion: item.completion)
         }
     }
+
+    /// A request on connection `id`; its answer gives the stream back before `completion` runs.
+    private func request(
+        _ notification: APNsNotification, token: APNsProviderToken?, deadline: NIODeadline, connectionID id: Int,
+        completion: @escaping Completion
+    ) -> APNsHTTP2Request {
+        APNsHTTP2Request(
+            notification: notification, token: token, deadline: deadline,
+            completion: { [self] result in
+                release(connectionID: id)
+                completion(result)
+            })
+    }
+
+    /// A stream was counted on a connection that is gone by the time the request reaches it.
+    private static let vanished = APNsClientError(.connectionLost, "connection vanished", mayHaveReachedAPNs: false)
 
     var statistics: APNsPoolStatistics {
         state.withLockedValue { $0.machine.statistics }
@@ -191,7 +190,7 @@ final class APNsConnectionPool: Sendable {
         if let (id, outbox) = ready {
             guard let outbox else {
                 update { $0.release(connectionID: id) }
-                waiter(.failure(APNsClientError(.connectionLost, "connection vanished", mayHaveReachedAPNs: false)))
+                waiter(.failure(Self.vanished))
                 return
             }
             waiter(.success((id, outbox)))
@@ -251,7 +250,7 @@ final class APNsConnectionPool: Sendable {
                 } else {
                     // Counted on the connection by the dispatch: give the stream back.
                     update { $0.release(connectionID: id) }
-                    waiter(.failure(APNsClientError(.connectionLost, "connection vanished", mayHaveReachedAPNs: false)))
+                    waiter(.failure(Self.vanished))
                 }
             case .fail(let waiter, let error):
                 waiter(.failure(error))

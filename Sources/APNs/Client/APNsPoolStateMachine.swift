@@ -71,14 +71,14 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
             }
         }
         for load in loads.values {
-            statistics.streamsInUse += load.inFlight
             if load.slot == nil {
                 statistics.drainingConnections += 1
             } else {
                 statistics.streamCapacity += load.capacity
             }
         }
-        statistics.waitingRequests = waiters.count
+        statistics.streamsInUse = inFlight
+        statistics.waitingRequests = waiterCount
         return statistics
     }
     var inFlight: Int { loads.values.reduce(0) { $0 + $1.inFlight } }
