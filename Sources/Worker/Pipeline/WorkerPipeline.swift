@@ -322,14 +322,16 @@ public final class WorkerPipeline: Service, Sendable {
             let bound = isStopping ? configuration.shutdownTimeout : configuration.revocationTimeout
             let committed = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let once = ResumeOnce(continuation)
-                if case .terminated = commits.yield(.partitions(selection, { once.resume(true) })) {
-                    once.resume(true)
-                    return
-                }
-                Task {
-                    try? await Task.sleep(for: bound)
+                // Cancelled once the commit is done: no sleeping task outlives a quick revocation.
+                let timer = Task {
+                    guard (try? await Task.sleep(for: bound)) != nil else { return }
                     once.resume(false)
                 }
+                let done: @Sendable () -> Void = {
+                    timer.cancel()
+                    once.resume(true)
+                }
+                if case .terminated = commits.yield(.partitions(selection, done)) { done() }
             }
             if !committed {
                 logger.warning(
