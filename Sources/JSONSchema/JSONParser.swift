@@ -54,10 +54,10 @@ struct JSONReader {
         valueStack.reserveCapacity(32)
     }
 
-    /// The values from `base` up, taken off the stack.
-    private mutating func popValues(from base: Int) -> [JSONValue] {
-        defer { valueStack.removeSubrange(base...) }
-        return Array(valueStack[base...])
+    /// The elements from `base` up, taken off `stack` as one exactly sized array.
+    private static func pop<Element>(_ stack: inout [Element], from base: Int) -> [Element] {
+        defer { stack.removeSubrange(base...) }
+        return Array(stack[base...])
     }
 
     func error(_ message: String, at offset: Int? = nil) -> JSONParseError {
@@ -148,7 +148,7 @@ struct JSONReader {
             }
         }
         depth -= 1
-        return .array(popValues(from: base))
+        return .array(Self.pop(&valueStack, from: base))
     }
 
     mutating func parseObject() throws(JSONParseError) -> JSONValue {
@@ -196,9 +196,8 @@ struct JSONReader {
             }
         }
         depth -= 1
-        let keys = Array(keyStack[base...])
-        keyStack.removeSubrange(base...)
-        return .object(JSONObject(uniqueKeys: keys, values: popValues(from: valueBase)))
+        return .object(
+            JSONObject(uniqueKeys: Self.pop(&keyStack, from: base), values: Self.pop(&valueStack, from: valueBase)))
     }
 }
 

@@ -81,7 +81,7 @@ struct ECMARegex: Sendable {
             switch node {
             case .set(let set): return (set, 1)
             case .scalar(let c): return (ScalarSet.of([c...c]), 1)
-            case .any: return (ScalarSet.of(ScalarSet.lineTerminators.ranges, negated: true), 1)
+            case .any: return (ScalarSet.dot, 1)
             case .repeated(let inner, let minimum, let maximum) where maximum == minimum:
                 guard let (set, unit) = Self.unit(inner) else { return nil }
                 return (set, unit * minimum)
@@ -122,7 +122,7 @@ struct ECMARegex: Sendable {
                 sets.append(set)
                 program.append(.set(sets.count - 1))
             case .any:
-                var set = ScalarSet.of(ScalarSet.lineTerminators.ranges, negated: true)
+                var set = ScalarSet.dot
                 set.finish()
                 sets.append(set)
                 program.append(.set(sets.count - 1))

@@ -79,6 +79,8 @@ struct ScalarSet: Sendable {
     ])
     /// What `.` does not match.
     static let lineTerminators = of([10...10, 13...13, 0x2028...0x2029])
+    /// What `.` matches: every code point but the line terminators.
+    static let dot = of(lineTerminators.ranges, negated: true)
 }
 
 /// Why a pattern is not run by ``ECMARegex`` (it then goes to Swift's `Regex`, or is invalid).
