@@ -123,9 +123,18 @@ final class KafkaConsumerCore: Sendable {
     // MARK: pauses
 
     /// Makes librdkafka's paused set match the state machine's desired one.
-    func applyPauses(_ handle: OpaquePointer) {
+    ///
+    /// `reassigned`: partitions just (re)assigned, whose pause flag in librdkafka is unknown and is
+    /// set explicitly either way. librdkafka keeps a partition's pause flag across a revocation (its
+    /// partition objects outlive the assignment), so a partition paused before a rebalance and
+    /// assigned back would stay paused for good while the state machine, whose caller pauses end
+    /// with the revocation, believed it fetching.
+    func applyPauses(_ handle: OpaquePointer, reassigned: [KafkaTopicPartition] = []) {
         appliedPauses.withLock { applied in
             let (desired, assigned) = state.withLock { ($0.desiredPaused, $0.assigned) }
+            for partition in reassigned {
+                if desired.contains(partition) { applied.remove(partition) } else { applied.insert(partition) }
+            }
             let toPause = desired.subtracting(applied)
             let toResume = applied.subtracting(desired).intersection(assigned)
             if !toPause.isEmpty {
@@ -158,9 +167,7 @@ final class KafkaConsumerCore: Sendable {
                 if err != RD_KAFKA_RESP_ERR_NO_ERROR { logger.error("assign: \(KafkaError(err))") }
             }
             state.withLock { $0.assign(partitions) }
-            // A fresh assignment is unpaused in librdkafka; forget any stale record of it.
-            appliedPauses.withLock { $0.subtract(partitions) }
-            applyPauses(handle)
+            applyPauses(handle, reassigned: partitions)
             runHandler { await $0.partitionsAssigned(partitions) }
 
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:

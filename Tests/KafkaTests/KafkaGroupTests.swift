@@ -146,6 +146,48 @@ struct KafkaGroupTests {
         await consumer.close()
     }
 
+    // librdkafka keeps a partition's pause flag after the partition is revoked (its partition object
+    // outlives the assignment), while this consumer's state ends a caller's pause with the
+    // revocation. A partition revoked while paused and later assigned back stayed paused for good,
+    // with nobody left to resume it: a worker paused at its in-flight bound during a rebalance
+    // stopped reading that partition. (The assignor is cooperative-sticky: a rebalance revokes only
+    // what moves, and what stays keeps its pause.)
+    @Test("a partition revoked while paused and assigned back is fetched again; one that stayed keeps its pause")
+    func pauseEndsWithRevocation() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("repause")
+        let group = uniqueName("group")
+        try cluster.createTopic(topic, partitions: 2)
+        try await produce(20, to: topic, on: cluster)
+        let a = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: group))
+        try a.subscribe(topics: [topic])
+        _ = try await read(20, from: a)
+        #expect(a.assignment.count == 2)
+        a.pause(Array(a.assignment))
+
+        // A second member joins and takes one partition; A keeps the other, still paused.
+        let b = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: group))
+        try b.subscribe(topics: [topic])
+        try await withTimeout(60, "the split") {
+            while a.assignment.count != 1 || b.assignment.count != 1 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        let kept = try #require(a.assignment.first)
+        let moved = try #require(b.assignment.first)
+        // B leaves without committing: the moved partition comes back to A, which reads it from the start.
+        await b.close()
+        try await withTimeout(60, "A taking the partition back") {
+            while a.assignment.count != 2 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        try await produce(40, to: topic, on: cluster, from: 20)
+        let end = try await a.watermarks(of: moved).high
+        let records = try await read(Int(end), from: a, within: 30)
+        #expect(records.allSatisfy { $0.topicPartition == moved }, "the kept partition stays paused")
+        #expect(records.map(\.offset) == Array(0..<end))
+        let more = try await readAvailable(from: a, for: 2)
+        #expect(!more.contains { $0.topicPartition == kept }, "the kept partition stays paused")
+        await a.close()
+    }
+
     @Test("a reader that stops reading does not make the consumer buffer the backlog")
     func bufferStaysBounded() async throws {
         let cluster = try KafkaMockCluster(brokers: 1)
