@@ -73,7 +73,7 @@ public final class KafkaConsumer: Sendable {
             _ = state.revoke(Array(state.assigned))
             state.assign(partitions)
         }
-        core.applyPauses(client.handle, reassigned: partitions)
+        core.applyPauses(client.handle)
     }
 
     /// The partition IDs of a topic, from the cluster's metadata.

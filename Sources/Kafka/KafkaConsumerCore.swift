@@ -124,17 +124,16 @@ final class KafkaConsumerCore: Sendable {
 
     /// Makes librdkafka's paused set match the state machine's desired one.
     ///
-    /// `reassigned`: partitions just (re)assigned, whose pause flag in librdkafka is unknown and is
-    /// set explicitly either way. librdkafka keeps a partition's pause flag across a revocation (its
-    /// partition objects outlive the assignment), so a partition paused before a rebalance and
-    /// assigned back would stay paused for good while the state machine, whose caller pauses end
-    /// with the revocation, believed it fetching.
-    func applyPauses(_ handle: OpaquePointer, reassigned: [KafkaTopicPartition] = []) {
+    /// `appliedPauses` is what librdkafka has paused, assigned or not: librdkafka keeps a
+    /// partition's pause flag after the partition is revoked (its partition objects outlive the
+    /// assignment), so a partition revoked while paused stays in it, and is resumed here when it is
+    /// assigned back unpaused. (Forgetting it at the revocation left such a partition paused for
+    /// good while the state machine, whose caller pauses end with the revocation, believed it
+    /// fetching.) Partitions never paused are never resumed: a resume makes librdkafka restart the
+    /// partition's fetch, which can deliver records twice.
+    func applyPauses(_ handle: OpaquePointer) {
         appliedPauses.withLock { applied in
             let (desired, assigned) = state.withLock { ($0.desiredPaused, $0.assigned) }
-            for partition in reassigned {
-                if desired.contains(partition) { applied.remove(partition) } else { applied.insert(partition) }
-            }
             let toPause = desired.subtracting(applied)
             let toResume = applied.subtracting(desired).intersection(assigned)
             if !toPause.isEmpty {
@@ -143,7 +142,8 @@ final class KafkaConsumerCore: Sendable {
             if !toResume.isEmpty {
                 _ = RDKafkaTopicPartitionList(toResume).withPointer { rd_kafka_resume_partitions(handle, $0) }
             }
-            applied = desired
+            // Revoked partitions keep their flag in librdkafka until they are assigned back.
+            applied = desired.union(applied.subtracting(assigned))
         }
     }
 
@@ -167,7 +167,7 @@ final class KafkaConsumerCore: Sendable {
                 if err != RD_KAFKA_RESP_ERR_NO_ERROR { logger.error("assign: \(KafkaError(err))") }
             }
             state.withLock { $0.assign(partitions) }
-            applyPauses(handle, reassigned: partitions)
+            applyPauses(handle)
             runHandler { await $0.partitionsAssigned(partitions) }
 
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
@@ -183,7 +183,6 @@ final class KafkaConsumerCore: Sendable {
             } else {
                 _ = rd_kafka_assign(handle, nil)
             }
-            appliedPauses.withLock { $0.subtract(partitions) }
             if pausesChanged { applyPauses(handle) }
 
         default:
