@@ -33,6 +33,14 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let illegalGeneration = Code(RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION)
         public static let unknownMemberID = Code(RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID)
         public static let noOffset = Code(RD_KAFKA_RESP_ERR__NO_OFFSET)
+        public static let messageSizeTooLarge = Code(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+        public static let recordListTooLarge = Code(RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE)
+        public static let invalidRecord = Code(RD_KAFKA_RESP_ERR_INVALID_RECORD)
+        public static let topicException = Code(RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION)
+        public static let topicAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
+        public static let clusterAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED)
+        public static let unknownTopic = Code(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
+        public static let unknownPartition = Code(RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
 
         init(_ err: rd_kafka_resp_err_t) { self.rawValue = err.rawValue }
     }
@@ -76,6 +84,32 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         .notLeaderForPartition, .requestTimedOut, .messageTimedOut, .queueFull, .transport, .allBrokersDown,
         .timedOut, .notCoordinator, .coordinatorNotAvailable, .rebalanceInProgress,
     ]
+
+    /// How far a failure to produce a record reaches, for a producer that must decide whether
+    /// trying the same record again can ever succeed.
+    public enum ProduceFailureScope: Sendable, Hashable {
+        /// A passing condition (a broker away, a leader moving, a time-out): the same record again.
+        case transient
+        /// This record as it is will never be stored (too large, refused by the topic's rules); a
+        /// different record to the same topic may be.
+        case record
+        /// Nothing can be stored in this topic until someone acts (no such topic, not authorized).
+        case topic
+        /// The producer is unusable (an idempotent producer lost its guarantees): only a new one recovers.
+        case fatal
+    }
+
+    /// What this error means for the record whose production it failed.
+    public var produceFailureScope: ProduceFailureScope {
+        if isFatal { return .fatal }
+        switch code {
+        case .messageSizeTooLarge, .recordListTooLarge, .invalidRecord: return .record
+        case .topicException, .topicAuthorizationFailed, .clusterAuthorizationFailed, .unknownTopic,
+            .unknownPartition, .unknownTopicOrPartition:
+            return .topic
+        default: return .transient
+        }
+    }
 
     public var description: String {
         var text = "Kafka error \(code.name): \(message)"

@@ -59,6 +59,9 @@ public enum WorkerRuntime {
         pipelineConfiguration.revocationTimeout = configuration.delivery.revocationTimeout
         pipelineConfiguration.shutdownTimeout = configuration.delivery.shutdownTimeout
         pipelineConfiguration.retryPolicy = configuration.delivery.retry
+        pipelineConfiguration.maxEventAge = configuration.delivery.maxEventAge
+        pipelineConfiguration.maxRecordBytes = configuration.delivery.maxRecordBytes
+        pipelineConfiguration.publishBlockedLimit = configuration.delivery.publishBlockedLimit
 
         var consumer = configuration.kafkaConsumerConfiguration
         // Lag per partition, for apns_worker_consumer_lag.

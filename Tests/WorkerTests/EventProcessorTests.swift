@@ -120,8 +120,8 @@ struct EventProcessorTests {
         let results = Results()
         let processor = Self.processor(sender, scheduler)
         var requests: [NotificationRequest] = []
-        processor.process(Self.record(Self.valid, offset: 0), sending: &requests) { results.append($0) }
-        processor.process(Self.record(Array("{".utf8), offset: 1), sending: &requests) { results.append($0) }
+        processor.process(Self.record(Self.valid, offset: 0), lease: PartitionLease(), sending: &requests) { results.append($0) }
+        processor.process(Self.record(Array("{".utf8), offset: 1), lease: PartitionLease(), sending: &requests) { results.append($0) }
         #expect(requests.count == 1, "the valid event's request waits in the caller's batch")
         #expect(results.values.map { $0?.outcome } == [.invalid], "the invalid one ended at once")
         #expect(sender.sent.withLockedValue { $0.isEmpty }, "nothing sent before the caller sends the batch")

@@ -3,14 +3,26 @@ import Testing
 
 @testable import Worker
 
-@Suite("Pipeline state: backpressure and drains")
+@Suite("Pipeline state: backpressure, ownership, drains and shutdown")
 struct PipelineStateMachineTests {
     let p0 = KafkaTopicPartition(topic: "events", partition: 0)
     let p1 = KafkaTopicPartition(topic: "events", partition: 1)
 
+    /// A machine that owns `partitions`, with their leases.
+    func owning(_ partitions: [KafkaTopicPartition], maxInFlight: Int) -> (PipelineStateMachine, [PartitionLease]) {
+        var state = PipelineStateMachine(maxInFlight: maxInFlight)
+        _ = state.assign(partitions)
+        return (state, partitions.map { state.lease(of: $0)! })
+    }
+
+    func ran(_ action: PipelineStateMachine.AdmitAction) -> Bool? {
+        if case .run(let pause) = action { return pause }
+        return nil
+    }
+
     @Test func pausesAtTheBoundAndResumesAtHalf() async {
-        var state = PipelineStateMachine(maxInFlight: 4)
-        let admitted = (0..<4).map { state.admit(p0, offset: Int64($0)) }
+        var (state, leases) = owning([p0], maxInFlight: 4)
+        let admitted = (0..<4).map { ran(state.admit(p0, offset: Int64($0), lease: leases[0])) }
         #expect(admitted == [false, false, false, true], "the fourth fills the bound")
         #expect(state.paused)
 
@@ -18,26 +30,26 @@ struct PipelineStateMachineTests {
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
             let mayRead = state.mayRead(waiter)
             #expect(!mayRead)
-            let first = state.finish(p0, offset: 0)
+            let first = state.finish(p0, offset: 0, lease: leases[0])
             #expect(first.resume == nil && !first.resumeConsumer)
-            let second = state.finish(p0, offset: 1)
+            let second = state.finish(p0, offset: 1, lease: leases[0])
             #expect(second.resumeConsumer)
             second.resume?.resume()
         }
         #expect(!state.paused)
-        #expect(state.tracker.commitCandidates() == [KafkaTopicPartitionOffset(p0, offset: 2)])
+        #expect(state.commitCandidates(in: nil) == [KafkaTopicPartitionOffset(p0, offset: 2)])
     }
 
     @Test func aRevocationWaitsOnlyForItsOwnPartitions() async {
-        var state = PipelineStateMachine(maxInFlight: 100)
-        _ = state.admit(p0, offset: 0)
-        _ = state.admit(p1, offset: 0)
+        var (state, leases) = owning([p0, p1], maxInFlight: 100)
+        _ = state.admit(p0, offset: 0, lease: leases[0])
+        _ = state.admit(p1, offset: 0, lease: leases[1])
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
             let drainedAtOnce = state.waitForDrain(of: [p0], waiter)
             #expect(!drainedAtOnce)
-            let other = state.finish(p1, offset: 0)
+            let other = state.finish(p1, offset: 0, lease: leases[1])
             #expect(other.drained.isEmpty, "p1 finishing does not drain p0")
-            let action = state.finish(p0, offset: 0)
+            let action = state.finish(p0, offset: 0, lease: leases[0])
             #expect(action.drained.count == 1)
             action.drained.forEach { $0.resume() }
         }
@@ -49,18 +61,21 @@ struct PipelineStateMachineTests {
     }
 
     @Test func aForgottenPartitionsLateEventsStillCountForBackpressureButNotForCommits() {
-        var state = PipelineStateMachine(maxInFlight: 2)
-        _ = state.admit(p0, offset: 5)
-        state.forget([p0])
+        var (state, leases) = owning([p0], maxInFlight: 2)
+        _ = state.admit(p0, offset: 5, lease: leases[0])
+        state.revoke([p0])
+        let ended = state.forget([p0])
+        #expect(ended.map(ObjectIdentifier.init) == [ObjectIdentifier(leases[0])], "the lease ends with the partition")
         #expect(state.running == 1)
-        _ = state.finish(p0, offset: 5)
+        _ = state.finish(p0, offset: 5, lease: leases[0])
         #expect(state.running == 0)
-        #expect(state.tracker.commitCandidates().isEmpty)
+        #expect(state.commitCandidates(in: nil).isEmpty)
+        #expect(state.commitCandidates(in: [p0]).isEmpty)
     }
 
     @Test func aTimedOutDrainWaitCanBeCancelled() async {
-        var state = PipelineStateMachine(maxInFlight: 10)
-        _ = state.admit(p0, offset: 0)
+        var (state, leases) = owning([p0], maxInFlight: 10)
+        _ = state.admit(p0, offset: 0, lease: leases[0])
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
             let drainedAtOnce = state.waitForDrain(of: [p0], waiter)
             #expect(!drainedAtOnce)
@@ -68,5 +83,100 @@ struct PipelineStateMachineTests {
             #expect(cancelled.count == 1)
             cancelled.forEach { $0.resume() }
         }
+    }
+
+    // The reader, paused at the bound with a record of p0 in hand, used to admit it after p0 had been
+    // revoked and committed: this member pushed it (so did the new owner) and then committed past it
+    // for a partition it no longer owned, over events that were not done.
+    @Test("a record held across a revocation is not run, tracked or committed by the old owner")
+    func aRecordHeldAcrossARevocationIsSkipped() {
+        var (state, leases) = owning([p0], maxInFlight: 1)
+        let first = state.admit(p0, offset: 0, lease: leases[0])
+        #expect(ran(first) == true, "the bound is reached: pause")
+        // The reader holds offset 1, read under p0's lease; meanwhile p0 is revoked and the first
+        // event finishes.
+        state.revoke([p0])
+        _ = state.finish(p0, offset: 0, lease: leases[0])
+        let held = state.admit(p0, offset: 1, lease: leases[0])
+        #expect(ran(held) == nil, "no longer owned: skipped")
+        #expect(state.running == 0)
+        #expect(state.commitCandidates(in: nil).isEmpty, "nothing periodic for a partition being revoked")
+        #expect(state.commitCandidates(in: [p0]) == [KafkaTopicPartitionOffset(p0, offset: 1)], "only what finished")
+        _ = state.forget([p0])
+
+        // Assigned back: a new lease and fresh tracking. A record read under the old lease is not
+        // admitted under the new one, and an old event finishing does not count for the new tenure.
+        _ = state.assign([p0])
+        let fresh = state.lease(of: p0)!
+        #expect(fresh !== leases[0])
+        let stale = state.admit(p0, offset: 1, lease: leases[0])
+        #expect(ran(stale) == nil)
+        let current = state.admit(p0, offset: 0, lease: fresh)
+        #expect(ran(current) != nil)
+        #expect(state.commitCandidates(in: nil).isEmpty, "offset 0 of the new tenure is still running")
+    }
+
+    @Test("a partition assigned again while its old revocation is unfinished keeps its new tenure")
+    func aLateForgetLeavesANewTenureAlone() {
+        var (state, leases) = owning([p0], maxInFlight: 10)
+        state.revoke([p0])
+        _ = state.assign([p0])  // the rebalance handler's bound passed; the partition is back
+        let fresh = state.lease(of: p0)!
+        _ = state.admit(p0, offset: 7, lease: fresh)
+        let ended = state.forget([p0])  // the old revocation finishes late
+        #expect(ended.isEmpty)
+        #expect(state.lease(of: p0) === fresh)
+        _ = state.finish(p0, offset: 7, lease: fresh)
+        #expect(state.commitCandidates(in: nil) == [KafkaTopicPartitionOffset(p0, offset: 8)])
+        _ = leases
+    }
+
+    // SIGTERM while the reader waited at the bound: it was resumed only when half the in-flight
+    // events finished, so under a 503 storm shutdown took minutes or never ended.
+    @Test("shutdown wakes a reader waiting at the bound, and nothing more is admitted")
+    func shutdownWakesTheReader() async {
+        var (state, leases) = owning([p0], maxInFlight: 1)
+        _ = state.admit(p0, offset: 0, lease: leases[0])
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let mayRead = state.mayRead(waiter)
+            #expect(!mayRead)
+            let (began, reader) = state.beginStopping(deadline: .now + .seconds(30))
+            #expect(began)
+            #expect(reader != nil, "the waiting reader is handed back to be resumed")
+            reader?.resume()
+        }
+        let again = state.beginStopping(deadline: .now).began
+        #expect(!again, "one deadline: the first signal's")
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let mayRead = state.mayRead(waiter)
+            #expect(mayRead, "stopping: the reader never waits")
+            waiter.resume()
+        }
+        let late = state.admit(p0, offset: 1, lease: leases[0])
+        #expect(ran(late) == nil, "stopping: nothing is admitted")
+    }
+
+    @Test("an output topic refusing every record pauses input until it takes one again")
+    func aBlockedTopicPausesInput() async {
+        var (state, _) = owning([p0], maxInFlight: 10)
+        let start = ContinuousClock.now
+        let first = state.block("results", now: start)
+        #expect(first, "the first block pauses input")
+        let second = state.block("dead-letters", now: start)
+        #expect(!second, "already paused")
+        #expect(state.paused)
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let mayRead = state.mayRead(waiter)
+            #expect(!mayRead)
+            let partly = state.unblock("results")
+            #expect(partly.resume == nil, "another topic is still blocked")
+            let action = state.unblock("dead-letters")
+            #expect(action.resumeConsumer)
+            action.resume?.resume()
+        }
+        #expect(!state.paused)
+        _ = state.block("results", now: start)
+        #expect(state.blockedLongest(now: start + .seconds(10), limit: .seconds(30)) == nil)
+        #expect(state.blockedLongest(now: start + .seconds(31), limit: .seconds(30))?.topic == "results")
     }
 }

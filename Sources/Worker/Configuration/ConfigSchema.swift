@@ -47,7 +47,8 @@ indirect enum ConfigSchema {
                         ("maxRetryDuration", .scalar),
                     ])
                 ),
-                ("revocationTimeout", .scalar), ("shutdownTimeout", .scalar),
+                ("revocationTimeout", .scalar), ("shutdownTimeout", .scalar), ("maxEventAge", .scalar),
+                ("maxRecordBytes", .scalar), ("publishBlockedLimit", .scalar),
             ])
         ),
         ("http", .section([("host", .scalar), ("port", .scalar)])),

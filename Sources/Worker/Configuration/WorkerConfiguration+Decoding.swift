@@ -73,6 +73,11 @@ extension WorkerConfiguration {
         }
         delivery.revocationTimeout = try section.duration("revocationTimeout") ?? delivery.revocationTimeout
         delivery.shutdownTimeout = try section.duration("shutdownTimeout") ?? delivery.shutdownTimeout
+        if let age = try section.duration("maxEventAge", allowZero: true) {
+            delivery.maxEventAge = age == .zero ? nil : age
+        }
+        delivery.maxRecordBytes = try section.int("maxRecordBytes", in: 1024...Int.max) ?? delivery.maxRecordBytes
+        delivery.publishBlockedLimit = try section.duration("publishBlockedLimit") ?? delivery.publishBlockedLimit
         try section.finish()
         return delivery
     }

@@ -80,8 +80,16 @@ public struct DeliverySettings: Sendable, Hashable {
     public var retry: RetryPolicy = RetryPolicy()
     /// How long a revoked partition's in-flight events may take before it is let go.
     public var revocationTimeout: Duration = .seconds(30)
-    /// Drain bound on SIGTERM.
+    /// On SIGTERM everything (drain, commit, closing the APNs connections, flushing the producer)
+    /// is done within this; the pod's termination grace period must be longer.
     public var shutdownTimeout: Duration = .seconds(30)
+    /// An event whose record is older than this (its Kafka timestamp) ends `expired` unsent; `nil`
+    /// (`0` in the file) turns the guard off.
+    public var maxEventAge: Duration? = .seconds(6 * 3600)
+    /// A record whose value is larger than this ends `invalid` (`recordTooLarge`) unsent.
+    public var maxRecordBytes: Int = 256 * 1024
+    /// An output topic refusing every record (unknown, not authorized) this long stops the worker.
+    public var publishBlockedLimit: Duration = .seconds(300)
 
     public init() {}
 }

@@ -14,6 +14,13 @@ public enum DeadLetterHeader {
     public static let attempts = "dlq-attempts"
     public static let firstFailureAt = "dlq-first-failure-at"
     public static let lastFailureAt = "dlq-last-failure-at"
+    /// Set on a dead letter Kafka refused as it was (too large for the topic, refused by its
+    /// rules): the value is Kafka's error name, and the record carries no value (and, where the
+    /// original was missing or too long, a generated key), so it cannot be replayed.
+    public static let degraded = "dlq-degraded"
+    /// With `degraded`: the original value's and key's sizes in bytes.
+    public static let originalValueBytes = "dlq-original-value-bytes"
+    public static let originalKeyBytes = "dlq-original-key-bytes"
     /// Added by replay, kept through later dead-lettering, so a poison event cannot loop forever.
     public static let replayCount = "dlq-replay-count"
 
@@ -25,12 +32,16 @@ public enum DeadLetterHeader {
 public enum DeadLetterReason: String, Sendable, Hashable, CaseIterable {
     /// The value is not JSON (or not UTF-8, or nested too deep).
     case malformedJSON = "malformed-json"
+    /// The value is larger than `delivery.maxRecordBytes`: never parsed, never sent.
+    case recordTooLarge = "record-too-large"
     /// The value fails the notification-event schema.
     case schema
     /// An APNs rule checked in code is broken (payload size, collapse id bytes, …).
     case rule
     /// APNs refused the provider's credentials: fix them, then replay.
     case credentials
+    /// No configured credential matches the event's topic: configure one, then replay.
+    case noCredential = "no-credential"
     /// APNs kept answering "later", or the transport kept failing.
     case retriesExhausted = "retries-exhausted"
 }

@@ -26,4 +26,29 @@ enum DeadLetterRecord {
         add(DeadLetterHeader.lastFailureAt, DeadLetterTime.format(result.lastFailureAt ?? now))
         return KafkaProducerMessage(topic: topic, key: source.key, value: source.value, headers: headers)
     }
+
+    /// Longest key a degraded record keeps: a key is part of the record's size, and a topic's limit
+    /// may be far below librdkafka's 1 MB default.
+    static let degradedKeyLimit = 256
+
+    /// The dead letter Kafka refused as it was (`error`: too large, refused by the topic's rules),
+    /// made small and valid: no value, only the `dlq-*` headers (the original headers were part of
+    /// its size), the original sizes, and a key of its own where the original was missing or long
+    /// (a compacted topic refuses a record without a key). Replay skips it: there is nothing to replay.
+    static func degraded(_ message: KafkaProducerMessage, source: KafkaConsumerMessage, error: KafkaError)
+        -> KafkaProducerMessage
+    {
+        var headers = message.headers.filter { $0.key.hasPrefix(DeadLetterHeader.prefix) }
+        func add(_ key: String, _ value: String) { headers.append(KafkaHeader(key: key, string: value)) }
+        add(DeadLetterHeader.degraded, error.code.name)
+        add(DeadLetterHeader.originalValueBytes, String(source.value?.count ?? 0))
+        add(DeadLetterHeader.originalKeyBytes, String(source.key?.count ?? 0))
+        let key = source.key.flatMap { $0.count <= degradedKeyLimit ? $0 : nil } ?? sourceKey(source)
+        return KafkaProducerMessage(topic: message.topic, key: key, value: nil, headers: headers)
+    }
+
+    /// `topic/partition/offset`: unique per consumed record, for a record that needs a key of its own.
+    static func sourceKey(_ source: KafkaConsumerMessage) -> [UInt8] {
+        Array("\(source.topic)/\(source.partition)/\(source.offset)".utf8)
+    }
 }

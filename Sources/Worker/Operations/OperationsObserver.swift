@@ -58,5 +58,8 @@ public struct OperationsObserver: PipelineObserver {
 
     public func producerFailing(_ error: any Error) { health.markProducerFatal("\(error)") }
     public func producerRecovered() { health.markProducerHealthy() }
+    public func publishedDegraded(topic: String, reason: String) {
+        metrics.publishedDegraded(topic: topic, reason: reason)
+    }
     public func heartbeat() { health.heartbeat() }
 }

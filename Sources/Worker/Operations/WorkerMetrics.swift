@@ -140,6 +140,12 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// An offset commit finished.
+    /// `apns_worker_published_degraded_total{topic,reason}`: results and dead letters Kafka refused
+    /// as they were and took in their degraded form (`reason`: Kafka's error name).
+    public func publishedDegraded(topic: String, reason: String) {
+        counter("apns_worker_published_degraded_total", [("topic", topic), ("reason", reason)]).increment()
+    }
+
     public func committed(success: Bool) {
         counter("apns_worker_commits_total", [("result", success ? "ok" : "error")]).increment()
     }

@@ -16,6 +16,10 @@ struct EventProcessor: Sendable {
     let decoder: NotificationEventDecoder
     let sender: any NotificationSending
     let retryPolicy: RetryPolicy
+    /// An event whose record is older than this (by its Kafka timestamp) ends `expired` unsent.
+    let maxEventAge: Duration?
+    /// A record whose value is larger than this ends `invalid` unsent.
+    let maxRecordBytes: Int
     let scheduler: any DelayScheduling
     let throttle: NIOLockedValueBox<DeviceThrottle<ContinuousClock.Instant>>
     let observer: any PipelineObserver
@@ -31,12 +35,14 @@ struct EventProcessor: Sendable {
     init(
         decoder: NotificationEventDecoder, sender: any NotificationSending, retryPolicy: RetryPolicy,
         scheduler: any DelayScheduling, observer: any PipelineObserver, logger: Logger,
-        now: @escaping @Sendable () -> Date = Date.init,
+        maxEventAge: Duration? = nil, maxRecordBytes: Int = .max, now: @escaping @Sendable () -> Date = Date.init,
         instant: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
     ) {
         self.decoder = decoder
         self.sender = sender
         self.retryPolicy = retryPolicy
+        self.maxEventAge = maxEventAge
+        self.maxRecordBytes = maxRecordBytes
         self.scheduler = scheduler
         self.throttle = NIOLockedValueBox(DeviceThrottle())
         self.observer = observer
@@ -55,28 +61,40 @@ struct EventProcessor: Sendable {
         let event: NotificationEvent
         let token: String
         let firstAttempt: ContinuousClock.Instant
+        /// Its partition's tenure at this member: once ended, the next attempt is not made.
+        let lease: PartitionLease
         var result: EventResult
 
-        init(event: NotificationEvent, token: String, firstAttempt: ContinuousClock.Instant, result: EventResult) {
+        init(
+            event: NotificationEvent, token: String, firstAttempt: ContinuousClock.Instant, lease: PartitionLease,
+            result: EventResult
+        ) {
             self.event = event
             self.token = token
             self.firstAttempt = firstAttempt
+            self.lease = lease
             self.result = result
         }
     }
 
     /// Decodes `record` here and now; `completion` runs exactly once, here (an invalid event) or on
     /// the sender's or the scheduler's thread.
-    func process(_ record: KafkaConsumerMessage, completion: @escaping Completion) {
+    ///
+    /// `lease`: the tenure of the record's partition at this member. Once it ends (the partition was
+    /// revoked or lost, or shutdown's drain bound passed), the event makes no further attempt and
+    /// ends abandoned (`nil`): the partition's next owner reads it again.
+    func process(
+        _ record: KafkaConsumerMessage, lease: PartitionLease = PartitionLease(), completion: @escaping Completion
+    ) {
         var requests: [NotificationRequest] = []
-        process(record, sending: &requests, completion: completion)
+        process(record, lease: lease, sending: &requests, completion: completion)
         sender.send(requests)
     }
 
     /// The same, except that the first attempt's request (if it is due now) is appended to
     /// `requests` for the caller to send, with others, through `sender.send(_:)`.
     func process(
-        _ record: KafkaConsumerMessage, sending requests: inout [NotificationRequest],
+        _ record: KafkaConsumerMessage, lease: PartitionLease, sending requests: inout [NotificationRequest],
         completion: @escaping Completion
     ) {
         guard let value = record.value else {
@@ -84,6 +102,15 @@ struct EventProcessor: Sendable {
             result.reason = "malformedJSON"
             result.detail = "(root): the record has no value"
             result.deadLetter = .malformedJSON
+            completion(result)
+            return
+        }
+        guard value.count <= maxRecordBytes else {
+            var result = EventResult(eventID: nil, outcome: .invalid, attempts: 0)
+            result.reason = Self.recordTooLargeReason
+            result.detail =
+                "(root): the record's value has \(value.count) bytes, more than delivery.maxRecordBytes (\(maxRecordBytes))"
+            result.deadLetter = .recordTooLarge
             completion(result)
             return
         }
@@ -100,8 +127,22 @@ struct EventProcessor: Sendable {
         }
         var result = EventResult(eventID: event.id, outcome: .failed, attempts: 0)
         result.metadata = event.metadata
+        if let maxEventAge, let stamp = record.timestampMilliseconds {
+            let age = Duration.milliseconds(Int64(now().timeIntervalSince1970 * 1000) - stamp)
+            if age > maxEventAge {
+                // A new or renamed consumer group, or expired group offsets, reads a topic's whole
+                // retention: days-old pushes must not reach devices now.
+                result.outcome = .expired
+                result.reason = Self.staleEventReason
+                result.detail =
+                    "the record is \(Self.describe(age)) old, older than delivery.maxEventAge "
+                    + "(\(Self.describe(maxEventAge))); not sent"
+                completion(result)
+                return
+            }
+        }
         let run = Run(
-            event: event, token: event.notification.deviceToken.hex, firstAttempt: instant(),
+            event: event, token: event.notification.deviceToken.hex, firstAttempt: instant(), lease: lease,
             result: result)
         if let request = nextAttempt(run, completion) { requests.append(request) }
     }
@@ -115,6 +156,10 @@ struct EventProcessor: Sendable {
     /// The next attempt's request if it is due now; `nil` when it waits for the token's throttle
     /// (a timer sends it later) or the notification expired meanwhile (`completion` ran).
     private func nextAttempt(_ run: Run, _ completion: @escaping Completion) -> NotificationRequest? {
+        guard run.lease.isActive else {
+            completion(nil)  // the partition is gone: its next owner pushes this event
+            return nil
+        }
         // Nearly always empty: then neither the clock (slow in some VMs) nor the token's hash.
         if let wait = throttle.withLockedValue({ $0.count == 0 ? nil : $0.delay(for: run.token, now: instant()) }) {
             scheduler.after(wait) { [run] cancelled in
@@ -137,6 +182,21 @@ struct EventProcessor: Sendable {
 
     /// Classifies an answer: done, or the next attempt (now, or after a backoff).
     private func answered(_ run: Run, _ attempt: SendAttempt, _ completion: @escaping Completion) {
+        if let error = attempt.error as? APNsClientError, error.code == .noCredentialForTopic {
+            // Nothing was sent, and nothing is wrong with any credential: this worker is not
+            // configured for the event's app. Readiness and the credential gauges stay as they are
+            // (their labels come from configuration only, never from event data).
+            run.result.attempts -= 1
+            run.result.outcome = .rejected
+            run.result.reason = APNsClientError.Code.noCredentialForTopic.rawValue
+            run.result.detail =
+                "no configured credential matches topic \(run.event.notification.topic); "
+                + "add one to apns.credentials, then replay"
+            run.result.deadLetter = .noCredential
+            markFailure(&run.result)
+            completion(run.result)
+            return
+        }
         let response = attempt.response
         observer.apnsAnswered(
             status: response?.status, reason: response?.reason?.description, duration: attempt.duration)
@@ -161,7 +221,7 @@ struct EventProcessor: Sendable {
             completion(run.result)
         case .credentialsBroken(let reason):
             let notification = run.event.notification
-            observer.credentialBroken(attempt.credential ?? notification.topic, reason: reason)
+            if let credential = attempt.credential { observer.credentialBroken(credential, reason: reason) }
             logger.error(
                 "APNs refused the credentials: \(reason)",
                 metadata: [
@@ -211,6 +271,20 @@ struct EventProcessor: Sendable {
                 completion(run.result)
             }
         }
+    }
+
+    /// The `reason` of an event whose record is larger than `maxRecordBytes`.
+    static let recordTooLargeReason = "recordTooLarge"
+
+    /// The `reason` of an event that ended `expired` unsent because its record was too old.
+    static let staleEventReason = "staleEvent"
+
+    /// `3h 12m`, `45s`: an age for people.
+    static func describe(_ duration: Duration) -> String {
+        let seconds = duration.components.seconds
+        if seconds >= 3600 { return "\(seconds / 3600)h \(seconds % 3600 / 60)m" }
+        if seconds >= 60 { return "\(seconds / 60)m \(seconds % 60)s" }
+        return "\(seconds)s"
     }
 
     private func exhausted(_ result: EventResult) -> EventResult {

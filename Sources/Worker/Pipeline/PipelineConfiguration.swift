@@ -13,6 +13,14 @@ public struct PipelineConfiguration: Sendable {
     /// How long shutdown waits for in-flight events.
     public var shutdownTimeout: Duration = .seconds(30)
     public var retryPolicy = RetryPolicy()
+    /// An event whose record is older than this (by its Kafka timestamp) ends `expired` unsent;
+    /// `nil`: no limit.
+    public var maxEventAge: Duration? = .seconds(6 * 3600)
+    /// A record whose value is larger than this ends `invalid` unsent (and dead-lettered).
+    public var maxRecordBytes = 256 * 1024
+    /// An output topic that refuses every record (unknown, not authorized) this long stops the
+    /// worker with an error; until then input is paused and the records are retried.
+    public var publishBlockedLimit: Duration = .seconds(300)
 
     public init(inputTopics: [String], resultsTopic: String, deadLetterTopic: String) {
         self.inputTopics = inputTopics

@@ -25,6 +25,9 @@ public protocol PipelineObserver: Sendable {
     /// Results cannot be published (the producer failed); the pipeline keeps retrying.
     func producerFailing(_ error: any Error)
     func producerRecovered()
+    /// A result or dead letter could not be stored as it was (`reason`: Kafka's error name); its
+    /// degraded form was published instead.
+    func publishedDegraded(topic: String, reason: String)
     /// The pipeline's loop is alive (called at least every few seconds, idle or not).
     func heartbeat()
 }
@@ -45,6 +48,7 @@ extension PipelineObserver {
     public func credentialHealthy(_ name: String) {}
     public func producerFailing(_ error: any Error) {}
     public func producerRecovered() {}
+    public func publishedDegraded(topic: String, reason: String) {}
     public func heartbeat() {}
 }
 

@@ -1,60 +1,168 @@
 import Kafka
 import Logging
+import NIOConcurrencyHelpers
+import Synchronization
 
-/// Publishes a record until Kafka acknowledges it: librdkafka retries within its delivery timeout,
-/// and past that this retries too, with backoff, so a result is never dropped. It gives up only
-/// when the scheduler is cancelled (a forced shutdown): then the event stays uncommitted.
+/// Publishes a record until Kafka acknowledges it, and decides what a failure means for it:
+///
+/// - transient (a broker away, a time-out): librdkafka retries within its delivery timeout, and
+///   past that this retries too, with backoff, so a result is never dropped;
+/// - this record can never be stored as it is (too large for `message.max.bytes` or the broker's
+///   limit, refused by the topic's rules): its degraded form is published instead (the pipeline
+///   says what that is: a dead letter without its value, a result without its metadata), so the
+///   event still ends and its partition's commit moves on;
+/// - the topic refuses every record (unknown, not authorized), or the degraded form is refused
+///   too: the topic is reported blocked (the pipeline stops taking input) and the record retried
+///   with backoff until the topic takes records again;
+/// - the producer is fenced or lost its guarantees (fatal): reported, and the record abandoned
+///   (uncommitted); the pipeline stops, and a restarted worker reads it again.
+///
+/// It gives up only then, or when the scheduler is cancelled (shutdown): the event stays uncommitted.
 struct ResultPublisher: Sendable {
+    /// What the pipeline hears about its output topics.
+    enum Report: Sendable {
+        /// Every record to this topic is refused; input should stop.
+        case blocked(topic: String, KafkaError)
+        /// A record was stored in a topic reported blocked.
+        case unblocked(topic: String)
+        /// The producer is unusable; the worker should stop (non-zero) and be restarted.
+        case fatal(KafkaError)
+    }
+
     let producer: KafkaProducer
     let scheduler: any DelayScheduling
     let observer: any PipelineObserver
     let logger: Logger
+    let report: @Sendable (Report) -> Void
+    /// How many topics are reported blocked: while none is, a stored record reports nothing (one
+    /// atomic read per record, no lock).
+    private let blockedTopics = BlockedTopicCount()
 
     static let firstBackoff: Duration = .milliseconds(100)
     static let maxBackoff: Duration = .seconds(30)
     /// A full local queue is not a failure: it drains as Kafka acknowledges.
     static let queueFullWait: Duration = .milliseconds(10)
 
-    /// `done(true)` once Kafka stored the record (on the producer's poll thread), `done(false)` if
-    /// abandoned. Called exactly once.
-    func publish(_ message: KafkaProducerMessage, _ done: @escaping @Sendable (Bool) -> Void) {
-        publish(message, backoff: Self.firstBackoff, failing: false, done)
+    init(
+        producer: KafkaProducer, scheduler: any DelayScheduling, observer: any PipelineObserver, logger: Logger,
+        report: @escaping @Sendable (Report) -> Void = { _ in }
+    ) {
+        self.producer = producer
+        self.scheduler = scheduler
+        self.observer = observer
+        self.logger = logger
+        self.report = report
     }
 
-    private func publish(
-        _ message: KafkaProducerMessage, backoff: Duration, failing: Bool, _ done: @escaping @Sendable (Bool) -> Void
+    /// The record's smaller form, for a record that can never be stored as it is (the error says
+    /// why); `nil` when there is none.
+    typealias Degrade = @Sendable (KafkaError) -> KafkaProducerMessage?
+
+    /// `done(true)` once Kafka stored the record or its degraded form (on the producer's poll
+    /// thread), `done(false)` if abandoned. Called exactly once.
+    func publish(
+        _ message: KafkaProducerMessage, degraded: Degrade? = nil, _ done: @escaping @Sendable (Bool) -> Void
     ) {
+        publish(Attempt(message: message, degrade: degraded, backoff: Self.firstBackoff, blocked: false), done)
+    }
+
+    /// One record between its tries.
+    private struct Attempt: Sendable {
+        var message: KafkaProducerMessage
+        var degrade: Degrade?
+        var backoff: Duration
+        /// This record's failures reported its topic blocked.
+        var blocked: Bool
+        var failing = false
+    }
+
+    private func publish(_ attempt: Attempt, _ done: @escaping @Sendable (Bool) -> Void) {
         do {
-            try producer.trySend(message) { report in
-                switch report {
+            try producer.trySend(attempt.message) { delivery in
+                switch delivery {
                 case .success:
-                    if failing { observer.producerRecovered() }
+                    stored(attempt)
                     done(true)
                 case .failure(let error):
-                    retry(message, after: error, backoff: backoff, done)
+                    failed(attempt, error, done)
                 }
             }
-        } catch  where error.code == .queueFull {
+        } catch where error.code == .queueFull {
             scheduler.after(Self.queueFullWait) { cancelled in
-                if cancelled { done(false) } else { publish(message, backoff: backoff, failing: failing, done) }
+                if cancelled { done(false) } else { publish(attempt, done) }
             }
         } catch {
-            retry(message, after: error, backoff: backoff, done)
+            failed(attempt, error, done)
         }
     }
 
-    private func retry(
-        _ message: KafkaProducerMessage, after error: KafkaError, backoff: Duration,
-        _ done: @escaping @Sendable (Bool) -> Void
-    ) {
-        observer.producerFailing(error)
-        logger.error("publishing to \(message.topic) failed: \(error); retrying in \(backoff)")
-        scheduler.after(backoff) { cancelled in
-            if cancelled {
-                done(false)
-            } else {
-                publish(message, backoff: min(backoff * 2, Self.maxBackoff), failing: true, done)
-            }
+    private func stored(_ attempt: Attempt) {
+        if attempt.failing { observer.producerRecovered() }
+        if blockedTopics.any, attempt.blocked || blockedTopics.contains(attempt.message.topic) {
+            if blockedTopics.remove(attempt.message.topic) { report(.unblocked(topic: attempt.message.topic)) }
         }
+    }
+
+    private func failed(_ attempt: Attempt, _ error: KafkaError, _ done: @escaping @Sendable (Bool) -> Void) {
+        var attempt = attempt
+        let topic = attempt.message.topic
+        switch error.produceFailureScope {
+        case .fatal:
+            logger.critical("publishing to \(topic) failed for good, the producer is unusable: \(error)")
+            observer.producerFailing(error)
+            report(.fatal(error))
+            done(false)
+            return
+        case .record:
+            if let degrade = attempt.degrade, let smaller = degrade(error) {
+                logger.warning(
+                    "a record for \(topic) cannot be stored as it is (\(error.code.name)); publishing its degraded form")
+                observer.publishedDegraded(topic: topic, reason: error.code.name)
+                attempt.message = smaller
+                attempt.degrade = nil
+                publish(attempt, done)
+                return
+            }
+            // Not even the smallest form is stored: as good as a topic that refuses everything.
+            attempt.blocked = true
+        case .topic:
+            attempt.blocked = true
+        case .transient:
+            break
+        }
+        if attempt.blocked, blockedTopics.insert(topic) { report(.blocked(topic: topic, error)) }
+        observer.producerFailing(error)
+        logger.error("publishing to \(topic) failed: \(error); retrying in \(attempt.backoff)")
+        let wait = attempt.backoff
+        attempt.backoff = min(attempt.backoff * 2, Self.maxBackoff)
+        attempt.failing = true
+        let next = attempt
+        scheduler.after(wait) { cancelled in
+            if cancelled { done(false) } else { publish(next, done) }
+        }
+    }
+}
+
+/// The topics reported blocked, with a lock-free "none" for the path every record takes.
+private final class BlockedTopicCount: Sendable {
+    private let count = Atomic<Int>(0)
+    private let topics = NIOLockedValueBox<Set<String>>([])
+
+    var any: Bool { count.load(ordering: .acquiring) > 0 }
+
+    func contains(_ topic: String) -> Bool { topics.withLockedValue { $0.contains(topic) } }
+
+    /// Returns true if the topic was not blocked yet.
+    func insert(_ topic: String) -> Bool {
+        guard topics.withLockedValue({ $0.insert(topic).inserted }) else { return false }
+        count.add(1, ordering: .releasing)
+        return true
+    }
+
+    /// Returns true if the topic was blocked.
+    func remove(_ topic: String) -> Bool {
+        guard topics.withLockedValue({ $0.remove(topic) != nil }) else { return false }
+        count.subtract(1, ordering: .releasing)
+        return true
     }
 }

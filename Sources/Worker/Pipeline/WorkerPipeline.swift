@@ -4,6 +4,7 @@ import Kafka
 import Logging
 import NIOConcurrencyHelpers
 import ServiceLifecycle
+import Synchronization
 
 /// The worker: consume → decode + validate → send → classify → retry → publish one result per
 /// event (and a dead letter where the outcome table says so) → commit the done prefix.
@@ -22,10 +23,12 @@ public final class WorkerPipeline: Service, Sendable {
     private let scheduler: EventLoopDelayScheduler
     private let observer: any PipelineObserver
     private let logger: Logger
+    /// Lock order: this lock, then the consumer's own (pause and resume are called under it, so
+    /// that the consumer's pause state always follows this machine's latest decision).
     let state: NIOLockedValueBox<PipelineStateMachine>
-    private let stopping = NIOLockedValueBox(false)
     private let consumerBox = NIOLockedValueBox<KafkaConsumer?>(nil)
     private let failure = NIOLockedValueBox<(any Error)?>(nil)
+    private let periodicCommitPending = Atomic<Bool>(false)
 
     public init(
         configuration: PipelineConfiguration, consumer: KafkaConsumerConfiguration,
@@ -43,7 +46,8 @@ public final class WorkerPipeline: Service, Sendable {
         self.scheduler = scheduler
         self.processor = EventProcessor(
             decoder: decoder, sender: sender, retryPolicy: configuration.retryPolicy, scheduler: scheduler,
-            observer: observer, logger: logger)
+            observer: observer, logger: logger, maxEventAge: configuration.maxEventAge,
+            maxRecordBytes: configuration.maxRecordBytes)
         self.state = NIOLockedValueBox(PipelineStateMachine(maxInFlight: configuration.maxInFlight))
     }
 
@@ -52,7 +56,9 @@ public final class WorkerPipeline: Service, Sendable {
 
     public func run() async throws {
         let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
-        let publisher = ResultPublisher(producer: producer, scheduler: scheduler, observer: observer, logger: logger)
+        let publisher = ResultPublisher(
+            producer: producer, scheduler: scheduler, observer: observer, logger: logger,
+            report: { [weak self] report in self?.publisherReported(report) })
         let (commitRequests, commitQueue) = AsyncStream<CommitRequest>.makeStream()
         let rebalance = RebalanceBridge(pipeline: self, commits: commitQueue)
         let observer = self.observer
@@ -69,9 +75,13 @@ public final class WorkerPipeline: Service, Sendable {
                 group.addTask { await self.commitLoop(commitRequests, consumer: consumer) }
                 group.addTask { await self.ticker(commitQueue) }
                 await readLoop(consumer, publisher: publisher)
-                // The sequence ended: the consumer was closed (shutdown) or failed. Let what runs finish;
-                // what still waits for a retry after that is abandoned (uncommitted: read again).
-                await waitForDrain(of: nil, timeout: configuration.shutdownTimeout)
+                // The sequence ended: the consumer was closed (shutdown) or failed, and its
+                // revocation drained (bounded) and committed what it could. What still runs gets
+                // until the drain bound; what waits for a retry after that is abandoned
+                // (uncommitted: read again by the partitions' next owner).
+                let budget = shutdownBudget()
+                await waitForDrain(of: nil, until: budget.drain)
+                endAllLeases()
                 scheduler.cancelAll()
                 commitQueue.finish()
                 group.cancelAll()
@@ -82,13 +92,14 @@ public final class WorkerPipeline: Service, Sendable {
         await consumer.close()  // no-op after a graceful shutdown; leaves the group after a failure
         // Requests still in flight (a drain that timed out) end here; their results are published
         // if the producer still takes them, or abandoned.
+        let budget = shutdownBudget()
         await sender.shutdown()
         do {
-            try await producer.flush(timeout: .seconds(10))
+            try await producer.flush(timeout: max(budget.end - .now, .seconds(1)))
         } catch {
             logger.error("results not acknowledged at shutdown: \(error)")
         }
-        await producer.close()
+        await producer.close(timeout: .seconds(1))
         if let error = failure.withLockedValue({ $0 }) {
             logger.critical("stopped after a failure: \(error)")
             throw error
@@ -97,19 +108,46 @@ public final class WorkerPipeline: Service, Sendable {
     }
 
     /// Stops reading and leaves the group; the revocation inside `close()` drains and commits.
+    /// Everything (drain, commit, the APNs pools, the producer's flush) is bounded by one deadline,
+    /// `shutdownTimeout` from now.
     public func beginShutdown() {
-        guard
-            !stopping.withLockedValue({
-                let was = $0; $0 = true; return was
-            })
-        else { return }
-        logger.info("shutting down: draining \(inFlight) in-flight events")
+        let (began, reader) = state.withLockedValue {
+            $0.beginStopping(deadline: .now + configuration.shutdownTimeout)
+        }
+        guard began else { return }
+        logger.info("shutting down: draining \(inFlight) in-flight events within \(configuration.shutdownTimeout)")
+        reader?.resume()
         if let consumer = consumerBox.withLockedValue({ $0 }) {
             Task { await consumer.close() }
         }
     }
 
-    var isStopping: Bool { stopping.withLockedValue { $0 } }
+    /// Stops the worker after a failure that only a restart cures; `run()` then throws it.
+    private func fail(_ error: any Error) {
+        failure.withLockedValue { if $0 == nil { $0 = error } }
+        beginShutdown()
+    }
+
+    var isStopping: Bool { state.withLockedValue { $0.isStopping } }
+
+    /// Shutdown's one deadline, split: events may run until `drain`; the revocation's commit must be
+    /// done by `commit`; the APNs pools and the producer's flush take the rest, up to `end`.
+    struct ShutdownBudget {
+        var drain: ContinuousClock.Instant
+        var commit: ContinuousClock.Instant
+        var end: ContinuousClock.Instant
+    }
+
+    private func shutdownBudget() -> ShutdownBudget {
+        let end: ContinuousClock.Instant
+        if case .stopping(let deadline) = state.withLockedValue({ $0.phase }) {
+            end = deadline
+        } else {
+            end = .now + configuration.shutdownTimeout
+        }
+        let total = configuration.shutdownTimeout
+        return ShutdownBudget(drain: end - total / 2, commit: end - total / 4, end: end)
+    }
 
     // MARK: reading
 
@@ -123,6 +161,10 @@ public final class WorkerPipeline: Service, Sendable {
     /// their requests then go to the sender in one call, so that a connection's event loop is woken
     /// and writes once per batch rather than once per event. An idle stream still sends each event
     /// at once (a batch of one); a backlog costs at most a batch's decoding in latency.
+    ///
+    /// A record is admitted only under the lease its partition had when it was read, checked after
+    /// any wait: a partition revoked (and even assigned back) while the reader waited at the bound
+    /// is not this record's to run or commit any more.
     private func readLoop(_ consumer: KafkaConsumer, publisher: ResultPublisher) async {
         var records = consumer.messages.makeAsyncIterator()
         var requests: [NotificationRequest] = []
@@ -131,22 +173,15 @@ public final class WorkerPipeline: Service, Sendable {
             while var record = try await records.next() {
                 var taken = 1
                 while true {
-                    if !isStopping {  // else revoked and uncommitted: read again by the next owner
-                        observer.consumed(topic: record.topic)
-                        if state.withLockedValue({ $0.paused }) {
+                    observer.consumed(topic: record.topic)
+                    let (lease, paused) = state.withLockedValue { ($0.lease(of: record.topicPartition), $0.paused) }
+                    if let lease {
+                        if paused {
                             // The batch's requests first: the events that free the bound may be among them.
                             sendAll(&requests)
                             await waitWhilePaused()
                         }
-                        let running = state.withLockedValue { state in
-                            if state.admit(record.topicPartition, offset: record.offset) {
-                                consumer.pause(Array(consumer.assignment))
-                                observer.pausedChanged(true)
-                            }
-                            return state.running
-                        }
-                        observer.inFlightChanged(running)
-                        start(record, sending: &requests, publisher: publisher, consumer: consumer)
+                        admit(record, lease: lease, sending: &requests, publisher: publisher, consumer: consumer)
                     }
                     guard taken < Self.readBatch, let next = records.nextIfBuffered() else { break }
                     record = next
@@ -157,9 +192,24 @@ public final class WorkerPipeline: Service, Sendable {
         } catch {
             sendAll(&requests)
             logger.critical("the consumer failed: \(error); stopping")
-            failure.withLockedValue { $0 = error }
-            beginShutdown()
+            fail(error)
         }
+    }
+
+    private func admit(
+        _ record: KafkaConsumerMessage, lease: PartitionLease, sending requests: inout [NotificationRequest],
+        publisher: ResultPublisher, consumer: KafkaConsumer
+    ) {
+        let (action, running) = state.withLockedValue { state in
+            let action = state.admit(record.topicPartition, offset: record.offset, lease: lease)
+            if case .run(pause: true) = action { consumer.pause(Array(consumer.assignment)) }
+            return (action, state.running)
+        }
+        // Skipped: revoked meanwhile, or stopping. Uncommitted: its partition's owner reads it again.
+        guard case .run(let paused) = action else { return }
+        if paused { observer.pausedChanged(true) }
+        observer.inFlightChanged(running)
+        start(record, lease: lease, sending: &requests, publisher: publisher, consumer: consumer)
     }
 
     private func sendAll(_ requests: inout [NotificationRequest]) {
@@ -179,16 +229,16 @@ public final class WorkerPipeline: Service, Sendable {
     /// Decodes the record here, then lets it run: send (its first request joins `requests`), retries,
     /// dead letter, result, `finish`.
     private func start(
-        _ record: KafkaConsumerMessage, sending requests: inout [NotificationRequest], publisher: ResultPublisher,
-        consumer: KafkaConsumer
+        _ record: KafkaConsumerMessage, lease: PartitionLease, sending requests: inout [NotificationRequest],
+        publisher: ResultPublisher, consumer: KafkaConsumer
     ) {
         let started = ContinuousClock.now
-        processor.process(record, sending: &requests) { result in
+        processor.process(record, lease: lease, sending: &requests) { result in
             guard let result else {
-                self.finish(record.topicPartition, record.offset, consumer: consumer, completed: false)
+                self.finish(record.topicPartition, record.offset, lease: lease, consumer: consumer, completed: false)
                 return
             }
-            self.publish(result, of: record, started: started, publisher: publisher, consumer: consumer)
+            self.publish(result, of: record, lease: lease, started: started, publisher: publisher, consumer: consumer)
         }
     }
 
@@ -196,22 +246,31 @@ public final class WorkerPipeline: Service, Sendable {
     /// letter is stored. The offset counts as done once both are acknowledged.
     ///
     /// The callbacks keep only what they need (partition, offset, outcome), not the record and the
-    /// result: each capture copies every reference they hold.
+    /// result: each capture copies every reference they hold. Only a record Kafka refuses as it is
+    /// needs the rest, to build its degraded form; that closure is made (and captures) only then.
     private func publish(
-        _ result: EventResult, of record: KafkaConsumerMessage, started: ContinuousClock.Instant,
-        publisher: ResultPublisher, consumer: KafkaConsumer
+        _ result: EventResult, of record: KafkaConsumerMessage, lease: PartitionLease,
+        started: ContinuousClock.Instant, publisher: ResultPublisher, consumer: KafkaConsumer
     ) {
         let completedAt = Date()
         let partition = record.topicPartition
         let offset = record.offset
         let outcome = result.outcome
         let deadLetterReason = result.deadLetter
+        let latency = ContinuousClock.now - started
+        let resultsTopic = configuration.resultsTopic
         let message = ResultEvent.message(
-            for: result, source: record, latency: ContinuousClock.now - started, completedAt: completedAt,
-            topic: configuration.resultsTopic)
+            for: result, source: record, latency: latency, completedAt: completedAt, topic: resultsTopic)
         let publishResult: @Sendable () -> Void = { [self] in
-            publisher.publish(message) { published in
-                self.finish(partition, offset, consumer: consumer, completed: published)
+            publisher.publish(
+                message,
+                degraded: { error in
+                    ResultEvent.degraded(
+                        for: result, source: record, latency: latency, completedAt: completedAt,
+                        topic: resultsTopic, error: error)
+                }
+            ) { published in
+                self.finish(partition, offset, lease: lease, consumer: consumer, completed: published)
                 guard published else { return }
                 if let deadLetterReason { self.observer.deadLettered(deadLetterReason) }
                 self.observer.completed(outcome, duration: ContinuousClock.now - started)
@@ -224,21 +283,23 @@ public final class WorkerPipeline: Service, Sendable {
         let deadLetter = DeadLetterRecord.message(
             for: record, result: result, reason: deadLetterReason, consumerGroup: consumerConfiguration.groupID,
             topic: configuration.deadLetterTopic, now: completedAt)
-        publisher.publish(deadLetter) { published in
+        publisher.publish(deadLetter, degraded: { DeadLetterRecord.degraded(deadLetter, source: record, error: $0) }) {
+            published in
             if published {
                 publishResult()
             } else {
-                self.finish(partition, offset, consumer: consumer, completed: false)
+                self.finish(partition, offset, lease: lease, consumer: consumer, completed: false)
             }
         }
     }
 
-    /// The event is done (`completed`) or abandoned (cancelled: it stays uncommitted).
+    /// The event is done (`completed`) or abandoned (it stays uncommitted).
     private func finish(
-        _ partition: KafkaTopicPartition, _ offset: Int64, consumer: KafkaConsumer, completed: Bool
+        _ partition: KafkaTopicPartition, _ offset: Int64, lease: PartitionLease, consumer: KafkaConsumer,
+        completed: Bool
     ) {
         let (action, running) = state.withLockedValue { state in
-            let action = completed ? state.finish(partition, offset: offset) : state.abandon(partition, offset: offset)
+            let action = completed ? state.finish(partition, offset: offset, lease: lease) : state.abandon()
             if action.resumeConsumer { consumer.resume(Array(consumer.assignment)) }
             return (action, state.running)
         }
@@ -248,10 +309,53 @@ public final class WorkerPipeline: Service, Sendable {
         for waiter in action.drained { waiter.resume() }
     }
 
+    // MARK: output topics
+
+    private func publisherReported(_ report: ResultPublisher.Report) {
+        switch report {
+        case .blocked(let topic, let error):
+            logger.error("\(topic) refuses every record (\(error)); input stops until it takes records again")
+            let paused = state.withLockedValue { state in
+                let pause = state.block(topic, now: .now)
+                if pause, let consumer = consumerBox.withLockedValue({ $0 }) {
+                    consumer.pause(Array(consumer.assignment))
+                }
+                return pause
+            }
+            if paused { observer.pausedChanged(true) }
+        case .unblocked(let topic):
+            logger.info("\(topic) takes records again; input resumes")
+            let action = state.withLockedValue { state in
+                let action = state.unblock(topic)
+                if action.resumeConsumer, let consumer = consumerBox.withLockedValue({ $0 }) {
+                    consumer.resume(Array(consumer.assignment))
+                }
+                return action
+            }
+            if action.resumeConsumer { observer.pausedChanged(false) }
+            action.resume?.resume()
+        case .fatal(let error):
+            fail(error)
+        }
+    }
+
+    /// A topic that refuses every record for longer than `publishBlockedLimit` stops the worker
+    /// (non-zero): work that can never be committed is not worth pushing, and a restart (or a
+    /// human) is what it needs.
+    private func checkBlockedTopics() {
+        guard
+            let (topic, since) = state.withLockedValue({
+                $0.blockedLongest(now: .now, limit: configuration.publishBlockedLimit)
+            })
+        else { return }
+        fail(PipelineError.outputTopicBlocked(topic: topic, for: since))
+    }
+
     // MARK: drains and commits
 
-    /// Waits until no event of these partitions (of any, for `nil`) is in flight, or the timeout.
-    func waitForDrain(of partitions: Set<KafkaTopicPartition>?, timeout: Duration) async {
+    /// Waits until no event of these partitions (of any, for `nil`) is in flight, or the deadline.
+    func waitForDrain(of partitions: Set<KafkaTopicPartition>?, until deadline: ContinuousClock.Instant) async {
+        guard deadline > .now else { return }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -261,12 +365,11 @@ public final class WorkerPipeline: Service, Sendable {
                 }
             }
             group.addTask {
-                try? await Task.sleep(for: timeout)
+                try? await Task.sleep(until: deadline, clock: .continuous)
                 let waiters = self.state.withLockedValue { $0.cancelDrainWait { $0 == partitions } }
                 if !waiters.isEmpty {
                     self.logger.warning(
-                        "\(waiters.count) drain wait(s) timed out after \(timeout); events still in flight will be read again"
-                    )
+                        "\(waiters.count) drain wait(s) timed out; events still in flight will be read again")
                 }
                 for waiter in waiters { waiter.resume() }
             }
@@ -275,10 +378,18 @@ public final class WorkerPipeline: Service, Sendable {
         }
     }
 
+    private func endAllLeases() {
+        for lease in state.withLockedValue({ $0.endAllLeases() }) { lease.end() }
+    }
+
     private func ticker(_ commits: AsyncStream<CommitRequest>.Continuation) async {
         while !Task.isCancelled {
             guard (try? await Task.sleep(for: configuration.commitInterval)) != nil else { return }
-            commits.yield(.periodic)
+            // At most one periodic request waits: while the coordinator is slow they do not pile up
+            // (each computes its offsets when served, so one is as good as many), and a
+            // revocation's commit waits behind at most one of them.
+            if !periodicCommitPending.exchange(true, ordering: .acquiringAndReleasing) { commits.yield(.periodic) }
+            checkBlockedTopics()
             observer.heartbeat()
         }
     }
@@ -289,10 +400,12 @@ public final class WorkerPipeline: Service, Sendable {
         for await request in requests {
             let selection: Set<KafkaTopicPartition>?
             switch request {
-            case .periodic: selection = nil
+            case .periodic:
+                selection = nil
+                periodicCommitPending.store(false, ordering: .releasing)
             case .partitions(let partitions, _): selection = partitions
             }
-            let offsets = state.withLockedValue { $0.tracker.commitCandidates(in: selection) }
+            let offsets = state.withLockedValue { $0.commitCandidates(in: selection) }
             if !offsets.isEmpty {
                 do {
                     try await consumer.commit(offsets)
@@ -312,14 +425,18 @@ public final class WorkerPipeline: Service, Sendable {
     ) async {
         observer.partitionsRevoked(partitions)
         let selection = Set(partitions)
-        await waitForDrain(
-            of: selection, timeout: isStopping ? configuration.shutdownTimeout : configuration.revocationTimeout)
+        state.withLockedValue { $0.revoke(partitions) }
+        let stopping = isStopping
+        let budget = shutdownBudget()
+        // A lost assignment may already be someone else's: nothing to wait for or commit.
         if !lost {
+            await waitForDrain(
+                of: selection, until: stopping ? budget.drain : .now + configuration.revocationTimeout)
             // Bounded: this runs while librdkafka's poll thread waits for it, and a commit can wait
             // for the very rebalance that waits for us (seen on the mock cluster: two members both
             // idle for minutes). Past the bound the partitions go uncommitted past their last
             // commit: their next owner reads those events again (duplicates, never losses).
-            let bound = isStopping ? configuration.shutdownTimeout : configuration.revocationTimeout
+            let bound = stopping ? max(budget.commit - .now, .zero) : configuration.revocationTimeout
             let committed = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let once = ResumeOnce(continuation)
                 // Cancelled once the commit is done: no sleeping task outlives a quick revocation.
@@ -338,14 +455,32 @@ public final class WorkerPipeline: Service, Sendable {
                     "revocation: the commit did not finish within \(bound); letting the partitions go uncommitted")
             }
         }
-        state.withLockedValue { $0.forget(partitions) }
+        // The partitions are gone: what of them still waits for a retry is abandoned at its next
+        // step (their next owner pushes it), not pushed from here as well.
+        for lease in state.withLockedValue({ $0.forget(partitions) }) { lease.end() }
     }
 
     fileprivate func assigned(_ partitions: [KafkaTopicPartition]) {
         observer.consumerJoined()
-        // Paused for backpressure: new partitions wait too.
-        state.withLockedValue { state in
+        // Paused (backpressure, a blocked topic): new partitions wait too.
+        let ended = state.withLockedValue { state in
+            let ended = state.assign(partitions)
             if state.paused, let consumer = consumerBox.withLockedValue({ $0 }) { consumer.pause(partitions) }
+            return ended
+        }
+        for lease in ended { lease.end() }
+    }
+}
+
+/// Why the pipeline stopped on its own.
+public enum PipelineError: Error, CustomStringConvertible {
+    /// An output topic refused every record for longer than `publishBlockedLimit`.
+    case outputTopicBlocked(topic: String, for: Duration)
+
+    public var description: String {
+        switch self {
+        case .outputTopicBlocked(let topic, let duration):
+            return "\(topic) refused every record for \(duration); stopping so that a restart (or an operator) can act"
         }
     }
 }

@@ -17,6 +17,33 @@ enum ResultEvent {
             headers: [KafkaHeader(key: "content-type", string: "application/json")])
     }
 
+    /// The header a degraded result carries: Kafka's error name for why the full one was refused.
+    static let degradedHeader = "apns-worker-degraded"
+    /// The longest `detail` a degraded result keeps, in characters.
+    static let degradedDetailLimit = 200
+
+    /// The result Kafka refused as it was (`error`: too large, refused by the topic's rules), made
+    /// small: no `metadata`, `detail` cut short, the event id as key only where it is a short one
+    /// (otherwise the source record's coordinates), and a header saying why.
+    static func degraded(
+        for result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String,
+        error: KafkaError
+    ) -> KafkaProducerMessage {
+        var result = result
+        result.metadata = nil
+        if let detail = result.detail, detail.count > degradedDetailLimit {
+            result.detail = String(detail.prefix(degradedDetailLimit)) + "…"
+        }
+        if let id = result.eventID, id.utf8.count > DeadLetterRecord.degradedKeyLimit { result.eventID = nil }
+        return KafkaProducerMessage(
+            topic: topic, key: result.eventID.map { Array($0.utf8) } ?? DeadLetterRecord.sourceKey(source),
+            value: value(for: result, source: source, latency: latency, completedAt: completedAt),
+            headers: [
+                KafkaHeader(key: "content-type", string: "application/json"),
+                KafkaHeader(key: degradedHeader, string: error.code.name),
+            ])
+    }
+
     /// The JSON text, written straight into bytes: one result per event makes a tree of
     /// `JSONValue`s and its serializer a visible share of the worker's CPU.
     static func value(for result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date)
