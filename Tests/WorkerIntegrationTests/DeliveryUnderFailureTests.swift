@@ -1,0 +1,161 @@
+import APNsSimulator
+import Foundation
+import Kafka
+import Testing
+import Worker
+import WorkerDemo
+
+/// The incidents where a push pipeline is judged: records Kafka will not take, events the worker
+/// has no credential for, a backlog of stale events, a shutdown in the middle of a storm.
+@Suite("The worker in incidents: poison records, missing credentials, stale events, shutdown in a storm",
+    .serialized, .timeLimit(.minutes(5)))
+struct DeliveryUnderFailureTests {
+    /// A valid alert event for the demo app (or `topic`), as a record of the input topic.
+    static func event(
+        _ id: String, token: Int, topic: String = EmbeddedStack.bundleID, partition: Int32? = 0,
+        timestampMilliseconds: Int64? = nil
+    ) -> KafkaProducerMessage {
+        KafkaProducerMessage(
+            topic: EmbeddedStack.inputTopic, partition: partition, key: Array(id.utf8),
+            value: Array(
+                #"{"id":"\#(id)","deviceToken":"\#(String(format: "%064x", token))","topic":"\#(topic)","pushType":"alert","payload":{"aps":{"alert":"hi"}}}"#
+                    .utf8),
+            timestampMilliseconds: timestampMilliseconds)
+    }
+
+    // A 6,000-byte poison record under a producer limit of 4,000 bytes: its dead letter was refused
+    // locally (MSG_SIZE_TOO_LARGE) and retried forever, the partition's commit never moved past it,
+    // and a restart pushed the 50 events behind it again.
+    @Test("a dead letter too large for the producer is published degraded: 51 results, commit at the end, nothing twice after a restart")
+    func poisonRecordDoesNotFreezeItsPartition() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        harness.stack.simulator.devices.policy = .accept
+        let poison = KafkaProducerMessage(
+            topic: EmbeddedStack.inputTopic, partition: 0, key: Array("poison".utf8),
+            value: Array(repeating: UInt8(ascii: "x"), count: 6_000))
+        try await harness.produce([poison] + (0..<50).map { Self.event("ok-\($0)", token: $0 + 1) })
+
+        let limited: (inout WorkerConfiguration) -> Void = { $0.producer.properties["message.max.bytes"] = "4000" }
+        let worker = try harness.startWorker(group: "poison", configure: limited)
+        let results = try await harness.results(51)
+        #expect(results.filter { $0.outcome == .delivered }.count == 50)
+        let poisoned = try #require(results.first { $0.sourceOffset == 0 })
+        #expect(poisoned.outcome == .invalid)
+
+        let letters = try await harness.deadLetters(1)
+        let letter = try #require(letters.first)
+        #expect(letter.value == nil, "the value Kafka would not take is left out")
+        #expect(letter.headers.lastString(DeadLetterHeader.degraded) == "MSG_SIZE_TOO_LARGE")
+        #expect(letter.headers.lastString(DeadLetterHeader.originalValueBytes) == "6000")
+        #expect(letter.headers.lastString(DeadLetterHeader.reason) == "malformed-json")
+        #expect(letter.headers.lastString(DeadLetterHeader.sourceOffset) == "0")
+        #expect(letter.key == Array("poison".utf8))
+        try await eventually(15, "offsets committed to the end") {
+            try await harness.commitProgress(group: "poison").allSatisfy { $0.committed ?? 0 == $0.end }
+        }
+        try await worker.stop()
+
+        // A restart in the same group finds nothing left to do.
+        let again = try harness.startWorker(group: "poison", configure: limited)
+        try await Task.sleep(for: .seconds(8))  // past the group's join on the mock cluster
+        try await again.stop()
+        let all = try await harness.allRecords(of: EmbeddedStack.resultsTopic)
+        #expect(all.count == 51, "\(all.count) results: nothing was processed twice")
+    }
+
+    // One event for an app without a credential made the pod unready until it restarted, exported
+    // a credential gauge labelled with the event's topic, and dead-lettered it as `credentials`.
+    @Test("an event for an app without a credential is rejected and dead-lettered as no-credential; readiness stays green")
+    func noCredentialIsNotABrokenCredential() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        harness.stack.simulator.devices.policy = .accept
+        let stranger = Self.event("stranger", token: 999, topic: "com.producer.chosen.label")
+        try await harness.produce([stranger] + (0..<20).map { Self.event("ok-\($0)", token: $0 + 1) })
+
+        let worker = try harness.startWorker(group: "no-credential")
+        let results = try await harness.results(21)
+        let rejected = try #require(results.first { $0.eventID == "stranger" })
+        #expect(rejected.outcome == .rejected)
+        #expect(rejected.reason == "noCredentialForTopic")
+        #expect(rejected.attempts == 0, "nothing was sent")
+        #expect(rejected.status == nil)
+        #expect(results.filter { $0.outcome == .delivered }.count == 20)
+        let letter = try #require(try await harness.deadLetters(1).first)
+        #expect(letter.headers.lastString(DeadLetterHeader.reason) == "no-credential")
+
+        #expect(worker.assembly.health.readiness.isReady, "\(worker.assembly.health.readiness)")
+        let metrics = worker.assembly.registry.emitToString()
+        #expect(!metrics.contains("com.producer.chosen.label"), "no metric label comes from event data")
+        #expect(metrics.contains(#"apns_worker_dead_letters_total{reason="no-credential"} 1"#))
+        try await worker.stop()
+    }
+
+    // A new consumer group (or expired group offsets) on a topic with days of retention re-pushed
+    // everything it held.
+    @Test("records older than delivery.maxEventAge end expired without being sent; fresh ones are delivered")
+    func staleEventsAreNotPushed() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        let simulator = harness.stack.simulator
+        simulator.devices.policy = .accept
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let stale = (0..<10).map { Self.event("old-\($0)", token: 100 + $0, timestampMilliseconds: now - 7 * 3_600_000) }
+        let fresh = (0..<10).map { Self.event("new-\($0)", token: 200 + $0, timestampMilliseconds: now - 60_000) }
+        // One too large to parse at all: refused unread.
+        let huge = KafkaProducerMessage(
+            topic: EmbeddedStack.inputTopic, partition: 0, key: Array("huge".utf8),
+            value: Array(repeating: UInt8(ascii: " "), count: 300 * 1024))
+        try await harness.produce(stale + fresh + [huge])
+
+        let worker = try harness.startWorker(group: "stale")
+        let results = try await harness.results(21)
+        try await worker.stop()
+        let old = results.filter { $0.eventID?.hasPrefix("old-") == true }
+        #expect(old.count == 10)
+        #expect(old.allSatisfy { $0.outcome == .expired && $0.reason == "staleEvent" && $0.attempts == 0 })
+        #expect(results.filter { $0.eventID?.hasPrefix("new-") == true }.allSatisfy { $0.outcome == .delivered })
+        let sent = Set(simulator.observation.records.map(\.deviceToken))
+        #expect(!sent.contains(String(format: "%064x", 100)), "a stale event never reached APNs")
+        let refused = try #require(results.first { $0.sourceOffset == 20 })
+        #expect(refused.outcome == .invalid && refused.reason == "recordTooLarge")
+    }
+
+    // SIGTERM while the reader waited at the in-flight bound under a 503 storm: the reader was
+    // resumed only when half the events finished, so shutdown took minutes or never ended.
+    @Test("SIGTERM in a 503 storm at the in-flight bound: stopped within shutdownTimeout; the next worker loses nothing")
+    func shutdownInAStorm() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        let simulator = harness.stack.simulator
+        simulator.devices.policy = .accept
+        simulator.faults.setRate(.serviceUnavailable, 1.0)
+        try await harness.produce((0..<300).map { Self.event("storm-\($0)", token: $0 + 1, partition: nil) })
+
+        let stormy: (inout WorkerConfiguration) -> Void = { configuration in
+            configuration.delivery.retry.maxAttempts = 1_000
+            configuration.delivery.retry.maxRetryDuration = .seconds(600)
+            configuration.delivery.shutdownTimeout = .seconds(6)
+        }
+        let worker = try harness.startWorker(group: "storm-stop", maxInFlight: 40, configure: stormy)
+        try await eventually(30, "the reader waiting at the bound") {
+            worker.assembly.pipeline.inFlight >= 40 && simulator.observation.count(status: 503) > 100
+        }
+        let stopping = ContinuousClock.now
+        try await worker.stop()
+        let took = ContinuousClock.now - stopping
+        #expect(took < .seconds(6 + 4), "stopped in \(took) with a 6 s shutdownTimeout")
+        let sentAtStop = simulator.observation.count(status: 503)
+        try await Task.sleep(for: .seconds(2))
+        #expect(simulator.observation.count(status: 503) == sentAtStop, "nothing is retried after the stop")
+
+        // The storm ends; the next member reads what was not committed. Every event gets its result.
+        simulator.faults.setRate(.serviceUnavailable, 0)
+        let next = try harness.startWorker(group: "storm-stop")
+        let results = try await harness.results(300, timeout: .seconds(120))
+        try await next.stop()
+        #expect(Set(results.compactMap(\.eventID)).count == 300)
+        #expect(results.allSatisfy { $0.outcome == .delivered })
+    }
+}
