@@ -49,6 +49,7 @@ METRICS = {
     "apns_worker_apns_request_duration_seconds": ("histogram", set()),
     "apns_worker_event_duration_seconds": ("histogram", set()),
     "apns_worker_retries_total": ("counter", {"cause"}),
+    "apns_worker_published_degraded_total": ("counter", {"topic", "reason"}),
     "apns_worker_in_flight_events": ("gauge", set()),
     "apns_worker_consumer_paused": ("gauge", set()),
     "apns_worker_consumer_lag": ("gauge", {"topic", "partition"}),
@@ -159,6 +160,9 @@ CONFIG_SCHEMA = {
         },
         "revocationTimeout": DURATION,
         "shutdownTimeout": DURATION,
+        "maxEventAge": DURATION,
+        "maxRecordBytes": INT,
+        "publishBlockedLimit": DURATION,
     },
     "http": {"host": STR, "port": INT},
     "logging": {

@@ -94,7 +94,7 @@ struct ConfigurationEnvironmentTests {
         // Values that decode for any key: a name, a number, or a duration, depending on the key.
         let samples: [String: String] = [
             "host": "h", "port": "1", "group": "g", "results": "r", "deadLetters": "d", "caFile": "/f",
-            "level": "info", "format": "json", "topics": "t",
+            "level": "info", "format": "json", "topics": "t", "maxRecordBytes": "4096",
         ]
         for (path, schema) in ConfigSchema.worker.leaves() {
             guard case .scalar = schema, let key = path.last else {
@@ -110,7 +110,7 @@ struct ConfigurationEnvironmentTests {
             let value =
                 samples[key]
                 ?? (key.hasSuffix("Timeout") || key.hasSuffix("Interval") || key.hasSuffix("Backoff")
-                    || key.hasSuffix("Duration") ? "1s" : "3")
+                    || key.hasSuffix("Duration") || key.hasSuffix("Age") || key.hasSuffix("Limit") ? "1s" : "3")
             // Decoding would report an unknown key if the schema named one it does not read.
             _ = try load([name: value])
         }

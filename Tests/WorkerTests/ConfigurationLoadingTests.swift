@@ -30,11 +30,22 @@ struct ConfigurationLoadingTests {
         #expect(configuration.delivery.retry.maxRetryDuration == .seconds(600))
         #expect(configuration.delivery.revocationTimeout == .seconds(30))
         #expect(configuration.delivery.shutdownTimeout == .seconds(30))
+        #expect(configuration.delivery.maxEventAge == .seconds(6 * 3600))
+        #expect(configuration.delivery.maxRecordBytes == 256 * 1024)
+        #expect(configuration.delivery.publishBlockedLimit == .seconds(300))
         #expect(configuration.http.host == "0.0.0.0")
         #expect(configuration.http.port == 8080)
         #expect(configuration.logging.level == .info)
         #expect(configuration.logging.format == .json)
         #expect(configuration.retryPolicy == RetryPolicy())
+    }
+
+    @Test("delivery.maxEventAge 0 turns the stale-event guard off; a duration sets it")
+    func maxEventAge() throws {
+        let off = try WorkerConfiguration.parse(ConfigurationFixtures.minimalYAML + "\ndelivery:\n  maxEventAge: 0\n")
+        #expect(off.delivery.maxEventAge == nil)
+        let hour = try WorkerConfiguration.parse(ConfigurationFixtures.minimalYAML + "\ndelivery:\n  maxEventAge: 1h\n")
+        #expect(hour.delivery.maxEventAge == .seconds(3600))
     }
 
     @Test("every key of the full example is read")
