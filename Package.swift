@@ -210,11 +210,11 @@ let package = Package(
         ),
         .testTarget(
             name: "apns-workerTests",
-            dependencies: ["apns-worker"],
+            dependencies: ["apns-worker", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
 
-        // MARK: APNs simulator (issue 4). Shares no code with APNs/Kafka/Worker or the C modules.
+        // MARK: APNs simulator. Shares no code with APNs/Kafka/Worker or the C modules.
         .target(
             name: "APNsSimulator",
             dependencies: [

@@ -35,6 +35,12 @@ struct RunCommand: AsyncParsableCommand {
             FileOutput.standardError.write("configuration error: \(error)\n")
             throw ExitCode(2)
         }
+        do {
+            try await assembly.operations.listen()
+        } catch {
+            FileOutput.standardError.write("configuration error: \(error)\n")
+            throw ExitCode(2)
+        }
         WorkerRuntime.exitOnSecondSignal()
         do {
             try await assembly.run()

@@ -1,4 +1,5 @@
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -18,6 +19,9 @@ public struct OperationsServer: Service {
     private let logger: Logger
     private let group: any EventLoopGroup
     private let onListening: @Sendable (Int) -> Void
+    /// The listening socket once `listen()` bound it; `run()` serves on it.
+    private let listener = NIOLockedValueBox<(any Channel)?>(nil)
+    private let connections = ConnectionTracker()
 
     /// - Parameters:
     ///   - port: 0 picks a free port; `onListening` receives the real one once bound.
@@ -47,9 +51,24 @@ public struct OperationsServer: Service {
             beforeScrape: beforeScrape, onListening: onListening)
     }
 
+    /// Binds the listening socket now, so that a port in use or a host not on this machine fails
+    /// the start (the caller exits 2 naming the setting) instead of a service that dies on its own
+    /// while the rest of the worker runs on. `run()` binds if this was not called.
+    public func listen() async throws(OperationsServerError) {
+        guard listener.withLockedValue({ $0 }) == nil else { return }
+        let channel: any Channel
+        do {
+            channel = try await bind(tracking: connections)
+        } catch {
+            throw OperationsServerError(host: host, port: port, underlying: "\(error)")
+        }
+        listener.withLockedValue { $0 = channel }
+    }
+
     public func run() async throws {
-        let connections = ConnectionTracker()
-        let listener = try await bind(tracking: connections)
+        try await listen()
+        guard let listener = self.listener.withLockedValue({ $0 }) else { return }
+        let connections = self.connections
         let boundPort = listener.localAddress?.port ?? port
         logger.info("operations endpoint listening", metadata: ["host": "\(host)", "port": "\(boundPort)"])
         onListening(boundPort)
@@ -84,5 +103,16 @@ public struct OperationsServer: Service {
             }
             .bind(host: host, port: port)
             .get()
+    }
+}
+
+/// The operations endpoint could not listen where `http.host` and `http.port` say.
+public struct OperationsServerError: Error, CustomStringConvertible {
+    public let host: String
+    public let port: Int
+    public let underlying: String
+
+    public var description: String {
+        "http.host/http.port: cannot listen on \(host):\(port): \(underlying)"
     }
 }

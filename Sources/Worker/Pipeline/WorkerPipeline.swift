@@ -70,6 +70,35 @@ public final class WorkerPipeline: Service, Sendable {
         logger.info(
             "consuming \(configuration.inputTopics.joined(separator: ", ")) as group \(consumerConfiguration.groupID)")
 
+        // Cancelled (another service of the group failed): the same orderly stop as a signal.
+        await withTaskCancellationHandler {
+            await runUntilStopped(consumer: consumer, publisher: publisher, commits: (commitRequests, commitQueue))
+        } onCancel: {
+            self.beginShutdown()
+        }
+        await consumer.close()  // no-op after a graceful shutdown; leaves the group after a failure
+        // Requests still in flight (a drain that timed out) end here; their results are published
+        // if the producer still takes them, or abandoned.
+        let budget = shutdownBudget()
+        await sender.shutdown()
+        do {
+            try await producer.flush(timeout: max(budget.end - .now, .seconds(1)))
+        } catch {
+            logger.error("results not acknowledged at shutdown: \(error)")
+        }
+        await producer.close(timeout: .seconds(1))
+        if let error = failure.withLockedValue({ $0 }) {
+            logger.critical("stopped after a failure: \(error)")
+            throw error
+        }
+        logger.info("stopped")
+    }
+
+    private func runUntilStopped(
+        consumer: KafkaConsumer, publisher: ResultPublisher,
+        commits: (AsyncStream<CommitRequest>, AsyncStream<CommitRequest>.Continuation)
+    ) async {
+        let (commitRequests, commitQueue) = commits
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.commitLoop(commitRequests, consumer: consumer) }
@@ -89,22 +118,6 @@ public final class WorkerPipeline: Service, Sendable {
         } onGracefulShutdown: {
             self.beginShutdown()
         }
-        await consumer.close()  // no-op after a graceful shutdown; leaves the group after a failure
-        // Requests still in flight (a drain that timed out) end here; their results are published
-        // if the producer still takes them, or abandoned.
-        let budget = shutdownBudget()
-        await sender.shutdown()
-        do {
-            try await producer.flush(timeout: max(budget.end - .now, .seconds(1)))
-        } catch {
-            logger.error("results not acknowledged at shutdown: \(error)")
-        }
-        await producer.close(timeout: .seconds(1))
-        if let error = failure.withLockedValue({ $0 }) {
-            logger.critical("stopped after a failure: \(error)")
-            throw error
-        }
-        logger.info("stopped")
     }
 
     /// Stops reading and leaves the group; the revocation inside `close()` drains and commits.
