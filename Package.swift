@@ -11,7 +11,7 @@ let package = Package(
     name: "apns-worker",
     platforms: [.macOS(.v15)],
     products: [
-        // MARK: APNs simulator (issue 4)
+        // MARK: APNs simulator
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
         .executable(name: "apns-simulator", targets: ["apns-simulator"]),
     ],
@@ -24,7 +24,7 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
-        // The APNs simulator's stack (issue 4): HTTP/2 + TLS + ECDSA independent of the client's
+        // The APNs simulator's stack: HTTP/2 + TLS + ECDSA independent of the client's
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
