@@ -1,5 +1,5 @@
 // swift-tools-version:6.1
-// apns-worker: Kafka in, APNs out. See docs/ and ../shared/DESIGN.md for the architecture.
+// apns-worker: Kafka in, APNs out. See README.md and docs/ for the architecture.
 import PackageDescription
 
 // Swift 6 language mode: complete strict concurrency checking in every target.

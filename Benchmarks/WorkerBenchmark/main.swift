@@ -1,4 +1,4 @@
-// The worker end to end (issue 6): a backlog of valid alert events in the mock cluster, then the real
+// The worker end to end: a backlog of valid alert events in the mock cluster, then the real
 // worker (4 APNs connections to the simulator) drains it; next to it, in the same run, the same
 // pipeline with an APNs that answers at once. Release build: `make bench BENCH=worker`.
 //

@@ -130,7 +130,7 @@ struct PoolStateMachineTests {
 @Suite("Answers and failures to outcomes")
 struct OutcomeTests {
     @Test(
-        "DESIGN.md's outcome table",
+        "the outcome table: answers and failures to outcomes",
         arguments: [
             (200, nil, APNsOutcome.delivered),
             (410, "Unregistered", .unregistered(timestampMilliseconds: 1_700_000_000_000)),

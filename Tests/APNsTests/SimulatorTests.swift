@@ -4,7 +4,7 @@ import Testing
 
 @testable import APNs
 
-/// The client against the APNs simulator (issue 4: SwiftNIO HTTP/2 + NIOSSL + swift-crypto, a stack
+/// The client against the APNs simulator (SwiftNIO HTTP/2 + NIOSSL + swift-crypto, a stack
 /// independent of nghttp2 and OpenSSL), in process, over TLS, with token and certificate auth.
 @Suite("Client against the APNs simulator", .timeLimit(.minutes(3)))
 struct SimulatorTests {

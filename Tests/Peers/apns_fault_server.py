@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A scripted APNs look-alike on hyper-h2 (an HTTP/2 stack independent of nghttp2 and SwiftNIO),
-for the client's fault tests until the simulator (issue 4) is merged.
+for the client's fault tests: a peer that shares no code with the client or the simulator.
 
 Binds 127.0.0.1:0 with TLS (ALPN h2) and prints "LISTENING <port>" once ready. Answers
 POST /3/device/<token> as APNs would, with behaviour chosen by flags:

@@ -1,4 +1,4 @@
-/// What the caller should do with an answer (or a failure): DESIGN.md's outcome table.
+/// What the caller should do with an answer (or a failure): the outcome table of docs/worker.md.
 public enum APNsOutcome: Sendable, Hashable {
     /// 200.
     case delivered

@@ -57,7 +57,7 @@ public struct SendAttempt: Sendable {
     public var response: APNsResponse?
     /// The failure, when there was no answer.
     public var error: (any Error)?
-    /// What to do about it (DESIGN.md's outcome table).
+    /// What to do about it (the outcome table of docs/worker.md).
     public var outcome: APNsOutcome
     /// The configured credential the request used (for readiness), if one matched.
     public var credential: String?

@@ -1,7 +1,7 @@
 import Foundation
 import JSONSchema
 
-/// The `outcome` of a result event (DESIGN.md's outcome table).
+/// The `outcome` of a result event (the outcome table of docs/events.md).
 public enum ResultOutcome: String, Sendable, Hashable, CaseIterable {
     case delivered, unregistered, rejected, failed, expired, invalid
 }
