@@ -16,12 +16,20 @@ public final class KafkaProducer: Sendable {
     private let deliveryTimeout: Duration
     private let closed = Atomic<Bool>(false)
 
-    public init(configuration: KafkaProducerConfiguration, logger: Logger = Logger(label: "kafka.producer"))
-        throws(KafkaError)
-    {
+    /// - Parameter onFatalError: called (on librdkafka's thread) when the producer raises a fatal
+    ///   error: an idempotent producer that lost its guarantees, or a fenced one. Every later send
+    ///   fails with it; only a new producer recovers.
+    public init(
+        configuration: KafkaProducerConfiguration, logger: Logger = Logger(label: "kafka.producer"),
+        onFatalError: (@Sendable (KafkaError) -> Void)? = nil
+    ) throws(KafkaError) {
         let config = try RDKafkaConfig(properties: configuration.librdkafkaProperties)
         let callbacks = RDKafkaCallbacks(
-            logger: logger, error: { error in logger.log(level: error.isFatal ? .error : .warning, "\(error)") },
+            logger: logger,
+            error: { error in
+                logger.log(level: error.isFatal ? .error : .warning, "\(error)")
+                if error.isFatal { onFatalError?(error) }
+            },
             deliveryReports: true)
         self.client = try RDKafkaClient(type: RD_KAFKA_PRODUCER, config: config, callbacks: callbacks)
         self.deliveryTimeout = configuration.deliveryTimeout
@@ -110,6 +118,12 @@ public final class KafkaProducer: Sendable {
             client.logger.error("producer close: \(error)")
         }
         await poller.stopAndWait()
+    }
+
+    /// Raises a fatal error as librdkafka would on a broker's answer that breaks its guarantees
+    /// (`rd_kafka_test_fatal_error`), for tests of what a caller does then.
+    package func raiseFatalErrorForTesting(_ reason: String) {
+        _ = rd_kafka_test_fatal_error(client.handle, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
     }
 
     /// Records enqueued and not yet acknowledged or failed.

@@ -90,6 +90,33 @@ struct KafkaRoundTripTests {
         await producer.close()
     }
 
+    @Test("a fatal producer error reaches onFatalError once, and every later send fails with it")
+    func fatalErrorIsReported() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("fatal")
+        try cluster.createTopic(topic, partitions: 1)
+        let reported = TestLocked<[KafkaError]>([])
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster)) { error in
+            reported.withLock { $0.append(error) }
+        }
+        _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("before".utf8)))
+        producer.raiseFatalErrorForTesting("test: sequence broken")
+        try await withTimeout(10, "the fatal error reported") {
+            while reported.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        let error = try #require(reported.withLock { $0.first })
+        #expect(error.isFatal && error.produceFailureScope == .fatal)
+        #expect(error.message.contains("sequence broken"), "\(error)")
+        do {
+            try producer.trySend(KafkaProducerMessage(topic: topic, value: Array("after".utf8))) { _ in }
+            Issue.record("a send after a fatal error was accepted")
+        } catch {
+            #expect(error.isFatal, "\(error)")
+        }
+        await producer.close(timeout: .seconds(1))
+        #expect(reported.withLock { $0.count } == 1)
+    }
+
     @Test("a refused configuration property is named in the error")
     func badPropertyIsNamed() throws {
         var configuration = KafkaProducerConfiguration(bootstrapServers: "127.0.0.1:1")

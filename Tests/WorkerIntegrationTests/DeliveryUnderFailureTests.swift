@@ -122,6 +122,32 @@ struct DeliveryUnderFailureTests {
         #expect(refused.outcome == .invalid && refused.reason == "recordTooLarge")
     }
 
+    @Test("a fatal producer error stops the worker with that error, and its events are read again by the next one")
+    func fatalProducerErrorStopsTheWorker() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        let simulator = harness.stack.simulator
+        simulator.devices.policy = .accept
+        simulator.faults.latency = .fixed(.milliseconds(300))
+        try await harness.produce((0..<100).map { Self.event("f-\($0)", token: $0 + 1, partition: nil) })
+        let worker = try harness.startWorker(group: "fatal", maxInFlight: 20)
+        try await eventually(30, "events in flight") { worker.assembly.pipeline.inFlight > 0 }
+        let producer = try #require(worker.assembly.pipeline.producerForTesting)
+        producer.raiseFatalErrorForTesting("test: the broker broke the sequence")
+        let outcome = await worker.task.result
+        guard case .failure(let error) = outcome else {
+            Issue.record("the worker ended without an error")
+            return
+        }
+        #expect("\(error)".contains("the broker broke the sequence"), "\(error)")
+
+        simulator.faults.latency = .none
+        let next = try harness.startWorker(group: "fatal")
+        let results = try await harness.results(100)
+        try await next.stop()
+        #expect(Set(results.compactMap(\.eventID)).count == 100, "every event ends with a result")
+    }
+
     // SIGTERM while the reader waited at the in-flight bound under a 503 storm: the reader was
     // resumed only when half the events finished, so shutdown took minutes or never ended.
     @Test("SIGTERM in a 503 storm at the in-flight bound: stopped within shutdownTimeout; the next worker loses nothing")

@@ -29,6 +29,10 @@ public final class WorkerPipeline: Service, Sendable {
     private let consumerBox = NIOLockedValueBox<KafkaConsumer?>(nil)
     private let failure = NIOLockedValueBox<(any Error)?>(nil)
     private let periodicCommitPending = Atomic<Bool>(false)
+    private let producerBox = NIOLockedValueBox<KafkaProducer?>(nil)
+
+    /// The producer while `run()` runs, for tests that make it fail.
+    package var producerForTesting: KafkaProducer? { producerBox.withLockedValue { $0 } }
 
     public init(
         configuration: PipelineConfiguration, consumer: KafkaConsumerConfiguration,
@@ -55,7 +59,13 @@ public final class WorkerPipeline: Service, Sendable {
     public var inFlight: Int { state.withLockedValue { $0.running } }
 
     public func run() async throws {
-        let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
+        let producer = try KafkaProducer(
+            configuration: producerConfiguration, logger: logger,
+            onFatalError: { [weak self] error in
+                self?.logger.critical("the producer failed for good: \(error); stopping")
+                self?.fail(error)
+            })
+        producerBox.withLockedValue { $0 = producer }
         let publisher = ResultPublisher(
             producer: producer, scheduler: scheduler, observer: observer, logger: logger,
             report: { [weak self] report in self?.publisherReported(report) })
