@@ -98,6 +98,10 @@ public final class KafkaConsumer: Sendable {
         core.state.withLock { $0.assigned }
     }
 
+    /// How long ago the poll thread last went round its loop: it serves rebalances and heartbeats,
+    /// so a value far above 100 ms (its poll time-out) means it is stuck.
+    public var sincePolled: Duration { core.sincePolled }
+
     /// Records handed over by librdkafka and waiting for the reader (at most about `bufferCapacity`).
     public var bufferedCount: Int {
         core.state.withLock { $0.bufferedCount }

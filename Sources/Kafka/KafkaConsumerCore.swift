@@ -15,6 +15,9 @@ final class KafkaConsumerCore: Sendable {
     private let handlerTimeout: Duration
     let logger: Logger
     private let stopRequested = Atomic<Bool>(false)
+    /// When the poll thread last went round its loop (or, inside a rebalance handler, last checked
+    /// on it), in `DispatchTime` nanoseconds: a liveness probe's view of the thread.
+    private let lastPolled = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
     /// Signalled by the reader when the poll thread waits for room in a full buffer.
     let spaceAvailable = DispatchSemaphore(value: 0)
     /// How long a full buffer holds the poll thread back before the partitions are paused.
@@ -39,6 +42,7 @@ final class KafkaConsumerCore: Sendable {
 
     private func pollLoop(_ client: RDKafkaClient) {
         while !stopRequested.load(ordering: .acquiring) {
+            markPolled()
             waitForSpace(client)
             guard let message = rd_kafka_consumer_poll(client.handle, 100) else { continue }
             receive(message, client)
@@ -58,6 +62,18 @@ final class KafkaConsumerCore: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
+    private func markPolled() {
+        lastPolled.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
+    }
+
+    /// How long ago the poll thread last went round (a handler it waits for counts as going round:
+    /// that wait is bounded by itself).
+    var sincePolled: Duration {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let then = lastPolled.load(ordering: .relaxed)
+        return .nanoseconds(Int64(now > then ? now - then : 0))
+    }
+
     /// Holds the poll thread while the buffer is full, up to `fullBufferGrace`; then pauses the
     /// partitions, so that polling (and with it rebalances and heartbeats) goes on without records.
     private func waitForSpace(_ client: RDKafkaClient) {
@@ -69,6 +85,7 @@ final class KafkaConsumerCore: Sendable {
                 return
             }
             _ = spaceAvailable.wait(timeout: .now() + .milliseconds(50))
+            markPolled()
         }
     }
 
@@ -203,8 +220,14 @@ final class KafkaConsumerCore: Sendable {
             done.signal()
         }
         let milliseconds = Int(handlerTimeout.milliseconds)
-        if done.wait(timeout: .now() + .milliseconds(milliseconds)) == .timedOut {
-            logger.error("rebalance handler still running after \(milliseconds) ms; letting the partitions go")
+        let deadline = DispatchTime.now() + .milliseconds(milliseconds)
+        // In slices, so that the thread shows alive while it waits (the wait is bounded).
+        while done.wait(timeout: min(deadline, .now() + .seconds(1))) == .timedOut {
+            markPolled()
+            if DispatchTime.now() >= deadline {
+                logger.error("rebalance handler still running after \(milliseconds) ms; letting the partitions go")
+                return
+            }
         }
     }
 }

@@ -44,7 +44,10 @@ public enum WorkerRuntime {
     ) throws -> Assembly {
         let registry = PrometheusCollectorRegistry()
         let metrics = WorkerMetrics(registry: registry)
-        let health = HealthState()
+        // Liveness is progress: an event waiting out its longest backoff is not stuck, so the
+        // window covers two of them (and a publish retry's 30 s ceiling).
+        let health = HealthState(
+            livenessWindow: max(.seconds(60), configuration.delivery.retry.maxBackoff * 2))
         let observer = OperationsObserver(metrics: metrics, health: health)
         // Every configured credential exports its gauge from the start (0 = healthy), so dashboards
         // and alerts see the series before anything goes wrong.

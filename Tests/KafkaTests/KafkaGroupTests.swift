@@ -188,6 +188,22 @@ struct KafkaGroupTests {
         await a.close()
     }
 
+    @Test("the poll thread goes round while nobody reads, and sincePolled says how long ago")
+    func pollThreadLiveness() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("alive")
+        try cluster.createTopic(topic, partitions: 1)
+        let consumer = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: uniqueName("g")))
+        try consumer.subscribe(topics: [topic])
+        for _ in 0..<10 {
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(consumer.sincePolled < .seconds(2), "\(consumer.sincePolled)")
+        }
+        await consumer.close()
+        try await Task.sleep(for: .seconds(3))
+        #expect(consumer.sincePolled >= .seconds(2), "a closed consumer's thread is gone")
+    }
+
     @Test("a reader that stops reading does not make the consumer buffer the backlog")
     func bufferStaysBounded() async throws {
         let cluster = try KafkaMockCluster(brokers: 1)

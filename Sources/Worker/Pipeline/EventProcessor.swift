@@ -18,6 +18,8 @@ struct EventProcessor: Sendable {
     let retryPolicy: RetryPolicy
     /// An event whose record is older than this (by its Kafka timestamp) ends `expired` unsent.
     let maxEventAge: Duration?
+    /// Counts each APNs answer, for liveness.
+    let progress: ProgressCounter
     /// A record whose value is larger than this ends `invalid` unsent.
     let maxRecordBytes: Int
     let scheduler: any DelayScheduling
@@ -35,13 +37,14 @@ struct EventProcessor: Sendable {
     init(
         decoder: NotificationEventDecoder, sender: any NotificationSending, retryPolicy: RetryPolicy,
         scheduler: any DelayScheduling, observer: any PipelineObserver, logger: Logger,
-        maxEventAge: Duration? = nil, maxRecordBytes: Int = .max, now: @escaping @Sendable () -> Date = Date.init,
+        progress: ProgressCounter = ProgressCounter(), maxEventAge: Duration? = nil, maxRecordBytes: Int = .max, now: @escaping @Sendable () -> Date = Date.init,
         instant: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
     ) {
         self.decoder = decoder
         self.sender = sender
         self.retryPolicy = retryPolicy
         self.maxEventAge = maxEventAge
+        self.progress = progress
         self.maxRecordBytes = maxRecordBytes
         self.scheduler = scheduler
         self.throttle = NIOLockedValueBox(DeviceThrottle())
@@ -182,6 +185,7 @@ struct EventProcessor: Sendable {
 
     /// Classifies an answer: done, or the next attempt (now, or after a backoff).
     private func answered(_ run: Run, _ attempt: SendAttempt, _ completion: @escaping Completion) {
+        progress.step()
         if let error = attempt.error as? APNsClientError, error.code == .noCredentialForTopic {
             // Nothing was sent, and nothing is wrong with any credential: this worker is not
             // configured for the event's app. Readiness and the credential gauges stay as they are

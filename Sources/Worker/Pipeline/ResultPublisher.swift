@@ -34,6 +34,8 @@ struct ResultPublisher: Sendable {
     let observer: any PipelineObserver
     let logger: Logger
     let report: @Sendable (Report) -> Void
+    /// Counts each publish attempt's end, for liveness.
+    let progress: ProgressCounter
     /// How many topics are reported blocked: while none is, a stored record reports nothing (one
     /// atomic read per record, no lock).
     private let blockedTopics = BlockedTopicCount()
@@ -45,13 +47,14 @@ struct ResultPublisher: Sendable {
 
     init(
         producer: KafkaProducer, scheduler: any DelayScheduling, observer: any PipelineObserver, logger: Logger,
-        report: @escaping @Sendable (Report) -> Void = { _ in }
+        progress: ProgressCounter = ProgressCounter(), report: @escaping @Sendable (Report) -> Void = { _ in }
     ) {
         self.producer = producer
         self.scheduler = scheduler
         self.observer = observer
         self.logger = logger
         self.report = report
+        self.progress = progress
     }
 
     /// The record's smaller form, for a record that can never be stored as it is (the error says
@@ -79,6 +82,7 @@ struct ResultPublisher: Sendable {
     private func publish(_ attempt: Attempt, _ done: @escaping @Sendable (Bool) -> Void) {
         do {
             try producer.trySend(attempt.message) { delivery in
+                progress.step()
                 switch delivery {
                 case .success:
                     stored(attempt)

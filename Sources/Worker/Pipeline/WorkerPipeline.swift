@@ -30,6 +30,8 @@ public final class WorkerPipeline: Service, Sendable {
     private let failure = NIOLockedValueBox<(any Error)?>(nil)
     private let periodicCommitPending = Atomic<Bool>(false)
     private let producerBox = NIOLockedValueBox<KafkaProducer?>(nil)
+    /// Steps taken (records admitted, APNs answers, publish attempts), for liveness.
+    private let progress = ProgressCounter()
 
     /// The producer while `run()` runs, for tests that make it fail.
     package var producerForTesting: KafkaProducer? { producerBox.withLockedValue { $0 } }
@@ -50,7 +52,7 @@ public final class WorkerPipeline: Service, Sendable {
         self.scheduler = scheduler
         self.processor = EventProcessor(
             decoder: decoder, sender: sender, retryPolicy: configuration.retryPolicy, scheduler: scheduler,
-            observer: observer, logger: logger, maxEventAge: configuration.maxEventAge,
+            observer: observer, logger: logger, progress: progress, maxEventAge: configuration.maxEventAge,
             maxRecordBytes: configuration.maxRecordBytes)
         self.state = NIOLockedValueBox(PipelineStateMachine(maxInFlight: configuration.maxInFlight))
     }
@@ -67,7 +69,7 @@ public final class WorkerPipeline: Service, Sendable {
             })
         producerBox.withLockedValue { $0 = producer }
         let publisher = ResultPublisher(
-            producer: producer, scheduler: scheduler, observer: observer, logger: logger,
+            producer: producer, scheduler: scheduler, observer: observer, logger: logger, progress: progress,
             report: { [weak self] report in self?.publisherReported(report) })
         let (commitRequests, commitQueue) = AsyncStream<CommitRequest>.makeStream()
         let rebalance = RebalanceBridge(pipeline: self, commits: commitQueue)
@@ -112,7 +114,7 @@ public final class WorkerPipeline: Service, Sendable {
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.commitLoop(commitRequests, consumer: consumer) }
-                group.addTask { await self.ticker(commitQueue) }
+                group.addTask { await self.ticker(commitQueue, consumer: consumer) }
                 await readLoop(consumer, publisher: publisher)
                 // The sequence ended: the consumer was closed (shutdown) or failed, and its
                 // revocation drained (bounded) and committed what it could. What still runs gets
@@ -230,6 +232,7 @@ public final class WorkerPipeline: Service, Sendable {
         }
         // Skipped: revoked meanwhile, or stopping. Uncommitted: its partition's owner reads it again.
         guard case .run(let paused) = action else { return }
+        progress.step()
         if paused { observer.pausedChanged(true) }
         observer.inFlightChanged(running)
         start(record, lease: lease, sending: &requests, publisher: publisher, consumer: consumer)
@@ -405,7 +408,8 @@ public final class WorkerPipeline: Service, Sendable {
         for lease in state.withLockedValue({ $0.endAllLeases() }) { lease.end() }
     }
 
-    private func ticker(_ commits: AsyncStream<CommitRequest>.Continuation) async {
+    private func ticker(_ commits: AsyncStream<CommitRequest>.Continuation, consumer: KafkaConsumer) async {
+        var watch = ProgressWatch()
         while !Task.isCancelled {
             guard (try? await Task.sleep(for: configuration.commitInterval)) != nil else { return }
             // At most one periodic request waits: while the coordinator is slow they do not pile up
@@ -413,7 +417,10 @@ public final class WorkerPipeline: Service, Sendable {
             // revocation's commit waits behind at most one of them.
             if !periodicCommitPending.exchange(true, ordering: .acquiringAndReleasing) { commits.yield(.periodic) }
             checkBlockedTopics()
-            observer.heartbeat()
+            let pending = state.withLockedValue { $0.running > 0 } || consumer.bufferedCount > 0
+            if watch.alive(steps: progress.value, pending: pending, sincePolled: consumer.sincePolled) {
+                observer.heartbeat()
+            }
         }
     }
 
