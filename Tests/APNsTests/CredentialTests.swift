@@ -101,6 +101,22 @@ struct TokenTimingTests {
         #expect(authenticator.tokensIssued == 2)
     }
 
+    // iat was the wall clock at start plus the monotonic age: a clock corrected after start (NTP)
+    // never reached the tokens, and APNs kept refusing them as expired or from the future.
+    @Test("iat is the wall clock at signing: a corrected clock shows in the next token")
+    func issuedAtFollowsTheWallClock() throws {
+        let clock = ManualClock()
+        let wall = SettableWallClock(1_700_000_000)
+        let pki = try TestPKI()
+        let authenticator = try APNsTokenAuthenticator(
+            teamID: "TEAM123456", keyID: "KEY1234567", key: try APNsSigningKey(file: pki.tokenKey), clock: clock,
+            wallClock: { wall.now })
+        #expect(try authenticator.currentToken().issuedAt == 1_700_000_000)
+        wall.set(1_700_003_600 + 0.9)  // corrected an hour ahead while the monotonic clock moved 50 min
+        clock.advance(by: .seconds(50 * 60))
+        #expect(try authenticator.currentToken().issuedAt == 1_700_003_600)
+    }
+
     @Test("ExpiredProviderToken refreshes only if the token is 20 minutes old, and only once")
     func expiredProviderTokenRespectsTwentyMinutes() throws {
         let clock = ManualClock()
@@ -159,4 +175,16 @@ func derSignature(joseSignature: [UInt8]) -> [UInt8] {
     }
     let body = integer(joseSignature[0..<32]) + integer(joseSignature[32..<64])
     return [0x30, UInt8(body.count)] + body
+}
+
+/// A settable wall clock (seconds since 1970) for token tests.
+final class SettableWallClock: @unchecked Sendable {
+    // @unchecked: `value` is only touched under `lock`.
+    private let lock = NSLock()
+    private var value: Double
+
+    init(_ value: Double) { self.value = value }
+
+    var now: Double { lock.withLock { value } }
+    func set(_ newValue: Double) { lock.withLock { value = newValue } }
 }

@@ -20,6 +20,24 @@ struct HTTP2StateMachineTests {
         #expect(machine.capacity == 500)
     }
 
+    // The one-stream start lifted only on a 200: a batch of stale tokens (410s) or bad ones (400s)
+    // kept a fresh connection at one stream although every answer proved the provider token.
+    @Test("with token auth, a 400 or 410 proves the token as a 200 does; 403, 429 and 5xx do not")
+    func anyAnswerButRefusalProvesTheToken() {
+        for status in [400, 404, 410, 413] {
+            var machine = APNsHTTP2StateMachine(configuredMaximum: 500, tokenAuthentication: true)
+            _ = machine.receivedSettings(maxConcurrentStreams: 1000)
+            machine.streamOpened()
+            #expect(machine.streamClosed(status: status) == 500, "\(status)")
+        }
+        for status in [403, 429, 500, 503] {
+            var machine = APNsHTTP2StateMachine(configuredMaximum: 500, tokenAuthentication: true)
+            _ = machine.receivedSettings(maxConcurrentStreams: 1000)
+            machine.streamOpened()
+            #expect(machine.streamClosed(status: status) == nil, "\(status)")
+        }
+    }
+
     @Test("certificate auth uses the server's limit at once; a limit dropped mid-connection applies at once")
     func limitChangesMidConnection() {
         var machine = APNsHTTP2StateMachine(configuredMaximum: 1000, tokenAuthentication: false)

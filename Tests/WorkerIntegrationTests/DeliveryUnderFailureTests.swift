@@ -7,7 +7,8 @@ import WorkerDemo
 
 /// The incidents where a push pipeline is judged: records Kafka will not take, events the worker
 /// has no credential for, a backlog of stale events, a shutdown in the middle of a storm.
-@Suite("The worker in incidents: poison records, missing credentials, stale events, shutdown in a storm",
+@Suite(
+    "The worker in incidents: poison records, missing credentials, stale events, shutdown in a storm",
     .serialized, .timeLimit(.minutes(5)))
 struct DeliveryUnderFailureTests {
     /// A valid alert event for the demo app (or `topic`), as a record of the input topic.
@@ -26,7 +27,9 @@ struct DeliveryUnderFailureTests {
     // A 6,000-byte poison record under a producer limit of 4,000 bytes: its dead letter was refused
     // locally (MSG_SIZE_TOO_LARGE) and retried forever, the partition's commit never moved past it,
     // and a restart pushed the 50 events behind it again.
-    @Test("a dead letter too large for the producer is published degraded: 51 results, commit at the end, nothing twice after a restart")
+    @Test(
+        "a dead letter too large for the producer is published degraded: 51 results, commit at the end, nothing twice after a restart"
+    )
     func poisonRecordDoesNotFreezeItsPartition() async throws {
         let harness = try await Harness.start()
         defer { Task { await harness.shutdown() } }
@@ -66,7 +69,9 @@ struct DeliveryUnderFailureTests {
 
     // One event for an app without a credential made the pod unready until it restarted, exported
     // a credential gauge labelled with the event's topic, and dead-lettered it as `credentials`.
-    @Test("an event for an app without a credential is rejected and dead-lettered as no-credential; readiness stays green")
+    @Test(
+        "an event for an app without a credential is rejected and dead-lettered as no-credential; readiness stays green"
+    )
     func noCredentialIsNotABrokenCredential() async throws {
         let harness = try await Harness.start()
         defer { Task { await harness.shutdown() } }
@@ -101,7 +106,9 @@ struct DeliveryUnderFailureTests {
         let simulator = harness.stack.simulator
         simulator.devices.policy = .accept
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let stale = (0..<10).map { Self.event("old-\($0)", token: 100 + $0, timestampMilliseconds: now - 7 * 3_600_000) }
+        let stale = (0..<10).map {
+            Self.event("old-\($0)", token: 100 + $0, timestampMilliseconds: now - 7 * 3_600_000)
+        }
         let fresh = (0..<10).map { Self.event("new-\($0)", token: 200 + $0, timestampMilliseconds: now - 60_000) }
         // One too large to parse at all: refused unread.
         let huge = KafkaProducerMessage(
@@ -150,7 +157,8 @@ struct DeliveryUnderFailureTests {
 
     // SIGTERM while the reader waited at the in-flight bound under a 503 storm: the reader was
     // resumed only when half the events finished, so shutdown took minutes or never ended.
-    @Test("SIGTERM in a 503 storm at the in-flight bound: stopped within shutdownTimeout; the next worker loses nothing")
+    @Test(
+        "SIGTERM in a 503 storm at the in-flight bound: stopped within shutdownTimeout; the next worker loses nothing")
     func shutdownInAStorm() async throws {
         let harness = try await Harness.start()
         defer { Task { await harness.shutdown() } }
@@ -172,6 +180,8 @@ struct DeliveryUnderFailureTests {
         try await worker.stop()
         let took = ContinuousClock.now - stopping
         #expect(took < .seconds(6 + 4), "stopped in \(took) with a 6 s shutdownTimeout")
+        // It left its group: readiness says so (it stayed "ok" for good once joined).
+        #expect(worker.assembly.health.readiness.kafka == "consumer has not joined its group")
         let sentAtStop = simulator.observation.count(status: 503)
         try await Task.sleep(for: .seconds(2))
         #expect(simulator.observation.count(status: 503) == sentAtStop, "nothing is retried after the stop")

@@ -44,6 +44,63 @@ struct ConfigurationErrorTests {
         #expect(endpoint.line == 25)
     }
 
+    // The settings at-least-once rests on could be overridden through a properties map.
+    @Test(
+        "properties may not turn off what at-least-once rests on",
+        arguments: [
+            ("consumer", "enable.auto.commit", "true"), ("kafka", "enable.auto.offset.store", "true"),
+            ("producer", "enable.idempotence", "false"), ("producer", "acks", "1"),
+        ])
+    func guardedProperties(section: String, key: String, value: String) throws {
+        let text: String
+        switch section {
+        case "kafka":
+            text = ConfigurationFixtures.minimalYAML.replacingOccurrences(
+                of: "  bootstrap.servers: \"kafka-0:9092\"",
+                with: "  bootstrap.servers: \"kafka-0:9092\"\n  \(key): \"\(value)\"")
+        case "consumer":
+            text = ConfigurationFixtures.minimalYAML.replacingOccurrences(
+                of: "  topics: [notifications]",
+                with: "  topics: [notifications]\n  properties: { \(key): \"\(value)\" }")
+        default:
+            text = ConfigurationFixtures.minimalYAML + "\nproducer:\n  properties: { \(key): \"\(value)\" }\n"
+        }
+        let error = try failure(text)
+        #expect(error.keyPath?.hasSuffix(key) == true, "\(error)")
+        #expect(error.description.contains("at-least-once"), "\(error)")
+        #expect(error.line != nil)
+    }
+
+    @Test("the values at-least-once needs anyway are accepted")
+    func guardedPropertiesAtTheirValues() throws {
+        let text =
+            ConfigurationFixtures.minimalYAML
+            + "\nproducer:\n  properties: { acks: all, enable.idempotence: \"true\" }\n"
+        _ = try WorkerConfiguration.parse(text)
+    }
+
+    @Test("a revocationTimeout that max.poll.interval.ms cannot hold twice is refused, naming both")
+    func revocationTimeoutAgainstPollInterval() throws {
+        let text =
+            ConfigurationFixtures.minimalYAML.replacingOccurrences(
+                of: "  topics: [notifications]",
+                with: "  topics: [notifications]\n  properties: { max.poll.interval.ms: \"60000\" }")
+            + "\ndelivery:\n  revocationTimeout: 30s\n"
+        let error = try failure(text)
+        #expect(error.keyPath == "delivery.revocationTimeout")
+        #expect(error.description.contains("max.poll.interval.ms"), "\(error)")
+        _ = try WorkerConfiguration.parse(
+            text.replacingOccurrences(of: "revocationTimeout: 30s", with: "revocationTimeout: 20s"))
+    }
+
+    @Test("inline key material and token settings are secrets")
+    func inlineSecrets() {
+        for key in ["ssl.key.pem", "sasl.oauthbearer.config", "sasl.password", "sasl.oauthbearer.client.secret"] {
+            #expect(ConfigSecrets.isSecret(key: key), "\(key)")
+        }
+        #expect(!ConfigSecrets.isSecret(key: "ssl.ca.location"))
+    }
+
     @Test("librdkafka property maps accept any key")
     func freeFormMaps() throws {
         let text = replacing("linger.ms: 10", with: "linger.ms: 10\n    anything.goes: yes")

@@ -120,8 +120,12 @@ struct EventProcessorTests {
         let results = Results()
         let processor = Self.processor(sender, scheduler)
         var requests: [NotificationRequest] = []
-        processor.process(Self.record(Self.valid, offset: 0), lease: PartitionLease(), sending: &requests) { results.append($0) }
-        processor.process(Self.record(Array("{".utf8), offset: 1), lease: PartitionLease(), sending: &requests) { results.append($0) }
+        processor.process(Self.record(Self.valid, offset: 0), lease: PartitionLease(), sending: &requests) {
+            results.append($0)
+        }
+        processor.process(Self.record(Array("{".utf8), offset: 1), lease: PartitionLease(), sending: &requests) {
+            results.append($0)
+        }
         #expect(requests.count == 1, "the valid event's request waits in the caller's batch")
         #expect(results.values.map { $0?.outcome } == [.invalid], "the invalid one ended at once")
         #expect(sender.sent.withLockedValue { $0.isEmpty }, "nothing sent before the caller sends the batch")
@@ -218,6 +222,25 @@ struct EventProcessorTests {
         #expect(scheduler.delays.isEmpty)
         #expect(results.only??.outcome == .delivered)
         #expect(results.only??.attempts == 2)
+    }
+
+    // A token APNs finds expired as soon as it is signed (clock skew) was retried with no backoff:
+    // 8 requests within milliseconds, then a dead letter.
+    @Test("ExpiredProviderToken again and again: the first retry at once, then backoff, not a burst")
+    func repeatedExpiredProviderTokenBacksOff() throws {
+        let expired = ScriptedSender.answer(403, .expiredProviderToken)
+        let sender = ScriptedSender([expired, expired, expired, ScriptedSender.answer(200)])
+        let scheduler = ManualScheduler()
+        let results = Results()
+        Self.processor(sender, scheduler).process(Self.record(Self.valid)) { results.append($0) }
+        #expect(sender.sent.withLockedValue { $0.count } == 2, "one immediate retry, then a wait")
+        #expect(scheduler.delays.count == 1 && scheduler.delays[0] > .zero)
+        #expect(scheduler.runNext())
+        #expect(sender.sent.withLockedValue { $0.count } == 3)
+        #expect(scheduler.delays.count == 1, "waits again")
+        #expect(scheduler.runNext())
+        #expect(results.only??.outcome == .delivered)
+        #expect(results.only??.attempts == 4)
     }
 
     @Test func brokenCredentialsFailWithACredentialsDeadLetter() throws {

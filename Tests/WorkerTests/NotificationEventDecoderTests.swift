@@ -117,6 +117,18 @@ struct NotificationEventDecoderTests {
         _ = try decoder.decode(EventFixtures.event(["deviceToken": "ab"]))
     }
 
+    // A malformed token's first 40 characters were copied into the result's detail and dlq-detail.
+    @Test("a malformed device token is never quoted in the problem, the result detail or the dead letter")
+    func malformedTokenIsNotQuoted() throws {
+        let token = "0123456789abcdef0123456789abcdef0123456789abcdef-not-hex"
+        let error = try #require(throws: EventDecodingError.self) {
+            try decoder.decode(EventFixtures.event(["deviceToken": .string(token)]))
+        }
+        #expect(error.problems[0].instanceLocation == "/deviceToken")
+        #expect(error.deadLetterDetail.contains("/deviceToken: the device token (not shown) does not match"))
+        #expect(!error.deadLetterDetail.contains("0123456789abcdef"), "\(error.deadLetterDetail)")
+    }
+
     // MARK: push types and topics
 
     static let suffixes: [(String, String)] = [

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `apns-worker run` as an operator starts it, with mistakes in the operations endpoint's settings.

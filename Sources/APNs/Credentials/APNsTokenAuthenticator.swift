@@ -8,8 +8,9 @@ import NIOConcurrencyHelpers
 /// never made less than 20 minutes after the previous one, even when APNs says it expired (clock
 /// skew): one key never signs more than three tokens an hour, whatever the number of connections.
 ///
-/// Time comes from an injected `Clock` (the token's age) plus the wall-clock epoch at creation (the
-/// `iat` claim), so tests drive refreshes with a manual clock and never sleep.
+/// Time comes from an injected `Clock` (the token's age) and a wall clock read at each signing (the
+/// `iat` claim: a clock corrected after start, by NTP for one, is reflected in the next token), so
+/// tests drive refreshes with a manual clock and never sleep.
 public final class APNsTokenAuthenticator: Sendable {
     public static let refreshAge: Duration = .seconds(50 * 60)
     public static let minimumRefreshInterval: Duration = .seconds(20 * 60)
@@ -21,8 +22,8 @@ public final class APNsTokenAuthenticator: Sendable {
     private let key: APNsSigningKey
     /// Time since this authenticator was created, from the injected clock.
     private let elapsed: @Sendable () -> Duration
-    /// Seconds since 1970 when `elapsed()` was zero.
-    private let epochAtStart: Double
+    /// Seconds since 1970, now: the `iat` of a token signed now.
+    private let wallClock: @Sendable () -> Double
     /// A pthread mutex (visible to ThreadSanitizer, unlike Synchronization.Mutex's futex).
     private let state = NIOLockedValueBox(State())
 
@@ -36,14 +37,25 @@ public final class APNsTokenAuthenticator: Sendable {
     public convenience init(teamID: String, keyID: String, key: APNsSigningKey) throws(APNsCredentialError) {
         try self.init(
             teamID: teamID, keyID: keyID, key: key, clock: ContinuousClock(),
-            epochNow: Date().timeIntervalSince1970)
+            wallClock: { Date().timeIntervalSince1970 })
+    }
+
+    /// For tests: the wall clock follows `clock`, from `epochNow` at this call.
+    public convenience init<C: Clock>(
+        teamID: String, keyID: String, key: APNsSigningKey, clock: C, epochNow: Double
+    ) throws(APNsCredentialError) where C.Duration == Duration {
+        let start = clock.now
+        try self.init(
+            teamID: teamID, keyID: keyID, key: key, clock: clock,
+            wallClock: { epochNow + Double(start.duration(to: clock.now).components.seconds) })
     }
 
     /// - Parameters:
     ///   - clock: measures token age.
-    ///   - epochNow: the wall-clock time (seconds since 1970) that corresponds to `clock.now` at this call.
+    ///   - wallClock: seconds since 1970, read at each signing for the `iat` claim.
     public init<C: Clock>(
-        teamID: String, keyID: String, key: APNsSigningKey, clock: C, epochNow: Double
+        teamID: String, keyID: String, key: APNsSigningKey, clock: C,
+        wallClock: @escaping @Sendable () -> Double
     ) throws(APNsCredentialError) where C.Duration == Duration {
         for (name, value) in [("team id", teamID), ("key id", keyID)] {
             let isAlphanumeric: (UInt8) -> Bool = {
@@ -58,7 +70,7 @@ public final class APNsTokenAuthenticator: Sendable {
         self.key = key
         let start = clock.now
         self.elapsed = { start.duration(to: clock.now) }
-        self.epochAtStart = epochNow
+        self.wallClock = wallClock
     }
 
     /// The token to send now: the current one, or a new one when it is 50 minutes old.
@@ -92,7 +104,7 @@ public final class APNsTokenAuthenticator: Sendable {
     public var tokensIssued: Int { state.withLockedValue { $0.issued } }
 
     private func mint(_ state: inout State, at now: Duration) throws(APNsCredentialError) -> APNsProviderToken {
-        let issuedAt = Int64((epochAtStart + Double(now.components.seconds)).rounded(.down))
+        let issuedAt = Int64(wallClock().rounded(.down))
         let header = #"{"alg":"ES256","kid":"\#(keyID)"}"#
         let claims = #"{"iss":"\#(teamID)","iat":\#(issuedAt)}"#
         let signingInput = base64URL(Array(header.utf8)) + "." + base64URL(Array(claims.utf8))

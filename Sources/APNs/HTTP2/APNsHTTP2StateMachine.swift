@@ -64,14 +64,21 @@ struct APNsHTTP2StateMachine {
         openStreams += 1
     }
 
-    /// - Returns: the new capacity if a success lifted the one-stream rule.
+    /// - Returns: the new capacity if an answer that proves the token lifted the one-stream rule.
     mutating func streamClosed(status: Int?) -> Int? {
         openStreams -= 1
-        if status == 200, !authorizedSuccessSeen {
+        if let status, Self.provesToken(status), !authorizedSuccessSeen {
             authorizedSuccessSeen = true
             return capacity
         }
         return nil
+    }
+
+    /// APNs checks the provider token before anything else: any answer but 403 (the token refused)
+    /// or 429 (it may be TooManyProviderTokenUpdates) proves it, a 400 BadDeviceToken or a 410 as
+    /// well as a 200. A 5xx proves nothing.
+    static func provesToken(_ status: Int) -> Bool {
+        (200..<500).contains(status) && status != 403 && status != 429
     }
 
     enum GoAwayAction: Equatable {

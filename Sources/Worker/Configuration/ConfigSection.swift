@@ -127,6 +127,14 @@ struct ConfigSection {
         return try ConfigSection.properties(node, file: file, path: keyPath(key))
     }
 
+    /// librdkafka properties the worker's at-least-once guarantee rests on, and the values they
+    /// may take: offsets are committed only for finished events (never automatically), and results
+    /// are produced idempotently with `acks=all`.
+    static let guardedProperties: [String: Set<String>] = [
+        "enable.auto.commit": ["false"], "enable.auto.offset.store": ["false"],
+        "enable.idempotence": ["true"], "acks": ["all", "-1"],
+    ]
+
     static func properties(_ node: ConfigNode, file: String, path: String) throws(ConfigurationError)
         -> [String: String]
     {
@@ -143,6 +151,14 @@ struct ConfigSection {
                     code: .invalidValue, file: file, keyPath: "\(path).\(key)", line: value.line,
                     environmentVariable: value.environmentVariable,
                     message: "expected a single value for this librdkafka property, found \(value.typeName)")
+            }
+            if let allowed = guardedProperties[key], !allowed.contains(text.lowercased()) {
+                throw ConfigurationError(
+                    code: .invalidValue, file: file, keyPath: "\(path).\(key)", line: value.line,
+                    environmentVariable: value.environmentVariable,
+                    message:
+                        "the worker's at-least-once delivery rests on this property; it may only be "
+                        + allowed.sorted().map { "\"\($0)\"" }.joined(separator: " or ") + ", found \"\(text)\"")
             }
             result[key] = text
         }

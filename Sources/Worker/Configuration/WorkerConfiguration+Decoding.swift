@@ -1,4 +1,5 @@
 import Logging
+import Kafka
 
 /// Typing and checking, one section at a time, in the file's order.
 extension WorkerConfiguration {
@@ -25,7 +26,13 @@ extension WorkerConfiguration {
         var apnsSection = try root.required("apns", root.section("apns"))
         let apns = try decodeAPNs(&apnsSection)
         var delivery = DeliverySettings()
-        if var section = try root.section("delivery") { delivery = try decodeDelivery(&section) }
+        if var section = try root.section("delivery") {
+            let line = section.node("revocationTimeout")?.line
+            delivery = try decodeDelivery(&section)
+            try checkRevocationFits(delivery, kafka: kafka, consumer: consumer, file: root.file, line: line)
+        } else {
+            try checkRevocationFits(delivery, kafka: kafka, consumer: consumer, file: root.file, line: nil)
+        }
         var http = HTTPSettings()
         if var section = try root.section("http") {
             http.host = try section.string("host") ?? http.host
@@ -41,6 +48,26 @@ extension WorkerConfiguration {
         return WorkerConfiguration(
             kafka: kafka, consumer: consumer, producer: producer, topics: topics, apns: apns, delivery: delivery,
             http: http, logging: logging)
+    }
+
+    /// A revocation holds librdkafka's poll thread while it drains (up to `revocationTimeout`) and
+    /// commits (up to `revocationTimeout` again); past `max.poll.interval.ms` without a poll the
+    /// member is thrown out of its group in the middle of it.
+    private static func checkRevocationFits(
+        _ delivery: DeliverySettings, kafka: [String: String], consumer: ConsumerSettings, file: String, line: Int?
+    ) throws(ConfigurationError) {
+        let configured = consumer.properties["max.poll.interval.ms"] ?? kafka["max.poll.interval.ms"]
+        let pollInterval =
+            configured.flatMap(Int64.init).map(Duration.milliseconds)
+            ?? KafkaConsumerConfiguration(bootstrapServers: "", groupID: "").maxPollInterval
+        let needed = delivery.revocationTimeout * 2 + .seconds(5)
+        guard pollInterval < needed else { return }
+        throw ConfigurationError(
+            code: .invalidValue, file: file, keyPath: "delivery.revocationTimeout", line: line,
+            message:
+                "a revocation may hold the poll thread for twice this (drain, then commit), which must stay "
+                + "below max.poll.interval.ms (\(pollInterval)) with 5 s to spare: "
+                + "lower it or raise max.poll.interval.ms")
     }
 
     private static func decodeConsumer(_ section: inout ConfigSection) throws(ConfigurationError) -> ConsumerSettings {

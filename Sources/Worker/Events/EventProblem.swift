@@ -41,7 +41,19 @@ public struct EventProblem: Sendable, Equatable, CustomStringConvertible {
     init(_ error: ValidationError) {
         self.init(
             kind: .schema, instanceLocation: error.instanceLocation, keyword: error.keyword,
-            schemaLocation: error.schemaLocation, message: error.message)
+            schemaLocation: error.schemaLocation,
+            message: Self.withoutDeviceToken(error.message, at: error.instanceLocation))
+    }
+
+    /// Where the event's device token is: a message about it never quotes it (results, dead-letter
+    /// headers and logs must not carry a token whole, nor its first 40 characters).
+    static let deviceTokenLocation = "/deviceToken"
+
+    static func withoutDeviceToken(_ message: String, at location: String) -> String {
+        guard location == deviceTokenLocation, message.hasPrefix("'"),
+            let match = message.range(of: "' does not match", options: .backwards)
+        else { return message }
+        return "the device token (not shown)" + message[message.index(after: match.lowerBound)...]
     }
 
     init(_ error: JSONParseError) {

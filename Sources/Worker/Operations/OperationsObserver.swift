@@ -29,6 +29,7 @@ public struct OperationsObserver: PipelineObserver {
     public func pausedChanged(_ paused: Bool) { metrics.setConsumerPaused(paused) }
     public func committed(ok: Bool) { metrics.committed(success: ok) }
     public func consumerJoined() { health.markConsumerJoined() }
+    public func consumerLeft() { health.markConsumerLeft() }
 
     public func partitionsRevoked(_ partitions: [KafkaTopicPartition]) {
         // A partition this member gave up must not keep reporting its last lag: the group's lag

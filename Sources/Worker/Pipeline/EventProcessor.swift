@@ -24,6 +24,8 @@ struct EventProcessor: Sendable {
     let maxRecordBytes: Int
     let scheduler: any DelayScheduling
     let throttle: NIOLockedValueBox<DeviceThrottle<ContinuousClock.Instant>>
+    /// A refused credential refuses every event: its error is logged once a minute, not per event.
+    let credentialLog = RateLimitedLog(interval: .seconds(60))
     let observer: any PipelineObserver
     let logger: Logger
     /// Wall time, for expirations and failure timestamps (injectable for tests).
@@ -37,7 +39,8 @@ struct EventProcessor: Sendable {
     init(
         decoder: NotificationEventDecoder, sender: any NotificationSending, retryPolicy: RetryPolicy,
         scheduler: any DelayScheduling, observer: any PipelineObserver, logger: Logger,
-        progress: ProgressCounter = ProgressCounter(), maxEventAge: Duration? = nil, maxRecordBytes: Int = .max, now: @escaping @Sendable () -> Date = Date.init,
+        progress: ProgressCounter = ProgressCounter(), maxEventAge: Duration? = nil, maxRecordBytes: Int = .max,
+        now: @escaping @Sendable () -> Date = Date.init,
         instant: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
     ) {
         self.decoder = decoder
@@ -67,6 +70,8 @@ struct EventProcessor: Sendable {
         /// Its partition's tenure at this member: once ended, the next attempt is not made.
         let lease: PartitionLease
         var result: EventResult
+        /// `ExpiredProviderToken` answers so far: the first is retried at once, later ones back off.
+        var tokenRefreshes = 0
 
         init(
             event: NotificationEvent, token: String, firstAttempt: ContinuousClock.Instant, lease: PartitionLease,
@@ -226,12 +231,14 @@ struct EventProcessor: Sendable {
         case .credentialsBroken(let reason):
             let notification = run.event.notification
             if let credential = attempt.credential { observer.credentialBroken(credential, reason: reason) }
-            logger.error(
-                "APNs refused the credentials: \(reason)",
-                metadata: [
-                    "event": "\(run.event.id)", "token": "\(notification.deviceToken)",
-                    "topic": "\(notification.topic)",
-                ])
+            if credentialLog.shouldLog(attempt.credential ?? "", now: instant()) {
+                logger.error(
+                    "APNs refused the credentials: \(reason) (logged once a minute per credential while it lasts)",
+                    metadata: [
+                        "event": "\(run.event.id)", "token": "\(notification.deviceToken)",
+                        "topic": "\(notification.topic)",
+                    ])
+            }
             run.result.outcome = .failed
             run.result.reason = run.result.reason ?? reason
             run.result.detail = "APNs refused the provider credentials (\(reason)); fix them, then replay"
@@ -239,13 +246,27 @@ struct EventProcessor: Sendable {
             markFailure(&run.result)
             completion(run.result)
         case .refreshToken:
-            // The client has told the token authenticator; try again at once (within maxAttempts).
+            // The client has told the token authenticator. The first time, try again at once with
+            // the new token. Again and again means a token APNs finds expired as soon as it is
+            // signed (this machine's clock is off, or the authenticator may not refresh yet): back
+            // off like any retry instead of a burst of requests, and say so.
             markFailure(&run.result)
             observer.retryScheduled(.providerToken)
+            run.tokenRefreshes += 1
             if run.result.attempts >= retryPolicy.maxAttempts {
                 completion(exhausted(run.result))
-            } else {
+            } else if run.tokenRefreshes == 1 {
                 self.attempt(run, completion)
+            } else {
+                if credentialLog.shouldLog("expired:" + (attempt.credential ?? ""), now: instant()) {
+                    logger.warning(
+                        "APNs keeps answering ExpiredProviderToken for credential \(attempt.credential ?? "?"): check this machine's clock (the token's iat); backing off"
+                    )
+                }
+                let wait = retryPolicy.backoffCeiling(afterAttempt: run.result.attempts)
+                scheduler.after(wait) { [run] cancelled in
+                    if cancelled { completion(nil) } else { self.attempt(run, completion) }
+                }
             }
         case .retryLater(let perDeviceToken, _):
             markFailure(&run.result)
@@ -327,6 +348,24 @@ struct EventProcessor: Sendable {
                 return .timeout
             }
             return .transport
+        }
+    }
+}
+
+/// Says whether a message about `key` is due: at most once per `interval` for each key.
+final class RateLimitedLog: Sendable {
+    let interval: Duration
+    private let last = NIOLockedValueBox<[String: ContinuousClock.Instant]>([:])
+
+    init(interval: Duration) {
+        self.interval = interval
+    }
+
+    func shouldLog(_ key: String, now: ContinuousClock.Instant) -> Bool {
+        last.withLockedValue { last in
+            if let previous = last[key], now - previous < interval { return false }
+            last[key] = now
+            return true
         }
     }
 }

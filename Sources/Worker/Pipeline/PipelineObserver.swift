@@ -16,6 +16,8 @@ public protocol PipelineObserver: Sendable {
     func pausedChanged(_ paused: Bool)
     func committed(ok: Bool)
     func consumerJoined()
+    /// The consumer lost its group membership (its assignment was lost) or left it (shutdown).
+    func consumerLeft()
     func partitionsRevoked(_ partitions: [KafkaTopicPartition])
     func lag(_ statistics: KafkaConsumerStatistics)
     /// APNs refused this credential (403 InvalidProviderToken, BadCertificate, …).
@@ -42,6 +44,7 @@ extension PipelineObserver {
     public func pausedChanged(_ paused: Bool) {}
     public func committed(ok: Bool) {}
     public func consumerJoined() {}
+    public func consumerLeft() {}
     public func partitionsRevoked(_ partitions: [KafkaTopicPartition]) {}
     public func lag(_ statistics: KafkaConsumerStatistics) {}
     public func credentialBroken(_ name: String, reason: String) {}

@@ -91,7 +91,7 @@ struct ResultPublisher: Sendable {
                     failed(attempt, error, done)
                 }
             }
-        } catch where error.code == .queueFull {
+        } catch  where error.code == .queueFull {
             scheduler.after(Self.queueFullWait) { cancelled in
                 if cancelled { done(false) } else { publish(attempt, done) }
             }
@@ -120,7 +120,8 @@ struct ResultPublisher: Sendable {
         case .record:
             if let degrade = attempt.degrade, let smaller = degrade(error) {
                 logger.warning(
-                    "a record for \(topic) cannot be stored as it is (\(error.code.name)); publishing its degraded form")
+                    "a record for \(topic) cannot be stored as it is (\(error.code.name)); publishing its degraded form"
+                )
                 observer.publishedDegraded(topic: topic, reason: error.code.name)
                 attempt.message = smaller
                 attempt.degrade = nil

@@ -454,6 +454,8 @@ public final class WorkerPipeline: Service, Sendable {
         _ partitions: [KafkaTopicPartition], lost: Bool, commits: AsyncStream<CommitRequest>.Continuation
     ) async {
         observer.partitionsRevoked(partitions)
+        // Lost: the group threw this member out (it rejoins, and is ready again once assigned).
+        if lost || isStopping { observer.consumerLeft() }
         let selection = Set(partitions)
         state.withLockedValue { $0.revoke(partitions) }
         let stopping = isStopping
