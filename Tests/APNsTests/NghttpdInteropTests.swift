@@ -79,6 +79,28 @@ struct NghttpdInteropTests {
         }
     }
 
+    // apns.caFile was documented as extra trust anchors but replaced the system store.
+    @Test("trust .systemAnd(caFile:) adds the file's roots to the system store: the test CA's server is trusted")
+    func systemPlusCAFile() async throws {
+        let pki = try TestPKI()
+        let server = try Nghttpd(pki: pki)
+        defer { server.stop() }
+        var configuration = ClientFixtures.configuration(port: server.port, pki: pki)
+        configuration.tls.trust = .systemAnd(caFile: pki.caCertificate)
+        try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+            let response = try await client.send(try ClientFixtures.notification(token: Nghttpd.deliveredToken))
+            #expect(response.status == 200)
+        }
+        // The system store alone does not know the test CA: proof the file's roots were what counted.
+        configuration.tls.trust = .system
+        try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+            let error = await #expect(throws: APNsClientError.self) {
+                try await client.send(try ClientFixtures.notification(token: Nghttpd.deliveredToken))
+            }
+            #expect(error?.code == .serverCertificateRejected)
+        }
+    }
+
     @Test("a certificate for another host name is refused")
     func wrongHostRefused() async throws {
         let pki = try TestPKI()

@@ -1,3 +1,4 @@
+import APNs
 import Foundation
 import Kafka
 import Testing
@@ -38,6 +39,14 @@ struct ConfigurationLoadingTests {
         #expect(configuration.logging.level == .info)
         #expect(configuration.logging.format == .json)
         #expect(configuration.retryPolicy == RetryPolicy())
+    }
+
+    @Test("apns.caFile adds trust anchors to the system store; without it, the system store alone")
+    func caFileExtendsTheSystemStore() throws {
+        var settings = try WorkerConfiguration.parse(ConfigurationFixtures.minimalYAML).apns
+        #expect(settings.tlsTrust == .system)
+        settings.caFile = "/etc/apns/proxy-ca.pem"
+        #expect(settings.tlsTrust == .systemAnd(caFile: "/etc/apns/proxy-ca.pem"))
     }
 
     @Test("delivery.maxEventAge 0 turns the stale-event guard off; a duration sets it")

@@ -35,6 +35,13 @@ final class OpenSSLContext: @unchecked Sendable {
             guard SSL_CTX_load_verify_locations(context, path, nil) == 1 else {
                 throw OpenSSLError(.caFileUnreadable, "cannot load CA file \(path)")
             }
+        case .systemAnd(let path):
+            guard SSL_CTX_set_default_verify_paths(context) == 1 else {
+                throw OpenSSLError(.contextSetupFailed, "cannot load the system trust store")
+            }
+            guard SSL_CTX_load_verify_locations(context, path, nil) == 1 else {
+                throw OpenSSLError(.caFileUnreadable, "cannot load CA file \(path)")
+            }
         }
         if let identity {
             let ok =
@@ -66,8 +73,11 @@ public struct APNsTLSConfiguration: Sendable, Hashable {
     public enum Trust: Sendable, Hashable {
         /// The operating system's store (Debian: `/etc/ssl/certs`), as for Apple's real servers.
         case system
-        /// A PEM file of trusted roots, e.g. the simulator's CA.
+        /// A PEM file of trusted roots and nothing else, e.g. the simulator's CA.
         case caFile(String)
+        /// The system's store plus the roots of a PEM file (a TLS-inspecting egress proxy's CA, the
+        /// simulator's): what `apns.caFile` means in the worker's configuration.
+        case systemAnd(caFile: String)
     }
 
     public var trust: Trust

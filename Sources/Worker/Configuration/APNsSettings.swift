@@ -1,3 +1,5 @@
+import APNs
+
 /// `apns:` — plain data; the pipeline maps it to the APNs client.
 public struct APNsSettings: Sendable, Hashable {
     public var connectionsPerCredential: Int = 4
@@ -5,8 +7,12 @@ public struct APNsSettings: Sendable, Hashable {
     /// Threads that run every APNs connection's I/O, TLS and HTTP/2, and the answers' callbacks;
     /// `nil`: one per core, at most 4.
     public var eventLoopThreads: Int? = nil
-    /// Extra trust anchors (PEM), e.g. the simulator's CA; `nil`: the system store.
+    /// Extra trust anchors (PEM) on top of the system store, e.g. a TLS-inspecting egress proxy's
+    /// CA or the simulator's; `nil`: the system store alone.
     public var caFile: String? = nil
+
+    /// What a connection verifies APNs' certificate against: the system store, plus `caFile`.
+    public var tlsTrust: APNsTLSConfiguration.Trust { caFile.map { .systemAnd(caFile: $0) } ?? .system }
     public var endpoints: Endpoints = Endpoints()
     /// At least one; chosen by topic, first match wins.
     public var credentials: [CredentialSettings]

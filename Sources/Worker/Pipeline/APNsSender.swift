@@ -152,7 +152,7 @@ public final class APNsSender: NotificationSending {
             let endpoint = environment == .production ? settings.endpoints.production : settings.endpoints.development
             var configuration = APNsClientConfiguration(
                 environment: environment, host: endpoint.host, port: endpoint.port,
-                tls: APNsTLSConfiguration(trust: settings.caFile.map { .caFile($0) } ?? .system))
+                tls: APNsTLSConfiguration(trust: settings.tlsTrust))
             configuration.connectionsPerCredential = settings.connectionsPerCredential
             configuration.requestTimeout = settings.requestTimeout
             let client = try APNsClient(
