@@ -9,6 +9,10 @@ import Testing
 
 @testable import Worker
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
@@ -24,13 +28,15 @@ struct OperationsServerTests {
     /// Runs the server as a `Service` in a `ServiceGroup` on 127.0.0.1, port 0; shuts it down gracefully after `body`.
     private func withServer(
         health: HealthState, registry: PrometheusCollectorRegistry, beforeScrape: @escaping @Sendable () -> Void = {},
+        maxConnections: Int = 64, idleTimeout: Duration = .seconds(60),
         _ body: (_ port: Int) async throws -> Void
     ) async throws {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let logger = Logger(label: "test.operations")
         let server = OperationsServer(
             host: "127.0.0.1", port: 0, health: health, registry: registry, logger: logger,
-            beforeScrape: beforeScrape, onListening: { continuation.yield($0) })
+            beforeScrape: beforeScrape, onListening: { continuation.yield($0) }, maxConnections: maxConnections,
+            idleTimeout: idleTimeout)
         let group = ServiceGroup(services: [server], gracefulShutdownSignals: [], logger: logger)
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
@@ -69,6 +75,30 @@ struct OperationsServerTests {
             #expect(try await request(port, "/health").status == 404)
             #expect(try await request(port, "/health/live", method: "POST").status == 405)
             #expect(try await request(port, "/metrics?x=1").status == 200)
+        }
+    }
+
+    // The endpoint (bound to 0.0.0.0 by default, for the kubelet and Prometheus) had no connection
+    // cap and no idle timeout: connections opened and left open piled up for good.
+    @Test("connections over the cap are closed at once; an idle one is closed after the idle time")
+    func connectionCapAndIdleTimeout() async throws {
+        try await withServer(
+            health: HealthState(), registry: PrometheusCollectorRegistry(), maxConnections: 3,
+            idleTimeout: .seconds(2)
+        ) { port in
+            var sockets: [RawSocket] = []
+            for _ in 0..<5 {
+                sockets.append(try RawSocket(port: port))
+                try await Task.sleep(for: .milliseconds(50))  // accepted in this order
+            }
+            let overCap = sockets.suffix(2).map { $0.closedByPeer(within: .milliseconds(500)) }
+            #expect(overCap == [true, true])
+            let kept = sockets.prefix(3).map { $0.closedByPeer(within: .milliseconds(100)) }
+            #expect(kept == [false, false, false])
+            // Nothing sent: the three kept ones go once the idle time passes.
+            let closedLater = sockets.prefix(3).map { $0.closedByPeer(within: .seconds(3)) }
+            #expect(closedLater == [true, true, true])
+            #expect(try await request(port, "/health/live").status == 200, "the endpoint answers again")
         }
     }
 
@@ -202,4 +232,34 @@ final class ManualInstant: Sendable {
     private let state = Mutex(ContinuousClock.now)
     var now: ContinuousClock.Instant { state.withLock { $0 } }
     func advance(by duration: Duration) { state.withLock { $0 = $0.advanced(by: duration) } }
+}
+
+/// A plain TCP connection to 127.0.0.1 that sends nothing, to see when the server closes it.
+final class RawSocket {
+    let descriptor: Int32
+
+    init(port: Int) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+        guard connected else { throw CocoaError(.fileReadUnknown) }
+    }
+
+    /// True if the peer closed the connection (a read sees its end) within `within`.
+    func closedByPeer(within: Duration) -> Bool {
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        let milliseconds = Int32(within.components.seconds * 1000 + within.components.attoseconds / 1_000_000_000_000_000)
+        guard poll(&entry, 1, milliseconds) == 1 else { return false }
+        var byte: UInt8 = 0
+        return recv(descriptor, &byte, 1, 0) <= 0
+    }
+
+    deinit { close(descriptor) }
 }

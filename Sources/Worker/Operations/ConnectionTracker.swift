@@ -4,19 +4,23 @@ import NIOCore
 /// The operations endpoint's open connections, so that shutdown closes them too: closing the
 /// listening socket alone leaves keep-alive connections (a Prometheus scraper's) served after the
 /// service has returned.
+///
+/// It also caps them: a connection accepted over `limit` is closed at once, so that a client that
+/// opens connections and never closes them cannot exhaust the worker's descriptors.
 final class ConnectionTracker: Sendable {
     private struct State {
         var channels: [ObjectIdentifier: any Channel] = [:]
         var isShutDown = false
+        let limit: Int
 
         enum AddAction {
             case keep
-            /// Accepted while shutting down.
+            /// Accepted while shutting down, or over the limit.
             case close
         }
 
         mutating func add(_ channel: any Channel) -> AddAction {
-            guard !isShutDown else { return .close }
+            guard !isShutDown, channels.count < limit else { return .close }
             channels[ObjectIdentifier(channel)] = channel
             return .keep
         }
@@ -28,7 +32,11 @@ final class ConnectionTracker: Sendable {
         }
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
+
+    init(limit: Int = .max) {
+        state = NIOLockedValueBox(State(limit: limit))
+    }
 
     /// Tracks `channel` until it closes.
     func add(_ channel: any Channel) {

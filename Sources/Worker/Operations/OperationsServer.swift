@@ -21,7 +21,9 @@ public struct OperationsServer: Service {
     private let onListening: @Sendable (Int) -> Void
     /// The listening socket once `listen()` bound it; `run()` serves on it.
     private let listener = NIOLockedValueBox<(any Channel)?>(nil)
-    private let connections = ConnectionTracker()
+    private let connections: ConnectionTracker
+    /// A connection that sends nothing for this long is closed (a scraper reconnects).
+    private let idleTimeout: Duration
 
     /// - Parameters:
     ///   - port: 0 picks a free port; `onListening` receives the real one once bound.
@@ -32,8 +34,11 @@ public struct OperationsServer: Service {
         host: String, port: Int, health: HealthState, registry: PrometheusCollectorRegistry, logger: Logger,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         beforeScrape: @escaping @Sendable () -> Void = {},
-        onListening: @escaping @Sendable (Int) -> Void = { _ in }
+        onListening: @escaping @Sendable (Int) -> Void = { _ in },
+        maxConnections: Int = 64, idleTimeout: Duration = .seconds(60)
     ) {
+        self.connections = ConnectionTracker(limit: maxConnections)
+        self.idleTimeout = idleTimeout
         self.host = host
         self.port = port
         self.router = OperationsRouter(health: health, registry: registry, beforeScrape: beforeScrape)
@@ -90,6 +95,8 @@ public struct OperationsServer: Service {
 
     private func bind(tracking connections: ConnectionTracker) async throws -> any Channel {
         let router = self.router
+        let idle = TimeAmount.nanoseconds(Int64(idleTimeout.components.seconds) * 1_000_000_000
+            + idleTimeout.components.attoseconds / 1_000_000_000)
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -97,6 +104,8 @@ public struct OperationsServer: Service {
             .childChannelInitializer { channel in
                 connections.add(channel)
                 return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idle))
+                    try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(OperationsHTTPHandler(router: router))
                 }
@@ -114,5 +123,18 @@ public struct OperationsServerError: Error, CustomStringConvertible {
 
     public var description: String {
         "http.host/http.port: cannot listen on \(host):\(port): \(underlying)"
+    }
+}
+
+/// Closes a connection on NIO's `IdleStateHandler` event: nothing came or went for the idle time.
+private final class CloseWhenIdle: ChannelInboundHandler, Sendable {
+    typealias InboundIn = NIOAny
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
     }
 }
