@@ -84,7 +84,12 @@ final class OpenSSLConnection {
         return max(0, Int(read))
     }
 
+    // Each call below starts with ERR_clear_error(): SSL_get_error reads the thread's error queue,
+    // and an event-loop thread also signs JWTs and loads keys, whose leftovers would otherwise turn
+    // a harmless WANT_READ into a failure (OpenSSL's documented requirement for SSL_get_error).
+
     func handshake() -> Step {
+        ERR_clear_error()
         let result = SSL_do_handshake(ssl)
         if result == 1 { return .done }
         return classify(result)
@@ -104,6 +109,7 @@ final class OpenSSLConnection {
 
     /// Decrypts what is available into `buffer`: the byte count (> 0), or the step that stopped it.
     func read(into buffer: UnsafeMutableRawBufferPointer) -> (count: Int, stop: Step) {
+        ERR_clear_error()
         let result = SSL_read(ssl, buffer.baseAddress, Int32(buffer.count))
         if result > 0 { return (Int(result), .done) }
         return (0, classify(result))
@@ -112,6 +118,7 @@ final class OpenSSLConnection {
     /// Encrypts all of `bytes` (memory BIOs never block, so SSL_write takes everything).
     func write(_ bytes: UnsafeRawBufferPointer) -> Step {
         guard bytes.count > 0 else { return .done }
+        ERR_clear_error()
         let result = SSL_write(ssl, bytes.baseAddress, Int32(bytes.count))
         return result > 0 ? .done : classify(result)
     }
