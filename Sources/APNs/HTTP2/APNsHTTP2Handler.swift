@@ -107,7 +107,9 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         let buffer = unwrapInboundIn(data)
         lastRead = .now()
         guard let session else { return }
-        if let failure = buffer.withUnsafeReadableBytes({ session.receive($0) }) {
+        let failure = insideSession { buffer.withUnsafeReadableBytes { session.receive($0) } }
+        runDeferred()
+        if let failure {
             closeWithError(APNsClientError(.protocolError, "HTTP/2: \(failure)", mayHaveReachedAPNs: true))
             return
         }
@@ -283,7 +285,9 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     private func flushSession() {
         guard let context, let session else { return }
         var buffer = context.channel.allocator.buffer(capacity: 0)
-        if let failure = session.send(into: &buffer) {
+        let failure = insideSession { session.send(into: &buffer) }
+        runDeferred()
+        if let failure {
             closeWithError(APNsClientError(.protocolError, "HTTP/2: \(failure)", mayHaveReachedAPNs: true))
             return
         }
@@ -323,6 +327,54 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     func nghttp2PingAcknowledged() {
         pingTimeoutTask?.cancel()
         pingTimeoutTask = nil
+    }
+
+    // MARK: work raised inside nghttp2
+
+    /// What an nghttp2 callback raised, done once nghttp2 has returned. A completion or a pool
+    /// event can close the channel or hand requests over, and neither may reach into the session
+    /// while one of its calls (`receive`, `send`) is on the stack: closing would terminate and flush
+    /// the session from inside itself.
+    private enum Deferred {
+        case succeed(APNsHTTP2Stream, APNsResponse)
+        case fail(APNsHTTP2Stream, APNsClientError)
+        case ready(capacity: Int)
+        case capacityChanged(capacity: Int)
+        case goingAway(reason: String?)
+    }
+
+    private var deferred: [Deferred] = []
+    /// Calls into the session now on the stack.
+    private var sessionDepth = 0
+
+    private func insideSession<T>(_ body: () -> T) -> T {
+        sessionDepth += 1
+        defer { sessionDepth -= 1 }
+        return body()
+    }
+
+    /// Does `work` now, or once the session call on the stack has returned.
+    private func raise(_ work: Deferred) {
+        if sessionDepth > 0 { deferred.append(work) } else { perform(work) }
+    }
+
+    private func runDeferred() {
+        guard sessionDepth == 0 else { return }
+        while !deferred.isEmpty {
+            let batch = deferred
+            deferred.removeAll(keepingCapacity: true)
+            for work in batch { perform(work) }
+        }
+    }
+
+    private func perform(_ work: Deferred) {
+        switch work {
+        case .succeed(let stream, let response): stream.succeed(response)
+        case .fail(let stream, let error): stream.fail(error)
+        case .ready(let capacity): events.ready(capacity)
+        case .capacityChanged(let capacity): events.capacityChanged(capacity)
+        case .goingAway(let reason): events.goingAway(reason)
+        }
     }
 
     // MARK: nghttp2 callbacks
@@ -381,29 +433,38 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
 
     func nghttp2StreamClosed(stream data: UnsafeMutableRawPointer?, streamID: Int32, errorCode: UInt32) {
         guard data != nil, let stream = streams.removeValue(forKey: streamID) else { return }
-        if let capacity = state.streamClosed(status: stream.status) { events.capacityChanged(capacity) }
+        if let capacity = state.streamClosed(status: stream.status) { raise(.capacityChanged(capacity: capacity)) }
         guard !stream.finished else { return }
         if let status = stream.status {
             let (reason, timestamp) = APNsResponse.parseBody(stream.responseBody)
-            stream.succeed(
-                APNsResponse(
-                    status: status, apnsID: stream.apnsID, apnsUniqueID: stream.apnsUniqueID, reason: reason,
-                    timestampMilliseconds: timestamp,
-                    latency: .nanoseconds((NIODeadline.now() - stream.submittedAt).nanoseconds)))
+            raise(
+                .succeed(
+                    stream,
+                    APNsResponse(
+                        status: status, apnsID: stream.apnsID, apnsUniqueID: stream.apnsUniqueID, reason: reason,
+                        timestampMilliseconds: timestamp,
+                        latency: .nanoseconds((NIODeadline.now() - stream.submittedAt).nanoseconds))))
             return
         }
         let refused = errorCode == NGHTTP2_REFUSED_STREAM.rawValue
         if case .goingAway(let last) = state.phase, streamID > last || refused {
-            stream.fail(
-                APNsClientError(
-                    .goAway, "stream \(streamID) above GOAWAY's last-stream-id \(last): not processed",
-                    mayHaveReachedAPNs: false, goAwayReason: goAwayReason))
+            raise(
+                .fail(
+                    stream,
+                    APNsClientError(
+                        .goAway, "stream \(streamID) above GOAWAY's last-stream-id \(last): not processed",
+                        mayHaveReachedAPNs: false, goAwayReason: goAwayReason)))
         } else if refused {
-            stream.fail(APNsClientError(.streamReset, "REFUSED_STREAM: not processed", mayHaveReachedAPNs: false))
+            raise(
+                .fail(stream, APNsClientError(.streamReset, "REFUSED_STREAM: not processed", mayHaveReachedAPNs: false))
+            )
         } else {
             let text = String(cString: nghttp2_http2_strerror(errorCode))
-            stream.fail(
-                APNsClientError(.streamReset, "stream closed without an answer (\(text))", mayHaveReachedAPNs: true))
+            raise(
+                .fail(
+                    stream,
+                    APNsClientError(.streamReset, "stream closed without an answer (\(text))", mayHaveReachedAPNs: true)
+                ))
         }
     }
 
@@ -411,8 +472,8 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         switch state.receivedSettings(maxConcurrentStreams: maxConcurrentStreams) {
         case .becameReady(let capacity):
             setupTimeoutTask?.cancel()
-            events.ready(capacity)
-        case .capacityChanged(let capacity): events.capacityChanged(capacity)
+            raise(.ready(capacity: capacity))
+        case .capacityChanged(let capacity): raise(.capacityChanged(capacity: capacity))
         case .none: break
         }
     }
@@ -421,10 +482,10 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         let (reason, _) = APNsResponse.parseBody(debugData)
         goAwayReason = reason?.rawValue ?? (errorCode == 0 ? nil : String(cString: nghttp2_http2_strerror(errorCode)))
         guard case .drain = state.receivedGoAway(lastStreamID: lastStreamID) else { return }
-        failWaiting(
-            APNsClientError(
-                .goAway, "connection going away; request not sent", mayHaveReachedAPNs: false,
-                goAwayReason: goAwayReason))
-        events.goingAway(goAwayReason)
+        let error = APNsClientError(
+            .goAway, "connection going away; request not sent", mayHaveReachedAPNs: false,
+            goAwayReason: goAwayReason)
+        while let stream = waiting.popFirst() { raise(.fail(stream, error)) }
+        raise(.goingAway(reason: goAwayReason))
     }
 }
