@@ -139,7 +139,9 @@ def enum(*values):
 ENDPOINT = {"host": STR, "port": INT}
 CONFIG_SCHEMA = {
     "kafka": FREE,
-    "consumer": {"group": STR, "topics": STR_LIST, "bufferCapacity": INT, "properties": FREE},
+    "consumer": {
+        "group": STR, "topics": STR_LIST, "bufferCapacity": INT, "bufferBytes": INT, "properties": FREE,
+    },
     "producer": {"deliveryTimeout": DURATION, "properties": FREE},
     "topics": {"results": STR, "deadLetters": STR},
     "apns": {
@@ -151,6 +153,7 @@ CONFIG_SCHEMA = {
     },
     "delivery": {
         "maxInFlight": INT,
+        "maxInFlightBytes": INT,
         "commitInterval": DURATION,
         "retry": {
             "maxAttempts": INT,

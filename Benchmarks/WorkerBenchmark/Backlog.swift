@@ -5,6 +5,14 @@ import Synchronization
 
 /// The backlog: valid alert events, each to a device token of its own (the simulator accepts any).
 enum Backlog {
+    /// WORKER_BENCH_METADATA_BYTES: this many bytes of padding in each event's metadata, for
+    /// large records (a notification payload is at most 5 KB; metadata is the producer's).
+    static let padding: String = {
+        guard let bytes = Int(ProcessInfo.processInfo.environment["WORKER_BENCH_METADATA_BYTES"] ?? ""), bytes > 0
+        else { return "" }
+        return #","padding":""# + String(repeating: "x", count: bytes) + #"""#
+    }()
+
     static func event(_ index: Int) -> [UInt8] {
         var random = UInt64(truncatingIfNeeded: index) &* 0x9E37_79B9_7F4A_7C15 | 1
         var token = ""
@@ -18,7 +26,7 @@ enum Backlog {
             #"{"id":"bench-\#(index)","deviceToken":"\#(token)","environment":"production","#
             + #""topic":"\#(Peers.bundleID)","pushType":"alert","priority":10,"collapseId":"bench-\#(index % 10)","#
             + #""payload":{"aps":{"alert":{"title":"Hello","body":"Benchmark notification \#(index)"},"badge":\#(index % 9)}},"#
-            + #""metadata":{"tenant":"bench","index":\#(index)}}"#
+            + #""metadata":{"tenant":"bench","index":\#(index)\#(padding)}}"#
         return Array(text.utf8)
     }
 

@@ -70,6 +70,10 @@ enum Peers {
             configuration.threads = threads
         }
         let simulator = try await APNsSimulator.start(configuration)
+        // WORKER_BENCH_APNS_LATENCY_MS: APNs answering slowly, as the real one does from afar.
+        if let milliseconds = Int(ProcessInfo.processInfo.environment["WORKER_BENCH_APNS_LATENCY_MS"] ?? "") {
+            simulator.faults.latency = .fixed(.milliseconds(milliseconds))
+        }
 
         let addresses = Addresses(
             bootstrap: cluster.bootstrapServers, simulatorPort: simulator.port, caFile: directory + "/tls/ca.pem",

@@ -19,6 +19,14 @@ enum Mode: String, CaseIterable {
 let extraConsumerProperties =
     ProcessInfo.processInfo.environment["WORKER_BENCH_CONSUMER_PROPERTIES"].map { ", " + $0 } ?? ""
 
+/// WORKER_BENCH_UNBOUNDED_BYTES=1: the worker as it was before its byte bounds (in flight and the
+/// consumer's buffer bounded in records only, librdkafka's 64 MB prefetch), as the reference for
+/// memory with large records.
+let unboundedBytes = ProcessInfo.processInfo.environment["WORKER_BENCH_UNBOUNDED_BYTES"] == "1"
+let byteBoundConsumer = unboundedBytes ? #", queued.max.messages.kbytes: "65536""# : ""
+let byteBoundBuffer = unboundedBytes ? "\n  bufferBytes: 1000000000000" : ""
+let byteBoundDelivery = unboundedBytes ? "\n  maxInFlightBytes: 1000000000000" : ""
+
 /// The worker's settings for the child's peers, as a user would write them.
 func configurationText(_ peers: Peers.Addresses, group: String, resultsTopic: String, maxInFlight: Int) -> String {
     """
@@ -27,7 +35,7 @@ func configurationText(_ peers: Peers.Addresses, group: String, resultsTopic: St
     consumer:
       group: \(group)
       topics: [\(Peers.inputTopic)]
-      properties: { session.timeout.ms: "6000", heartbeat.interval.ms: "500"\(extraConsumerProperties) }
+      properties: { session.timeout.ms: "6000", heartbeat.interval.ms: "500"\(extraConsumerProperties)\(byteBoundConsumer) }\(byteBoundBuffer)
     topics:
       results: \(resultsTopic)
       deadLetters: \(Peers.deadLetterTopic)
@@ -43,7 +51,7 @@ func configurationText(_ peers: Peers.Addresses, group: String, resultsTopic: St
           topics: ["\(Peers.bundleID)"]
           token: { teamId: \(Peers.teamID), keyId: \(Peers.keyID), keyFile: "\(peers.keyFile)" }
     delivery:
-      maxInFlight: \(maxInFlight)
+      maxInFlight: \(maxInFlight)\(byteBoundDelivery)
       commitInterval: 1s
       shutdownTimeout: 20s
     http: { host: 127.0.0.1, port: 0 }

@@ -32,6 +32,8 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// Records handed over by librdkafka and not yet taken by the reader. At this many the consumer
     /// pauses its partitions, and resumes at half: memory stays bounded whatever the backlog.
     public var bufferCapacity: Int = 2048
+    /// The same bound in bytes (keys, values, headers): large records reach it before the count.
+    public var bufferByteCapacity: Int = 32 * 1024 * 1024
     /// Any librdkafka consumer property, passed through as is.
     public var properties: [String: String] = [:]
 
@@ -54,6 +56,10 @@ public struct KafkaConsumerConfiguration: Sendable {
             ("enable.auto.commit", "false"),
             ("enable.auto.offset.store", "false"),
             ("enable.partition.eof", "false"),
+            // librdkafka's own prefetch, in front of the hand-over buffer: 64 MB by default, bounded
+            // lower so that the consumer's memory stays in the tens of megabytes whatever the
+            // record size (fetch.max.bytes follows it unless set).
+            ("queued.max.messages.kbytes", "16384"),
         ]
         if let statisticsInterval {
             typed.append(("statistics.interval.ms", String(statisticsInterval.milliseconds)))

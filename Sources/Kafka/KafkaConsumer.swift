@@ -31,7 +31,8 @@ public final class KafkaConsumer: Sendable {
         logger: Logger = Logger(label: "kafka.consumer")
     ) throws(KafkaError) {
         let core = KafkaConsumerCore(
-            capacity: configuration.bufferCapacity, handler: rebalanceHandler,
+            capacity: configuration.bufferCapacity, byteCapacity: configuration.bufferByteCapacity,
+            handler: rebalanceHandler,
             handlerTimeout: configuration.maxPollInterval, logger: logger)
         let config = try RDKafkaConfig(properties: configuration.librdkafkaProperties)
         var onStatistics: (@Sendable (String) -> Void)?

@@ -24,8 +24,11 @@ final class KafkaConsumerCore: Sendable {
     static let fullBufferGrace: Duration = .milliseconds(500)
     private let closeState = Locked<(closed: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
-    init(capacity: Int, handler: (any KafkaRebalanceHandler)?, handlerTimeout: Duration, logger: Logger) {
-        self.state = Locked(KafkaConsumerStateMachine(capacity: capacity))
+    init(
+        capacity: Int, byteCapacity: Int = .max, handler: (any KafkaRebalanceHandler)?, handlerTimeout: Duration,
+        logger: Logger
+    ) {
+        self.state = Locked(KafkaConsumerStateMachine(capacity: capacity, byteCapacity: byteCapacity))
         self.handler = handler
         self.handlerTimeout = handlerTimeout
         self.logger = logger

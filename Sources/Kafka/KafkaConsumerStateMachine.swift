@@ -15,7 +15,10 @@ struct KafkaConsumerStateMachine {
     /// moment (a reader that is only briefly behind costs nothing); if it stays full, every assigned
     /// partition is paused until the reader has drained it to `capacity / 2`.
     let capacity: Int
+    /// The same in bytes (`KafkaConsumerMessage.byteCount`): a few large records fill it first.
+    let byteCapacity: Int
     private var buffer: Deque<KafkaConsumerMessage> = []
+    private(set) var bufferedBytes = 0
     private var waiter: Waiter?
     private var termination: Termination?
     private(set) var assigned: Set<KafkaTopicPartition> = []
@@ -25,8 +28,9 @@ struct KafkaConsumerStateMachine {
     /// The poll thread waits for the reader to make room.
     private var pollerWaiting = false
 
-    init(capacity: Int) {
+    init(capacity: Int, byteCapacity: Int = .max) {
         self.capacity = max(capacity, 2)
+        self.byteCapacity = max(byteCapacity, 1)
         self.wakeBatch = min(64, self.capacity / 2)
     }
 
@@ -55,6 +59,7 @@ struct KafkaConsumerStateMachine {
             return .deliver(waiter, message)
         }
         buffer.append(message)
+        bufferedBytes += message.byteCount
         return .buffered
     }
 
@@ -67,8 +72,11 @@ struct KafkaConsumerStateMachine {
         case wait
     }
 
+    /// Full by count or by bytes.
+    private var isFull: Bool { buffer.count >= capacity || bufferedBytes >= byteCapacity }
+
     mutating func checkSpace() -> SpaceAction {
-        guard buffer.count >= capacity, !pausedForFlow, termination == nil else { return .poll }
+        guard isFull, !pausedForFlow, termination == nil else { return .poll }
         pollerWaiting = true
         return .wait
     }
@@ -76,7 +84,7 @@ struct KafkaConsumerStateMachine {
     /// The buffer stayed full for too long: pause everything. Returns whether the pause set changed.
     mutating func pauseForFlow() -> Bool {
         pollerWaiting = false
-        guard buffer.count >= capacity, !pausedForFlow else { return false }
+        guard isFull, !pausedForFlow else { return false }
         pausedForFlow = true
         return true
     }
@@ -93,6 +101,7 @@ struct KafkaConsumerStateMachine {
         assigned.subtract(revoked)
         pausedByCaller.subtract(revoked)
         buffer.removeAll { revoked.contains($0.topicPartition) }
+        bufferedBytes = buffer.reduce(0) { $0 + $1.byteCount }
         return releaseFlowPauseIfDrained()
     }
 
@@ -101,6 +110,7 @@ struct KafkaConsumerStateMachine {
         guard self.termination == nil else { return nil }
         self.termination = termination
         buffer.removeAll()
+        bufferedBytes = 0
         pollerWaiting = false
         defer { waiter = nil }
         return waiter
@@ -118,11 +128,14 @@ struct KafkaConsumerStateMachine {
 
     mutating func take() -> TakeAction {
         if let message = buffer.popFirst() {
+            bufferedBytes -= message.byteCount
             // Woken once `wakeBatch` slots are free, not at the first: a poller woken per record
             // costs a futex wake-up and a thread switch per record while the reader is the slower
             // side. Not as late as half either: the poller must keep polling (rebalances and
             // heartbeats are served inside the poll) for any reader that keeps taking records.
-            let wakePoller = pollerWaiting && buffer.count <= capacity - wakeBatch
+            let wakePoller =
+                pollerWaiting && buffer.count <= capacity - wakeBatch
+                && bufferedBytes < byteCapacity - byteCapacity / 16
             if wakePoller { pollerWaiting = false }
             return .message(message, pausesChanged: releaseFlowPauseIfDrained(), wakePoller: wakePoller)
         }
@@ -164,7 +177,7 @@ struct KafkaConsumerStateMachine {
     }
 
     private mutating func releaseFlowPauseIfDrained() -> Bool {
-        guard pausedForFlow, buffer.count <= capacity / 2 else { return false }
+        guard pausedForFlow, buffer.count <= capacity / 2, bufferedBytes <= byteCapacity / 2 else { return false }
         pausedForFlow = false
         return true
     }

@@ -32,6 +32,11 @@ extension Array where Element == KafkaHeader {
 
 /// A record read by a consumer: its bytes exactly as they are stored, and where they came from.
 public struct KafkaConsumerMessage: Sendable, Hashable {
+    /// What the record holds in memory, roughly: key, value and header bytes.
+    public var byteCount: Int {
+        (key?.count ?? 0) + (value?.count ?? 0) + headers.reduce(0) { $0 + $1.key.utf8.count + ($1.value?.count ?? 0) }
+    }
+
     public var topic: String
     public var partition: Int32
     public var offset: Int64

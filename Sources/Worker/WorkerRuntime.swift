@@ -58,6 +58,7 @@ public enum WorkerRuntime {
             inputTopics: configuration.consumer.topics, resultsTopic: configuration.topics.results,
             deadLetterTopic: configuration.topics.deadLetters)
         pipelineConfiguration.maxInFlight = configuration.delivery.maxInFlight
+        pipelineConfiguration.maxInFlightBytes = configuration.delivery.maxInFlightBytes
         pipelineConfiguration.commitInterval = configuration.delivery.commitInterval
         pipelineConfiguration.revocationTimeout = configuration.delivery.revocationTimeout
         pipelineConfiguration.shutdownTimeout = configuration.delivery.shutdownTimeout

@@ -45,6 +45,38 @@ struct KafkaUnitTests {
         #expect(state.desiredPaused == [partitions[1]])
     }
 
+    // The buffer was bounded in records only: 2,048 records of 300 KB is 600 MB.
+    @Test("large records fill the buffer by bytes long before its count, and it resumes at half the bytes")
+    func byteBound() {
+        var state = KafkaConsumerStateMachine(capacity: 2048, byteCapacity: 1_000_000)
+        let partition = KafkaTopicPartition(topic: "t", partition: 0)
+        state.assign([partition])
+        func large(_ offset: Int64) -> KafkaConsumerMessage {
+            KafkaConsumerMessage(
+                topic: "t", partition: 0, offset: offset, key: [1, 2], value: Array(repeating: 0, count: 300_000))
+        }
+        var pushed = 0
+        while case .poll = state.checkSpace() {
+            _ = state.push(large(Int64(pushed)))
+            pushed += 1
+        }
+        #expect(pushed == 4, "four 300 KB records reach 1 MB")
+        #expect(state.bufferedBytes == 4 * 300_002)
+        let paused = state.pauseForFlow()
+        #expect(paused)
+        #expect(state.desiredPaused == [partition])
+        for _ in 0..<2 {
+            guard case .message(_, pausesChanged: false, _) = state.take() else {
+                return #expect(Bool(false), "900 KB, then 600 KB left: above half the bytes")
+            }
+        }
+        guard case .message(_, pausesChanged: true, _) = state.take() else {
+            return #expect(Bool(false), "300 KB left: at half the bytes or less, the pause lifts")
+        }
+        #expect(state.desiredPaused.isEmpty)
+        #expect(state.bufferedBytes == 300_002)
+    }
+
     @Test("a poller held by a full buffer is woken once 64 slots are free, not at every record")
     func wakeInBatches() {
         var state = KafkaConsumerStateMachine(capacity: 2048)

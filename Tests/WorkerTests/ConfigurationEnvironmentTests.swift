@@ -94,7 +94,8 @@ struct ConfigurationEnvironmentTests {
         // Values that decode for any key: a name, a number, or a duration, depending on the key.
         let samples: [String: String] = [
             "host": "h", "port": "1", "group": "g", "results": "r", "deadLetters": "d", "caFile": "/f",
-            "level": "info", "format": "json", "topics": "t", "maxRecordBytes": "4096",
+            "level": "info", "format": "json", "topics": "t", "maxRecordBytes": "4096", "maxInFlightBytes": "1048576",
+            "bufferBytes": "1048576",
         ]
         for (path, schema) in ConfigSchema.worker.leaves() {
             guard case .scalar = schema, let key = path.last else {

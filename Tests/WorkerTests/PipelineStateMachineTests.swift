@@ -40,6 +40,24 @@ struct PipelineStateMachineTests {
         #expect(state.commitCandidates(in: nil) == [KafkaTopicPartitionOffset(p0, offset: 2)])
     }
 
+    // In flight was bounded in events only: 2,000 events of 300 KB held 600 MB.
+    @Test("large records reach the in-flight bound by bytes; input resumes when both count and bytes are at half")
+    func byteBound() async {
+        var state = PipelineStateMachine(maxInFlight: 2000, maxInFlightBytes: 1_000_000)
+        _ = state.assign([p0])
+        let lease = state.lease(of: p0)!
+        let admitted = (0..<4).map { ran(state.admit(p0, offset: Int64($0), lease: lease, bytes: 300_000)) }
+        #expect(admitted == [false, false, false, true], "the fourth passes 1 MB")
+        #expect(state.paused && state.running == 4)
+        let first = state.finish(p0, offset: 0, lease: lease, bytes: 300_000)
+        #expect(!first.resumeConsumer, "900 KB still running")
+        let second = state.finish(p0, offset: 1, lease: lease, bytes: 300_000)
+        #expect(!second.resumeConsumer, "600 KB: above half the bytes")
+        let third = state.finish(p0, offset: 2, lease: lease, bytes: 300_000)
+        #expect(third.resumeConsumer, "300 KB: half or less of both")
+        #expect(!state.paused && state.runningBytes == 300_000)
+    }
+
     @Test func aRevocationWaitsOnlyForItsOwnPartitions() async {
         var (state, leases) = owning([p0, p1], maxInFlight: 100)
         _ = state.admit(p0, offset: 0, lease: leases[0])

@@ -17,7 +17,7 @@ indirect enum ConfigSchema {
         ("kafka", .properties),
         (
             "consumer",
-            .section([("group", .scalar), ("topics", .list), ("bufferCapacity", .scalar), ("properties", .fileOnly)])
+            .section([("group", .scalar), ("topics", .list), ("bufferCapacity", .scalar), ("bufferBytes", .scalar), ("properties", .fileOnly)])
         ),
         ("producer", .section([("deliveryTimeout", .scalar), ("properties", .fileOnly)])),
         ("topics", .section([("results", .scalar), ("deadLetters", .scalar)])),
@@ -39,7 +39,7 @@ indirect enum ConfigSchema {
         (
             "delivery",
             .section([
-                ("maxInFlight", .scalar), ("commitInterval", .scalar),
+                ("maxInFlight", .scalar), ("maxInFlightBytes", .scalar), ("commitInterval", .scalar),
                 (
                     "retry",
                     .section([

@@ -78,6 +78,7 @@ extension WorkerConfiguration {
             throw section.error("topics", section.node("topics"), "expected at least one input topic")
         }
         consumer.bufferCapacity = try section.int("bufferCapacity", in: 1...Int.max) ?? consumer.bufferCapacity
+        consumer.bufferBytes = try section.int("bufferBytes", in: 65536...Int.max) ?? consumer.bufferBytes
         consumer.properties = try section.properties("properties") ?? [:]
         try section.finish()
         return consumer
@@ -86,6 +87,8 @@ extension WorkerConfiguration {
     private static func decodeDelivery(_ section: inout ConfigSection) throws(ConfigurationError) -> DeliverySettings {
         var delivery = DeliverySettings()
         delivery.maxInFlight = try section.int("maxInFlight", in: 1...Int.max) ?? delivery.maxInFlight
+        delivery.maxInFlightBytes =
+            try section.int("maxInFlightBytes", in: 65536...Int.max) ?? delivery.maxInFlightBytes
         delivery.commitInterval = try section.duration("commitInterval") ?? delivery.commitInterval
         if var retry = try section.section("retry") {
             delivery.retry.maxAttempts = try retry.int("maxAttempts", in: 1...Int.max) ?? delivery.retry.maxAttempts

@@ -5,6 +5,7 @@ extension WorkerConfiguration {
     public var kafkaConsumerConfiguration: KafkaConsumerConfiguration {
         var configuration = KafkaConsumerConfiguration(bootstrapServers: bootstrapServers, groupID: consumer.group)
         configuration.bufferCapacity = consumer.bufferCapacity
+        configuration.bufferByteCapacity = consumer.bufferBytes
         configuration.properties = sharedKafkaProperties.merging(consumer.properties) { _, specific in specific }
         return configuration
     }

@@ -42,6 +42,8 @@ public struct ConsumerSettings: Sendable, Hashable {
     public var topics: [String]
     /// Records handed over by librdkafka and not yet dispatched.
     public var bufferCapacity: Int = 2048
+    /// The same bound in bytes (keys, values, headers).
+    public var bufferBytes: Int = 32 * 1024 * 1024
     /// librdkafka properties for the consumer only (win over `kafka`).
     public var properties: [String: String] = [:]
 
@@ -74,6 +76,8 @@ public struct TopicSettings: Sendable, Hashable {
 public struct DeliverySettings: Sendable, Hashable {
     /// Events between consumed and result acknowledged; the consumer pauses at this, resumes at half.
     public var maxInFlight: Int = 2000
+    /// The same bound in bytes of the in-flight events' records.
+    public var maxInFlightBytes: Int = 64 * 1024 * 1024
     /// Period of offset commits (plus one at revocation and at shutdown).
     public var commitInterval: Duration = .seconds(1)
     /// `delivery.retry`: its defaults are `RetryPolicy`'s, which are the spec's.

@@ -6,6 +6,8 @@ public struct PipelineConfiguration: Sendable {
     public var deadLetterTopic: String
     /// Events between "read" and "result acknowledged"; input pauses at this bound, resumes at half.
     public var maxInFlight = 2000
+    /// The same bound in bytes of the running events' records: large records reach it first.
+    public var maxInFlightBytes = 64 * 1024 * 1024
     /// Offsets are committed this often (and at every revocation, shutdown included).
     public var commitInterval: Duration = .seconds(1)
     /// How long a revoked partition's in-flight events may take before the partition is let go.

@@ -6,8 +6,8 @@ import Kafka
 /// who waits for what. Pure: every method returns what to do, and the caller does it outside the lock.
 ///
 /// Input stops (the reader waits, the consumer's partitions pause) while any of these holds:
-/// `maxInFlight` events are running (until half have finished), or an output topic refuses every
-/// record (until one is stored there again). While stopping, the reader never waits and admits nothing.
+/// `maxInFlight` events, or `maxInFlightBytes` of their records, are running (until both are down
+/// to half), or an output topic refuses every record (until one is stored there again). While stopping, the reader never waits and admits nothing.
 struct PipelineStateMachine {
     typealias Waiter = CheckedContinuation<Void, Never>
 
@@ -18,6 +18,8 @@ struct PipelineStateMachine {
     }
 
     let maxInFlight: Int
+    /// The bound in bytes of the running events' records (`KafkaConsumerMessage.byteCount`).
+    let maxInFlightBytes: Int
     private(set) var phase: Phase = .running
     private(set) var tracker = OffsetTracker()
     /// Partitions owned now. A partition being revoked is no longer here, but keeps its entry in
@@ -28,6 +30,8 @@ struct PipelineStateMachine {
     /// Events between "read" and "done", whatever their partition's fate (a revoked partition's
     /// events run to the end or to their next step; they just no longer count for commits).
     private(set) var running = 0
+    /// The running events' record bytes.
+    private(set) var runningBytes = 0
     /// `maxInFlight` was reached and not yet drained to half.
     private(set) var atBound = false
     /// Output topics whose every record is refused (no such topic, not authorized), since when.
@@ -35,8 +39,9 @@ struct PipelineStateMachine {
     private var reader: Waiter?
     private var drainWaiters: [(partitions: Set<KafkaTopicPartition>?, waiter: Waiter)] = []
 
-    init(maxInFlight: Int) {
+    init(maxInFlight: Int, maxInFlightBytes: Int = .max) {
         self.maxInFlight = max(maxInFlight, 1)
+        self.maxInFlightBytes = max(maxInFlightBytes, 1)
     }
 
     /// Input is held: the reader waits and the consumer's partitions are paused.
@@ -98,11 +103,14 @@ struct PipelineStateMachine {
 
     /// A record read under `lease` is about to run. Checked after every wait of the reader, since
     /// the partition may have been revoked (and even assigned back) meanwhile.
-    mutating func admit(_ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease) -> AdmitAction {
+    mutating func admit(
+        _ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease, bytes: Int = 0
+    ) -> AdmitAction {
         guard phase == .running, owned.contains(partition), leases[partition] === lease else { return .skip }
         tracker.start(partition, offset: offset)
         running += 1
-        guard running >= maxInFlight, !atBound else { return .run(pause: false) }
+        runningBytes += bytes
+        guard running >= maxInFlight || runningBytes >= maxInFlightBytes, !atBound else { return .run(pause: false) }
         let wasPaused = paused
         atBound = true
         return .run(pause: !wasPaused)
@@ -130,22 +138,25 @@ struct PipelineStateMachine {
 
     /// An event is done: its result (and dead letter) are acknowledged. Its offset counts only if
     /// its partition is still tracked under the lease it was admitted with.
-    mutating func finish(_ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease) -> FinishAction {
+    mutating func finish(
+        _ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease, bytes: Int = 0
+    ) -> FinishAction {
         if leases[partition] === lease { tracker.finish(partition, offset: offset) }
-        return ended()
+        return ended(bytes: bytes)
     }
 
     /// An event was abandoned (its lease ended, or shutdown cancelled its wait): it no longer runs,
     /// but its offset stays in flight, so nothing at or after it in its partition is committed and
     /// it is read again.
-    mutating func abandon() -> FinishAction {
-        ended()
+    mutating func abandon(bytes: Int = 0) -> FinishAction {
+        ended(bytes: bytes)
     }
 
-    private mutating func ended() -> FinishAction {
+    private mutating func ended(bytes: Int) -> FinishAction {
         running -= 1
+        runningBytes -= bytes
         var action = FinishAction()
-        if atBound, running <= maxInFlight / 2 {
+        if atBound, running <= maxInFlight / 2, runningBytes <= maxInFlightBytes / 2 {
             atBound = false
             action = resumeIfUnpaused(action)
         }

@@ -54,7 +54,9 @@ public final class WorkerPipeline: Service, Sendable {
             decoder: decoder, sender: sender, retryPolicy: configuration.retryPolicy, scheduler: scheduler,
             observer: observer, logger: logger, progress: progress, maxEventAge: configuration.maxEventAge,
             maxRecordBytes: configuration.maxRecordBytes)
-        self.state = NIOLockedValueBox(PipelineStateMachine(maxInFlight: configuration.maxInFlight))
+        self.state = NIOLockedValueBox(
+            PipelineStateMachine(
+                maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes))
     }
 
     /// Events consumed and not yet done.
@@ -225,8 +227,9 @@ public final class WorkerPipeline: Service, Sendable {
         _ record: KafkaConsumerMessage, lease: PartitionLease, sending requests: inout [NotificationRequest],
         publisher: ResultPublisher, consumer: KafkaConsumer
     ) {
+        let bytes = record.byteCount
         let (action, running) = state.withLockedValue { state in
-            let action = state.admit(record.topicPartition, offset: record.offset, lease: lease)
+            let action = state.admit(record.topicPartition, offset: record.offset, lease: lease, bytes: bytes)
             if case .run(pause: true) = action { consumer.pause(Array(consumer.assignment)) }
             return (action, state.running)
         }
@@ -235,7 +238,7 @@ public final class WorkerPipeline: Service, Sendable {
         progress.step()
         if paused { observer.pausedChanged(true) }
         observer.inFlightChanged(running)
-        start(record, lease: lease, sending: &requests, publisher: publisher, consumer: consumer)
+        start(record, bytes: bytes, lease: lease, sending: &requests, publisher: publisher, consumer: consumer)
     }
 
     private func sendAll(_ requests: inout [NotificationRequest]) {
@@ -255,17 +258,27 @@ public final class WorkerPipeline: Service, Sendable {
     /// Decodes the record here, then lets it run: send (its first request joins `requests`), retries,
     /// dead letter, result, `finish`.
     private func start(
-        _ record: KafkaConsumerMessage, lease: PartitionLease, sending requests: inout [NotificationRequest],
+        _ record: KafkaConsumerMessage, bytes: Int, lease: PartitionLease,
+        sending requests: inout [NotificationRequest],
         publisher: ResultPublisher, consumer: KafkaConsumer
     ) {
         let started = ContinuousClock.now
+        let done = Done(partition: record.topicPartition, offset: record.offset, bytes: bytes, lease: lease)
         processor.process(record, lease: lease, sending: &requests) { result in
             guard let result else {
-                self.finish(record.topicPartition, record.offset, lease: lease, consumer: consumer, completed: false)
+                self.finish(done, consumer: consumer, completed: false)
                 return
             }
-            self.publish(result, of: record, lease: lease, started: started, publisher: publisher, consumer: consumer)
+            self.publish(result, of: record, done: done, started: started, publisher: publisher, consumer: consumer)
         }
+    }
+
+    /// What `finish` needs of an event: where its offset is, what it weighs, under which lease.
+    private struct Done: Sendable {
+        let partition: KafkaTopicPartition
+        let offset: Int64
+        let bytes: Int
+        let lease: PartitionLease
     }
 
     /// The dead letter first (if any), then the result: a result event is out only once its dead
@@ -275,12 +288,10 @@ public final class WorkerPipeline: Service, Sendable {
     /// result: each capture copies every reference they hold. Only a record Kafka refuses as it is
     /// needs the rest, to build its degraded form; that closure is made (and captures) only then.
     private func publish(
-        _ result: EventResult, of record: KafkaConsumerMessage, lease: PartitionLease,
+        _ result: EventResult, of record: KafkaConsumerMessage, done: Done,
         started: ContinuousClock.Instant, publisher: ResultPublisher, consumer: KafkaConsumer
     ) {
         let completedAt = Date()
-        let partition = record.topicPartition
-        let offset = record.offset
         let outcome = result.outcome
         let deadLetterReason = result.deadLetter
         let latency = ContinuousClock.now - started
@@ -296,7 +307,7 @@ public final class WorkerPipeline: Service, Sendable {
                         topic: resultsTopic, error: error)
                 }
             ) { published in
-                self.finish(partition, offset, lease: lease, consumer: consumer, completed: published)
+                self.finish(done, consumer: consumer, completed: published)
                 guard published else { return }
                 if let deadLetterReason { self.observer.deadLettered(deadLetterReason) }
                 self.observer.completed(outcome, duration: ContinuousClock.now - started)
@@ -314,18 +325,18 @@ public final class WorkerPipeline: Service, Sendable {
             if published {
                 publishResult()
             } else {
-                self.finish(partition, offset, lease: lease, consumer: consumer, completed: false)
+                self.finish(done, consumer: consumer, completed: false)
             }
         }
     }
 
     /// The event is done (`completed`) or abandoned (it stays uncommitted).
-    private func finish(
-        _ partition: KafkaTopicPartition, _ offset: Int64, lease: PartitionLease, consumer: KafkaConsumer,
-        completed: Bool
-    ) {
+    private func finish(_ done: Done, consumer: KafkaConsumer, completed: Bool) {
         let (action, running) = state.withLockedValue { state in
-            let action = completed ? state.finish(partition, offset: offset, lease: lease) : state.abandon()
+            let action =
+                completed
+                ? state.finish(done.partition, offset: done.offset, lease: done.lease, bytes: done.bytes)
+                : state.abandon(bytes: done.bytes)
             if action.resumeConsumer { consumer.resume(Array(consumer.assignment)) }
             return (action, state.running)
         }
