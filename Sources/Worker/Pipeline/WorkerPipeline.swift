@@ -94,7 +94,22 @@ public final class WorkerPipeline: Service, Sendable {
         // Requests still in flight (a drain that timed out) end here; their results are published
         // if the producer still takes them, or abandoned.
         let budget = shutdownBudget()
-        await sender.shutdown()
+        // Bounded: a black-holed APNs holds requests until their deadline, which may be later
+        // than the budget's end. What is still open then goes with the process.
+        let sender = self.sender
+        let closedInTime = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let once = ResumeOnce(continuation)
+            let timer = Task {
+                guard (try? await Task.sleep(until: budget.end - .seconds(2), clock: .continuous)) != nil else { return }
+                once.resume(false)
+            }
+            Task {
+                await sender.shutdown()
+                timer.cancel()
+                once.resume(true)
+            }
+        }
+        if !closedInTime { logger.warning("APNs connections still closing at the end of the shutdown budget") }
         do {
             try await producer.flush(timeout: max(budget.end - .now, .seconds(1)))
         } catch {
