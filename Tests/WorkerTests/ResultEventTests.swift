@@ -34,7 +34,34 @@ struct ResultEventTests {
         var invalid = EventResult(eventID: nil, outcome: .invalid, attempts: 0)
         invalid.reason = "malformedJSON"
         invalid.detail = "1:9: unexpected end"
-        return [delivered, unregistered, rejected, failed, expired, invalid]
+        // Outcomes of events never sent: no credential for the topic, too old, too large.
+        var noCredential = EventResult(eventID: "e-7", outcome: .rejected, attempts: 0)
+        noCredential.reason = "noCredentialForTopic"
+        noCredential.detail = "no configured credential matches topic com.other.app; add one to apns.credentials, then replay"
+        var stale = EventResult(eventID: "e-8", outcome: .expired, attempts: 0)
+        stale.reason = "staleEvent"
+        stale.detail = "the record is 7h 0m old, older than delivery.maxEventAge (6h 0m); not sent"
+        var tooLarge = EventResult(eventID: nil, outcome: .invalid, attempts: 0)
+        tooLarge.reason = "recordTooLarge"
+        tooLarge.detail = "(root): the record's value has 300000 bytes, more than delivery.maxRecordBytes (262144)"
+        return [delivered, unregistered, rejected, failed, expired, invalid, noCredential, stale, tooLarge]
+    }
+
+    @Test("a degraded result (Kafka refused the full one) still validates, without metadata, with its header")
+    func degradedResult() throws {
+        var result = Self.results()[0]
+        result.metadata = ["blob": .string(String(repeating: "m", count: 10_000))]
+        result.detail = String(repeating: "d", count: 1_000)
+        let message = ResultEvent.degraded(
+            for: result, source: Self.source, latency: .milliseconds(3), completedAt: Date(), topic: "results",
+            error: KafkaError(code: .messageSizeTooLarge, message: "too large"))
+        let value = try JSONParser.parse(message.value ?? [])
+        #expect(EventSchemas.resultEvent.validate(value, mode: .allErrors).isEmpty)
+        #expect(value["metadata"] == nil)
+        #expect(value["detail"]?.stringValue?.count == ResultEvent.degradedDetailLimit + 1)
+        #expect(message.headers.contains { $0.key == ResultEvent.degradedHeader })
+        #expect(message.key == Array(result.eventID!.utf8))
+        #expect((message.value?.count ?? 0) < 1_000)
     }
 
     @Test("every outcome validates and says what the result says")

@@ -531,7 +531,7 @@ extension EventSchemas {
                 "null"
               ],
               "minLength": 1,
-              "description": "APNs' reason (BadDeviceToken, Unregistered, …), or for invalid events the rule broken (malformedJSON, schema, payloadTooLarge, …); null when delivered."
+              "description": "APNs' reason (BadDeviceToken, Unregistered, …), or for invalid events the rule broken (malformedJSON, schema, payloadTooLarge, …); null when delivered; noCredentialForTopic (rejected, nothing sent), staleEvent (expired, nothing sent), recordTooLarge (invalid)."
             },
             "detail": {
               "type": "string",
@@ -666,14 +666,39 @@ extension EventSchemas {
                       400,
                       404,
                       405,
-                      413
+                      413,
+                      null
                     ]
                   },
                   "reason": {
                     "type": "string"
+                  }
+                },
+                "if": {
+                  "properties": {
+                    "status": {
+                      "const": null
+                    }
                   },
-                  "attempts": {
-                    "minimum": 1
+                  "required": [
+                    "status"
+                  ]
+                },
+                "then": {
+                  "properties": {
+                    "reason": {
+                      "const": "noCredentialForTopic"
+                    },
+                    "attempts": {
+                      "const": 0
+                    }
+                  }
+                },
+                "else": {
+                  "properties": {
+                    "attempts": {
+                      "minimum": 1
+                    }
                   }
                 }
               }
