@@ -17,7 +17,10 @@ indirect enum ConfigSchema {
         ("kafka", .properties),
         (
             "consumer",
-            .section([("group", .scalar), ("topics", .list), ("bufferCapacity", .scalar), ("bufferBytes", .scalar), ("properties", .fileOnly)])
+            .section([
+                ("group", .scalar), ("topics", .list), ("bufferCapacity", .scalar), ("bufferBytes", .scalar),
+                ("properties", .fileOnly),
+            ])
         ),
         ("producer", .section([("deliveryTimeout", .scalar), ("properties", .fileOnly)])),
         ("topics", .section([("results", .scalar), ("deadLetters", .scalar)])),

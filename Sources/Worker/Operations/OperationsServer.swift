@@ -95,8 +95,9 @@ public struct OperationsServer: Service {
 
     private func bind(tracking connections: ConnectionTracker) async throws -> any Channel {
         let router = self.router
-        let idle = TimeAmount.nanoseconds(Int64(idleTimeout.components.seconds) * 1_000_000_000
-            + idleTimeout.components.attoseconds / 1_000_000_000)
+        let idle = TimeAmount.nanoseconds(
+            Int64(idleTimeout.components.seconds) * 1_000_000_000
+                + idleTimeout.components.attoseconds / 1_000_000_000)
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)

@@ -100,7 +100,9 @@ public final class WorkerPipeline: Service, Sendable {
         let closedInTime = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let once = ResumeOnce(continuation)
             let timer = Task {
-                guard (try? await Task.sleep(until: budget.end - .seconds(2), clock: .continuous)) != nil else { return }
+                guard (try? await Task.sleep(until: budget.end - .seconds(2), clock: .continuous)) != nil else {
+                    return
+                }
                 once.resume(false)
             }
             Task {
