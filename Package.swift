@@ -4,7 +4,7 @@ import PackageDescription
 
 // Swift 6 language mode: complete strict concurrency checking in every target.
 let swiftSettings: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("ExistentialAny")
 ]
 
 let package = Package(

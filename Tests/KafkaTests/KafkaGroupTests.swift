@@ -7,7 +7,9 @@ struct KafkaGroupTests {
     func produce(_ count: Int, to topic: String, on cluster: KafkaMockCluster, from start: Int = 0) async throws {
         let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
         for index in start..<(start + count) {
-            try await producer.send(KafkaProducerMessage(topic: topic, key: Array("k\(index)".utf8), value: Array("\(index)".utf8))) { _ in }
+            try await producer.send(
+                KafkaProducerMessage(topic: topic, key: Array("k\(index)".utf8), value: Array("\(index)".utf8))
+            ) { _ in }
         }
         try await producer.flush(timeout: .seconds(30))
         await producer.close()
@@ -28,8 +30,10 @@ struct KafkaGroupTests {
 
         let handlerA = RecordingRebalanceHandler()
         let handlerB = RecordingRebalanceHandler()
-        let a = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: group), rebalanceHandler: handlerA)
-        let b = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: group), rebalanceHandler: handlerB)
+        let a = try KafkaConsumer(
+            configuration: consumerConfiguration(cluster, group: group), rebalanceHandler: handlerA)
+        let b = try KafkaConsumer(
+            configuration: consumerConfiguration(cluster, group: group), rebalanceHandler: handlerB)
         handlerA.consumer.withLock { $0 = a }
         handlerB.consumer.withLock { $0 = b }
         let seenA = TestLocked<[Int]>([])
@@ -40,7 +44,9 @@ struct KafkaGroupTests {
         // Each reader commits what it processed every 50 records, as the worker commits periodically.
         let readerA = Task {
             for try await record in a.messages {
-                let count = seenA.withLock { $0.append(Self.index(record)); return $0.count }
+                let count = seenA.withLock {
+                    $0.append(Self.index(record)); return $0.count
+                }
                 handlerA.processed(record)
                 if count % 50 == 0 { try? await handlerA.commitProcessed() }
                 try await Task.sleep(for: .milliseconds(2))
@@ -52,7 +58,9 @@ struct KafkaGroupTests {
         try b.subscribe(topics: [topic])
         let readerB = Task {
             for try await record in b.messages {
-                let count = seenB.withLock { $0.append(Self.index(record)); return $0.count }
+                let count = seenB.withLock {
+                    $0.append(Self.index(record)); return $0.count
+                }
                 handlerB.processed(record)
                 if count % 50 == 0 { try? await handlerB.commitProcessed() }
             }
@@ -278,7 +286,8 @@ struct KafkaAssignmentTests {
         try cluster.createTopic(topic, partitions: 3)
         let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
         for index in 0..<30 {
-            _ = try await producer.send(KafkaProducerMessage(topic: topic, partition: Int32(index % 3), value: Array("\(index)".utf8)))
+            _ = try await producer.send(
+                KafkaProducerMessage(topic: topic, partition: Int32(index % 3), value: Array("\(index)".utf8)))
         }
         await producer.close()
 

@@ -16,7 +16,8 @@ struct KafkaRoundTripTests {
         let failures = TestLocked<[KafkaError]>([])
         for index in 0..<count {
             let record = KafkaProducerMessage(
-                topic: topic, key: Array("key-\(index)".utf8), value: Array("value-\(index)-\(String(repeating: "x", count: index % 50))".utf8),
+                topic: topic, key: Array("key-\(index)".utf8),
+                value: Array("value-\(index)-\(String(repeating: "x", count: index % 50))".utf8),
                 headers: [
                     KafkaHeader(key: "index", string: String(index)),
                     KafkaHeader(key: "binary", value: [0, 1, 2, 255]),

@@ -255,7 +255,8 @@ final class RawSocket {
     /// True if the peer closed the connection (a read sees its end) within `within`.
     func closedByPeer(within: Duration) -> Bool {
         var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        let milliseconds = Int32(within.components.seconds * 1000 + within.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = Int32(
+            within.components.seconds * 1000 + within.components.attoseconds / 1_000_000_000_000_000)
         guard poll(&entry, 1, milliseconds) == 1 else { return false }
         var byte: UInt8 = 0
         return recv(descriptor, &byte, 1, 0) <= 0

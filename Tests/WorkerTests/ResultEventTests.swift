@@ -37,7 +37,8 @@ struct ResultEventTests {
         // Outcomes of events never sent: no credential for the topic, too old, too large.
         var noCredential = EventResult(eventID: "e-7", outcome: .rejected, attempts: 0)
         noCredential.reason = "noCredentialForTopic"
-        noCredential.detail = "no configured credential matches topic com.other.app; add one to apns.credentials, then replay"
+        noCredential.detail =
+            "no configured credential matches topic com.other.app; add one to apns.credentials, then replay"
         var stale = EventResult(eventID: "e-8", outcome: .expired, attempts: 0)
         stale.reason = "staleEvent"
         stale.detail = "the record is 7h 0m old, older than delivery.maxEventAge (6h 0m); not sent"

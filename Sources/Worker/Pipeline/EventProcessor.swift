@@ -144,7 +144,7 @@ struct EventProcessor: Sendable {
                 result.reason = Self.staleEventReason
                 result.detail =
                     "the record is \(Self.describe(age)) old, older than delivery.maxEventAge "
-                    + "(\(Self.describe(maxEventAge))); not sent"
+                    + "(\(ConfigDuration.format(maxEventAge))); not sent"
                 completion(result)
                 return
             }
@@ -161,6 +161,13 @@ struct EventProcessor: Sendable {
         sender.send(request.notification, environment: request.environment, completion: request.completion)
     }
 
+    /// The next attempt after `wait` (a backoff, a throttle); abandoned if the wait is cancelled.
+    private func attempt(_ run: Run, after wait: Duration, _ completion: @escaping Completion) {
+        scheduler.after(wait) { [run] cancelled in
+            if cancelled { completion(nil) } else { attempt(run, completion) }
+        }
+    }
+
     /// The next attempt's request if it is due now; `nil` when it waits for the token's throttle
     /// (a timer sends it later) or the notification expired meanwhile (`completion` ran).
     private func nextAttempt(_ run: Run, _ completion: @escaping Completion) -> NotificationRequest? {
@@ -170,9 +177,7 @@ struct EventProcessor: Sendable {
         }
         // Nearly always empty: then neither the clock (slow in some VMs) nor the token's hash.
         if let wait = throttle.withLockedValue({ $0.count == 0 ? nil : $0.delay(for: run.token, now: instant()) }) {
-            scheduler.after(wait) { [run] cancelled in
-                if cancelled { completion(nil) } else { attempt(run, completion) }
-            }
+            attempt(run, after: wait, completion)
             return nil
         }
         if run.result.attempts > 0, let expiration = run.event.notification.expiration,
@@ -264,9 +269,7 @@ struct EventProcessor: Sendable {
                     )
                 }
                 let wait = retryPolicy.backoffCeiling(afterAttempt: run.result.attempts)
-                scheduler.after(wait) { [run] cancelled in
-                    if cancelled { completion(nil) } else { self.attempt(run, completion) }
-                }
+                self.attempt(run, after: wait, completion)
             }
         case .retryLater(let perDeviceToken, _):
             markFailure(&run.result)
@@ -285,9 +288,7 @@ struct EventProcessor: Sendable {
                     }
                     self.attempt(run, completion)
                 } else {
-                    scheduler.after(wait) { [run] cancelled in
-                        if cancelled { completion(nil) } else { self.attempt(run, completion) }
-                    }
+                    self.attempt(run, after: wait, completion)
                 }
             case .exhausted:
                 completion(exhausted(run.result))
@@ -304,7 +305,8 @@ struct EventProcessor: Sendable {
     /// The `reason` of an event that ended `expired` unsent because its record was too old.
     static let staleEventReason = "staleEvent"
 
-    /// `3h 12m`, `45s`: an age for people.
+    /// `3h 12m`, `45s`: an age for people (a measured age is not a round value, so not
+    /// `ConfigDuration.format`'s exact spelling).
     static func describe(_ duration: Duration) -> String {
         let seconds = duration.components.seconds
         if seconds >= 3600 { return "\(seconds / 3600)h \(seconds % 3600 / 60)m" }

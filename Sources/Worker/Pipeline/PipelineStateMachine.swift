@@ -7,7 +7,8 @@ import Kafka
 ///
 /// Input stops (the reader waits, the consumer's partitions pause) while any of these holds:
 /// `maxInFlight` events, or `maxInFlightBytes` of their records, are running (until both are down
-/// to half), or an output topic refuses every record (until one is stored there again). While stopping, the reader never waits and admits nothing.
+/// to half), or an output topic refuses every record (until one is stored there again). While
+/// stopping, the reader never waits and admits nothing.
 struct PipelineStateMachine {
     typealias Waiter = CheckedContinuation<Void, Never>
 
@@ -212,10 +213,9 @@ struct PipelineStateMachine {
         return (true, reader)
     }
 
-    /// Every lease, ended: at shutdown's drain bound, what still waits for a retry is abandoned.
-    mutating func endAllLeases() -> [PartitionLease] {
-        Array(leases.values)
-    }
+    /// Every lease held: at shutdown's drain bound the caller ends them all, so that what still
+    /// waits for a retry is abandoned.
+    var allLeases: [PartitionLease] { Array(leases.values) }
 
     // MARK: drains and commits
 

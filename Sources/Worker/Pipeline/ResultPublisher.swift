@@ -66,7 +66,7 @@ struct ResultPublisher: Sendable {
     func publish(
         _ message: KafkaProducerMessage, degraded: Degrade? = nil, _ done: @escaping @Sendable (Bool) -> Void
     ) {
-        publish(Attempt(message: message, degrade: degraded, backoff: Self.firstBackoff, blocked: false), done)
+        publish(Attempt(message: message, degrade: degraded, backoff: Self.firstBackoff), done)
     }
 
     /// One record between its tries.
@@ -74,8 +74,6 @@ struct ResultPublisher: Sendable {
         var message: KafkaProducerMessage
         var degrade: Degrade?
         var backoff: Duration
-        /// This record's failures reported its topic blocked.
-        var blocked: Bool
         var failing = false
     }
 
@@ -102,14 +100,15 @@ struct ResultPublisher: Sendable {
 
     private func stored(_ attempt: Attempt) {
         if attempt.failing { observer.producerRecovered() }
-        if blockedTopics.any, attempt.blocked || blockedTopics.contains(attempt.message.topic) {
-            if blockedTopics.remove(attempt.message.topic) { report(.unblocked(topic: attempt.message.topic)) }
+        if blockedTopics.any, blockedTopics.remove(attempt.message.topic) {
+            report(.unblocked(topic: attempt.message.topic))
         }
     }
 
     private func failed(_ attempt: Attempt, _ error: KafkaError, _ done: @escaping @Sendable (Bool) -> Void) {
         var attempt = attempt
         let topic = attempt.message.topic
+        var blocksTopic = false
         switch error.produceFailureScope {
         case .fatal:
             logger.critical("publishing to \(topic) failed for good, the producer is unusable: \(error)")
@@ -129,13 +128,13 @@ struct ResultPublisher: Sendable {
                 return
             }
             // Not even the smallest form is stored: as good as a topic that refuses everything.
-            attempt.blocked = true
+            blocksTopic = true
         case .topic:
-            attempt.blocked = true
+            blocksTopic = true
         case .transient:
             break
         }
-        if attempt.blocked, blockedTopics.insert(topic) { report(.blocked(topic: topic, error)) }
+        if blocksTopic, blockedTopics.insert(topic) { report(.blocked(topic: topic, error)) }
         observer.producerFailing(error)
         logger.error("publishing to \(topic) failed: \(error); retrying in \(attempt.backoff)")
         let wait = attempt.backoff
@@ -154,8 +153,6 @@ private final class BlockedTopicCount: Sendable {
     private let topics = NIOLockedValueBox<Set<String>>([])
 
     var any: Bool { count.load(ordering: .acquiring) > 0 }
-
-    func contains(_ topic: String) -> Bool { topics.withLockedValue { $0.contains(topic) } }
 
     /// Returns true if the topic was not blocked yet.
     func insert(_ topic: String) -> Bool {

@@ -435,7 +435,7 @@ public final class WorkerPipeline: Service, Sendable {
     }
 
     private func endAllLeases() {
-        for lease in state.withLockedValue({ $0.endAllLeases() }) { lease.end() }
+        for lease in state.withLockedValue({ $0.allLeases }) { lease.end() }
     }
 
     private func ticker(_ commits: AsyncStream<CommitRequest>.Continuation, consumer: KafkaConsumer) async {
