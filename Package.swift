@@ -62,7 +62,18 @@ let package = Package(
         ),
         .testTarget(
             name: "KafkaTests",
-            dependencies: ["Kafka", "CSanitizerThreads"],
+            dependencies: ["Kafka", "CSanitizerThreads", "TestPeers", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
+        // Test peers: a TCP proxy that breaks the network on purpose (and lets librdkafka 2.0 talk to
+        // newer brokers), and the Tansu broker behind it. Tests and the reliability matrix only.
+        .target(
+            name: "TestPeers",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Tests/TestPeers",
             swiftSettings: swiftSettings
         ),
         // Lets ThreadSanitizer see librdkafka's C11 threads (see its source). Tests only.
@@ -185,7 +196,7 @@ let package = Package(
         .testTarget(
             name: "WorkerIntegrationTests",
             dependencies: [
-                "Worker", "WorkerDemo", "Kafka", "APNsSimulator",
+                "Worker", "WorkerDemo", "Kafka", "APNsSimulator", "TestPeers",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -1,6 +1,51 @@
 import Foundation
 import Kafka
+import TestPeers
 import Testing
+
+/// The brokers the group and interop tests run on: librdkafka's mock cluster (in-process, with
+/// fault injection) and Tansu (an independent Kafka-compatible broker in its own process, behind the
+/// proxy that lets librdkafka 2.0 read its ApiVersions answer). Where they behave differently, the
+/// test says so.
+enum Broker: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case mock
+    case tansu
+
+    var testDescription: String { self == .mock ? "mock cluster" : "Tansu" }
+}
+
+/// A running broker of either kind.
+final class TestCluster: Sendable {
+    let broker: Broker
+    let bootstrapServers: String
+    let mock: KafkaMockCluster?
+    let tansu: TansuBroker?
+
+    private init(broker: Broker, mock: KafkaMockCluster?, tansu: TansuBroker?) {
+        self.broker = broker
+        self.mock = mock
+        self.tansu = tansu
+        self.bootstrapServers = mock?.bootstrapServers ?? tansu!.bootstrapServers
+    }
+
+    /// `mockBrokers`: how many brokers the mock cluster has (Tansu is one node).
+    static func start(_ broker: Broker, mockBrokers: Int = 1) async throws -> TestCluster {
+        switch broker {
+        case .mock: TestCluster(broker: broker, mock: try KafkaMockCluster(brokers: mockBrokers), tansu: nil)
+        case .tansu: TestCluster(broker: broker, mock: nil, tansu: try await TansuBroker.start())
+        }
+    }
+
+    func createTopic(_ name: String, partitions: Int, mockReplicationFactor: Int = 1) async throws {
+        if let mock { try mock.createTopic(name, partitions: partitions, replicationFactor: mockReplicationFactor) }
+        if let tansu { try await tansu.createTopic(name, partitions: partitions) }
+    }
+
+    /// Stops Tansu (the mock cluster goes with its last reference).
+    func shutdown() async {
+        await tansu?.shutdown()
+    }
+}
 
 struct TimeoutError: Error, CustomStringConvertible {
     let what: String
@@ -28,22 +73,41 @@ func uniqueName(_ prefix: String) -> String {
 }
 
 func consumerConfiguration(_ cluster: KafkaMockCluster, group: String) -> KafkaConsumerConfiguration {
-    var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group)
+    consumerConfiguration(bootstrapServers: cluster.bootstrapServers, broker: .mock, group: group)
+}
+
+func consumerConfiguration(_ cluster: TestCluster, group: String) -> KafkaConsumerConfiguration {
+    consumerConfiguration(bootstrapServers: cluster.bootstrapServers, broker: cluster.broker, group: group)
+}
+
+func consumerConfiguration(bootstrapServers: String, broker: Broker, group: String) -> KafkaConsumerConfiguration {
+    var configuration = KafkaConsumerConfiguration(bootstrapServers: bootstrapServers, groupID: group)
     // The mock cluster's defaults make a group take seconds to settle; these keep tests quick.
-    configuration.sessionTimeout = .seconds(10)
+    // Tansu holds every join for half of the session time-out: 6 s makes a join take 3 s.
+    configuration.sessionTimeout = broker == .mock ? .seconds(10) : .seconds(6)
     configuration.properties["heartbeat.interval.ms"] = "500"
     configuration.properties["topic.metadata.refresh.interval.ms"] = "1000"
     return configuration
 }
 
 func producerConfiguration(_ cluster: KafkaMockCluster) -> KafkaProducerConfiguration {
-    var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
+    producerConfiguration(bootstrapServers: cluster.bootstrapServers)
+}
+
+func producerConfiguration(_ cluster: TestCluster) -> KafkaProducerConfiguration {
+    producerConfiguration(bootstrapServers: cluster.bootstrapServers)
+}
+
+func producerConfiguration(bootstrapServers: String) -> KafkaProducerConfiguration {
+    var configuration = KafkaProducerConfiguration(bootstrapServers: bootstrapServers)
     configuration.linger = .milliseconds(2)
     return configuration
 }
 
 /// Reads `count` records (or throws after `seconds`).
-func read(_ count: Int, from consumer: KafkaConsumer, within seconds: Double = 90) async throws -> [KafkaConsumerMessage] {
+func read(_ count: Int, from consumer: KafkaConsumer, within seconds: Double = 90) async throws
+    -> [KafkaConsumerMessage]
+{
     try await withTimeout(seconds, "reading \(count) records") {
         var records: [KafkaConsumerMessage] = []
         records.reserveCapacity(count)

@@ -2,7 +2,8 @@ import Foundation
 import Kafka
 import Testing
 
-/// kcat is an independent Kafka client (Debian's `kcat`): records it writes, we read, and the reverse.
+/// kcat is an independent Kafka client (Debian's `kcat`, librdkafka 2.0.2 like us): records it
+/// writes, we read, and the reverse, on both brokers (on Tansu through the same proxy).
 @Suite("Interop with kcat", .timeLimit(.minutes(2)))
 struct KcatInteropTests {
     /// Runs kcat with `arguments`, feeding `input`, and returns its standard output.
@@ -26,11 +27,12 @@ struct KcatInteropTests {
         return String(decoding: output, as: UTF8.self)
     }
 
-    @Test("kcat produces, our consumer reads keys, values and headers")
-    func kcatToUs() async throws {
-        let cluster = try KafkaMockCluster(brokers: 1)
+    @Test("kcat produces, our consumer reads keys, values and headers", arguments: Broker.allCases)
+    func kcatToUs(_ broker: Broker) async throws {
+        let cluster = try await TestCluster.start(broker)
+        defer { Task { await cluster.shutdown() } }
         let topic = uniqueName("from-kcat")
-        try cluster.createTopic(topic, partitions: 2)
+        try await cluster.createTopic(topic, partitions: 2)
         let lines = (0..<100).map { "key\($0)|value \($0)" }.joined(separator: "\n") + "\n"
         _ = try kcat(["-b", cluster.bootstrapServers, "-P", "-t", topic, "-K", "|", "-H", "origin=kcat"], input: lines)
 
@@ -38,24 +40,27 @@ struct KcatInteropTests {
         try consumer.subscribe(topics: [topic])
         let records = try await read(100, from: consumer)
         await consumer.close()
-        let byKey = Dictionary(uniqueKeysWithValues: records.map {
-            (String(decoding: $0.key ?? [], as: UTF8.self), String(decoding: $0.value ?? [], as: UTF8.self))
-        })
+        let byKey = Dictionary(
+            uniqueKeysWithValues: records.map {
+                (String(decoding: $0.key ?? [], as: UTF8.self), String(decoding: $0.value ?? [], as: UTF8.self))
+            })
         #expect(byKey.count == 100)
         for index in 0..<100 { #expect(byKey["key\(index)"] == "value \(index)") }
         #expect(records.allSatisfy { $0.headers.lastString("origin") == "kcat" })
     }
 
-    @Test("our producer writes, kcat reads keys, values and headers")
-    func usToKcat() async throws {
-        let cluster = try KafkaMockCluster(brokers: 1)
+    @Test("our producer writes, kcat reads keys, values and headers", arguments: Broker.allCases)
+    func usToKcat(_ broker: Broker) async throws {
+        let cluster = try await TestCluster.start(broker)
+        defer { Task { await cluster.shutdown() } }
         let topic = uniqueName("to-kcat")
-        try cluster.createTopic(topic, partitions: 1)
+        try await cluster.createTopic(topic, partitions: 1)
         let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
         for index in 0..<50 {
-            _ = try await producer.send(KafkaProducerMessage(
-                topic: topic, key: Array("k\(index)".utf8), value: Array("v\(index)".utf8),
-                headers: [KafkaHeader(key: "n", string: "\(index)")]))
+            _ = try await producer.send(
+                KafkaProducerMessage(
+                    topic: topic, key: Array("k\(index)".utf8), value: Array("v\(index)".utf8),
+                    headers: [KafkaHeader(key: "n", string: "\(index)")]))
         }
         await producer.close()
         let output = try kcat(["-b", cluster.bootstrapServers, "-C", "-t", topic, "-e", "-q", "-f", "%k=%s %h %o\\n"])

