@@ -94,6 +94,14 @@ public final class KafkaConsumer: Sendable {
         }
     }
 
+    /// A partition's end as the last fetch response for it reported, without asking the broker; nil
+    /// until this consumer has fetched from it. Unlike `watermarks(of:)` (a ListOffsets request), it
+    /// is right on brokers whose ListOffsets answer lags (Tansu 0.6 reports the start of the last
+    /// record batch there).
+    public func fetchedHighWatermark(of partition: KafkaTopicPartition) -> Int64? {
+        client.fetchedHighWatermark(of: partition)
+    }
+
     /// The partitions currently assigned to this member.
     public var assignment: Set<KafkaTopicPartition> {
         core.state.withLock { $0.assigned }

@@ -5,6 +5,19 @@ import Kafka
 import Logging
 import Worker
 
+/// The Kafka cluster an embedded stack runs on: librdkafka's mock cluster (the default), or a broker
+/// a test started (the integration tests also run on Tansu).
+public protocol EmbeddedKafkaCluster: Sendable {
+    var bootstrapServers: String { get }
+    func create(topic: String, partitions: Int) async throws
+}
+
+extension KafkaMockCluster: EmbeddedKafkaCluster {
+    public func create(topic: String, partitions: Int) async throws {
+        try createTopic(topic, partitions: partitions)
+    }
+}
+
 /// The embedded default: librdkafka's mock cluster and the APNs simulator in this process, a signing
 /// key made for the run and registered with the simulator, and a worker configuration pointing at
 /// them. Used by `apns-worker demo` and `dev`, and by the end-to-end tests.
@@ -17,39 +30,45 @@ public final class EmbeddedStack: Sendable {
     public static let resultsTopic = "notification-results"
     public static let deadLetterTopic = "notification-dead-letters"
 
-    public let cluster: KafkaMockCluster
+    public let cluster: any EmbeddedKafkaCluster
+    /// The cluster when it is librdkafka's mock (which can inject broker faults).
+    public var mockCluster: KafkaMockCluster? { cluster as? KafkaMockCluster }
     public let simulator: APNsSimulator
     /// Holds the signing key and the simulator's CA; removed by `shutdown()`.
     public let directory: String
     public let keyFile: String
 
-    private init(cluster: KafkaMockCluster, simulator: APNsSimulator, directory: String, keyFile: String) {
+    private init(cluster: any EmbeddedKafkaCluster, simulator: APNsSimulator, directory: String, keyFile: String) {
         self.cluster = cluster
         self.simulator = simulator
         self.directory = directory
         self.keyFile = keyFile
     }
 
-    /// Starts both peers. `partitions` is the input topic's partition count.
-    public static func start(partitions: Int = 4, logger: Logger) async throws -> EmbeddedStack {
+    /// Starts both peers. `partitions` is the input topic's partition count. `kafka`: a cluster to use
+    /// instead of a new mock cluster (its topics are created here).
+    public static func start(
+        partitions: Int = 4, kafka: (any EmbeddedKafkaCluster)? = nil, logger: Logger
+    ) async throws -> EmbeddedStack {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("apns-worker-\(getpid())-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // A fresh ES256 key, as Apple's .p8 files are (PKCS#8 PEM), readable by this user only.
         let key = P256.Signing.PrivateKey()
         let keyFile = directory + "/AuthKey_\(keyID).p8"
-        guard FileManager.default.createFile(
-            atPath: keyFile, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600])
+        guard
+            FileManager.default.createFile(
+                atPath: keyFile, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600])
         else {
             throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: keyFile])
         }
 
         var quiet = logger
         quiet.logLevel = .error
-        let cluster = try KafkaMockCluster(brokers: 1, logger: quiet)
-        try cluster.createTopic(inputTopic, partitions: partitions)
-        try cluster.createTopic(resultsTopic, partitions: partitions)
-        try cluster.createTopic(deadLetterTopic, partitions: 1)
+        let cluster = try kafka ?? KafkaMockCluster(brokers: 1, logger: quiet)
+        try await cluster.create(topic: inputTopic, partitions: partitions)
+        try await cluster.create(topic: resultsTopic, partitions: partitions)
+        try await cluster.create(topic: deadLetterTopic, partitions: 1)
 
         var configuration = APNsSimulatorConfiguration(tls: .directory(directory + "/tls"))
         configuration.tokenKeys = [ProviderTokenKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey)]
@@ -68,7 +87,8 @@ public final class EmbeddedStack: Sendable {
           group: \(group)
           topics: [\(Self.inputTopic)]
           # The mock cluster of librdkafka 2.0 does not act on LeaveGroup: a member that left is only
-          # dropped when its session times out, so keep that short here.
+          # dropped when its session times out, so keep that short here (Tansu holds a join for
+          # half of it).
           properties: { session.timeout.ms: "6000", heartbeat.interval.ms: "500" }
         topics:
           results: \(Self.resultsTopic)
@@ -95,7 +115,8 @@ public final class EmbeddedStack: Sendable {
         """
     }
 
-    public func configuration(group: String = "apns-worker-demo", maxInFlight: Int = 2000) throws -> WorkerConfiguration {
+    public func configuration(group: String = "apns-worker-demo", maxInFlight: Int = 2000) throws -> WorkerConfiguration
+    {
         try WorkerConfiguration.parse(configurationText(group: group, maxInFlight: maxInFlight), file: "<embedded>")
     }
 

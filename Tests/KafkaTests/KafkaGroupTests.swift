@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import TestPeers
 import Testing
 
 @Suite("Kafka consumer groups, on the mock cluster and on Tansu", .timeLimit(.minutes(3)))

@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import TestPeers
 import Testing
 
 @Suite("Kafka producer and consumer", .timeLimit(.minutes(2)))

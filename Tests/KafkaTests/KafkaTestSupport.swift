@@ -3,17 +3,6 @@ import Kafka
 import TestPeers
 import Testing
 
-/// The brokers the group and interop tests run on: librdkafka's mock cluster (in-process, with
-/// fault injection) and Tansu (an independent Kafka-compatible broker in its own process, behind the
-/// proxy that lets librdkafka 2.0 read its ApiVersions answer). Where they behave differently, the
-/// test says so.
-enum Broker: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case mock
-    case tansu
-
-    var testDescription: String { self == .mock ? "mock cluster" : "Tansu" }
-}
-
 /// A running broker of either kind.
 final class TestCluster: Sendable {
     let broker: Broker

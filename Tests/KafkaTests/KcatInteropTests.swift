@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import TestPeers
 import Testing
 
 /// kcat is an independent Kafka client (Debian's `kcat`, librdkafka 2.0.2 like us): records it

@@ -1,5 +1,15 @@
 import Foundation
 
+/// The brokers tests run on: librdkafka's mock cluster (in-process, with fault injection of its
+/// own) and Tansu (an independent Kafka-compatible broker in its own process, behind a
+/// `FaultProxy`). Where they behave differently, a test says which and why.
+public enum Broker: String, CaseIterable, Sendable, CustomStringConvertible {
+    case mock
+    case tansu
+
+    public var description: String { self == .mock ? "mock cluster" : "Tansu" }
+}
+
 /// Tansu (an independent Kafka-compatible broker, Apache-2.0) started for one test, on loopback,
 /// behind a `FaultProxy` with Kafka framing: librdkafka 2.0.2 cannot read Tansu's ApiVersions
 /// answer without it (see `KafkaApiVersionsRewrite`), and the proxy is also where tests break the

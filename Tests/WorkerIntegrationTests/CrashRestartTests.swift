@@ -1,6 +1,7 @@
 import APNsSimulator
 import Foundation
 import Kafka
+import TestPeers
 import Testing
 import Worker
 import WorkerDemo
@@ -29,9 +30,11 @@ struct CrashRestartTests {
         return process
     }
 
-    @Test("SIGKILL mid-run, then a restart: every event gets a result; only uncommitted ones twice")
-    func killAndRestart() async throws {
-        let harness = try await Harness.start()
+    @Test(
+        "SIGKILL mid-run, then a restart: every event gets a result; only uncommitted ones twice",
+        arguments: Broker.allCases)
+    func killAndRestart(_ broker: Broker) async throws {
+        let harness = try await Harness.start(broker: broker)
         defer { Task { await harness.shutdown() } }
         let simulator = harness.stack.simulator
         let batch = SampleBatch.mixed(count: 3_000, topic: EmbeddedStack.inputTopic, simulator: simulator, seed: 11)

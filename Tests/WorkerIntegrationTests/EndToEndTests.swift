@@ -2,15 +2,18 @@ import APNsSimulator
 import Foundation
 import Kafka
 import Prometheus
+import TestPeers
 import Testing
 import Worker
 import WorkerDemo
 
-@Suite("The worker end to end: mock Kafka + APNs simulator", .serialized, .timeLimit(.minutes(5)))
+@Suite("The worker end to end: Kafka (mock cluster, Tansu) + APNs simulator", .serialized, .timeLimit(.minutes(5)))
 struct EndToEndTests {
-    @Test("5,000 mixed events, 503s and a GOAWAY mid-run: one result each, dead letters, offsets at the end")
-    func mixedBatch() async throws {
-        let harness = try await Harness.start()
+    @Test(
+        "5,000 mixed events, 503s and a GOAWAY mid-run: one result each, dead letters, offsets at the end",
+        arguments: Broker.allCases)
+    func mixedBatch(_ broker: Broker) async throws {
+        let harness = try await Harness.start(broker: broker)
         defer { Task { await harness.shutdown() } }
         let simulator = harness.stack.simulator
         let batch = SampleBatch.mixed(count: 5_000, topic: EmbeddedStack.inputTopic, simulator: simulator, seed: 42)
@@ -92,9 +95,10 @@ struct EndToEndTests {
         #expect(tokens.allSatisfy(accepted.contains))
     }
 
-    @Test("two workers share the partitions; one stops; the other finishes; nothing is lost")
-    func twoWorkers() async throws {
-        let harness = try await Harness.start()
+    @Test(
+        "two workers share the partitions; one stops; the other finishes; nothing is lost", arguments: Broker.allCases)
+    func twoWorkers(_ broker: Broker) async throws {
+        let harness = try await Harness.start(broker: broker)
         defer { Task { await harness.shutdown() } }
         let batch = SampleBatch.mixed(
             count: 3_000, topic: EmbeddedStack.inputTopic, simulator: harness.stack.simulator, seed: 7)

@@ -4,6 +4,7 @@ import Kafka
 import Logging
 import NIOConcurrencyHelpers
 import ServiceLifecycle
+import TestPeers
 import Testing
 import Worker
 import WorkerDemo
@@ -35,16 +36,40 @@ struct ResultRecord: Sendable {
     var sourceKey: String { "\(sourcePartition)/\(sourceOffset)" }
 }
 
+struct HarnessError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// Tansu as the embedded stack's Kafka.
+struct TansuCluster: EmbeddedKafkaCluster {
+    let tansu: TansuBroker
+    var bootstrapServers: String { tansu.bootstrapServers }
+    func create(topic: String, partitions: Int) async throws {
+        try await tansu.createTopic(topic, partitions: partitions)
+    }
+}
+
 /// The embedded stack plus helpers to produce, run workers and read what came out.
 struct Harness: Sendable {
     let stack: EmbeddedStack
     let logger: Logger
+    let broker: Broker
+    /// The Tansu broker when the stack runs on it (its proxy is where the network breaks).
+    let tansu: TansuBroker?
 
-    static func start(partitions: Int = 4) async throws -> Harness {
+    static func start(broker: Broker = .mock, partitions: Int = 4) async throws -> Harness {
         var logger = Logger(label: "integration")
         logger.logLevel =
             Logger.Level(rawValue: ProcessInfo.processInfo.environment["INTEGRATION_LOG"] ?? "") ?? .critical
-        return Harness(stack: try await EmbeddedStack.start(partitions: partitions, logger: logger), logger: logger)
+        let tansu = broker == .tansu ? try await TansuBroker.start() : nil
+        do {
+            let stack = try await EmbeddedStack.start(
+                partitions: partitions, kafka: tansu.map(TansuCluster.init), logger: logger)
+            return Harness(stack: stack, logger: logger, broker: broker, tansu: tansu)
+        } catch {
+            await tansu?.shutdown()
+            throw error
+        }
     }
 
     func produce(_ records: [KafkaProducerMessage]) async throws {
@@ -85,48 +110,73 @@ struct Harness: Sendable {
 
     /// Every record of a topic as stored, duplicates included.
     func allRecords(of topic: String) async throws -> [KafkaConsumerMessage] {
-        let consumer = try KafkaConsumer(
-            configuration: KafkaConsumerConfiguration(
-                bootstrapServers: stack.cluster.bootstrapServers, groupID: "raw-reader"),
-            logger: logger)
-        var ends: [KafkaTopicPartition: Int64] = [:]
-        for id in try await consumer.partitions(of: topic) {
-            let partition = KafkaTopicPartition(topic: topic, partition: id)
-            ends[partition] = try await consumer.watermarks(of: partition).high
-        }
-        let total = ends.values.reduce(0) { $0 + Int($1) }
-        guard total > 0 else {
-            await consumer.close()
-            return []
-        }
-        try consumer.assign(ends.keys.map { KafkaTopicPartitionOffset($0, offset: KafkaOffset.beginning) })
-        var records: [KafkaConsumerMessage] = []
-        for try await record in consumer.messages {
-            records.append(record)
-            if records.count == total { break }
-        }
-        await consumer.close()
-        return records
+        try await readToEnd(of: topic).records
     }
 
     /// The group's committed offset of every input partition, next to the partition's end.
     func commitProgress(group: String) async throws -> [(committed: Int64?, end: Int64)] {
+        let ends = try await readToEnd(of: EmbeddedStack.inputTopic).ends
         let consumer = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(bootstrapServers: stack.cluster.bootstrapServers, groupID: group),
             logger: logger)
-        var progress: [(Int64?, Int64)] = []
-        let partitions = try await consumer.partitions(of: EmbeddedStack.inputTopic)
-            .map { KafkaTopicPartition(topic: EmbeddedStack.inputTopic, partition: $0) }
+        let partitions = ends.keys.sorted()
         let committed = try await consumer.committedOffsets(for: partitions)
-        for partition in partitions {
-            progress.append((committed[partition] ?? nil, try await consumer.watermarks(of: partition).high))
-        }
         await consumer.close()
-        return progress
+        return partitions.map { (committed[$0] ?? nil, ends[$0]!) }
+    }
+
+    /// Reads a whole topic, and where each partition ends. The end is the one fetch responses
+    /// report, not a ListOffsets answer: Tansu's lags behind the log when the last batch held more
+    /// than one record.
+    func readToEnd(of topic: String) async throws -> (
+        records: [KafkaConsumerMessage], ends: [KafkaTopicPartition: Int64]
+    ) {
+        let consumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(
+                bootstrapServers: stack.cluster.bootstrapServers, groupID: "raw-reader"),
+            logger: logger)
+        let partitions = try await consumer.partitions(of: topic).map {
+            KafkaTopicPartition(topic: topic, partition: $0)
+        }
+        try consumer.assign(partitions.map { KafkaTopicPartitionOffset($0, offset: KafkaOffset.beginning) })
+        let state = NIOLockedValueBox<(records: [KafkaConsumerMessage], next: [KafkaTopicPartition: Int64])>(([], [:]))
+        let reader = Task {
+            for try await record in consumer.messages {
+                state.withLockedValue {
+                    $0.records.append(record)
+                    $0.next[record.topicPartition] = record.offset + 1
+                }
+            }
+        }
+        defer { reader.cancel() }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while true {
+            try await Task.sleep(for: .milliseconds(50))
+            let next = state.withLockedValue { $0.next }
+            var ends: [KafkaTopicPartition: Int64] = [:]
+            for partition in partitions {
+                guard let high = consumer.fetchedHighWatermark(of: partition), (next[partition] ?? 0) >= high else {
+                    break
+                }
+                ends[partition] = high
+            }
+            if ends.count == partitions.count {
+                reader.cancel()
+                _ = await reader.result
+                await consumer.close()
+                return (state.withLockedValue { $0.records }, ends)
+            }
+            guard ContinuousClock.now < deadline else {
+                reader.cancel()
+                await consumer.close()
+                throw HarnessError(description: "timed out reading \(topic) to its end")
+            }
+        }
     }
 
     func shutdown() async {
         await stack.shutdown()
+        await tansu?.shutdown()
     }
 }
 

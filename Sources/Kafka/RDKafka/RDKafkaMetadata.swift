@@ -16,18 +16,33 @@ extension RDKafkaClient {
         }
         let topicMetadata = metadata.pointee.topics[0]
         guard topicMetadata.err == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            throw KafkaError(topicMetadata.err, "topic '\(topic)': " + String(cString: rd_kafka_err2str(topicMetadata.err)))
+            throw KafkaError(
+                topicMetadata.err, "topic '\(topic)': " + String(cString: rd_kafka_err2str(topicMetadata.err)))
         }
         return (0..<Int(topicMetadata.partition_cnt)).map { topicMetadata.partitions[$0].id }.sorted()
     }
 
     /// The low and high watermarks of a partition: the first offset still stored and one past the last.
-    func watermarks(of partition: KafkaTopicPartition, timeout: Duration) throws(KafkaError) -> (low: Int64, high: Int64) {
+    func watermarks(of partition: KafkaTopicPartition, timeout: Duration) throws(KafkaError) -> (
+        low: Int64, high: Int64
+    ) {
         var low: Int64 = 0
         var high: Int64 = 0
         let err = rd_kafka_query_watermark_offsets(
             handle, partition.topic, partition.partition, &low, &high, Int32(clamping: timeout.milliseconds))
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, "\(partition): " + String(cString: rd_kafka_err2str(err))) }
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(err, "\(partition): " + String(cString: rd_kafka_err2str(err)))
+        }
         return (low, high)
+    }
+
+    /// The high watermark the last fetch response for `partition` carried (no request), or nil
+    /// before one arrived.
+    func fetchedHighWatermark(of partition: KafkaTopicPartition) -> Int64? {
+        var low: Int64 = 0
+        var high: Int64 = 0
+        let err = rd_kafka_get_watermark_offsets(handle, partition.topic, partition.partition, &low, &high)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, high >= 0 else { return nil }
+        return high
     }
 }
