@@ -2,6 +2,7 @@ import APNsSimulator
 import Crypto
 import Foundation
 import Kafka
+import TestPeers
 import Testing
 import Worker
 import WorkerDemo
@@ -45,9 +46,12 @@ struct FailureTests {
         #expect(results.contains { $0.outcome == .delivered && $0.attempts > 3 })
     }
 
-    @Test("dead letters from broken credentials end delivered once the key is fixed and they are replayed")
-    func replayAfterCredentialFix() async throws {
-        let harness = try await Harness.start()
+    // On Tansu too: its ListOffsets answer lags the log (it names the start of the last record
+    // batch), and the replay took that answer as the end of the dead-letter topic, leaving the last
+    // batch's dead letters but one behind.
+    @Test("dead letters from broken credentials end delivered once the key is fixed and they are replayed", arguments: Broker.allCases)
+    func replayAfterCredentialFix(_ broker: Broker) async throws {
+        let harness = try await Harness.start(broker: broker)
         defer { Task { await harness.shutdown() } }
         let simulator = harness.stack.simulator
         simulator.devices.policy = .accept

@@ -42,7 +42,9 @@ public struct DeadLetterReplayer: Sendable {
     }
 
     private func replay(_ request: ReplayRequest, from consumer: KafkaConsumer) async throws -> ReplayReport {
-        // Where each partition ends now: the run stops there.
+        // Where each partition ends now: the run stops there. Some brokers' ListOffsets answer lags the
+        // log (Tansu 0.6 names the start of the last record batch), so the end a partition's first
+        // fetch response reports, moments later, raises it (see below).
         var ends: [KafkaTopicPartition: Int64] = [:]
         var start: [KafkaTopicPartitionOffset] = []
         for id in try await consumer.partitions(of: request.deadLetterTopic) {
@@ -65,8 +67,14 @@ public struct DeadLetterReplayer: Sendable {
             group.addTask { [ends] in
                 var report = ReplayReport()
                 var remaining = ends
+                var checked: Set<KafkaTopicPartition> = []
                 for try await record in consumer.messages {
                     lastProgress.withLockedValue { $0 = .now }
+                    if checked.insert(record.topicPartition).inserted, let queried = remaining[record.topicPartition],
+                        let fetched = consumer.fetchedHighWatermark(of: record.topicPartition), fetched > queried
+                    {
+                        remaining[record.topicPartition] = fetched
+                    }
                     guard let end = remaining[record.topicPartition], record.offset < end else { continue }
                     if record.offset + 1 >= end { remaining[record.topicPartition] = nil }
                     report.scanned += 1
