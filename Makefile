@@ -80,14 +80,22 @@ test: deps-test deps-tansu
 	if [ -n "$$failed" ]; then echo "FAILED:$$failed"; exit 1; fi; \
 	echo "all test targets passed"
 
-test-kafka: deps-test
+test-kafka: deps-test deps-tansu
 	$(SWIFT) test $(SWIFT_FLAGS) --filter KafkaTests
 
+# The reliability matrix (docs/reliability.md): every scenario of things going wrong, on the mock
+# cluster and on Tansu, one bounded run each, then a table; fails when any row lost an event.
+# `make reliability ARGS="--broker tansu SIGKILL"` runs a part of it. (`make test` runs a short subset.)
+reliability: deps-test deps-tansu
+	$(SWIFT) build $(SWIFT_FLAGS) --product apns-worker
+	$(SWIFT) build $(SWIFT_FLAGS) --product reliability
+	"$$($(SWIFT) build $(SWIFT_FLAGS) --show-bin-path)/reliability" $(ARGS)
+
 # Thread sanitizer over the C-interop modules (separate build folder: sanitized objects differ).
-tsan: deps-test
+tsan: deps-test deps-tansu
 	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan $(SWIFT_FLAGS) --filter "$(or $(FILTER),KafkaTests)"
 
-asan: deps-test
+asan: deps-test deps-tansu
 	$(SWIFT) test --sanitize=address --scratch-path .build-asan $(SWIFT_FLAGS) --filter "$(or $(FILTER),KafkaTests)"
 
 demo: deps-build

@@ -193,10 +193,34 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The reliability matrix (`make reliability`): scenarios of things going wrong, each run on
+        // a fresh stack, counted as downstream sees it. A short subset runs in WorkerIntegrationTests.
+        .target(
+            name: "ReliabilityMatrix",
+            dependencies: [
+                "Worker", "WorkerDemo", "Kafka", "APNsSimulator", "TestPeers",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/Reliability/Matrix",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "reliability",
+            dependencies: [
+                "ReliabilityMatrix", "TestPeers",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/Reliability/Runner",
+            swiftSettings: swiftSettings
+        ),
+
         .testTarget(
             name: "WorkerIntegrationTests",
             dependencies: [
-                "Worker", "WorkerDemo", "Kafka", "APNsSimulator", "TestPeers",
+                "Worker", "WorkerDemo", "Kafka", "APNsSimulator", "TestPeers", "ReliabilityMatrix",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

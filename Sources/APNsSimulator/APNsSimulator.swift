@@ -1,3 +1,4 @@
+import Atomics
 import Foundation
 import NIOCore
 import NIOHPACK
@@ -26,6 +27,7 @@ public final class APNsSimulator: Sendable {
     private let core: SimulatorCore
     private let group: MultiThreadedEventLoopGroup
     private let serverChannel: any Channel
+    private let stopped = ManagedAtomic(false)
 
     /// Binds and starts serving. Throws when the TLS material cannot be read or the port is taken.
     public static func start(_ configuration: APNsSimulatorConfiguration) async throws -> APNsSimulator {
@@ -86,8 +88,10 @@ public final class APNsSimulator: Sendable {
         self.certificateAuthorityPath = authorityPath
     }
 
-    /// Stops listening, closes every connection and stops the event loops.
+    /// Stops listening, closes every connection and stops the event loops. Once: a second call
+    /// returns at once (the loops it would schedule on are gone).
     public func shutdown() async throws {
+        guard !stopped.exchange(true, ordering: .relaxed) else { return }
         try? await serverChannel.close()
         core.forEachConnection { $0.run { $0.closeAbruptly() } }
         try await group.shutdownGracefully()

@@ -78,46 +78,52 @@ public final class EmbeddedStack: Sendable {
         return EmbeddedStack(cluster: cluster, simulator: simulator, directory: directory, keyFile: keyFile)
     }
 
-    /// The worker's configuration for this stack, as a user would write it.
-    public func configurationText(group: String = "apns-worker-demo", maxInFlight: Int = 2000) -> String {
-        """
-        kafka:
-          bootstrap.servers: "\(cluster.bootstrapServers)"
-        consumer:
-          group: \(group)
-          topics: [\(Self.inputTopic)]
-          # The mock cluster of librdkafka 2.0 does not act on LeaveGroup: a member that left is only
-          # dropped when its session times out, so keep that short here (Tansu holds a join for
-          # half of it).
-          properties: { session.timeout.ms: "6000", heartbeat.interval.ms: "500" }
-        topics:
-          results: \(Self.resultsTopic)
-          deadLetters: \(Self.deadLetterTopic)
-        apns:
-          connectionsPerCredential: 2
-          requestTimeout: 10s
-          caFile: "\(directory)/tls/ca.pem"
-          endpoints:
-            production: { host: localhost, port: \(simulator.port) }
-            development: { host: localhost, port: \(simulator.port) }
-          credentials:
-            - name: demo
-              topics: ["\(Self.bundleID)", "\(Self.bundleID).*"]
-              token: { teamId: \(Self.teamID), keyId: \(Self.keyID), keyFile: "\(keyFile)" }
-        delivery:
-          maxInFlight: \(maxInFlight)
-          commitInterval: 500ms
-          retry: { maxAttempts: 6, initialBackoff: 50ms, maxBackoff: 1s, maxRetryDuration: 1m }
-          revocationTimeout: 10s
-          shutdownTimeout: 10s
-        http: { host: 127.0.0.1, port: 0 }
-        logging: { level: warning, format: text }
-        """
+    /// The worker's configuration for this stack, as a user would write it. `apnsPort`: where the
+    /// worker finds APNs, when not at the simulator itself (a proxy in front of it).
+    public func configurationText(
+        group: String = "apns-worker-demo", maxInFlight: Int = 2000, apnsPort: Int? = nil
+    ) -> String {
+        let apnsPort = apnsPort ?? simulator.port
+        return """
+            kafka:
+              bootstrap.servers: "\(cluster.bootstrapServers)"
+            consumer:
+              group: \(group)
+              topics: [\(Self.inputTopic)]
+              # The mock cluster of librdkafka 2.0 does not act on LeaveGroup: a member that left is only
+              # dropped when its session times out, so keep that short here (Tansu holds a join for
+              # half of it).
+              properties: { session.timeout.ms: "6000", heartbeat.interval.ms: "500" }
+            topics:
+              results: \(Self.resultsTopic)
+              deadLetters: \(Self.deadLetterTopic)
+            apns:
+              connectionsPerCredential: 2
+              requestTimeout: 10s
+              caFile: "\(directory)/tls/ca.pem"
+              endpoints:
+                production: { host: localhost, port: \(apnsPort) }
+                development: { host: localhost, port: \(apnsPort) }
+              credentials:
+                - name: demo
+                  topics: ["\(Self.bundleID)", "\(Self.bundleID).*"]
+                  token: { teamId: \(Self.teamID), keyId: \(Self.keyID), keyFile: "\(keyFile)" }
+            delivery:
+              maxInFlight: \(maxInFlight)
+              commitInterval: 500ms
+              retry: { maxAttempts: 6, initialBackoff: 50ms, maxBackoff: 1s, maxRetryDuration: 1m }
+              revocationTimeout: 10s
+              shutdownTimeout: 10s
+            http: { host: 127.0.0.1, port: 0 }
+            logging: { level: warning, format: text }
+            """
     }
 
-    public func configuration(group: String = "apns-worker-demo", maxInFlight: Int = 2000) throws -> WorkerConfiguration
-    {
-        try WorkerConfiguration.parse(configurationText(group: group, maxInFlight: maxInFlight), file: "<embedded>")
+    public func configuration(
+        group: String = "apns-worker-demo", maxInFlight: Int = 2000, apnsPort: Int? = nil
+    ) throws -> WorkerConfiguration {
+        try WorkerConfiguration.parse(
+            configurationText(group: group, maxInFlight: maxInFlight, apnsPort: apnsPort), file: "<embedded>")
     }
 
     public func shutdown() async {

@@ -49,7 +49,9 @@ struct FailureTests {
     // On Tansu too: its ListOffsets answer lags the log (it names the start of the last record
     // batch), and the replay took that answer as the end of the dead-letter topic, leaving the last
     // batch's dead letters but one behind.
-    @Test("dead letters from broken credentials end delivered once the key is fixed and they are replayed", arguments: Broker.allCases)
+    @Test(
+        "dead letters from broken credentials end delivered once the key is fixed and they are replayed",
+        arguments: Broker.allCases)
     func replayAfterCredentialFix(_ broker: Broker) async throws {
         let harness = try await Harness.start(broker: broker)
         defer { Task { await harness.shutdown() } }

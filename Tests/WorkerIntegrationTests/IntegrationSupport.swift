@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Logging
 import NIOConcurrencyHelpers
+import ReliabilityMatrix
 import ServiceLifecycle
 import TestPeers
 import Testing
@@ -38,15 +39,6 @@ struct ResultRecord: Sendable {
 
 struct HarnessError: Error, CustomStringConvertible {
     let description: String
-}
-
-/// Tansu as the embedded stack's Kafka.
-struct TansuCluster: EmbeddedKafkaCluster {
-    let tansu: TansuBroker
-    var bootstrapServers: String { tansu.bootstrapServers }
-    func create(topic: String, partitions: Int) async throws {
-        try await tansu.createTopic(topic, partitions: partitions)
-    }
 }
 
 /// The embedded stack plus helpers to produce, run workers and read what came out.

@@ -62,6 +62,9 @@ public final class WorkerPipeline: Service, Sendable {
     /// Events consumed and not yet done.
     public var inFlight: Int { state.withLockedValue { $0.running } }
 
+    /// Input partitions this member owns now (assigned, not being revoked).
+    public var ownedPartitions: Int { state.withLockedValue { $0.owned.count } }
+
     public func run() async throws {
         let producer = try KafkaProducer(
             configuration: producerConfiguration, logger: logger,

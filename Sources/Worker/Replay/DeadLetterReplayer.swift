@@ -82,7 +82,9 @@ public struct DeadLetterReplayer: Sendable {
                     if let message, let producer {
                         let origin = "\(record.topicPartition)@\(record.offset)"
                         try await producer.send(message) { result in
-                            if case .failure(let error) = result { failures.withLockedValue { $0.append("\(origin): \(error)") } }
+                            if case .failure(let error) = result {
+                                failures.withLockedValue { $0.append("\(origin): \(error)") }
+                            }
                         }
                     }
                     report.counts[row, default: 0] += 1
@@ -95,7 +97,9 @@ public struct DeadLetterReplayer: Sendable {
                 while true {
                     try await Task.sleep(for: .milliseconds(250))
                     if ContinuousClock.now - lastProgress.withLockedValue({ $0 }) > stallTimeout {
-                        throw ReplayError(description: "no dead letter arrived for \(stallTimeout) before the end offsets seen at the start")
+                        throw ReplayError(
+                            description:
+                                "no dead letter arrived for \(stallTimeout) before the end offsets seen at the start")
                     }
                 }
             }
@@ -108,7 +112,9 @@ public struct DeadLetterReplayer: Sendable {
         }
         let failed = failures.withLockedValue { $0 }
         guard failed.isEmpty else {
-            throw ReplayError(description: "\(failed.count) replayed record(s) were not stored: \(failed.prefix(3).joined(separator: "; "))")
+            throw ReplayError(
+                description:
+                    "\(failed.count) replayed record(s) were not stored: \(failed.prefix(3).joined(separator: "; "))")
         }
         return report
     }

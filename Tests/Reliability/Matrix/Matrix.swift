@@ -1,0 +1,133 @@
+import Foundation
+import Logging
+import TestPeers
+
+/// One way things go wrong, run as its own bounded run.
+public struct Scenario: Sendable {
+    public enum Area: String, Sendable { case kafka = "Kafka", apns = "APNs", process = "process" }
+
+    public let name: String
+    public let area: Area
+    /// The brokers it applies to (mock-cluster fault injection has no Tansu equivalent).
+    public let brokers: [Broker]
+    /// What it shows, for docs/reliability.md.
+    public let shows: String
+    /// Brokers in the mock cluster.
+    public var mockBrokers = 1
+    /// How long the rig may take to settle once the scenario's actions are done.
+    public var settleSeconds: Double = 180
+    /// Sets up, starts workers and injects the fault; the rig then waits and counts.
+    let run: @Sendable (Rig, Scale) async throws -> Void
+
+    init(
+        _ name: String, _ area: Area, brokers: [Broker] = Broker.allCases, mockBrokers: Int = 1,
+        shows: String, run: @escaping @Sendable (Rig, Scale) async throws -> Void
+    ) {
+        self.name = name
+        self.area = area
+        self.brokers = brokers
+        self.mockBrokers = mockBrokers
+        self.shows = shows
+        self.run = run
+    }
+}
+
+/// How big a run is: the full matrix, or the short one `make test` runs.
+public struct Scale: Sendable {
+    public var events: Int
+    /// Long outages are cut to this fraction.
+    public var outage: Double
+    /// Repetitions (SIGKILLs).
+    public var repeats: Int
+
+    public static let full = Scale(events: 2_000, outage: 1, repeats: 10)
+    public static let quick = Scale(events: 600, outage: 0.2, repeats: 3)
+
+    public func seconds(_ full: Double) -> Duration { .milliseconds(Int(full * outage * 1000)) }
+}
+
+/// One row of the table.
+public struct MatrixRow: Sendable {
+    public var scenario: String
+    public var broker: Broker
+    public var eventsIn = 0
+    public var results = 0
+    public var deadLetters = 0
+    public var degradedDeadLetters = 0
+    public var duplicates = 0
+    /// Duplicates that are the same result published twice (not the event processed twice).
+    public var republished = 0
+    public var lost = 0
+    public var recovery: Duration?
+    public var elapsed: Duration = .zero
+    /// The scenario's own check that failed, or the error that ended it.
+    public var failure: String?
+
+    public var passed: Bool { lost == 0 && failure == nil && eventsIn > 0 }
+}
+
+public enum ReliabilityMatrix {
+    /// Runs one scenario on one broker: a fresh rig, the scenario, then the count.
+    public static func run(_ scenario: Scenario, on broker: Broker, scale: Scale, logger: Logger) async -> MatrixRow {
+        var row = MatrixRow(scenario: scenario.name, broker: broker)
+        let started = ContinuousClock.now
+        let rig: Rig
+        do {
+            rig = try await Rig.start(broker: broker, mockBrokers: scenario.mockBrokers, logger: logger)
+        } catch {
+            row.failure = "the rig did not start: \(error)"
+            return row
+        }
+        do {
+            try await scenario.run(rig, scale)
+        } catch {
+            row.failure = "\(error)"
+        }
+        let measurement = await rig.settle(within: scenario.settleSeconds)
+        await rig.shutdown()
+        row.eventsIn = measurement.eventsIn
+        row.results = measurement.results
+        row.deadLetters = measurement.deadLetters
+        row.degradedDeadLetters = measurement.degradedDeadLetters
+        row.duplicates = measurement.duplicates
+        row.republished = measurement.republished
+        row.lost = measurement.lost
+        row.recovery = measurement.recovery
+        row.elapsed = ContinuousClock.now - started
+        if row.lost > 0, row.failure == nil {
+            row.failure =
+                "\(measurement.inFlightAtEnd) event(s) still in flight in the in-process workers at the end; "
+                + "a fresh reader found \(measurement.freshReaderResults.map(String.init) ?? "?") results in "
+                + "\(measurement.freshReaderTotal.map(String.init) ?? "?") records (the watcher: "
+                + "\(measurement.watcherTotal.map(String.init) ?? "?"))"
+        }
+        return row
+    }
+
+    public static let header =
+        "| scenario | broker | events in | results out | dead letters | duplicates | lost | time to recover | run |"
+
+    public static func line(_ row: MatrixRow) -> String {
+        let recovery = row.recovery.map { format($0) } ?? "-"
+        let duplicates =
+            row.republished > 0 ? "\(row.duplicates) (\(row.republished) republished)" : "\(row.duplicates)"
+        let letters =
+            row.degradedDeadLetters > 0
+            ? "\(row.deadLetters) (\(row.degradedDeadLetters) reduced)" : "\(row.deadLetters)"
+        var text =
+            "| \(row.scenario) | \(row.broker) | \(row.eventsIn) | \(row.results) | \(letters) | \(duplicates) | "
+            + "\(row.lost) | \(recovery) | \(format(row.elapsed)) |"
+        if let failure = row.failure { text += " FAILED: \(failure)" }
+        return text
+    }
+
+    public static func table(_ rows: [MatrixRow]) -> String {
+        ([header, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"] + rows.map(line)).joined(
+            separator: "\n")
+    }
+
+    static func format(_ duration: Duration) -> String {
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        return String(format: "%.1f s", seconds)
+    }
+}

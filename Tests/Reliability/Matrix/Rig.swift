@@ -1,0 +1,340 @@
+import APNsSimulator
+import Foundation
+import Kafka
+import Logging
+import NIOConcurrencyHelpers
+import ServiceLifecycle
+import TestPeers
+import Worker
+import WorkerDemo
+
+/// Tansu as the embedded stack's Kafka.
+public struct TansuCluster: EmbeddedKafkaCluster {
+    public let tansu: TansuBroker
+    public init(tansu: TansuBroker) { self.tansu = tansu }
+    public var bootstrapServers: String { tansu.bootstrapServers }
+    public func create(topic: String, partitions: Int) async throws {
+        try await tansu.createTopic(topic, partitions: partitions)
+    }
+}
+
+/// A scenario's own check failed: the row shows it, and the matrix fails.
+public struct ScenarioFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Everything one scenario runs on: Kafka (the mock cluster or Tansu behind its proxy), the APNs
+/// simulator behind a proxy of its own, the workers (in this process or as `apns-worker run`
+/// processes), and watchers on the input, result and dead-letter topics that see what a downstream
+/// consumer would.
+public final class Rig: Sendable {
+    public let broker: Broker
+    public let stack: EmbeddedStack
+    public let tansu: TansuBroker?
+    /// Between every worker and APNs.
+    public let apnsProxy: FaultProxy
+    public let logger: Logger
+    let input: TopicWatcher
+    let results: TopicWatcher
+    let deadLetters: TopicWatcher
+    private let state = NIOLockedValueBox(State())
+
+    private struct State {
+        var simulator: APNsSimulator?
+        var retiredSimulators: [APNsSimulator] = []
+        var workers: [InProcessWorker] = []
+        var processes: [Process] = []
+        var faultCleared: ContinuousClock.Instant?
+        var configFiles = 0
+    }
+
+    public var mock: KafkaMockCluster? { stack.mockCluster }
+    public var simulator: APNsSimulator { state.withLockedValue { $0.simulator } ?? stack.simulator }
+    public var bootstrapServers: String { stack.cluster.bootstrapServers }
+
+    private init(
+        broker: Broker, stack: EmbeddedStack, tansu: TansuBroker?, apnsProxy: FaultProxy, logger: Logger,
+        input: TopicWatcher, results: TopicWatcher, deadLetters: TopicWatcher
+    ) {
+        self.broker = broker
+        self.stack = stack
+        self.tansu = tansu
+        self.apnsProxy = apnsProxy
+        self.logger = logger
+        self.input = input
+        self.results = results
+        self.deadLetters = deadLetters
+    }
+
+    /// `mockBrokers`: brokers in the mock cluster (leader changes need more than one).
+    public static func start(broker: Broker, mockBrokers: Int = 1, logger: Logger) async throws -> Rig {
+        let tansu = broker == .tansu ? try await TansuBroker.start() : nil
+        var quiet = logger
+        quiet.logLevel = .error
+        let kafka: (any EmbeddedKafkaCluster)? =
+            if let tansu { TansuCluster(tansu: tansu) } else {
+                try KafkaMockCluster(brokers: mockBrokers, logger: quiet)
+            }
+        let stack = try await EmbeddedStack.start(partitions: 4, kafka: kafka, logger: logger)
+        let apnsProxy = try await FaultProxy.start(upstreamPort: stack.simulator.port)
+        let servers = stack.cluster.bootstrapServers
+        return Rig(
+            broker: broker, stack: stack, tansu: tansu, apnsProxy: apnsProxy, logger: logger,
+            input: try await TopicWatcher(
+                topic: EmbeddedStack.inputTopic, kind: .input, bootstrapServers: servers, logger: quiet),
+            results: try await TopicWatcher(
+                topic: EmbeddedStack.resultsTopic, kind: .results, bootstrapServers: servers, logger: quiet),
+            deadLetters: try await TopicWatcher(
+                topic: EmbeddedStack.deadLetterTopic, kind: .deadLetters, bootstrapServers: servers, logger: quiet))
+    }
+
+    // MARK: Input
+
+    /// A mixed batch (alerts, background, VoIP, throttled, unregistered, unknown, not JSON, invalid)
+    /// set up on the current simulator.
+    public func mixedBatch(_ count: Int, seed: UInt64 = 1) -> SampleBatch {
+        SampleBatch.mixed(count: count, topic: EmbeddedStack.inputTopic, simulator: simulator, seed: seed)
+    }
+
+    public func produce(_ records: [KafkaProducerMessage]) async throws {
+        var configuration = KafkaProducerConfiguration(bootstrapServers: bootstrapServers)
+        configuration.linger = .milliseconds(5)
+        let producer = try KafkaProducer(configuration: configuration, logger: logger)
+        for record in records {
+            try await producer.send(record) { _ in }
+        }
+        try await producer.flush(timeout: .seconds(60))
+        await producer.close()
+    }
+
+    // MARK: Workers
+
+    /// A worker as `apns-worker run` assembles it, in this process, reaching APNs through the proxy.
+    public func startWorker(
+        group: String = "reliability", maxInFlight: Int = 20, configure: (inout WorkerConfiguration) -> Void = { _ in }
+    ) throws -> InProcessWorker {
+        var configuration = try stack.configuration(group: group, maxInFlight: maxInFlight, apnsPort: apnsProxy.port)
+        configure(&configuration)
+        let assembly = try WorkerRuntime.assemble(configuration, logger: logger)
+        let serviceGroup = assembly.serviceGroup(handlingSignals: false)
+        let task = Task { try await serviceGroup.run() }
+        let worker = InProcessWorker(assembly: assembly, group: serviceGroup, task: task)
+        state.withLockedValue { $0.workers.append(worker) }
+        return worker
+    }
+
+    /// `apns-worker run --config FILE` as its own process (for signals), reaching APNs through the proxy.
+    /// `extra` is appended to the configuration file (YAML).
+    public func startProcess(group: String = "reliability", maxInFlight: Int = 20, extra: String = "") throws -> Process
+    {
+        let file = state.withLockedValue { state in
+            state.configFiles += 1
+            return stack.directory + "/worker-\(state.configFiles).yaml"
+        }
+        let text = stack.configurationText(group: group, maxInFlight: maxInFlight, apnsPort: apnsProxy.port)
+        try (text + "\n" + extra).write(toFile: file, atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = try Self.workerBinary()
+        process.arguments = ["run", "--config", file]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        state.withLockedValue { $0.processes.append(process) }
+        return process
+    }
+
+    /// The `apns-worker` binary built next to this one (or `APNS_WORKER_BIN`).
+    static func workerBinary() throws -> URL {
+        if let path = ProcessInfo.processInfo.environment["APNS_WORKER_BIN"] { return URL(fileURLWithPath: path) }
+        var directories = [
+            Bundle.main.bundleURL, URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
+        ]
+        directories.append(
+            URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(".build/debug"))
+        for start in directories {
+            var directory = start
+            for _ in 0..<4 {
+                let candidate = directory.appendingPathComponent("apns-worker")
+                if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+                directory = directory.deletingLastPathComponent()
+            }
+        }
+        throw ScenarioFailure("no apns-worker binary next to this one: build it (swift build) or set APNS_WORKER_BIN")
+    }
+
+    // MARK: Faults
+
+    /// APNs answers after 100 ms: with the workers' 20 events in flight, each does about 200
+    /// events/s, so a run lasts long enough for a fault to land in the middle of it.
+    public func pace() {
+        simulator.faults.latency = .fixed(.milliseconds(100))
+    }
+
+    /// The fault is over: recovery is measured from now.
+    public func faultCleared() {
+        state.withLockedValue { $0.faultCleared = .now }
+    }
+
+    /// Stops the simulator (connections drop, the port closes) and after `downtime` starts a new
+    /// one with the same CA, keys and port behind the proxy, accepting every device.
+    public func restartSimulator(after downtime: Duration) async throws {
+        let old = simulator
+        try await old.shutdown()
+        try await Task.sleep(for: downtime)
+        let fresh = try await APNsSimulator.start(old.configuration)
+        fresh.devices.policy = .accept
+        state.withLockedValue { state in
+            state.retiredSimulators.append(old)
+            state.simulator = fresh
+        }
+        await apnsProxy.setUpstream(port: fresh.port)
+    }
+
+    // MARK: Waiting
+
+    /// How many results (one per input record) have arrived.
+    public var resultCount: Int { results.snapshot.seen.count }
+
+    /// Waits until at least `count` input records have a result.
+    public func waitForResults(_ count: Int, within seconds: Double = 120) async throws {
+        try await waitUntil(seconds, "\(count) results (have \(resultCount))") { self.resultCount >= count }
+    }
+
+    public func waitUntil(_ seconds: Double, _ what: @autoclosure () -> String, _ condition: () async throws -> Bool)
+        async throws
+    {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if try await condition() { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw ScenarioFailure("timed out after \(Int(seconds)) s waiting for \(what())")
+    }
+
+    // MARK: Measuring
+
+    /// Waits (up to `within`) until every input record has a result and every failure its dead
+    /// letter, stops the workers, reads every topic to its end, and counts.
+    func settle(within seconds: Double) async -> Measurement {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if (try? await complete()) == true { break }
+            try? await Task.sleep(for: .milliseconds(250))
+        }
+        let stuck = state.withLockedValue { $0.workers.map(\.assembly.pipeline.inFlight) }.reduce(0, +)
+        await stopWorkers()
+        // What was in flight when the workers stopped may still land: read every topic to its end.
+        for _ in 0..<100 {
+            if input.caughtUp && results.caughtUp && deadLetters.caughtUp { break }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        var measurement = measure()
+        measurement.inFlightAtEnd = stuck
+        if measurement.lost > 0 {
+            // A second, fresh reader: whether the missing results are missing from the topic, or
+            // only from what the first reader saw.
+            var quiet = logger
+            quiet.logLevel = .error
+            if let fresh = try? await TopicWatcher(
+                topic: EmbeddedStack.resultsTopic, kind: .results, bootstrapServers: bootstrapServers, logger: quiet)
+            {
+                for _ in 0..<100 where !fresh.caughtUp { try? await Task.sleep(for: .milliseconds(100)) }
+                measurement.freshReaderResults = fresh.snapshot.seen.count
+                measurement.freshReaderTotal = fresh.snapshot.total
+                measurement.watcherTotal = results.snapshot.total
+                await fresh.close()
+            }
+        }
+        return measurement
+    }
+
+    private func complete() async throws -> Bool {
+        let measurement = measure()
+        return measurement.eventsIn > 0 && measurement.lost == 0 && input.caughtUp
+    }
+
+    struct Measurement {
+        var eventsIn = 0
+        var results = 0
+        var deadLetters = 0
+        var duplicates = 0
+        /// Of the duplicates, results byte for byte the same as the first: the producer published
+        /// one result twice (a retry whose first attempt had landed); the rest were processed again.
+        var republished = 0
+        var lost = 0
+        var degradedDeadLetters = 0
+        var recovery: Duration?
+        /// Events the in-process workers still had in flight when the wait ended.
+        var inFlightAtEnd = 0
+        var freshReaderResults: Int?
+        var freshReaderTotal: Int?
+        var watcherTotal: Int?
+    }
+
+    private func measure() -> Measurement {
+        let inputs = input.snapshot
+        let outputs = results.snapshot
+        let letters = deadLetters.snapshot
+        var measurement = Measurement()
+        measurement.eventsIn = inputs.seen.count
+        measurement.results = outputs.seen.count
+        measurement.deadLetters = letters.seen.count
+        measurement.duplicates = outputs.seen.values.reduce(0) { $0 + $1.count - 1 }
+        measurement.republished = outputs.seen.values.reduce(0) { $0 + $1.republished }
+        measurement.degradedDeadLetters = letters.seen.values.filter(\.degraded).count
+        let withoutResult = inputs.seen.keys.filter { outputs.seen[$0] == nil }.count
+        let withoutDeadLetter = outputs.seen.filter { $0.value.needsDeadLetter && letters.seen[$0.key] == nil }.count
+        measurement.lost = withoutResult + withoutDeadLetter
+        if let cleared = state.withLockedValue({ $0.faultCleared }),
+            let last = outputs.seen.values.map(\.first).max()
+        {
+            measurement.recovery = last > cleared ? last - cleared : .zero
+        }
+        return measurement
+    }
+
+    func stopWorkers() async {
+        let (workers, processes) = state.withLockedValue { state in
+            defer {
+                state.workers = []
+                state.processes = []
+            }
+            return (state.workers, state.processes)
+        }
+        for worker in workers { try? await worker.stop() }
+        for process in processes where process.isRunning {
+            kill(process.processIdentifier, SIGCONT)
+            process.terminate()
+            let deadline = ContinuousClock.now + .seconds(40)
+            while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+    }
+
+    public func shutdown() async {
+        await stopWorkers()
+        await input.close()
+        await results.close()
+        await deadLetters.close()
+        await apnsProxy.shutdown()
+        let simulators = state.withLockedValue { [$0.simulator].compactMap { $0 } }
+        for simulator in simulators { try? await simulator.shutdown() }
+        await stack.shutdown()
+        await tansu?.shutdown()
+    }
+}
+
+/// A worker running in this process.
+public struct InProcessWorker: Sendable {
+    public let assembly: WorkerRuntime.Assembly
+    let group: ServiceGroup
+    let task: Task<Void, any Error>
+
+    /// Graceful stop, as SIGTERM would.
+    public func stop() async throws {
+        await group.triggerGracefulShutdown()
+        try await task.value
+    }
+}

@@ -1,0 +1,453 @@
+import APNsSimulator
+import Crypto
+import Foundation
+import Kafka
+import TestPeers
+import Worker
+import WorkerDemo
+
+extension Scenario {
+    /// Every scenario of the matrix, in the order the table lists them.
+    public static let all: [Scenario] = kafka + apns + process
+
+    /// The short run `make test` includes: one of each kind of fault, on both brokers where it applies.
+    public static let quick: [String] = [
+        "Kafka unreachable, then back", "rebalance in a retry storm", "APNs path black-holed",
+        "SIGKILL at random points",
+    ]
+
+    // MARK: Kafka
+
+    static let kafka: [Scenario] = [
+        Scenario(
+            "Kafka unreachable, then back", .kafka,
+            shows: """
+                The broker goes away for 30 s (Tansu: every connection reset and refused at the proxy; \
+                mock: the broker taken down) while events are in flight. Results wait in the producer, \
+                offsets are not committed, and everything flows again when it is back.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker()
+            try await rig.waitForResults(scale.events / 5)
+            try await rig.setKafkaReachable(false)
+            try await Task.sleep(for: scale.seconds(30))
+            try await rig.setKafkaReachable(true)
+            rig.faultCleared()
+        },
+        Scenario(
+            "coordinator errors", .kafka, brokers: [.mock],
+            shows: """
+                FindCoordinator, Heartbeat and OffsetCommit answer NOT_COORDINATOR / \
+                COORDINATOR_NOT_AVAILABLE for a while: the group finds its coordinator again and commits.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker()
+            try await rig.waitForResults(scale.events / 5)
+            let mock = try rig.requireMock()
+            mock.failNextRequests(.findCoordinator, with: Array(repeating: .coordinatorNotAvailable, count: 10))
+            mock.failNextRequests(.heartbeat, with: Array(repeating: .notCoordinator, count: 5))
+            mock.failNextRequests(.offsetCommit, with: Array(repeating: .notCoordinator, count: 10))
+            rig.faultCleared()
+        },
+        Scenario(
+            "produce errors on the results topic", .kafka, brokers: [.mock],
+            shows: """
+                Produce requests fail with NOT_LEADER_FOR_PARTITION and REQUEST_TIMED_OUT: librdkafka \
+                retries them; no result is dropped and no offset passes an unpublished result.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            // One produce request in flight per connection. librdkafka 2.0.2's mock cluster does not
+            // check an idempotent producer's sequence numbers the way a broker does: with several
+            // requests in flight, it stores the ones after a failed request (a broker refuses them
+            // as out of order), and the failed request's retry is then answered as a duplicate and
+            // reported delivered although never stored. (Newer librdkafka mocks fixed this.)
+            _ = try rig.startWorker { $0.producer.properties["max.in.flight.requests.per.connection"] = "1" }
+            try await rig.waitForResults(scale.events / 10)
+            let mock = try rig.requireMock()
+            mock.failNextRequests(
+                .produce,
+                with: Array(repeating: .notLeaderForPartition, count: 10)
+                    + Array(repeating: .requestTimedOut, count: 10))
+            rig.faultCleared()
+        },
+        Scenario(
+            "commit failures", .kafka, brokers: [.mock],
+            shows: """
+                Twenty offset commits in a row fail (REQUEST_TIMED_OUT, then REBALANCE_IN_PROGRESS): \
+                the next commit carries the same offsets, so nothing is skipped.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker()
+            try await rig.waitForResults(scale.events / 10)
+            try rig.requireMock().failNextRequests(
+                .offsetCommit,
+                with: Array(repeating: .requestTimedOut, count: 10) + Array(repeating: .rebalanceInProgress, count: 10))
+            rig.faultCleared()
+        },
+        Scenario(
+            "leader changes", .kafka, brokers: [.mock], mockBrokers: 3,
+            shows: """
+                Every partition's leader moves between three brokers every 2 s, five times, mid-run: \
+                fetches and produces follow the leader.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker()
+            try await rig.waitForResults(scale.events / 10)
+            let mock = try rig.requireMock()
+            for round in 0..<5 {
+                for topic in [EmbeddedStack.inputTopic, EmbeddedStack.resultsTopic] {
+                    for partition in 0..<4 {
+                        try mock.setLeader(
+                            topic: topic, partition: Int32(partition), broker: Int32((partition + round) % 3 + 1))
+                    }
+                }
+                try await Task.sleep(for: .seconds(2))
+            }
+            rig.faultCleared()
+        },
+        Scenario(
+            "rebalance in a retry storm", .kafka,
+            shows: """
+                APNs answers 503 to 60% of requests; a second worker joins and the first leaves while \
+                retries are waiting. Revocation waits for (or hands back) what is in flight.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.simulator.faults.setRate(.serviceUnavailable, 0.6)
+            rig.pace()
+            let first = try rig.startWorker(maxInFlight: 20)
+            try await rig.waitForResults(scale.events / 10)
+            let second = try rig.startWorker(maxInFlight: 20)
+            try await rig.waitUntil(60, "the second worker to own partitions") {
+                second.assembly.pipeline.ownedPartitions > 0
+            }
+            try await first.stop()
+            rig.simulator.faults.setRate(.serviceUnavailable, 0)
+            rig.faultCleared()
+        },
+        Scenario(
+            "three workers, members joining and leaving", .kafka,
+            shows: """
+                Three workers share the group; one leaves, another joins, a third leaves, while \
+                events flow: each move is a rebalance with work in flight.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events * 3).records)
+            rig.pace()
+            let a = try rig.startWorker()
+            let b = try rig.startWorker()
+            _ = try rig.startWorker()
+            try await rig.waitForResults(scale.events / 5)
+            try await b.stop()
+            let d = try rig.startWorker()
+            try await rig.waitUntil(60, "the newcomer to own partitions") { d.assembly.pipeline.ownedPartitions > 0 }
+            try await a.stop()
+            rig.faultCleared()
+        },
+        Scenario(
+            "records too large to publish as they are", .kafka,
+            shows: """
+                Events of 100-200 KB that fail (not JSON) cannot be dead-lettered whole when the \
+                producer's message.max.bytes is 64 KB: the dead letter goes out reduced (headers and \
+                sizes, no original bytes), with its result, and nothing stops.
+                """
+        ) { rig, scale in
+            var records = rig.mixedBatch(scale.events / 2).records
+            for index in 0..<50 {
+                records.append(
+                    KafkaProducerMessage(
+                        topic: EmbeddedStack.inputTopic, key: Array("large-\(index)".utf8),
+                        value: Array(repeating: UInt8(ascii: "x"), count: 100_000 + index * 2_000)))
+            }
+            try await rig.produce(records)
+            _ = try rig.startWorker { $0.producer.properties["message.max.bytes"] = "65536" }
+            try await rig.waitUntil(60, "the reduced dead letters") {
+                rig.deadLetters.snapshot.seen.values.filter(\.degraded).count >= 50
+            }
+        },
+    ]
+
+    // MARK: APNs
+
+    static let apns: [Scenario] = [
+        storm("503 storm", .serviceUnavailable, rate: 0.7),
+        storm("500 storm", .internalServerError, rate: 0.7),
+        Scenario(
+            "429 storm on one device token", .apns,
+            shows: """
+                One device token gets 300 events and 40 TooManyRequests in a row: its events back off \
+                (and fail after their attempts with a dead letter); other devices are not held up.
+                """
+        ) { rig, scale in
+            let hot = String(repeating: "ab", count: 32)
+            rig.simulator.devices.register(hot)
+            rig.simulator.faults.script(deviceToken: hot, Array(repeating: .tooManyRequests, count: 40) + [nil])
+            var records = rig.mixedBatch(scale.events).records
+            for index in 0..<300 {
+                records.append(
+                    KafkaProducerMessage(
+                        topic: EmbeddedStack.inputTopic, key: Array("hot-\(index)".utf8),
+                        value: Array(
+                            #"{"id":"hot-\#(index)","deviceToken":"\#(hot)","topic":"com.example.demo","pushType":"alert","payload":{"aps":{"alert":"hot"}}}"#
+                                .utf8)))
+            }
+            try await rig.produce(records)
+            rig.pace()
+            _ = try rig.startWorker()
+            rig.faultCleared()
+        },
+        Scenario(
+            "GOAWAY every 100 requests", .apns,
+            shows:
+                "Every connection is told to go away after 100 requests: streams above the last id are retried on a new one."
+        ) { rig, scale in
+            var faults = rig.simulator.faults.connection
+            faults.goAwayAfter = 100
+            rig.simulator.faults.connection = faults
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker()
+            rig.faultCleared()
+        },
+        Scenario(
+            "abrupt close", .apns,
+            shows: "Every connection is closed without GOAWAY on its 150th request: what was in flight is retried."
+        ) { rig, scale in
+            var faults = rig.simulator.faults.connection
+            faults.closeAfter = 150
+            rig.simulator.faults.connection = faults
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker()
+            rig.faultCleared()
+        },
+        Scenario(
+            "latency past the request deadline", .apns,
+            shows: """
+                For 8 s APNs answers after 3 s, past the worker's 2 s request deadline: the requests \
+                time out and are retried; answers that come late are not counted twice.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker { $0.apns.requestTimeout = .seconds(2) }
+            try await rig.waitForResults(scale.events / 10)
+            rig.simulator.faults.latency = .fixed(.seconds(3))
+            try await Task.sleep(for: .seconds(8))
+            rig.pace()
+            rig.faultCleared()
+        },
+        Scenario(
+            "MAX_CONCURRENT_STREAMS dropping to 1", .apns,
+            shows: """
+                For 10 s every connection's MAX_CONCURRENT_STREAMS is 1 (a SETTINGS frame mid-run, as \
+                APNs sends under load): the pool queues requests instead of failing them, then widens \
+                again.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker()
+            try await rig.waitForResults(scale.events / 10)
+            rig.simulator.setMaxConcurrentStreams(1)
+            try await Task.sleep(for: scale.seconds(10))
+            rig.simulator.setMaxConcurrentStreams(1000)
+            rig.faultCleared()
+        },
+        Scenario(
+            "APNs path black-holed", .apns,
+            shows: """
+                For 15 s no byte crosses between the worker and APNs and nothing closes: PING \
+                time-outs and request deadlines notice, connections are replaced once the path heals.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker()
+            try await rig.waitForResults(scale.events / 5)
+            await rig.apnsProxy.setBlackHole(true)
+            try await Task.sleep(for: scale.seconds(15))
+            await rig.apnsProxy.setBlackHole(false)
+            rig.faultCleared()
+        },
+        Scenario(
+            "APNs simulator killed and restarted", .apns,
+            shows: """
+                The simulator stops (every connection drops, the port refuses) and a new one starts 5 s \
+                later: connection attempts back off, then the pool reconnects.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.simulator.devices.policy = .accept
+            rig.pace()
+            _ = try rig.startWorker()
+            try await rig.waitForResults(scale.events / 5)
+            try await rig.restartSimulator(after: scale.seconds(5))
+            rig.faultCleared()
+        },
+        Scenario(
+            "credentials rejected, fixed, replayed", .apns,
+            shows: """
+                A key APNs does not know: every event fails 403 InvalidProviderToken and is \
+                dead-lettered. With the right key, the dead letters are replayed and every event ends \
+                delivered.
+                """
+        ) { rig, scale in
+            rig.simulator.devices.policy = .accept
+            let count = scale.events / 4
+            let records = (0..<count).map { index in
+                KafkaProducerMessage(
+                    topic: EmbeddedStack.inputTopic, key: Array("cred-\(index)".utf8),
+                    value: Array(
+                        #"{"id":"cred-\#(index)","deviceToken":"\#(String(format: "%064x", index + 1))","topic":"com.example.demo","pushType":"alert","payload":{"aps":{"alert":"hi"}}}"#
+                            .utf8))
+            }
+            try await rig.produce(records)
+            let wrongKey = rig.stack.directory + "/wrong.p8"
+            try P256.Signing.PrivateKey().pemRepresentation.write(toFile: wrongKey, atomically: true, encoding: .utf8)
+            let broken = try rig.startWorker { configuration in
+                guard case .token(var token) = configuration.apns.credentials[0].kind else { return }
+                token.key = .file(wrongKey)
+                configuration.apns.credentials[0].kind = .token(token)
+            }
+            try await rig.waitUntil(120, "every event dead-lettered") { rig.deadLetters.snapshot.seen.count >= count }
+            try await broken.stop()
+            _ = try rig.startWorker()
+            var request = ReplayRequest(deadLetterTopic: EmbeddedStack.deadLetterTopic)
+            request.reasons = ["credentials"]
+            let report = try await DeadLetterReplayer(
+                consumerConfiguration: KafkaConsumerConfiguration(
+                    bootstrapServers: rig.bootstrapServers, groupID: "replay"),
+                producerConfiguration: KafkaProducerConfiguration(bootstrapServers: rig.bootstrapServers),
+                logger: rig.logger
+            ).run(request)
+            guard report.count(.replayed) == count else {
+                throw ScenarioFailure("replayed \(report.count(.replayed)) of \(count) dead letters")
+            }
+            rig.faultCleared()
+            try await rig.waitUntil(120, "every replayed event delivered") {
+                rig.results.snapshot.seen.values.filter { $0.outcome == .delivered }.count >= count
+            }
+        },
+    ]
+
+    static func storm(_ name: String, _ reason: APNsReason, rate: Double) -> Scenario {
+        Scenario(
+            name, .apns,
+            shows: """
+                For 10 s APNs answers \(reason) to \(Int(rate * 100))% of \
+                requests: the worker backs off and retries; events out of attempts end failed with a \
+                dead letter.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker()
+            try await rig.waitForResults(scale.events / 10)
+            rig.simulator.faults.setRate(reason, rate)
+            try await Task.sleep(for: .seconds(10))
+            rig.simulator.faults.setRate(reason, 0)
+            rig.faultCleared()
+        }
+    }
+
+    // MARK: Process
+
+    static let process: [Scenario] = [
+        Scenario(
+            "SIGKILL at random points", .process,
+            shows: """
+                `apns-worker run` is SIGKILLed at a random moment and restarted, 10 times over one \
+                run: uncommitted events are processed again (duplicates), none is lost.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events * 3).records)
+            rig.pace()
+            var random = SystemRandomNumberGenerator()
+            var worker = try rig.startProcess()
+            for _ in 0..<scale.repeats {
+                // Killed while it works: once it has published results since it started, a random
+                // moment later (a kill before it joined the group would show nothing).
+                let before = rig.resultCount
+                try await rig.waitUntil(60, "results from the restarted worker") { rig.resultCount >= before + 30 }
+                try await Task.sleep(for: .milliseconds(Int.random(in: 0...1_500, using: &random)))
+                kill(worker.processIdentifier, SIGKILL)
+                worker.waitUntilExit()
+                worker = try rig.startProcess()
+            }
+            rig.faultCleared()
+        },
+        Scenario(
+            "SIGTERM during a retry storm", .process,
+            shows: """
+                SIGTERM while 80% of requests get 503: the worker stops taking events, gives what it \
+                cannot finish back uncommitted, and exits 0 inside its 10 s grace period; the next \
+                worker finishes them.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.simulator.faults.setRate(.serviceUnavailable, 0.8)
+            rig.pace()
+            let worker = try rig.startProcess()
+            try await rig.waitForResults(scale.events / 20)
+            let signalled = ContinuousClock.now
+            worker.terminate()
+            try await rig.waitUntil(30, "the worker to exit") { !worker.isRunning }
+            let took = ContinuousClock.now - signalled
+            guard worker.terminationReason == .exit, worker.terminationStatus == 0 else {
+                throw ScenarioFailure("SIGTERM: exit \(worker.terminationStatus) (\(worker.terminationReason))")
+            }
+            guard took < .seconds(10) else { throw ScenarioFailure("SIGTERM took \(took), past the 10 s grace period") }
+            rig.simulator.faults.setRate(.serviceUnavailable, 0)
+            _ = try rig.startProcess()
+            rig.faultCleared()
+        },
+        Scenario(
+            "worker stalled (SIGSTOP) past its session", .process,
+            shows: """
+                One of two workers is frozen for 15 s (session 6 s): the group evicts it and the other \
+                takes its partitions; thawed, it finds itself fenced, rejoins, and what it held is \
+                processed once more at worst.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events * 2).records)
+            rig.pace()
+            let frozen = try rig.startProcess(maxInFlight: 20)
+            let other = try rig.startWorker(maxInFlight: 20)
+            try await rig.waitUntil(60, "both workers busy") {
+                other.assembly.pipeline.inFlight > 0 && rig.resultCount > scale.events / 10
+            }
+            kill(frozen.processIdentifier, SIGSTOP)
+            try await Task.sleep(for: .seconds(15))
+            kill(frozen.processIdentifier, SIGCONT)
+            rig.faultCleared()
+        },
+    ]
+}
+
+extension Rig {
+    func requireMock() throws -> KafkaMockCluster {
+        guard let mock else { throw ScenarioFailure("needs the mock cluster") }
+        return mock
+    }
+
+    /// Takes Kafka away (Tansu: resets and refuses every connection at its proxy; the mock cluster:
+    /// its broker down) or brings it back.
+    func setKafkaReachable(_ reachable: Bool) async throws {
+        if let tansu {
+            await tansu.proxy.setUnreachable(!reachable)
+        } else if let mock {
+            for broker in 1...Int32(mock.brokerCount) { try mock.setBroker(broker, up: reachable) }
+        }
+    }
+}

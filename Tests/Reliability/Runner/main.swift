@@ -1,0 +1,57 @@
+import Foundation
+import Logging
+import ReliabilityMatrix
+import TestPeers
+
+// `make reliability`: every scenario of the reliability matrix on every broker it applies to, one
+// bounded run each, then the table. Exits 1 when any row lost an event or failed its own check.
+//
+//   reliability [--quick] [--broker mock|tansu] [SCENARIO-NAME-PART ...]
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+let quick = arguments.contains("--quick")
+arguments.removeAll { $0 == "--quick" }
+var brokers = Broker.allCases
+if let index = arguments.firstIndex(of: "--broker"), index + 1 < arguments.count {
+    brokers = [Broker(rawValue: arguments[index + 1])].compactMap { $0 }
+    arguments.removeSubrange(index...(index + 1))
+}
+let filters = arguments.map { $0.lowercased() }
+let scenarios = Scenario.all.filter { scenario in
+    filters.isEmpty || filters.contains { scenario.name.lowercased().contains($0) }
+}
+
+// Quiet unless RELIABILITY_LOG names a level: the scenarios break things on purpose, and the
+// workers (and librdkafka through them) say so at length.
+let level = Logger.Level(rawValue: ProcessInfo.processInfo.environment["RELIABILITY_LOG"] ?? "")
+LoggingSystem.bootstrap { label in
+    guard let level else { return SwiftLogNoOpLogHandler() }
+    var handler = StreamLogHandler.standardError(label: label)
+    handler.logLevel = level
+    return handler
+}
+var logger = Logger(label: "reliability")
+logger.logLevel = level ?? .critical
+
+let started = ContinuousClock.now
+var rows: [MatrixRow] = []
+for scenario in scenarios {
+    for broker in scenario.brokers where brokers.contains(broker) {
+        let row = await ReliabilityMatrix.run(scenario, on: broker, scale: quick ? .quick : .full, logger: logger)
+        // One line per run as it ends (stdout is a pipe under make: write it through at once).
+        FileHandle.standardOutput.write(Data((ReliabilityMatrix.line(row) + "\n").utf8))
+        rows.append(row)
+    }
+}
+let elapsed = ContinuousClock.now - started
+print("")
+print(ReliabilityMatrix.table(rows))
+print("")
+print("\(rows.count) runs in \(elapsed.components.seconds / 60) min \(elapsed.components.seconds % 60) s")
+let failed = rows.filter { !$0.passed }
+if failed.isEmpty {
+    print("lost = 0 in every row")
+} else {
+    print("FAILED: \(failed.map { "\($0.scenario) (\($0.broker))" }.joined(separator: ", "))")
+    exit(1)
+}
