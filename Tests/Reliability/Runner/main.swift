@@ -7,8 +7,18 @@ import TestPeers
 // bounded run each, then the table. Exits 1 when any row lost an event or failed its own check.
 //
 //   reliability [--quick] [--broker mock|tansu] [SCENARIO-NAME-PART ...]
+//   reliability --list      the scenarios, as a Markdown table
 
 var arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.contains("--list") {
+    // The scenarios as docs/reliability.md lists them.
+    print("| scenario | area | brokers | what it shows |\n| --- | --- | --- | --- |")
+    for scenario in Scenario.all {
+        let brokers = scenario.brokers.map(\.description).joined(separator: ", ")
+        print("| \(scenario.name) | \(scenario.area.rawValue) | \(brokers) | \(scenario.shows) |")
+    }
+    exit(0)
+}
 let quick = arguments.contains("--quick")
 arguments.removeAll { $0 == "--quick" }
 var brokers = Broker.allCases
