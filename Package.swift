@@ -293,6 +293,41 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+
+        // MARK: Fuzz targets
+        // libFuzzer targets: `make fuzz` builds them with -sanitize=fuzzer,address -DFUZZING and runs each;
+        // in a normal build each executable replays the inputs it is given (docs/reliability.md).
+        .target(
+            name: "FuzzTargets",
+            dependencies: [
+                "JSONSchema", "Worker", "Kafka", "APNs", "APNsSimulator",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Tests/Fuzz/FuzzTargets",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "FuzzJSON", dependencies: ["FuzzTargets"], path: "Tests/Fuzz/FuzzJSON", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "FuzzEventDecoder", dependencies: ["FuzzTargets"], path: "Tests/Fuzz/FuzzEventDecoder",
+            swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "FuzzConfiguration", dependencies: ["FuzzTargets"], path: "Tests/Fuzz/FuzzConfiguration",
+            swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "FuzzSimulator", dependencies: ["FuzzTargets"], path: "Tests/Fuzz/FuzzSimulator",
+            swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "FuzzAPNsResponse", dependencies: ["FuzzTargets"], path: "Tests/Fuzz/FuzzAPNsResponse",
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "FuzzCorpusTests",
+            dependencies: ["FuzzTargets"],
+            path: "Tests/Fuzz/FuzzCorpusTests",
+            swiftSettings: swiftSettings
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

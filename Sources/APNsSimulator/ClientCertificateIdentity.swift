@@ -3,7 +3,7 @@ import SwiftASN1
 import X509
 
 /// What a provider client certificate allows, read once per connection after the TLS handshake.
-struct ClientCertificateIdentity: Sendable {
+package struct ClientCertificateIdentity: Sendable {
     enum Validity: Sendable, Equatable {
         case valid
         /// Not signed by the configured client CA, or outside its validity dates: 403 BadCertificate.

@@ -1,5 +1,5 @@
 /// How a request on a connection was authorized.
-enum RequestAuthorization: Sendable {
+package enum RequestAuthorization: Sendable {
     /// Provider token of this team (token-based trust).
     case token(VerifiedProviderToken)
     /// Client certificate with these topics (certificate-based trust).
@@ -11,15 +11,15 @@ enum RequestAuthorization: Sendable {
 /// Per-connection provider-token rules: one team per connection, a token change at most once per
 /// window (TooManyProviderTokenUpdates otherwise), the stream limit raised after the first request
 /// whose token verified. Lives on the connection's event loop; no lock.
-struct ConnectionAuthStateMachine {
-    enum Mode {
+package struct ConnectionAuthStateMachine {
+    package enum Mode {
         case token
         case certificate(ClientCertificateIdentity)
         /// Neither keys nor a client CA configured: requests without credentials are accepted.
         case open
     }
 
-    enum Action {
+    package enum Action {
         /// Go on with the request. `raiseStreamLimit` is true exactly once: for the first authorized request.
         case authorized(RequestAuthorization, raiseStreamLimit: Bool)
         case refuse(APNsReason)
@@ -33,7 +33,7 @@ struct ConnectionAuthStateMachine {
     private var lastChange: Double?
     private var authorizedOnce = false
 
-    init(mode: Mode, tokenUpdateWindow: Double) {
+    package init(mode: Mode, tokenUpdateWindow: Double) {
         self.mode = mode
         self.updateWindow = tokenUpdateWindow
     }
@@ -44,7 +44,7 @@ struct ConnectionAuthStateMachine {
         return false
     }
 
-    mutating func authorize(header: String?, now: Double, verifier: ProviderTokenVerifier) -> Action {
+    package mutating func authorize(header: String?, now: Double, verifier: ProviderTokenVerifier) -> Action {
         switch mode {
         case .certificate(let identity):
             // "When the provider certificate is used to establish a connection, this request header is ignored."

@@ -36,7 +36,7 @@ final class HuffmanLiteralCacheHandler: ChannelInboundHandler {
 
 /// The byte-level work of ``HuffmanLiteralCacheHandler``: the client preface, then frames; HEADERS frames
 /// are gathered whole, every other frame is copied as it arrives.
-struct HuffmanLiteralRewriter {
+package struct HuffmanLiteralRewriter {
     /// SETTINGS_MAX_FRAME_SIZE's default, which the simulator never raises.
     static let maximumFrameSize = 16_384
     /// Shorter Huffman strings are left alone: decoding them costs little.
@@ -67,14 +67,14 @@ struct HuffmanLiteralRewriter {
     private var decoder: HPACKDecoder
     private let allocator: ByteBufferAllocator
 
-    init(allocator: ByteBufferAllocator) {
+    package init(allocator: ByteBufferAllocator) {
         self.allocator = allocator
         pending = allocator.buffer(capacity: 0)
         decoder = HPACKDecoder(allocator: allocator)
     }
 
     /// The bytes to hand on, or `nil` to hand on the input unchanged.
-    mutating func process(_ input: inout ByteBuffer) -> ByteBuffer? {
+    package mutating func process(_ input: inout ByteBuffer) -> ByteBuffer? {
         if case .off = state { return nil }
         var out = allocator.buffer(capacity: input.readableBytes + 512)
         input.withUnsafeReadableBytes { consume($0, into: &out) }

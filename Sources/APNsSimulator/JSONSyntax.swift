@@ -1,8 +1,8 @@
 /// A strict RFC 8259 syntax check, no allocation: the simulator only needs to know that a payload is a
 /// JSON object, and parsing it into Foundation objects would cost more than the rest of the request.
-enum JSONSyntax {
+package enum JSONSyntax {
     /// True when `bytes` hold exactly one JSON object (surrounding whitespace allowed).
-    static func isObject(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    package static func isObject(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var parser = Parser(bytes: bytes)
         parser.skipWhitespace()
         guard parser.peek() == UInt8(ascii: "{"), parser.value(depth: 0) else { return false }

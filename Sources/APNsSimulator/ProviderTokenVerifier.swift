@@ -31,7 +31,7 @@ public struct ProviderTokenKey: Sendable {
 }
 
 /// A provider token whose signature checked out.
-struct VerifiedProviderToken: Sendable, Equatable {
+package struct VerifiedProviderToken: Sendable, Equatable {
     var teamID: String
     var keyID: String
     var issuedAt: Double
@@ -42,7 +42,7 @@ struct VerifiedProviderToken: Sendable, Equatable {
 /// header `alg` ES256 and a known `kid`; claims `iss` (the key's team) and `iat`; signature raw r‖s over
 /// `header.claims`. An `iat` older than one hour is ExpiredProviderToken; anything else wrong is
 /// InvalidProviderToken.
-struct ProviderTokenVerifier: Sendable {
+package struct ProviderTokenVerifier: Sendable {
     /// APNs rejects tokens whose `iat` is not within the last hour.
     static let tokenLifetime: Double = 3600
     /// Tolerated clock skew for an `iat` in the future.
@@ -50,7 +50,7 @@ struct ProviderTokenVerifier: Sendable {
 
     private let keys: [String: ProviderTokenKey]
 
-    init(keys: [ProviderTokenKey]) {
+    package init(keys: [ProviderTokenKey]) {
         var byID: [String: ProviderTokenKey] = [:]
         for key in keys { byID[key.keyID] = key }
         self.keys = byID
@@ -59,7 +59,7 @@ struct ProviderTokenVerifier: Sendable {
     var isEmpty: Bool { keys.isEmpty }
 
     /// Checks signature and claims; returns the reason APNs would answer when the token is refused.
-    func verify(authorization: String, now: Double) -> Result<VerifiedProviderToken, APNsReason> {
+    package func verify(authorization: String, now: Double) -> Result<VerifiedProviderToken, APNsReason> {
         guard let token = Self.bearerToken(authorization) else { return .failure(.invalidProviderToken) }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3,

@@ -1,10 +1,10 @@
 import NIOHPACK
 
 /// The request headers APNs reads, picked out of the header block in one pass.
-struct RequestHead {
+package struct RequestHead {
     var method: String?
     var path: String?
-    var authorization: String?
+    package var authorization: String?
     var apnsID: String?
     var expiration: String?
     var priority: String?
@@ -14,7 +14,7 @@ struct RequestHead {
     /// Some header name appeared more than once (DuplicateHeaders).
     var hasDuplicates = false
 
-    init(_ headers: HPACKHeaders) {
+    package init(_ headers: HPACKHeaders) {
         // Names APNs reads (and the usual others) are told apart by a bit each, so a repeat among them
         // costs nothing; only names outside the table are compared with one another.
         var seen: UInt32 = 0
@@ -85,22 +85,22 @@ struct RequestHead {
 }
 
 /// A request that passed every header rule.
-struct CheckedRequest {
-    var deviceToken: String
-    var topic: String
-    var pushType: PushType?
-    var apnsID: String?
-    var maximumPayloadSize: Int
+package struct CheckedRequest {
+    package var deviceToken: String
+    package var topic: String
+    package var pushType: PushType?
+    package var apnsID: String?
+    package var maximumPayloadSize: Int
 }
 
 /// Apple's request rules ("Communicating with APNs" Tables 8-1, 8-2, 8-6; "Sending notification
 /// requests to APNs", push types). Pure functions: each returns the reason APNs would answer.
-enum RequestRules {
+package enum RequestRules {
     static let pathPrefix = "/3/device/"
     static let maximumCollapseIDBytes = 64
 
     /// Duplicates, method and path; gives the device token (lowercase hex).
-    static func checkLine(_ head: RequestHead) -> Result<String, APNsReason> {
+    package static func checkLine(_ head: RequestHead) -> Result<String, APNsReason> {
         if head.hasDuplicates { return .failure(.duplicateHeaders) }
         guard head.method == "POST" else { return .failure(.methodNotAllowed) }
         guard let path = head.path else { return .failure(.badPath) }
@@ -140,7 +140,7 @@ enum RequestRules {
     }
 
     /// Every header rule after authentication.
-    static func checkHeaders(
+    package static func checkHeaders(
         _ head: RequestHead,
         deviceToken: String,
         authorization: RequestAuthorization,
@@ -186,7 +186,7 @@ enum RequestRules {
     }
 
     /// Empty, too large, or not a JSON object.
-    static func checkPayload(_ bytes: UnsafeRawBufferPointer, size: Int, limit: Int) -> APNsReason? {
+    package static func checkPayload(_ bytes: UnsafeRawBufferPointer, size: Int, limit: Int) -> APNsReason? {
         if size == 0 { return .payloadEmpty }
         if size > limit { return .payloadTooLarge }
         return JSONSyntax.isObject(bytes) ? nil : .badPayload

@@ -23,6 +23,27 @@ struct ConfigurationErrorTests {
         return ConfigurationFixtures.fullYAML.replacingOccurrences(of: old, with: new)
     }
 
+    // Found by FuzzConfiguration (Tests/Fuzz/regressions/FuzzConfiguration/alias-expansion.yaml): Yams
+    // resolves aliases to their anchors' nodes, and nine levels of nine aliases were walked as 9^9 nodes.
+    @Test("YAML anchors and aliases are refused before any alias is expanded")
+    func anchorsAndAliases() throws {
+        // Six levels of nine aliases (531,441 scalars expanded: quick enough to fail rather than hang).
+        var text = ConfigurationFixtures.minimalYAML + "\nl0: &l0 [x, x, x, x, x, x, x, x, x]\n"
+        for level in 1..<6 {
+            let aliases = repeatElement("*l\(level - 1)", count: 9).joined(separator: ", ")
+            text += "l\(level): &l\(level) [\(aliases)]\n"
+        }
+        let expansion = try failure(text)
+        #expect(expansion.code == .invalidValue)
+        #expect(expansion.keyPath == "l0")
+        #expect(expansion.line == 13)
+        #expect(expansion.description == "worker.yaml:13: l0: YAML anchors and aliases are not supported")
+
+        let anchorOnly = try failure(ConfigurationFixtures.minimalYAML + "\nhttp: &h { port: 9090 }\n")
+        #expect(anchorOnly.code == .invalidValue)
+        #expect(anchorOnly.keyPath == "http")
+    }
+
     @Test("an unknown key names its path and line")
     func unknownKey() throws {
         let error = try failure(replacing("    maxAttempts: 5", with: "    maxAtempts: 5"))

@@ -29,12 +29,23 @@ public struct APNsResponse: Sendable, Hashable {
 
     /// Reads `{"reason": "...", "timestamp": 123}` from an error body. A body that is not JSON (a
     /// proxy's HTML page, a 404 from a plain HTTP/2 server) gives no reason rather than an error.
-    static func parseBody(_ body: [UInt8]) -> (reason: APNsReason?, timestamp: Int64?) {
+    package static func parseBody(_ body: [UInt8]) -> (reason: APNsReason?, timestamp: Int64?) {
         guard !body.isEmpty, let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
             return (nil, nil)
         }
         let reason = (object["reason"] as? String).map(APNsReason.init)
         let timestamp = (object["timestamp"] as? NSNumber)?.int64Value
         return (reason, timestamp)
+    }
+
+    /// A `:status` value's digits, without making a `String` of them; nil if not all digits.
+    package static func status(digits bytes: UnsafeRawBufferPointer) -> Int? {
+        guard !bytes.isEmpty, bytes.count <= 9 else { return nil }
+        var value = 0
+        for byte in bytes {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return value
     }
 }

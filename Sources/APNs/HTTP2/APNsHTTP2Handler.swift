@@ -390,7 +390,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         guard let stream = stream(data) else { return }
         switch name.count {
         case 7 where name.elementsEqual(":status".utf8):
-            stream.status = Self.decimal(value)
+            stream.status = APNsResponse.status(digits: value)
         case 7 where name.elementsEqual("apns-id".utf8):
             stream.apnsID = String(decoding: value, as: UTF8.self)
         case 14 where name.elementsEqual("apns-unique-id".utf8):
@@ -398,17 +398,6 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         default:
             break
         }
-    }
-
-    /// A status code's digits, without making a `String` of them; nil if not all digits.
-    private static func decimal(_ bytes: UnsafeRawBufferPointer) -> Int? {
-        guard !bytes.isEmpty, bytes.count <= 9 else { return nil }
-        var value = 0
-        for byte in bytes {
-            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
-            value = value * 10 + Int(byte - UInt8(ascii: "0"))
-        }
-        return value
     }
 
     func nghttp2Data(stream data: UnsafeMutableRawPointer?, bytes: UnsafeRawBufferPointer) {

@@ -40,20 +40,28 @@ extension ConfigNode {
     /// Parses YAML (which, for configuration files, JSON is a subset of). An empty document is an
     /// empty mapping, so that "every key missing" errors name the keys.
     static func parse(_ text: String, file: String) throws(ConfigurationError) -> ConfigNode {
+        // `Yams.compose`, with the parser kept alive while converting: nodes hold their anchors weakly,
+        // the parser strongly (`convert` refuses anchors).
+        let parser: Parser
         let root: Node?
         do {
-            root = try Yams.compose(yaml: text)
+            parser = try Parser(yaml: text)
+            root = try parser.singleRoot()
         } catch let error as YamlError {
             throw syntaxError(error, file: file)
         } catch {
             throw ConfigurationError(code: .syntax, file: file, message: "not valid YAML or JSON")
         }
         guard let root else { return ConfigNode(value: .mapping([]), line: 1) }
+        defer { withExtendedLifetime(parser) {} }
         return try convert(root, file: file, path: "")
     }
 
     private static func convert(_ node: Node, file: String, path: String) throws(ConfigurationError) -> ConfigNode {
         let line = node.mark?.line
+        // Yams resolves an alias to its anchor's node, so aliases are refused by their anchors: walking
+        // them expanded, nine levels of nine aliases are 9^9 nodes from a few hundred bytes.
+        if node.anchor != nil { throw aliasesUnsupported(file: file, path: path, line: line) }
         switch node {
         case .scalar(let scalar):
             let isNull = scalar.style == .plain && ["", "~", "null", "Null", "NULL"].contains(scalar.string)
@@ -86,9 +94,14 @@ extension ConfigNode {
             }
             return ConfigNode(value: .mapping(pairs), line: line)
         case .alias:
-            throw ConfigurationError(
-                code: .invalidValue, file: file, keyPath: path, line: line, message: "YAML aliases are not supported")
+            throw aliasesUnsupported(file: file, path: path, line: line)
         }
+    }
+
+    private static func aliasesUnsupported(file: String, path: String, line: Int?) -> ConfigurationError {
+        ConfigurationError(
+            code: .invalidValue, file: file, keyPath: path, line: line,
+            message: "YAML anchors and aliases are not supported")
     }
 
     /// The parser's problem and position only: the offending line may hold a secret.

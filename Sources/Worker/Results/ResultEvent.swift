@@ -4,7 +4,7 @@ import Kafka
 
 /// The result event published for every consumed event (`schemas/result-event.schema.json`),
 /// keyed by the event id so that downstream consumers can drop the duplicates a crash may cause.
-enum ResultEvent {
+package enum ResultEvent {
     /// The record for the response topic.
     static func message(
         for result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String
@@ -46,9 +46,9 @@ enum ResultEvent {
 
     /// The JSON text, written straight into bytes: one result per event makes a tree of
     /// `JSONValue`s and its serializer a visible share of the worker's CPU.
-    static func value(for result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date)
-        -> [UInt8]
-    {
+    package static func value(
+        for result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date
+    ) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(320)
         var writer = ObjectWriter(out: out)

@@ -1,0 +1,17 @@
+import FuzzTargets
+
+// See FuzzTargets/FuzzAPNsResponse.swift for what this covers; docs/reliability.md for how to run it.
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func testOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    FuzzDriver.withInput(data, size) { FuzzAPNsResponse.run($0) }
+    return 0
+}
+
+@main
+struct Main {
+    static func main() {
+        FuzzAPNsResponse.prepare()
+        FuzzDriver.main(testOneInput)
+    }
+}
