@@ -206,31 +206,15 @@ extension Scenario {
             _ = try rig.startWorker()
             rig.faultCleared()
         },
-        Scenario(
-            "GOAWAY every 100 requests", .apns,
+        connectionFault(
+            "GOAWAY every 100 requests",
             shows:
                 "Every connection is told to go away after 100 requests: streams above the last id are retried on a new one."
-        ) { rig, scale in
-            var faults = rig.simulator.faults.connection
-            faults.goAwayAfter = 100
-            rig.simulator.faults.connection = faults
-            try await rig.produce(rig.mixedBatch(scale.events).records)
-            rig.pace()
-            _ = try rig.startWorker()
-            rig.faultCleared()
-        },
-        Scenario(
-            "abrupt close", .apns,
+        ) { $0.goAwayAfter = 100 },
+        connectionFault(
+            "abrupt close",
             shows: "Every connection is closed without GOAWAY on its 150th request: what was in flight is retried."
-        ) { rig, scale in
-            var faults = rig.simulator.faults.connection
-            faults.closeAfter = 150
-            rig.simulator.faults.connection = faults
-            try await rig.produce(rig.mixedBatch(scale.events).records)
-            rig.pace()
-            _ = try rig.startWorker()
-            rig.faultCleared()
-        },
+        ) { $0.closeAfter = 150 },
         Scenario(
             "latency past the request deadline", .apns,
             shows: """
@@ -340,6 +324,21 @@ extension Scenario {
             }
         },
     ]
+
+    /// A fault of every APNs connection, for the whole run.
+    static func connectionFault(
+        _ name: String, shows: String, _ set: @escaping @Sendable (inout FaultInjector.ConnectionFaults) -> Void
+    ) -> Scenario {
+        Scenario(name, .apns, shows: shows) { rig, scale in
+            var faults = rig.simulator.faults.connection
+            set(&faults)
+            rig.simulator.faults.connection = faults
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker()
+            rig.faultCleared()
+        }
+    }
 
     static func storm(_ name: String, _ reason: APNsReason, rate: Double) -> Scenario {
         Scenario(
