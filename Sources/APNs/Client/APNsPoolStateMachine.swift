@@ -5,7 +5,8 @@ import NIOCore
 /// and the pool does it after unlocking.
 ///
 /// - `slots` connections are kept open; each slot reconnects on its own with exponential backoff
-///   and jitter after a failure, at once after a healthy connection ended (GOAWAY, idle close).
+///   and jitter after a failure, at once after a healthy connection ended (up for `healthyAfter`, or
+///   told to go away after answering requests).
 /// - A request goes to the ready connection with the fewest requests in flight that still has a free
 ///   stream; when none has, it waits in a bounded FIFO.
 /// - A connection that received GOAWAY (draining) takes nothing new; its slot reconnects meanwhile.
@@ -33,6 +34,8 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
         var capacity: Int
         var inFlight: Int
         var slot: Int?
+        /// A request finished on it: the connection worked.
+        var answered = false
     }
 
     enum Action {
@@ -119,6 +122,7 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
     mutating func releaseQuietly(connectionID: Int) -> Bool {
         guard !shuttingDown, waiters.isEmpty, let load = loads[connectionID], load.slot != nil else { return false }
         loads[connectionID]!.inFlight = load.inFlight - 1
+        loads[connectionID]!.answered = true
         return true
     }
 
@@ -126,6 +130,7 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
     mutating func release(connectionID: Int) -> [Action] {
         guard loads[connectionID] != nil else { return [] }
         loads[connectionID]!.inFlight -= 1
+        loads[connectionID]!.answered = true
         var actions = serveWaiters()
         if let load = loads[connectionID], load.slot == nil, load.inFlight == 0 {
             actions.append(.close(connectionID: connectionID))  // drained after GOAWAY
@@ -154,12 +159,14 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
         return serveWaiters()
     }
 
-    /// GOAWAY: the connection finishes what it has; its slot connects again.
+    /// GOAWAY: the connection finishes what it has; its slot connects again. At once if it answered
+    /// requests (APNs sends GOAWAY to working connections, after a number of requests or for
+    /// maintenance: no reason to wait, however short its life); with backoff if it answered none.
     mutating func goingAway(id: Int, now: NIODeadline) -> [Action] {
         guard let load = loads[id], let slot = load.slot else { return [] }
         loads[id]!.slot = nil
         loads[id]!.capacity = 0
-        var actions = slotLost(slot, now: now)
+        var actions = slotLost(slot, now: now, healthy: load.answered)
         if load.inFlight == 0 { actions.append(.close(connectionID: id)) }
         return actions
     }
@@ -213,9 +220,10 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
         return .connect(slot: slot, id: id)
     }
 
-    private mutating func slotLost(_ slot: Int, now: NIODeadline) -> [Action] {
+    /// `healthy`: the connection ended through no fault of its own, whatever its age.
+    private mutating func slotLost(_ slot: Int, now: NIODeadline, healthy: Bool = false) -> [Action] {
         if case .ready(_, let since) = slots[slot].phase {
-            slots[slot].failures = now - since >= backoff.healthyAfter ? 0 : slots[slot].failures + 1
+            slots[slot].failures = healthy || now - since >= backoff.healthyAfter ? 0 : slots[slot].failures + 1
         }
         guard !shuttingDown else {
             slots[slot].phase = .idle

@@ -37,6 +37,52 @@ extension Scenario {
             rig.faultCleared()
         },
         Scenario(
+            "Kafka path black-holed, then healed", .kafka, brokers: [.tansu],
+            shows: """
+                For 20 s no byte crosses between the clients and Tansu and nothing closes (the proxy \
+                stops reading both ways): librdkafka's request time-outs, not a closed socket, must \
+                notice; the session expires; once healed, the group re-forms and the backlog drains.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker()
+            try await rig.waitForResults(scale.events / 5)
+            let heal = try await rig.requireTansu().proxy.partition(for: scale.seconds(20))
+            await heal.value
+            rig.faultCleared()
+        },
+        Scenario(
+            "Kafka connections reset", .kafka, brokers: [.tansu],
+            shows: """
+                Every connection to the broker is reset (RST) every 3 s, five times, mid-run: \
+                producer, consumer and group coordinator reconnect; in-flight requests are retried.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker()
+            try await rig.waitForResults(scale.events / 10)
+            for _ in 0..<5 {
+                try await rig.requireTansu().proxy.cutConnections()
+                try await Task.sleep(for: .seconds(3))
+            }
+            rig.faultCleared()
+        },
+        Scenario(
+            "Kafka network slow", .kafka, brokers: [.tansu],
+            shows: """
+                150 ms added each way on every connection to the broker for the whole run (a \
+                cross-region link): fetches, produces and commits are slow; nothing times out or repeats.
+                """
+        ) { rig, scale in
+            try await rig.requireTansu().proxy.setLatency(.milliseconds(150))
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker()
+            rig.faultCleared()
+        },
+        Scenario(
             "coordinator errors", .kafka, brokers: [.mock],
             shows: """
                 FindCoordinator, Heartbeat and OffsetCommit answer NOT_COORDINATOR / \
@@ -435,6 +481,11 @@ extension Scenario {
 }
 
 extension Rig {
+    func requireTansu() throws -> TansuBroker {
+        guard let tansu else { throw ScenarioFailure("needs Tansu") }
+        return tansu
+    }
+
     func requireMock() throws -> KafkaMockCluster {
         guard let mock else { throw ScenarioFailure("needs the mock cluster") }
         return mock
