@@ -140,6 +140,25 @@ struct PoolStateMachineTests {
             actions.contains { if case .reconnect(_, let after) = $0 { return after > .zero } else { return false } })
     }
 
+    @Test("a connection dropped after answering requests waits one short backoff, never a growing one")
+    func dropAfterAnswersBacksOffOnce() {
+        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        var id = connectIDs(machine.acquire(1, waiterID: 1))[0]
+        for round in 0..<6 {
+            let now = NIODeadline.now()
+            _ = machine.connectionReady(id: id, capacity: 10, now: now)
+            if round > 0 { _ = machine.acquire(round, waiterID: round) }
+            _ = machine.release(connectionID: id)
+            let actions = machine.connectionClosed(id: id, error: nil, now: now + .milliseconds(500))
+            guard case .reconnect(let slot, let delay) = actions.first else {
+                Issue.record("no reconnect")
+                return
+            }
+            #expect(delay > .zero && delay <= backoff.base, "round \(round): \(delay)")
+            id = connectIDs(machine.reconnectDue(slot: slot))[0]
+        }
+    }
+
     @Test("a failed connect with nothing ready fails the waiters with its error instead of letting them hang")
     func waitersToldWhy() {
         var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)

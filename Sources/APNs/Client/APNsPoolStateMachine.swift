@@ -176,7 +176,7 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
         let load = loads.removeValue(forKey: id)
         var actions: [Action] = []
         if let slot = load?.slot {
-            actions += slotLost(slot, now: now)
+            actions += slotLost(slot, now: now, worked: load?.answered ?? false)
         } else if let slot = slots.firstIndex(where: { $0.phase == .connecting(id: id) }) {
             slots[slot].failures += 1
             actions += slotLost(slot, now: now)
@@ -220,10 +220,18 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
         return .connect(slot: slot, id: id)
     }
 
-    /// `healthy`: the connection ended through no fault of its own, whatever its age.
-    private mutating func slotLost(_ slot: Int, now: NIODeadline, healthy: Bool = false) -> [Action] {
+    /// `healthy`: the connection ended through no fault of its own, whatever its age. `worked`: it
+    /// answered requests before it was lost: one short backoff, not a growing one (a connection
+    /// dropped now and then must not slow the pool down step by step).
+    private mutating func slotLost(_ slot: Int, now: NIODeadline, healthy: Bool = false, worked: Bool = false)
+        -> [Action]
+    {
         if case .ready(_, let since) = slots[slot].phase {
-            slots[slot].failures = healthy || now - since >= backoff.healthyAfter ? 0 : slots[slot].failures + 1
+            if healthy || now - since >= backoff.healthyAfter {
+                slots[slot].failures = 0
+            } else {
+                slots[slot].failures = worked ? 1 : slots[slot].failures + 1
+            }
         }
         guard !shuttingDown else {
             slots[slot].phase = .idle
