@@ -58,15 +58,35 @@ public final class FaultProxy: @unchecked Sendable {
         self.upstreamPort = upstreamPort
     }
 
-    /// Listens on `127.0.0.1:port` (0: a free port) and forwards each connection to the upstream.
+    /// Listens on `127.0.0.1:port` (0: a free port below the ephemeral range, see
+    /// `freeLoopbackPort`) and forwards each connection to the upstream.
     public static func start(
         upstreamHost: String = "127.0.0.1", upstreamPort: Int, framing: Framing = .raw, port: Int = 0
+    ) async throws -> FaultProxy {
+        guard port == 0 else {
+            return try await start(upstreamHost: upstreamHost, upstreamPort: upstreamPort, framing: framing, on: port)
+        }
+        var lastError: (any Error)?
+        // A port found free can be taken before the bind: try another.
+        for _ in 0..<5 {
+            do {
+                return try await start(
+                    upstreamHost: upstreamHost, upstreamPort: upstreamPort, framing: framing, on: try freeLoopbackPort()
+                )
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError!
+    }
+
+    private static func start(
+        upstreamHost: String, upstreamPort: Int, framing: Framing, on port: Int
     ) async throws -> FaultProxy {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let box = ProxyBox()
         do {
             let server = try await ServerBootstrap(group: group)
-                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(ChannelOptions.autoRead, value: false)
                 .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { channel in

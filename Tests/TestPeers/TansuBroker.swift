@@ -152,22 +152,38 @@ public final class TansuBroker: Sendable {
     }
 }
 
-/// A loopback port nobody listens on now (the kernel's choice for port 0).
+/// A loopback port nobody listens on now, chosen *below* the kernel's ephemeral range.
+///
+/// librdkafka's mock cluster listens on ephemeral ports, and a test that takes a mock broker down
+/// and back (`setBroker(_:up:)`) re-listens on the same port: if anything took that port meanwhile,
+/// the mock asserts and the whole test process aborts ("Failed to create mock broker listener").
+/// The peers started here (Tansu, the proxies) run beside such tests, so they keep out of that range.
 public func freeLoopbackPort() throws -> Int {
+    let low = ephemeralRangeStart()
+    var random = SystemRandomNumberGenerator()
+    for _ in 0..<200 {
+        let candidate = Int.random(in: 10_000..<max(low, 10_001), using: &random)
+        if canBind(candidate) { return candidate }
+    }
+    throw TansuBroker.Failure(description: "no free loopback port between 10000 and \(low)")
+}
+
+/// The first port of the kernel's ephemeral range (Linux: /proc/sys/net/ipv4/ip_local_port_range).
+func ephemeralRangeStart() -> Int {
+    let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+    return text.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32_768
+}
+
+/// Whether a TCP socket can bind `127.0.0.1:port` now.
+func canBind(_ port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw TansuBroker.Failure(description: "socket: \(errno)") }
+    guard fd >= 0 else { return false }
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = 0
+    address.sin_port = UInt16(port).bigEndian
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let bound = withUnsafePointer(to: &address) {
+    return withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard bound == 0 else { throw TansuBroker.Failure(description: "bind: \(errno)") }
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-    }
-    return Int(UInt16(bigEndian: address.sin_port))
+    } == 0
 }
