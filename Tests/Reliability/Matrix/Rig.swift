@@ -42,7 +42,6 @@ public final class Rig: Sendable {
 
     private struct State {
         var simulator: APNsSimulator?
-        var retiredSimulators: [APNsSimulator] = []
         var workers: [InProcessWorker] = []
         var processes: [Process] = []
         var faultCleared: ContinuousClock.Instant?
@@ -185,10 +184,7 @@ public final class Rig: Sendable {
         try await Task.sleep(for: downtime)
         let fresh = try await APNsSimulator.start(old.configuration)
         fresh.devices.policy = .accept
-        state.withLockedValue { state in
-            state.retiredSimulators.append(old)
-            state.simulator = fresh
-        }
+        state.withLockedValue { $0.simulator = fresh }
         await apnsProxy.setUpstream(port: fresh.port)
     }
 
