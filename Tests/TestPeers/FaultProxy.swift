@@ -359,6 +359,7 @@ final class ProxyPair: @unchecked Sendable {
     }
 }
 
+/// Unchecked: it lives in a pipeline on the proxy's one loop, as does the pair it forwards to.
 final class ForwardHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
 

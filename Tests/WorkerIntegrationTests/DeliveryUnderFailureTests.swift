@@ -1,5 +1,6 @@
 import APNsSimulator
 import Foundation
+import ReliabilityMatrix
 import Kafka
 import Testing
 import Worker
@@ -16,11 +17,8 @@ struct DeliveryUnderFailureTests {
         _ id: String, token: Int, topic: String = EmbeddedStack.bundleID, partition: Int32? = 0,
         timestampMilliseconds: Int64? = nil
     ) -> KafkaProducerMessage {
-        KafkaProducerMessage(
-            topic: EmbeddedStack.inputTopic, partition: partition, key: Array(id.utf8),
-            value: Array(
-                #"{"id":"\#(id)","deviceToken":"\#(String(format: "%064x", token))","topic":"\#(topic)","pushType":"alert","payload":{"aps":{"alert":"hi"}}}"#
-                    .utf8),
+        Samples.alert(
+            id: id, deviceToken: Samples.deviceToken(token), topic: topic, partition: partition,
             timestampMilliseconds: timestampMilliseconds)
     }
 

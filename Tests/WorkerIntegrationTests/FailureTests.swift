@@ -1,6 +1,6 @@
 import APNsSimulator
-import Crypto
 import Foundation
+import ReliabilityMatrix
 import Kafka
 import TestPeers
 import Testing
@@ -57,23 +57,12 @@ struct FailureTests {
         defer { Task { await harness.shutdown() } }
         let simulator = harness.stack.simulator
         simulator.devices.policy = .accept
-        let events = (0..<100).map { index in
-            KafkaProducerMessage(
-                topic: EmbeddedStack.inputTopic, key: Array("cred-\(index)".utf8),
-                value: Array(
-                    #"{"id":"cred-\#(index)","deviceToken":"\#(String(format: "%064x", index + 1))","topic":"com.example.demo","pushType":"alert","payload":{"aps":{"alert":"hi"}}}"#
-                        .utf8))
-        }
+        let events = (0..<100).map { Samples.alert(id: "cred-\($0)", deviceToken: Samples.deviceToken($0 + 1)) }
         try await harness.produce(events)
 
         // A key APNs does not know: every request is refused with 403 InvalidProviderToken.
-        let wrongKey = harness.stack.directory + "/wrong.p8"
-        try P256.Signing.PrivateKey().pemRepresentation.write(toFile: wrongKey, atomically: true, encoding: .utf8)
-        let broken = try harness.startWorker(group: "credentials") { configuration in
-            guard case .token(var token) = configuration.apns.credentials[0].kind else { return }
-            token.key = .file(wrongKey)
-            configuration.apns.credentials[0].kind = .token(token)
-        }
+        let unknownKey = try Samples.unknownKeyFile(in: harness.stack.directory)
+        let broken = try harness.startWorker(group: "credentials") { Samples.use(key: unknownKey, in: &$0) }
         let failed = try await harness.results(100)
         #expect(failed.allSatisfy { $0.outcome == .failed && $0.status == 403 && $0.reason == "InvalidProviderToken" })
         #expect(!broken.assembly.health.readiness.isReady, "readiness goes red")

@@ -1,5 +1,4 @@
 import APNsSimulator
-import Crypto
 import Foundation
 import Kafka
 import TestPeers
@@ -239,14 +238,7 @@ extension Scenario {
             rig.simulator.devices.register(hot)
             rig.simulator.faults.script(deviceToken: hot, Array(repeating: .tooManyRequests, count: 40) + [nil])
             var records = rig.mixedBatch(scale.events).records
-            for index in 0..<300 {
-                records.append(
-                    KafkaProducerMessage(
-                        topic: EmbeddedStack.inputTopic, key: Array("hot-\(index)".utf8),
-                        value: Array(
-                            #"{"id":"hot-\#(index)","deviceToken":"\#(hot)","topic":"com.example.demo","pushType":"alert","payload":{"aps":{"alert":"hot"}}}"#
-                                .utf8)))
-            }
+            records += (0..<300).map { Samples.alert(id: "hot-\($0)", deviceToken: hot) }
             try await rig.produce(records)
             rig.pace()
             _ = try rig.startWorker()
@@ -335,21 +327,10 @@ extension Scenario {
         ) { rig, scale in
             rig.simulator.devices.policy = .accept
             let count = scale.events / 4
-            let records = (0..<count).map { index in
-                KafkaProducerMessage(
-                    topic: EmbeddedStack.inputTopic, key: Array("cred-\(index)".utf8),
-                    value: Array(
-                        #"{"id":"cred-\#(index)","deviceToken":"\#(String(format: "%064x", index + 1))","topic":"com.example.demo","pushType":"alert","payload":{"aps":{"alert":"hi"}}}"#
-                            .utf8))
-            }
-            try await rig.produce(records)
-            let wrongKey = rig.stack.directory + "/wrong.p8"
-            try P256.Signing.PrivateKey().pemRepresentation.write(toFile: wrongKey, atomically: true, encoding: .utf8)
-            let broken = try rig.startWorker { configuration in
-                guard case .token(var token) = configuration.apns.credentials[0].kind else { return }
-                token.key = .file(wrongKey)
-                configuration.apns.credentials[0].kind = .token(token)
-            }
+            try await rig.produce(
+                (0..<count).map { Samples.alert(id: "cred-\($0)", deviceToken: Samples.deviceToken($0 + 1)) })
+            let unknownKey = try Samples.unknownKeyFile(in: rig.stack.directory)
+            let broken = try rig.startWorker { Samples.use(key: unknownKey, in: &$0) }
             try await rig.waitUntil(120, "every event dead-lettered") { rig.deadLetters.snapshot.seen.count >= count }
             try await broken.stop()
             _ = try rig.startWorker()
