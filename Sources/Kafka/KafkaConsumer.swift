@@ -84,6 +84,13 @@ public final class KafkaConsumer: Sendable {
         }
     }
 
+    /// Every topic the cluster has. Unlike `partitions(of:)`, asking never creates a topic on a
+    /// broker that creates topics on first use.
+    public func topicNames(timeout: Duration = .seconds(10)) async throws -> Set<String> {
+        let client = self.client
+        return try await onBlockingQueue { () throws(KafkaError) in try client.topicNames(timeout: timeout) }
+    }
+
     /// The first offset still stored in a partition and one past its last (its end).
     public func watermarks(
         of partition: KafkaTopicPartition, timeout: Duration = .seconds(10)

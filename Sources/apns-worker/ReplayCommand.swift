@@ -12,9 +12,13 @@ struct ReplayCommand: AsyncParsableCommand {
         discussion: """
             Reads the dead-letter topic up to the end offsets it sees at the start, keeps the records \
             that pass the filters, and re-produces each with its original key, value and headers plus \
-            a replay counter. A dead letter replayed --max-replays times already is refused. Prints a \
-            table of what it did. Exit status: 0 done, 1 the replay failed part-way, 2 usage or \
-            configuration errors.
+            a replay counter. Without --reason it replays credentials, no-credential and \
+            retries-exhausted (what a replay can fix); name malformed-json, schema, rule or \
+            record-too-large to replay those. Each reason remembers where its last run stopped, so \
+            running the same replay twice replays once; --from-beginning reads everything again. A \
+            dead letter replayed --max-replays times already is refused. Prints a table of what it \
+            did. Exit status: 0 done, 1 the replay failed part-way (the next run resumes from its last \
+            checkpoint), 2 usage or configuration errors (an unknown reason, a topic that does not exist).
             """
     )
 
@@ -22,30 +26,52 @@ struct ReplayCommand: AsyncParsableCommand {
     var from: String
     @Option(name: .long, help: ArgumentHelp("Produce here instead of each record's source topic.", valueName: "TOPIC"))
     var to: String?
-    @Option(name: .long, help: ArgumentHelp("Only this dlq-reason (repeatable).", valueName: "REASON"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Only this dlq-reason (repeatable): \(DeadLetterReason.allCases.map(\.rawValue).joined(separator: ", ")).",
+            valueName: "REASON"))
     var reason: [String] = []
-    @Option(name: .long, help: ArgumentHelp("Only dead letters that failed at or after this RFC 3339 time.", valueName: "TIME"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Only dead letters that failed at or after this RFC 3339 time.", valueName: "TIME"))
     var since: String?
-    @Option(name: .long, help: ArgumentHelp("Only dead letters that failed before this RFC 3339 time.", valueName: "TIME"))
+    @Option(
+        name: .long, help: ArgumentHelp("Only dead letters that failed before this RFC 3339 time.", valueName: "TIME"))
     var until: String?
-    @Option(name: .customLong("source-topic"), help: ArgumentHelp("Only dead letters from this topic (repeatable).", valueName: "TOPIC"))
+    @Option(
+        name: .customLong("source-topic"),
+        help: ArgumentHelp("Only dead letters from this topic (repeatable).", valueName: "TOPIC"))
     var sourceTopic: [String] = []
+    @Flag(name: .customLong("from-beginning"), help: "Ignore what earlier runs replayed; read the whole topic.")
+    var fromBeginning = false
     @Flag(name: .customLong("dry-run"), help: "Report what would be replayed; produce nothing.")
     var dryRun = false
     @Option(name: .customLong("max-replays"), help: "Refuse dead letters already replayed this many times.")
     var maxReplays = 3
     @Option(name: .long, help: ArgumentHelp("Kafka settings from the worker's configuration file.", valueName: "FILE"))
     var config: String?
-    @Option(name: .customLong("bootstrap-servers"), help: ArgumentHelp("Kafka brokers, without a configuration file.", valueName: "HOSTS"))
+    @Option(
+        name: .customLong("bootstrap-servers"),
+        help: ArgumentHelp("Kafka brokers, without a configuration file.", valueName: "HOSTS"))
     var bootstrapServers: String?
 
     func validate() throws {
         if (config == nil) == (bootstrapServers == nil) {
             throw ValidationError("give exactly one of --config FILE and --bootstrap-servers HOSTS")
         }
-        if let since, DeadLetterTimeParsing.date(since) == nil { throw ValidationError("--since: not an RFC 3339 time: \(since)") }
-        if let until, DeadLetterTimeParsing.date(until) == nil { throw ValidationError("--until: not an RFC 3339 time: \(until)") }
+        if let since, DeadLetterTimeParsing.date(since) == nil {
+            throw ValidationError("--since: not an RFC 3339 time: \(since)")
+        }
+        if let until, DeadLetterTimeParsing.date(until) == nil {
+            throw ValidationError("--until: not an RFC 3339 time: \(until)")
+        }
         if maxReplays < 1 { throw ValidationError("--max-replays must be at least 1") }
+        for reason in reason where DeadLetterReason(rawValue: reason) == nil {
+            throw ValidationError(
+                "--reason: unknown dlq-reason '\(reason)'; expected one of "
+                    + DeadLetterReason.allCases.map(\.rawValue).joined(separator: ", "))
+        }
     }
 
     func run() async throws {
@@ -69,7 +95,8 @@ struct ReplayCommand: AsyncParsableCommand {
         consumer.groupID += "-replay"
         var request = ReplayRequest(deadLetterTopic: from)
         request.targetTopic = to
-        request.reasons = Set(reason)
+        request.reasons = Set(reason.compactMap(DeadLetterReason.init))
+        request.fromBeginning = fromBeginning
         request.sourceTopics = Set(sourceTopic)
         request.since = since.flatMap(DeadLetterTimeParsing.date)
         request.until = until.flatMap(DeadLetterTimeParsing.date)
@@ -81,6 +108,9 @@ struct ReplayCommand: AsyncParsableCommand {
             ).run(request)
             FileOutput.standardOutput.write(report.table + "\n")
         } catch let error as KafkaError {
+            FileOutput.standardError.write("replay: \(error)\n")
+            throw ExitCode(2)
+        } catch let error as DeadLetterReplayer.ReplayError where error.isUsageError {
             FileOutput.standardError.write("replay: \(error)\n")
             throw ExitCode(2)
         } catch {

@@ -81,7 +81,7 @@ struct FailureTests {
         ).run(
             {
                 var request = ReplayRequest(deadLetterTopic: EmbeddedStack.deadLetterTopic)
-                request.reasons = ["credentials"]
+                request.reasons = [.credentials]
                 return request
             }())
         #expect(report.count(.replayed) == 100)

@@ -19,15 +19,17 @@ func deadLetter(
 
 @Suite("Replay decisions")
 struct ReplayDecisionTests {
-    @Test("a replayed record keeps key, value and original headers, drops dlq-* and counts the replay")
+    @Test("a replayed record keeps key, value and original headers, drops dlq-* but its history, counts the replay")
     func replayedRecord() throws {
-        let (row, message) = ReplayDecision.decide(deadLetter(reason: "credentials", source: "events"), request: ReplayRequest(deadLetterTopic: "dlq"))
+        let (row, message) = ReplayDecision.decide(
+            deadLetter(reason: "credentials", source: "events"), request: ReplayRequest(deadLetterTopic: "dlq"))
         #expect(row == ReplayReport.Row(action: .replayed, reason: "credentials", destination: "events"))
         let replay = try #require(message)
         #expect(replay.topic == "events")
         #expect(replay.key == Array("e1".utf8))
         #expect(replay.value == Array(#"{"id":"e1"}"#.utf8))
-        #expect(replay.headers.map(\.key) == ["traceparent", "binary", "dlq-replay-count"])
+        #expect(replay.headers.map(\.key) == ["traceparent", "binary", "dlq-replay-count", "dlq-history"])
+        #expect(replay.headers.lastString("dlq-history") == "credentials@2026-11-22T03:14:07.512Z")
         #expect(replay.headers[1].value == [0, 255])
         #expect(replay.headers.lastString("dlq-replay-count") == "1")
         #expect(replay.partition == nil, "partitioned by key, as the original producer's record was")
@@ -36,11 +38,14 @@ struct ReplayDecisionTests {
     @Test("the replay counter goes up and stops a poison event at the limit")
     func replayLimit() {
         var request = ReplayRequest(deadLetterTopic: "dlq")
+        request.reasons = [.schema]
         request.maxReplays = 2
-        let (_, second) = ReplayDecision.decide(deadLetter(reason: "schema", source: "events", replays: 1), request: request)
+        let (_, second) = ReplayDecision.decide(
+            deadLetter(reason: "schema", source: "events", replays: 1), request: request)
         #expect(second?.headers.lastString("dlq-replay-count") == "2")
         #expect(second?.headers.filter { $0.key == "dlq-replay-count" }.count == 1)
-        let (row, third) = ReplayDecision.decide(deadLetter(reason: "schema", source: "events", replays: 2), request: request)
+        let (row, third) = ReplayDecision.decide(
+            deadLetter(reason: "schema", source: "events", replays: 2), request: request)
         #expect(third == nil)
         #expect(row.action == .refusedLimit)
     }
@@ -48,35 +53,59 @@ struct ReplayDecisionTests {
     @Test("filters on reason, source topic and failure time; a target topic overrides the source")
     func filters() {
         var request = ReplayRequest(deadLetterTopic: "dlq")
-        request.reasons = ["credentials"]
-        #expect(ReplayDecision.decide(deadLetter(reason: "schema", source: "events"), request: request).0.action == .filtered)
-        #expect(ReplayDecision.decide(deadLetter(reason: "credentials", source: "events"), request: request).0.action == .replayed)
+        request.reasons = [.credentials]
+        #expect(
+            ReplayDecision.decide(deadLetter(reason: "schema", source: "events"), request: request).0.action
+                == .filtered)
+        #expect(
+            ReplayDecision.decide(deadLetter(reason: "credentials", source: "events"), request: request).0.action
+                == .replayed)
 
         request = ReplayRequest(deadLetterTopic: "dlq")
         request.sourceTopics = ["orders"]
-        #expect(ReplayDecision.decide(deadLetter(reason: "x", source: "events"), request: request).0.action == .filtered)
-        #expect(ReplayDecision.decide(deadLetter(reason: "x", source: nil), request: request).0.action == .filtered)
+        #expect(
+            ReplayDecision.decide(deadLetter(reason: "credentials", source: "events"), request: request).0.action
+                == .filtered)
+        #expect(
+            ReplayDecision.decide(deadLetter(reason: "credentials", source: nil), request: request).0.action
+                == .filtered)
 
         request = ReplayRequest(deadLetterTopic: "dlq")
         request.since = DeadLetterTime.parse("2026-11-22T03:00:00Z")
         request.until = DeadLetterTime.parse("2026-11-22T04:00:00Z")
-        #expect(ReplayDecision.decide(deadLetter(reason: "x", source: "e", failedAt: "2026-11-22T02:59:59.999Z"), request: request).0.action == .filtered)
-        #expect(ReplayDecision.decide(deadLetter(reason: "x", source: "e", failedAt: "2026-11-22T03:00:00Z"), request: request).0.action == .replayed)
-        #expect(ReplayDecision.decide(deadLetter(reason: "x", source: "e", failedAt: "2026-11-22T04:00:00.000Z"), request: request).0.action == .filtered)
-        #expect(ReplayDecision.decide(deadLetter(reason: "x", source: "e", failedAt: "yesterday"), request: request).0.action == .filtered)
+        #expect(
+            ReplayDecision.decide(
+                deadLetter(reason: "credentials", source: "e", failedAt: "2026-11-22T02:59:59.999Z"), request: request
+            ).0.action == .filtered)
+        #expect(
+            ReplayDecision.decide(
+                deadLetter(reason: "credentials", source: "e", failedAt: "2026-11-22T03:00:00Z"), request: request
+            ).0.action == .replayed)
+        #expect(
+            ReplayDecision.decide(
+                deadLetter(reason: "credentials", source: "e", failedAt: "2026-11-22T04:00:00.000Z"), request: request
+            ).0.action == .filtered)
+        #expect(
+            ReplayDecision.decide(
+                deadLetter(reason: "credentials", source: "e", failedAt: "yesterday"), request: request
+            ).0.action == .filtered)
 
         request = ReplayRequest(deadLetterTopic: "dlq")
         request.targetTopic = "retry"
-        let (row, message) = ReplayDecision.decide(deadLetter(reason: "x", source: nil), request: request)
+        let (row, message) = ReplayDecision.decide(deadLetter(reason: "credentials", source: nil), request: request)
         #expect(row.destination == "retry" && message?.topic == "retry")
-        #expect(ReplayDecision.decide(deadLetter(reason: "x", source: nil), request: ReplayRequest(deadLetterTopic: "dlq")).0.action == .noDestination)
+        #expect(
+            ReplayDecision.decide(
+                deadLetter(reason: "credentials", source: nil), request: ReplayRequest(deadLetterTopic: "dlq")
+            ).0.action == .noDestination)
     }
 
     @Test("a dry run produces nothing and says what it would do")
     func dryRun() {
         var request = ReplayRequest(deadLetterTopic: "dlq")
         request.dryRun = true
-        let (row, message) = ReplayDecision.decide(deadLetter(reason: "credentials", source: "events"), request: request)
+        let (row, message) = ReplayDecision.decide(
+            deadLetter(reason: "credentials", source: "events"), request: request)
         #expect(message == nil)
         #expect(row.action == .wouldReplay)
     }
@@ -88,17 +117,22 @@ struct ReplayRunTests {
     func replayRun() async throws {
         let cluster = try KafkaMockCluster(brokers: 1)
         for topic in ["dlq", "events", "orders"] { try cluster.createTopic(topic, partitions: topic == "dlq" ? 2 : 1) }
-        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
         for index in 0..<30 {
             let reason = index % 3 == 0 ? "schema" : "credentials"
             let source = index % 2 == 0 ? "events" : "orders"
-            let record = deadLetter(reason: reason, source: source, value: Array("value-\(index)".utf8), key: Array("k\(index)".utf8))
-            _ = try await producer.send(KafkaProducerMessage(
-                topic: "dlq", partition: Int32(index % 2), key: record.key, value: record.value, headers: record.headers))
+            let record = deadLetter(
+                reason: reason, source: source, value: Array("value-\(index)".utf8), key: Array("k\(index)".utf8))
+            _ = try await producer.send(
+                KafkaProducerMessage(
+                    topic: "dlq", partition: Int32(index % 2), key: record.key, value: record.value,
+                    headers: record.headers))
         }
         await producer.close()
 
-        var consumerConfiguration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "replay")
+        var consumerConfiguration = KafkaConsumerConfiguration(
+            bootstrapServers: cluster.bootstrapServers, groupID: "replay")
         consumerConfiguration.sessionTimeout = .seconds(10)
         let replayer = DeadLetterReplayer(
             consumerConfiguration: consumerConfiguration,
@@ -108,10 +142,11 @@ struct ReplayRunTests {
         dry.dryRun = true
         let dryReport = try await replayer.run(dry)
         #expect(dryReport.scanned == 30)
-        #expect(dryReport.count(.wouldReplay) == 30)
+        #expect(dryReport.count(.wouldReplay) == 20, "schema dead letters are replayed only when named")
+        #expect(dryReport.count(.filtered) == 10)
 
         var request = ReplayRequest(deadLetterTopic: "dlq")
-        request.reasons = ["credentials"]
+        request.reasons = [.credentials]
         let report = try await replayer.run(request)
         #expect(report.scanned == 30)
         #expect(report.count(.replayed) == 20)
@@ -123,8 +158,10 @@ struct ReplayRunTests {
         var check = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "check")
         check.sessionTimeout = .seconds(10)
         let reader = try KafkaConsumer(configuration: check)
-        try reader.assign([KafkaTopicPartitionOffset(topic: "events", partition: 0, offset: KafkaOffset.beginning),
-                           KafkaTopicPartitionOffset(topic: "orders", partition: 0, offset: KafkaOffset.beginning)])
+        try reader.assign([
+            KafkaTopicPartitionOffset(topic: "events", partition: 0, offset: KafkaOffset.beginning),
+            KafkaTopicPartitionOffset(topic: "orders", partition: 0, offset: KafkaOffset.beginning),
+        ])
         var received: [KafkaConsumerMessage] = []
         for try await record in reader.messages {
             received.append(record)
@@ -142,5 +179,76 @@ struct ReplayRunTests {
             #expect(record.headers.lastString("dlq-reason") == nil)
             #expect(record.headers.lastString("traceparent") == "00-abc-01")
         }
+
+        // The same replay again: everything was replayed, so nothing is; --from-beginning replays again.
+        let again = try await replayer.run(request)
+        #expect(again.count(.replayed) == 0, "a second run replays nothing: \(again.table)")
+        var everything = request
+        everything.fromBeginning = true
+        everything.dryRun = true
+        #expect(try await replayer.run(everything).count(.wouldReplay) == 20)
+    }
+
+    @Test("each reason keeps its own cursor, moved at every checkpoint; schema dead letters only when named")
+    func resumeAndNamedReasons() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        for topic in ["dlq", "events"] { try cluster.createTopic(topic, partitions: 1) }
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
+        for index in 0..<10 {
+            let record = deadLetter(
+                reason: index < 5 ? "credentials" : "schema", source: "events", offset: Int64(index))
+            _ = try await producer.send(
+                KafkaProducerMessage(topic: "dlq", key: record.key, value: record.value, headers: record.headers))
+        }
+        await producer.close()
+        var replayer = DeadLetterReplayer(
+            consumerConfiguration: KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "r"),
+            producerConfiguration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
+        replayer.checkpointInterval = 2
+
+        var credentials = ReplayRequest(deadLetterTopic: "dlq")
+        credentials.reasons = [.credentials]
+        #expect(try await replayer.run(credentials).count(.replayed) == 5)
+        // Naming schema now replays the schema ones, which the credentials run passed over.
+        var schema = ReplayRequest(deadLetterTopic: "dlq")
+        schema.reasons = [.schema]
+        #expect(try await replayer.run(schema).count(.replayed) == 5)
+        #expect(try await replayer.run(schema).count(.replayed) == 0)
+        let second = try await replayer.run(credentials)
+        #expect(second.scanned == 0, "the credentials cursor is at the end")
+        // A reason without a cursor makes the run read from the start: the credentials dead letters
+        // it passes are not replayed again.
+        var both = ReplayRequest(deadLetterTopic: "dlq")
+        both.reasons = [.credentials, .retriesExhausted]
+        let third = try await replayer.run(both)
+        #expect(third.scanned == 10)
+        #expect(third.count(.replayedBefore) == 5)
+        #expect(third.count(.replayed) == 0)
+    }
+
+    @Test("a dead-letter or target topic that does not exist is an error, and is not created")
+    func missingTopic() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        try cluster.createTopic("dlq", partitions: 1)
+        let replayer = DeadLetterReplayer(
+            consumerConfiguration: KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "r"),
+            producerConfiguration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
+        for request in [
+            ReplayRequest(deadLetterTopic: "no-such-topic"),
+            {
+                var request = ReplayRequest(deadLetterTopic: "dlq")
+                request.targetTopic = "no-such-target"
+                return request
+            }(),
+        ] {
+            let error = await #expect(throws: DeadLetterReplayer.ReplayError.self) { try await replayer.run(request) }
+            #expect(error?.isUsageError == true)
+            #expect(error?.description.contains("does not exist") == true)
+        }
+        let reader = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "check"))
+        #expect(try await !reader.topicNames().contains("no-such-topic"))
+        await reader.close()
     }
 }

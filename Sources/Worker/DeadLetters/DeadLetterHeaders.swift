@@ -24,6 +24,18 @@ public enum DeadLetterHeader {
     /// Added by replay, kept through later dead-lettering, so a poison event cannot loop forever.
     public static let replayCount = "dlq-replay-count"
 
+    /// The earlier dead-letterings of a replayed event, oldest first: `reason@last-failure-at`
+    /// entries separated by commas, at most `historyLimit` (the oldest are dropped).
+    public static let history = "dlq-history"
+    public static let historyLimit = 10
+
+    /// `headers`' history with `entry` appended.
+    static func appendHistory(_ entry: String, to headers: [KafkaHeader]) -> String {
+        var entries = headers.lastString(history).map { $0.split(separator: ",").map(String.init) } ?? []
+        entries.append(entry)
+        return entries.suffix(historyLimit).joined(separator: ",")
+    }
+
     /// Every header the worker adds starts with this.
     public static let prefix = "dlq-"
 }

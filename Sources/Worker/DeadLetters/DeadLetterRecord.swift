@@ -8,11 +8,12 @@ enum DeadLetterRecord {
         for source: KafkaConsumerMessage, result: EventResult, reason: DeadLetterReason, consumerGroup: String,
         topic: String, now: Date
     ) -> KafkaProducerMessage {
-        // A record replayed earlier carries old dlq-* headers: drop them (the replay counter stays,
-        // so a poison event still hits the replay limit), then describe this failure.
-        var headers = source.headers.filter {
-            !$0.key.hasPrefix(DeadLetterHeader.prefix) || $0.key == DeadLetterHeader.replayCount
-        }
+        // A replayed record carries its history: the replay counter (so a poison event still hits
+        // the replay limit), the earlier reasons, and the first failure's time, which stays the
+        // first. Any other dlq-* header is dropped; then this failure is described.
+        let kept: Set<String> = [DeadLetterHeader.replayCount, DeadLetterHeader.history]
+        let firstFailure = source.headers.lastString(DeadLetterHeader.firstFailureAt)
+        var headers = source.headers.filter { !$0.key.hasPrefix(DeadLetterHeader.prefix) || kept.contains($0.key) }
         func add(_ key: String, _ value: String) { headers.append(KafkaHeader(key: key, string: value)) }
         add(DeadLetterHeader.reason, reason.rawValue)
         add(DeadLetterHeader.detail, result.detail ?? result.reason ?? reason.rawValue)
@@ -22,7 +23,7 @@ enum DeadLetterRecord {
         add(DeadLetterHeader.sourceOffset, String(source.offset))
         add(DeadLetterHeader.consumerGroup, consumerGroup)
         add(DeadLetterHeader.attempts, String(result.attempts))
-        add(DeadLetterHeader.firstFailureAt, DeadLetterTime.format(result.firstFailureAt ?? now))
+        add(DeadLetterHeader.firstFailureAt, firstFailure ?? DeadLetterTime.format(result.firstFailureAt ?? now))
         add(DeadLetterHeader.lastFailureAt, DeadLetterTime.format(result.lastFailureAt ?? now))
         return KafkaProducerMessage(topic: topic, key: source.key, value: source.value, headers: headers)
     }

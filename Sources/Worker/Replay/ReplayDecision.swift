@@ -3,7 +3,11 @@ import Kafka
 /// What replay does with one dead letter: pure, so every rule is testable without Kafka.
 enum ReplayDecision {
     /// The row it counts under, and the record to produce when it is replayed.
-    static func decide(_ record: KafkaConsumerMessage, request: ReplayRequest) -> (ReplayReport.Row, KafkaProducerMessage?) {
+    ///
+    /// `replayedBefore`: the record is behind its reason's cursor (an earlier run handled it).
+    static func decide(
+        _ record: KafkaConsumerMessage, request: ReplayRequest, replayedBefore: Bool = false
+    ) -> (ReplayReport.Row, KafkaProducerMessage?) {
         let headers = record.headers
         let reason = headers.lastString(DeadLetterHeader.reason) ?? "unknown"
         let source = headers.lastString(DeadLetterHeader.sourceTopic)
@@ -12,7 +16,10 @@ enum ReplayDecision {
             ReplayReport.Row(action: action, reason: reason, destination: destination ?? "-")
         }
 
-        if !request.reasons.isEmpty, !request.reasons.contains(reason) { return (row(.filtered), nil) }
+        guard let known = DeadLetterReason(rawValue: reason), request.effectiveReasons.contains(known) else {
+            return (row(.filtered), nil)
+        }
+        if replayedBefore { return (row(.replayedBefore), nil) }
         if !request.sourceTopics.isEmpty, !request.sourceTopics.contains(source ?? "") { return (row(.filtered), nil) }
         if request.since != nil || request.until != nil {
             // A dead letter without a readable failure time cannot be placed in the range: left alone.
@@ -28,9 +35,16 @@ enum ReplayDecision {
         if request.dryRun { return (row(.wouldReplay), nil) }
 
         // The original record: key and value untouched, original headers in order, the worker's
-        // dlq-* headers dropped, and the replay counter carried forward.
+        // dlq-* headers dropped but for the history (the replay counter, the first failure, earlier
+        // reasons), which a later dead-lettering carries on.
         var replayedHeaders = headers.filter { !$0.key.hasPrefix(DeadLetterHeader.prefix) }
         replayedHeaders.append(KafkaHeader(key: DeadLetterHeader.replayCount, string: String(replays + 1)))
+        if let first = headers.lastString(DeadLetterHeader.firstFailureAt) {
+            replayedHeaders.append(KafkaHeader(key: DeadLetterHeader.firstFailureAt, string: first))
+        }
+        let entry = reason + "@" + (headers.lastString(DeadLetterHeader.lastFailureAt) ?? "")
+        replayedHeaders.append(
+            KafkaHeader(key: DeadLetterHeader.history, string: DeadLetterHeader.appendHistory(entry, to: headers)))
         let message = KafkaProducerMessage(
             topic: destination, key: record.key, value: record.value, headers: replayedHeaders)
         return (row(.replayed), message)

@@ -6,8 +6,8 @@ public struct ReplayRequest: Sendable {
     public var deadLetterTopic: String
     /// Where to produce; `nil` sends each dead letter back to its `dlq-source-topic`.
     public var targetTopic: String?
-    /// Only dead letters with one of these `dlq-reason` values (empty: all).
-    public var reasons: Set<String> = []
+    /// Only dead letters with one of these `dlq-reason` values (empty: `replayableByDefault`).
+    public var reasons: Set<DeadLetterReason> = []
     /// Only dead letters whose `dlq-last-failure-at` is at or after / before these times.
     public var since: Date?
     public var until: Date?
@@ -17,6 +17,16 @@ public struct ReplayRequest: Sendable {
     public var dryRun = false
     /// A dead letter already replayed this many times is refused: a poison event cannot loop forever.
     public var maxReplays = 3
+    /// Ignore what earlier runs replayed and read the dead-letter topic from its beginning again.
+    public var fromBeginning = false
+
+    /// The reasons a replay can fix (the credential, the configuration, APNs' availability), replayed
+    /// when none is named. An event that is not JSON, fails the schema or breaks a rule fails the
+    /// same way every time: those are replayed only when named (after changing the schema, say).
+    public static let replayableByDefault: Set<DeadLetterReason> = [.credentials, .noCredential, .retriesExhausted]
+
+    /// The reasons this run replays.
+    public var effectiveReasons: Set<DeadLetterReason> { reasons.isEmpty ? Self.replayableByDefault : reasons }
 
     public init(deadLetterTopic: String) {
         self.deadLetterTopic = deadLetterTopic
@@ -30,6 +40,8 @@ public struct ReplayReport: Sendable, Equatable {
         case wouldReplay = "would replay"
         /// Left alone by the filters.
         case filtered
+        /// Replayed by an earlier run (behind its reason's cursor): not again unless --from-beginning.
+        case replayedBefore = "skipped: replayed before"
         /// Replayed too often already (`dlq-replay-count` at the limit).
         case refusedLimit = "refused: replay limit"
         /// No `dlq-source-topic` and no target topic given: nowhere to send it.

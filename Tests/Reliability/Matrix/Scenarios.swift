@@ -335,7 +335,7 @@ extension Scenario {
             try await broken.stop()
             _ = try rig.startWorker()
             var request = ReplayRequest(deadLetterTopic: EmbeddedStack.deadLetterTopic)
-            request.reasons = ["credentials"]
+            request.reasons = [.credentials]
             let report = try await DeadLetterReplayer(
                 consumerConfiguration: KafkaConsumerConfiguration(
                     bootstrapServers: rig.bootstrapServers, groupID: "replay"),
