@@ -102,6 +102,21 @@ public struct KafkaProducerConfiguration: Sendable {
     }
 }
 
+extension KafkaConsumerConfiguration {
+    /// Has librdkafka check every property, without connecting: an unknown property or a value it
+    /// refuses throws `invalidArgument` naming the property (a secret's value is never quoted).
+    public func validate() throws(KafkaError) {
+        _ = try RDKafkaConfig(properties: librdkafkaProperties)
+    }
+}
+
+extension KafkaProducerConfiguration {
+    /// Has librdkafka check every property, without connecting (see the consumer's).
+    public func validate() throws(KafkaError) {
+        _ = try RDKafkaConfig(properties: librdkafkaProperties)
+    }
+}
+
 /// Typed values first, pass-through properties after (so they override), keys sorted for stable errors.
 private func merged(_ typed: [(String, String)], _ properties: [String: String]) -> [(String, String)] {
     typed.filter { properties[$0.0] == nil } + properties.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }

@@ -122,11 +122,30 @@ struct ConfigurationErrorTests {
         #expect(!ConfigSecrets.isSecret(key: "ssl.ca.location"))
     }
 
-    @Test("librdkafka property maps accept any key")
+    @Test("librdkafka property maps take any property librdkafka knows; one it refuses is a configuration error")
     func freeFormMaps() throws {
-        let text = replacing("linger.ms: 10", with: "linger.ms: 10\n    anything.goes: yes")
+        let text = replacing("linger.ms: 10", with: "linger.ms: 10\n    queue.buffering.max.kbytes: 2048")
         let configuration = try WorkerConfiguration.parse(text)
-        #expect(configuration.producer.properties["anything.goes"] == "yes")
+        #expect(configuration.producer.properties["queue.buffering.max.kbytes"] == "2048")
+
+        let unknown = try failure(replacing("linger.ms: 10", with: "linger.ms: 10\n    anything.goes: yes"))
+        #expect(unknown.code == .invalidValue)
+        #expect(unknown.keyPath == "producer.properties.anything.goes")
+        #expect(unknown.message.contains("No such configuration property"), "\(unknown)")
+        let badValue = try failure(replacing("linger.ms: 10", with: "linger.ms: soon"))
+        #expect(badValue.keyPath == "producer.properties.linger.ms", "\(badValue)")
+    }
+
+    @Test("a results or dead-letter topic that is also an input topic is refused (the worker would eat its own output)")
+    func outputTopicLoops() throws {
+        let results = try failure(replacing("results: apns-results", with: "results: urgent-notifications"))
+        #expect(results.keyPath == "topics.results")
+        #expect(results.message.contains("also an input topic"), "\(results)")
+        let deadLetters = try failure(replacing("deadLetters: apns-dead-letters", with: "deadLetters: notifications"))
+        #expect(deadLetters.keyPath == "topics.deadLetters")
+        #expect(deadLetters.line != nil)
+        let same = try failure(replacing("deadLetters: apns-dead-letters", with: "deadLetters: apns-results"))
+        #expect(same.keyPath == "topics.deadLetters")
     }
 
     @Test("a bad value names the key and what was expected")

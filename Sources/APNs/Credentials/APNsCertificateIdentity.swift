@@ -4,10 +4,12 @@ public final class APNsCertificateIdentity: @unchecked Sendable {
     // pool builds its SSL_CTX.
     let identity: OpenSSLClientIdentity
 
-    /// A PEM certificate (optionally followed by intermediates) and its PEM private key.
-    public init(certificatePEM: [UInt8], keyPEM: [UInt8]) throws(APNsCredentialError) {
+    /// A PEM certificate (optionally followed by intermediates) and its PEM private key; `password`
+    /// opens an encrypted key (`nil`: the key must not be encrypted).
+    public init(certificatePEM: [UInt8], keyPEM: [UInt8], password: String? = nil) throws(APNsCredentialError) {
         do {
-            self.identity = try OpenSSLClientIdentity(certificatePEM: certificatePEM, keyPEM: keyPEM)
+            self.identity = try OpenSSLClientIdentity(
+                certificatePEM: certificatePEM, keyPEM: keyPEM, password: password)
         } catch let error as OpenSSLError {
             throw APNsCredentialError(.certificateUnreadable, "cannot load the certificate or its key", openSSL: error)
         } catch {
@@ -26,8 +28,10 @@ public final class APNsCertificateIdentity: @unchecked Sendable {
         }
     }
 
-    public convenience init(certificateFile: String, keyFile: String) throws(APNsCredentialError) {
-        try self.init(certificatePEM: try readFile(certificateFile), keyPEM: try readFile(keyFile))
+    public convenience init(certificateFile: String, keyFile: String, password: String? = nil)
+        throws(APNsCredentialError)
+    {
+        try self.init(certificatePEM: try readFile(certificateFile), keyPEM: try readFile(keyFile), password: password)
     }
 
     public convenience init(pkcs12File: String, password: String) throws(APNsCredentialError) {

@@ -56,10 +56,11 @@ final class OpenSSLClientIdentity {
         self.chain = chain
     }
 
-    /// A PEM certificate (optionally followed by its chain) and a PEM private key.
-    convenience init(certificatePEM: [UInt8], keyPEM: [UInt8]) throws {
+    /// A PEM certificate (optionally followed by its chain) and a PEM private key, encrypted when
+    /// `password` is given.
+    convenience init(certificatePEM: [UInt8], keyPEM: [UInt8], password: String? = nil) throws {
         let certificates = try OpenSSLCertificate.readAll(pem: certificatePEM)
-        let key = try OpenSSLPrivateKey(pem: keyPEM)
+        let key = try OpenSSLPrivateKey(pem: keyPEM, password: password)
         self.init(certificate: certificates[0], key: key, chain: Array(certificates.dropFirst()))
         try checkKeyMatches()
     }

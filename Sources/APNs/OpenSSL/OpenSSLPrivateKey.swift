@@ -13,16 +13,40 @@ final class OpenSSLPrivateKey {
     }
 
     /// Reads a PEM private key (PKCS#8 `BEGIN PRIVATE KEY`, as Apple's `.p8` files are, or the
-    /// traditional `BEGIN EC PRIVATE KEY` / `BEGIN RSA PRIVATE KEY`). Encrypted keys are refused:
-    /// no password callback is installed, so OpenSSL cannot prompt on a terminal.
-    convenience init(pem: [UInt8]) throws {
+    /// traditional `BEGIN EC PRIVATE KEY` / `BEGIN RSA PRIVATE KEY`), encrypted (`BEGIN ENCRYPTED
+    /// PRIVATE KEY`, or a traditional key with `Proc-Type: 4,ENCRYPTED`) when `password` is given.
+    /// Without a password an encrypted key is refused: a callback that refuses is installed, so
+    /// OpenSSL never prompts on a terminal.
+    convenience init(pem: [UInt8], password: String? = nil) throws {
         let key = try withMemoryBIO(pem) { bio -> OpaquePointer in
-            guard let key = PEM_read_bio_PrivateKey(bio, nil, refusePassword, nil) else {
-                throw OpenSSLError(.keyUnreadable, "not a PEM private key (or it is encrypted)")
+            let key: OpaquePointer?
+            if let password {
+                // No callback and `u` set: OpenSSL takes `u` as the NUL-terminated passphrase.
+                key = password.withCString {
+                    PEM_read_bio_PrivateKey(bio, nil, nil, UnsafeMutableRawPointer(mutating: $0))
+                }
+            } else {
+                key = PEM_read_bio_PrivateKey(bio, nil, refusePassword, nil)
+            }
+            guard let key else {
+                if Self.isEncrypted(pem) {
+                    throw OpenSSLError(
+                        .keyUnreadable,
+                        password == nil
+                            ? "the private key is encrypted and no password was given"
+                            : "wrong password for the private key")
+                }
+                throw OpenSSLError(.keyUnreadable, "not a PEM private key")
             }
             return key
         }
         self.init(taking: key)
+    }
+
+    /// Whether PEM text holds an encrypted key (PKCS#8 `ENCRYPTED PRIVATE KEY` or an RFC 1421 header).
+    static func isEncrypted(_ pem: [UInt8]) -> Bool {
+        let text = String(decoding: pem, as: UTF8.self)
+        return text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") || text.contains("Proc-Type: 4,ENCRYPTED")
     }
 
     deinit {

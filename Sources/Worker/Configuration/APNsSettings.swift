@@ -37,9 +37,10 @@ public struct APNsSettings: Sendable, Hashable {
         public init() {}
     }
 
-    /// The first credential one of whose patterns matches `topic`, in file order.
-    public func credential(forTopic topic: String) -> CredentialSettings? {
-        credentials.first { $0.matches(topic: topic) }
+    /// The first credential one of whose patterns matches `topic` and that serves `environment`
+    /// (any, when `nil`), in file order.
+    public func credential(forTopic topic: String, environment: APNsEnvironment? = nil) -> CredentialSettings? {
+        credentials.first { $0.matches(topic: topic) && (environment.map($0.serves) ?? true) }
     }
 }
 
@@ -51,11 +52,21 @@ public struct CredentialSettings: Sendable, Hashable {
     /// but not `com.example.app` itself: list both when both are wanted).
     public var topics: [String]
     public var kind: Kind
+    /// `environment`: the one APNs environment this credential serves (a sandbox-only certificate,
+    /// a token key scoped to one environment); `nil`: both. Events for the other environment look
+    /// further down the list.
+    public var environment: APNsEnvironment?
 
-    public init(name: String, topics: [String], kind: Kind) {
+    public init(name: String, topics: [String], kind: Kind, environment: APNsEnvironment? = nil) {
         self.name = name
         self.topics = topics
         self.kind = kind
+        self.environment = environment
+    }
+
+    /// Whether events for `environment` may use this credential.
+    public func serves(_ environment: APNsEnvironment) -> Bool {
+        self.environment == nil || self.environment == environment
     }
 
     public enum Kind: Sendable, Hashable {

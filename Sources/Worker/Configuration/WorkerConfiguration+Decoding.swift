@@ -1,4 +1,5 @@
 import Logging
+import APNs
 import Kafka
 
 /// Typing and checking, one section at a time, in the file's order.
@@ -22,6 +23,18 @@ extension WorkerConfiguration {
         let topics = TopicSettings(
             results: try topicsSection.required("results", topicsSection.string("results")),
             deadLetters: try topicsSection.required("deadLetters", topicsSection.string("deadLetters")))
+        // A results or dead-letter topic that is also an input would feed the worker its own output.
+        for (key, topic) in [("results", topics.results), ("deadLetters", topics.deadLetters)]
+        where consumer.topics.contains(topic) {
+            throw topicsSection.error(
+                key, topicsSection.node(key),
+                "\"\(topic)\" is also an input topic (consumer.topics): the worker would consume its own output")
+        }
+        if topics.results == topics.deadLetters {
+            throw topicsSection.error(
+                "deadLetters", topicsSection.node("deadLetters"),
+                "must differ from topics.results: results and dead letters are different formats")
+        }
         try topicsSection.finish()
         var apnsSection = try root.required("apns", root.section("apns"))
         let apns = try decodeAPNs(&apnsSection)
@@ -163,6 +176,7 @@ extension WorkerConfiguration {
                 "topics", section.node("topics"), "\"\(pattern)\": expected an exact topic or a prefix ending in \".*\""
             )
         }
+        let environment = try section.choice("environment", APNsEnvironment.allCases)
         let token = try section.section("token")
         let certificate = try section.section("certificate")
         let kind: CredentialSettings.Kind
@@ -178,7 +192,7 @@ extension WorkerConfiguration {
             throw section.error("token", nil, "expected a token or a certificate section", code: .missingKey)
         }
         try section.finish()
-        return CredentialSettings(name: name, topics: topics, kind: kind)
+        return CredentialSettings(name: name, topics: topics, kind: kind, environment: environment)
     }
 
     private static func decodeToken(_ section: inout ConfigSection) throws(ConfigurationError)

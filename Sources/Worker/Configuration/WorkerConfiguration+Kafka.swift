@@ -18,6 +18,24 @@ extension WorkerConfiguration {
         return configuration
     }
 
+    /// Has librdkafka check the consumer's and the producer's properties (unknown names, bad
+    /// values) without connecting, so that they are configuration errors, found before anything runs.
+    public func checkKafkaProperties(file: String? = nil) throws(ConfigurationError) {
+        do {
+            try kafkaConsumerConfiguration.validate()
+            try kafkaProducerConfiguration.validate()
+        } catch {
+            let property = error.property ?? ""
+            let keyPath =
+                consumer.properties[property] != nil
+                ? "consumer.properties.\(property)"
+                : producer.properties[property] != nil ? "producer.properties.\(property)" : "kafka.\(property)"
+            throw ConfigurationError(
+                code: .invalidValue, file: file, keyPath: property.isEmpty ? "kafka" : keyPath,
+                message: "librdkafka refused it: \(error.message)")
+        }
+    }
+
     /// `delivery.retry`.
     public var retryPolicy: RetryPolicy { delivery.retry }
 

@@ -94,9 +94,16 @@ public final class APNsSender: NotificationSending {
         _ notification: APNsNotification, environment: APNsEnvironment,
         completion: @Sendable (SendAttempt) -> Void
     ) -> (APNsClient, String)? {
-        guard let index = routes.firstIndex(where: { $0.settings.matches(topic: notification.topic) }) else {
+        guard
+            let index = routes.firstIndex(where: {
+                $0.settings.matches(topic: notification.topic) && $0.settings.serves(environment)
+            })
+        else {
+            let scoped = routes.contains { $0.settings.matches(topic: notification.topic) }
             let error = APNsClientError(
-                .noCredentialForTopic, "no configured credential matches topic \(notification.topic)",
+                .noCredentialForTopic,
+                "no configured credential matches topic \(notification.topic)"
+                    + (scoped ? " in the \(environment.rawValue) environment" : ""),
                 mayHaveReachedAPNs: false)
             completion(
                 SendAttempt(response: nil, error: error, outcome: .classify(error), credential: nil, duration: .zero))
@@ -159,7 +166,9 @@ public final class APNsSender: NotificationSending {
                 configuration: configuration, defaultCredential: route.credential, eventLoopGroup: group,
                 logger: logger)
             clients[key] = client
-            logger.info("APNs client for credential \(route.settings.name) at \(endpoint.host):\(endpoint.port)")
+            logger.info(
+                "APNs client for credential \(route.settings.name) (\(environment.rawValue)) at \(endpoint.host):\(endpoint.port)",
+                metadata: ["credential": "\(route.settings.name)", "environment": "\(environment.rawValue)"])
             return client
         }
     }
@@ -183,13 +192,31 @@ public final class APNsSender: NotificationSending {
                 }
                 return .token(try APNsTokenAuthenticator(teamID: token.teamID, keyID: token.keyID, key: key))
             case .certificate(let certificate):
-                let password = try certificate.passwordEnvironmentVariable.map(secret) ?? ""
+                // The password is read only when the variable is set: an unencrypted key (or a
+                // PKCS#12 bundle without a password) loads without it, and one that needs it says
+                // which variable is missing.
+                let variable = certificate.passwordEnvironmentVariable
+                let password = variable.flatMap { environment[$0] }
+                let identity: Result<APNsCertificateIdentity, APNsCredentialError>
                 switch certificate.source {
                 case .pem(let certificateFile, let privateKeyFile):
-                    return .certificate(
-                        try APNsCertificateIdentity(certificateFile: certificateFile, keyFile: privateKeyFile))
+                    identity = Result { () throws(APNsCredentialError) in
+                        try APNsCertificateIdentity(
+                            certificateFile: certificateFile, keyFile: privateKeyFile, password: password)
+                    }
                 case .pkcs12(let file):
-                    return .certificate(try APNsCertificateIdentity(pkcs12File: file, password: password))
+                    identity = Result { () throws(APNsCredentialError) in
+                        try APNsCertificateIdentity(pkcs12File: file, password: password ?? "")
+                    }
+                }
+                switch identity {
+                case .success(let identity): return .certificate(identity)
+                case .failure(let error):
+                    guard error.code == .certificateUnreadable, password == nil else { throw error }
+                    let hint =
+                        variable.map { "passwordEnv names \($0), which is not set" }
+                        ?? "if the key is encrypted, name the variable holding its password in passwordEnv"
+                    throw APNsCredentialError(error.code, "\(error.message) (\(hint))", openSSL: error.openSSL)
                 }
             }
         } catch let error as APNsCredentialError {
