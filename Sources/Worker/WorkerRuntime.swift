@@ -42,6 +42,9 @@ public enum WorkerRuntime {
         _ configuration: WorkerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
     ) throws -> Assembly {
+        logger.info(
+            "apns-worker \(WorkerVersion.current) starting",
+            metadata: ["version": "\(WorkerVersion.current)", "configuration": "\(configuration)"])
         let registry = PrometheusCollectorRegistry()
         let metrics = WorkerMetrics(registry: registry)
         // Liveness is progress: an event waiting out its longest backoff is not stuck, so the
@@ -51,7 +54,7 @@ public enum WorkerRuntime {
         let observer = OperationsObserver(metrics: metrics, health: health)
         // Every configured credential exports its gauge from the start (0 = healthy), so dashboards
         // and alerts see the series before anything goes wrong.
-        for credential in configuration.apns.credentials { metrics.setCredentialBroken(credential.name, false) }
+        for credential in configuration.apns.credentials { metrics.register(credential: credential.name) }
         let sender = try APNsSender(settings: configuration.apns, environment: environment, logger: logger)
 
         var pipelineConfiguration = PipelineConfiguration(

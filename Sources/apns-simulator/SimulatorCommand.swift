@@ -11,7 +11,8 @@ struct SimulatorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns-simulator",
         abstract: "An APNs look-alike HTTP/2 server with fault injection.",
-        discussion: "Prints `listening on HOST:PORT` first; SIGTERM or SIGINT stops it and prints its counters."
+        discussion: "Prints `listening on HOST:PORT` first; SIGTERM or SIGINT stops it and prints its counters.",
+        version: SimulatorVersion.current
     )
 
     @Option(help: "Address to listen on.") var host = "127.0.0.1"

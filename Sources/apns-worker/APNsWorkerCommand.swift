@@ -1,4 +1,5 @@
 import ArgumentParser
+import Worker
 
 /// `apns-worker`: the root command. Each subcommand is one line in `subcommands`; they parse flags,
 /// call into Worker, and print. No logic lives here.
@@ -6,6 +7,7 @@ struct APNsWorkerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns-worker",
         abstract: "Kafka in, Apple Push Notification service out.",
+        version: WorkerVersion.current,
         subcommands: [
             RunCommand.self,
             DemoCommand.self,

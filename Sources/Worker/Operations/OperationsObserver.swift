@@ -12,8 +12,8 @@ public struct OperationsObserver: PipelineObserver {
 
     public func consumed(topic: String) { metrics.consumed(topic: topic) }
 
-    public func completed(_ outcome: ResultOutcome, duration: Duration) {
-        metrics.completed(outcome: outcome.rawValue)
+    public func completed(_ outcome: ResultOutcome, credential: String?, duration: Duration) {
+        metrics.completed(outcome: outcome.rawValue, credential: credential)
         metrics.eventFinished(duration: duration)
         health.heartbeat()
     }

@@ -27,7 +27,9 @@ struct OperationsRouter: Sendable {
         case "/metrics":
             route = {
                 beforeScrape()
-                return Response(status: .ok, contentType: Self.prometheusContentType, body: registry.emitToBuffer())
+                return Response(
+                    status: .ok, contentType: Self.prometheusContentType,
+                    body: WorkerMetrics.withHelpLines(registry.emitToBuffer()))
             }
         case "/health/live": route = live
         case "/health/ready": route = ready

@@ -17,6 +17,51 @@ public final class WorkerMetrics: Sendable {
         "too-many-requests", "server-error", "unavailable", "transport", "timeout", "provider-token",
     ]
 
+    /// Every metric the worker exports, with its `# HELP` text (swift-metrics carries no help text,
+    /// so `/metrics` adds these lines itself; see `withHelpLines`).
+    public static let help: [String: String] = [
+        "apns_worker_build_info": "Always 1; the version label is this build's release.",
+        "apns_worker_events_consumed_total": "Records read from an input topic.",
+        "apns_worker_events_completed_total":
+            "Events whose result Kafka acknowledged, by outcome.",
+        "apns_worker_credential_outcomes_total":
+            "Events sent to APNs whose result Kafka acknowledged, by the credential they used and outcome.",
+        "apns_worker_dead_letters_total": "Dead letters Kafka acknowledged, by dlq-reason.",
+        "apns_worker_apns_requests_total": "APNs answers by HTTP status (none: no answer) and reason.",
+        "apns_worker_apns_request_duration_seconds": "From sending an APNs request to its answer.",
+        "apns_worker_event_duration_seconds": "From consuming an event to its result acknowledged.",
+        "apns_worker_retries_total": "Retries scheduled, by cause.",
+        "apns_worker_published_degraded_total":
+            "Results and dead letters Kafka refused as they were and took degraded, by topic and Kafka error.",
+        "apns_worker_in_flight_events": "Events consumed and not yet completed.",
+        "apns_worker_consumer_paused": "1 while the input is paused at the in-flight bound.",
+        "apns_worker_consumer_lag": "Records behind the end of each input partition (librdkafka statistics).",
+        "apns_worker_commits_total": "Offset commits, by result.",
+        "apns_worker_credentials_broken": "1 while APNs refuses the credential, 0 once it works.",
+        "apns_worker_apns_connections": "APNs connections per pool, by state.",
+        "apns_worker_apns_streams_in_use": "HTTP/2 streams in use per APNs pool.",
+        "apns_worker_apns_stream_capacity": "HTTP/2 streams the pool's connections allow at once.",
+        "apns_worker_apns_requests_waiting": "Requests waiting for a free stream per APNs pool.",
+    ]
+
+    /// The Prometheus text with a `# HELP` line before each known metric's `# TYPE` line.
+    public static func withHelpLines(_ text: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(text.count + help.count * 80)
+        let typePrefix = Array("# TYPE ".utf8)
+        for line in text.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            if line.starts(with: typePrefix) {
+                let name = String(
+                    decoding: line.dropFirst(typePrefix.count).prefix { $0 != UInt8(ascii: " ") }, as: UTF8.self)
+                if let text = help[name] { out.append(contentsOf: "# HELP \(name) \(text)\n".utf8) }
+            }
+            out.append(contentsOf: line)
+            out.append(UInt8(ascii: "\n"))
+        }
+        if text.last != UInt8(ascii: "\n"), !out.isEmpty { out.removeLast() }
+        return out
+    }
+
     /// Buckets for both duration histograms: 1 ms to 60 s (an event may wait out several backoffs).
     public static let durationBuckets: [Duration] = [
         .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
@@ -83,6 +128,7 @@ public final class WorkerMetrics: Sendable {
         deadLettersByReason = deadLetters
         retriesByCause = retries
         for result in ["ok", "error"] { _ = counter("apns_worker_commits_total", [("result", result)]) }
+        gauge("apns_worker_build_info", [("version", WorkerVersion.current)]).record(1)
     }
 
     /// A Prometheus factory for `registry` with this worker's histogram buckets.
@@ -108,10 +154,27 @@ public final class WorkerMetrics: Sendable {
         counter.increment()
     }
 
-    /// A result event acknowledged by Kafka; `outcome` is one of `outcomes`.
-    public func completed(outcome: String) {
+    /// A result event acknowledged by Kafka; `outcome` is one of `outcomes`. `credential`: the
+    /// configured credential it was sent with, if any (`apns_worker_credential_outcomes_total`).
+    public func completed(outcome: String, credential: String? = nil) {
         (completedByOutcome[outcome] ?? counter("apns_worker_events_completed_total", [("outcome", outcome)]))
             .increment()
+        if let credential {
+            counter("apns_worker_credential_outcomes_total", [("credential", credential), ("outcome", outcome)])
+                .increment()
+        }
+    }
+
+    /// The outcomes an event sent with a credential can have (never `invalid`).
+    public static let sentOutcomes = ["delivered", "unregistered", "rejected", "failed", "expired"]
+
+    /// Makes `credential`'s series exist at 0 (its broken gauge and its outcomes), so that dashboards
+    /// and alerts see them before the first event.
+    public func register(credential: String) {
+        setCredentialBroken(credential, false)
+        for outcome in Self.sentOutcomes {
+            _ = counter("apns_worker_credential_outcomes_total", [("credential", credential), ("outcome", outcome)])
+        }
     }
 
     /// A dead letter acknowledged by Kafka; `reason` is one of `deadLetterReasons`.

@@ -7,7 +7,8 @@ public protocol PipelineObserver: Sendable {
     /// A record was read from an input topic.
     func consumed(topic: String)
     /// A result event (and its dead letter, if any) was acknowledged by Kafka.
-    func completed(_ outcome: ResultOutcome, duration: Duration)
+    /// `credential`: the configured credential the event was sent with, `nil` when it never was.
+    func completed(_ outcome: ResultOutcome, credential: String?, duration: Duration)
     func deadLettered(_ reason: DeadLetterReason)
     /// APNs answered (`status` nil: no answer, the request failed in transport).
     func apnsAnswered(status: Int?, reason: String?, duration: Duration)
@@ -36,7 +37,7 @@ public protocol PipelineObserver: Sendable {
 
 extension PipelineObserver {
     public func consumed(topic: String) {}
-    public func completed(_ outcome: ResultOutcome, duration: Duration) {}
+    public func completed(_ outcome: ResultOutcome, credential: String?, duration: Duration) {}
     public func deadLettered(_ reason: DeadLetterReason) {}
     public func apnsAnswered(status: Int?, reason: String?, duration: Duration) {}
     public func retryScheduled(_ cause: RetryCause) {}

@@ -315,6 +315,7 @@ public final class WorkerPipeline: Service, Sendable {
     ) {
         let completedAt = Date()
         let outcome = result.outcome
+        let credential = result.credential
         let deadLetterReason = result.deadLetter
         let latency = ContinuousClock.now - started
         let resultsTopic = configuration.resultsTopic
@@ -332,7 +333,7 @@ public final class WorkerPipeline: Service, Sendable {
                 self.finish(done, consumer: consumer, completed: published)
                 guard published else { return }
                 if let deadLetterReason { self.observer.deadLettered(deadLetterReason) }
-                self.observer.completed(outcome, duration: ContinuousClock.now - started)
+                self.observer.completed(outcome, credential: credential, duration: ContinuousClock.now - started)
             }
         }
         guard let deadLetterReason else {

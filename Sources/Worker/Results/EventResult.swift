@@ -21,6 +21,8 @@ public struct EventResult: Sendable {
     /// Requests sent to APNs.
     public var attempts: Int
     public var metadata: JSONValue?
+    /// The configured credential it was sent with (metrics only; not in the result event).
+    public var credential: String?
     /// Set when the event also goes to the dead-letter topic.
     public var deadLetter: DeadLetterReason?
     public var firstFailureAt: Date?
