@@ -114,6 +114,51 @@ struct EventProcessorTests {
         #expect(scheduler.delays.isEmpty)
     }
 
+    @Test(
+        "a request the client refuses before sending (location push, certificate) is rejected with 0 attempts, dead-lettered as no-credential, and its result validates"
+    )
+    func refusedBeforeSending() throws {
+        let refusal = APNsNotificationError(
+            .tokenAuthenticationRequired, field: .pushType,
+            "push type 'location' supports token-based authentication only")
+        let sender = ScriptedSender([
+            SendAttempt(
+                response: nil, error: refusal, outcome: .classify(refusal), credential: "certificate", duration: .zero)
+        ])
+        let results = Results()
+        Self.processor(sender, ManualScheduler()).process(Self.record(Self.valid)) { results.append($0) }
+        let result = try #require(results.only ?? nil)
+        #expect(result.outcome == .rejected)
+        #expect(result.attempts == 0, "nothing was sent")
+        #expect(result.status == nil)
+        #expect(result.reason == "tokenAuthenticationRequired")
+        #expect(result.deadLetter == .noCredential)
+        #expect(result.detail?.hasPrefix("/pushType: ") == true)
+        let value = ResultEvent.value(for: result, source: Self.record(Self.valid), latency: .zero, completedAt: Date())
+        let errors = EventSchemas.resultEvent.validate(try JSONParser.parse(value), mode: .allErrors)
+        #expect(errors.isEmpty, "\(errors)")
+    }
+
+    @Test("a replayed record's result says how often it was replayed, so downstream keeps the latest word")
+    func replayCountInResult() throws {
+        let results = Results()
+        let record = KafkaConsumerMessage(
+            topic: "events", partition: 0, offset: 0, key: nil, value: Self.valid,
+            headers: [KafkaHeader(key: "dlq-replay-count", string: "2")])
+        Self.processor(ScriptedSender([]), ManualScheduler()).process(record) { results.append($0) }
+        let result = try #require(results.only ?? nil)
+        #expect(result.replays == 2)
+        let text = String(
+            decoding: ResultEvent.value(for: result, source: record, latency: .zero, completedAt: Date()), as: UTF8.self
+        )
+        #expect(text.contains(#""replays":2"#))
+        let first = String(
+            decoding: ResultEvent.value(
+                for: EventResult(eventID: "x", outcome: .failed, attempts: 1), source: record, latency: .zero,
+                completedAt: Date()), as: UTF8.self)
+        #expect(!first.contains("replays"), "absent when never replayed")
+    }
+
     @Test func theFirstRequestJoinsTheCallersBatchAndRetriesGoThroughTheSender() throws {
         let sender = ScriptedSender([ScriptedSender.answer(503, .serviceUnavailable), ScriptedSender.answer(200)])
         let scheduler = ManualScheduler()

@@ -33,7 +33,7 @@ struct ResultEventTests {
         expired.reason = "TooManyRequests"
         var invalid = EventResult(eventID: nil, outcome: .invalid, attempts: 0)
         invalid.reason = "malformedJSON"
-        invalid.detail = "1:9: unexpected end"
+        invalid.detail = "(root): invalid JSON at line 1, column 9: unexpected end of input"
         // Outcomes of events never sent: no credential for the topic, too old, too large.
         var noCredential = EventResult(eventID: "e-7", outcome: .rejected, attempts: 0)
         noCredential.reason = "noCredentialForTopic"

@@ -108,6 +108,16 @@ public struct EventDecodingError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The result event's `reason`: `malformedJSON`, `schema`, or the APNs rule's code
+    /// (`payloadTooLarge`, `badCollapseId`, …); the keyword and pointer are in `detail`.
+    public var resultReason: String {
+        switch kind {
+        case .malformedJSON: "malformedJSON"
+        case .schema: "schema"
+        case .rule: problems[0].keyword
+        }
+    }
+
     /// The `dlq-detail` for this event's dead letter: the first problem, `<pointer>: <message>`.
     public var deadLetterDetail: String { problems[0].description }
 

@@ -477,7 +477,7 @@ extension EventSchemas {
           "$schema": "http://json-schema.org/draft-07/schema#",
           "$id": "urn:apns-worker:schema:result-event",
           "title": "APNs result event",
-          "description": "Exactly one per consumed event, published to the response topic, keyed by the event id. After a crash an event may be reported twice: drop duplicates by eventId. See docs/events.md.",
+          "description": "Exactly one per consumed event, published to the response topic, keyed by the event id. After a crash an event may be reported twice, and a replayed event is reported again: for one eventId, keep the result with the highest replays (absent = 0); among equal ones any. See docs/events.md.",
           "type": "object",
           "required": [
             "eventId",
@@ -531,11 +531,11 @@ extension EventSchemas {
                 "null"
               ],
               "minLength": 1,
-              "description": "APNs' reason (BadDeviceToken, Unregistered, …), or for invalid events the rule broken (malformedJSON, schema, payloadTooLarge, …); null when delivered; noCredentialForTopic (rejected, nothing sent), staleEvent (expired, nothing sent), recordTooLarge (invalid)."
+              "description": "APNs' reason (BadDeviceToken, Unregistered, …) for answers; for rejected without an answer noCredentialForTopic or tokenAuthenticationRequired (nothing sent); for invalid events the rule broken: malformedJSON (not JSON), schema (fails the event schema; detail names the keyword's problem), recordTooLarge, or an APNs rule checked in code (payloadTooLarge, badCollapseId, …); staleEvent (expired, nothing sent); the transport failure (connectionLost, deadlineExceeded, …) for failed or expired without an answer; null when delivered."
             },
             "detail": {
               "type": "string",
-              "description": "A sentence for people, e.g. '/payload/aps: required property 'alert' is missing'."
+              "description": "A sentence for people. For invalid events it starts with the JSON pointer of the first problem: '/payload/aps: required property 'alert' is missing', '(root): invalid JSON at line 1, column 17: …'."
             },
             "apnsTimestamp": {
               "type": "integer",
@@ -545,7 +545,12 @@ extension EventSchemas {
             "attempts": {
               "type": "integer",
               "minimum": 0,
-              "description": "Requests sent to APNs for this event (0 when never sent)."
+              "description": "Requests the worker sent, or tried to send, to APNs for this event: a connection that could not be opened counts; a request refused before sending (no credential, a rule that depends on the credential) does not. 0 when never sent."
+            },
+            "replays": {
+              "type": "integer",
+              "minimum": 1,
+              "description": "How many times the event was replayed from the dead-letter topic (apns-worker replay); absent when never. For one eventId, the result with the highest replays is the latest word."
             },
             "latencyMs": {
               "type": "number",
@@ -687,7 +692,10 @@ extension EventSchemas {
                 "then": {
                   "properties": {
                     "reason": {
-                      "const": "noCredentialForTopic"
+                      "enum": [
+                        "noCredentialForTopic",
+                        "tokenAuthenticationRequired"
+                      ]
                     },
                     "attempts": {
                       "const": 0
@@ -778,10 +786,29 @@ extension EventSchemas {
                     "const": null
                   },
                   "reason": {
-                    "type": "string"
+                    "enum": [
+                      "malformedJSON",
+                      "schema",
+                      "recordTooLarge",
+                      "badDeviceToken",
+                      "missingTopic",
+                      "badTopic",
+                      "topicSuffixMismatch",
+                      "badPriority",
+                      "badExpirationDate",
+                      "badCollapseId",
+                      "badMessageId",
+                      "payloadEmpty",
+                      "payloadNotJSONObject",
+                      "payloadCompressed",
+                      "payloadTooLarge"
+                    ]
                   },
                   "attempts": {
                     "const": 0
+                  },
+                  "detail": {
+                    "pattern": "^(\\(root\\)|/[^ ]*): "
                   }
                 }
               }

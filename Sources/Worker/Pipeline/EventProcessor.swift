@@ -107,6 +107,7 @@ struct EventProcessor: Sendable {
     ) {
         guard let value = record.value else {
             var result = EventResult(eventID: nil, outcome: .invalid, attempts: 0)
+            result.replays = Self.replays(of: record)
             result.reason = "malformedJSON"
             result.detail = "(root): the record has no value"
             result.deadLetter = .malformedJSON
@@ -115,6 +116,7 @@ struct EventProcessor: Sendable {
         }
         guard value.count <= maxRecordBytes else {
             var result = EventResult(eventID: nil, outcome: .invalid, attempts: 0)
+            result.replays = Self.replays(of: record)
             result.reason = Self.recordTooLargeReason
             result.detail =
                 "(root): the record's value has \(value.count) bytes, more than delivery.maxRecordBytes (\(maxRecordBytes))"
@@ -127,7 +129,8 @@ struct EventProcessor: Sendable {
             event = try decoder.decode(value)
         } catch {
             var result = EventResult(eventID: error.eventID, outcome: .invalid, attempts: 0)
-            result.reason = error.problems[0].keyword
+            result.replays = Self.replays(of: record)
+            result.reason = error.resultReason
             result.detail = error.deadLetterDetail
             result.deadLetter = error.deadLetterReason
             completion(result)
@@ -135,6 +138,7 @@ struct EventProcessor: Sendable {
         }
         var result = EventResult(eventID: event.id, outcome: .failed, attempts: 0)
         result.metadata = event.metadata
+        result.replays = Self.replays(of: record)
         if let maxEventAge, let stamp = record.timestampMilliseconds {
             let age = Duration.milliseconds(Int64(now().timeIntervalSince1970 * 1000) - stamp)
             if age > maxEventAge {
@@ -196,6 +200,22 @@ struct EventProcessor: Sendable {
     /// Classifies an answer: done, or the next attempt (now, or after a backoff).
     private func answered(_ run: Run, _ attempt: SendAttempt, _ completion: @escaping Completion) {
         progress.step()
+        if let error = attempt.error as? APNsNotificationError {
+            // Refused by the client before sending, by a rule that depends on the credential the
+            // topic routes to (a location push needs token authentication). Nothing was sent; the
+            // fix is a credential that can send it, then replay.
+            run.result.attempts -= 1
+            run.result.outcome = .rejected
+            run.result.status = nil
+            run.result.reason = error.code.rawValue
+            run.result.detail =
+                "\(EventProblem.pointer(for: error.field)): \(error.message); "
+                + "configure a credential that can send it for topic \(run.event.notification.topic), then replay"
+            run.result.deadLetter = .noCredential
+            markFailure(&run.result)
+            completion(run.result)
+            return
+        }
         if let error = attempt.error as? APNsClientError, error.code == .noCredentialForTopic {
             // Nothing was sent, and nothing is wrong with any credential: this worker is not
             // configured for the event's app. Readiness and the credential gauges stay as they are
@@ -212,6 +232,7 @@ struct EventProcessor: Sendable {
             return
         }
         let response = attempt.response
+        if let credential = attempt.credential { run.result.credential = credential }
         observer.apnsAnswered(
             status: response?.status, reason: response?.reason?.description, duration: attempt.duration)
         run.result.status = response?.status
@@ -297,6 +318,13 @@ struct EventProcessor: Sendable {
                 completion(run.result)
             }
         }
+    }
+
+    /// The record's `dlq-replay-count` (0 when it was never replayed): results carry it, so that
+    /// downstream can tell the latest word on an event from an earlier one.
+    static func replays(of record: KafkaConsumerMessage) -> Int {
+        guard !record.headers.isEmpty else { return 0 }
+        return record.headers.lastString(DeadLetterHeader.replayCount).flatMap { Int($0) }.map { max(0, $0) } ?? 0
     }
 
     /// The `reason` of an event whose record is larger than `maxRecordBytes`.

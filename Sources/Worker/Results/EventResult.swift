@@ -20,6 +20,8 @@ public struct EventResult: Sendable {
     public var apnsTimestamp: Int64?
     /// Requests sent to APNs.
     public var attempts: Int
+    /// How many times the event was replayed from the dead-letter topic (its `dlq-replay-count`).
+    public var replays = 0
     public var metadata: JSONValue?
     /// The configured credential it was sent with (metrics only; not in the result event).
     public var credential: String?

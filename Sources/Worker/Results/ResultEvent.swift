@@ -60,6 +60,7 @@ package enum ResultEvent {
         if let detail = result.detail { writer.member("detail", string: detail) }
         if let timestamp = result.apnsTimestamp { writer.member("apnsTimestamp", integer: timestamp) }
         writer.member("attempts", integer: Int64(result.attempts))
+        if result.replays > 0 { writer.member("replays", integer: Int64(result.replays)) }
         writer.key("latencyMs")
         writeMilliseconds(latency, into: &writer.out)
         writer.key("completedAt")

@@ -1,0 +1,147 @@
+import Foundation
+import JSONSchema
+import Kafka
+import ReliabilityMatrix
+import Testing
+import Worker
+import WorkerDemo
+
+/// The published contracts are what is emitted: every path of the outcome table (and every kind of
+/// invalid event) runs through a real worker, and each result event and dead-letter header set it
+/// publishes is checked against the schema files in schemas/, as a downstream consumer would.
+@Suite(
+    "Contracts: every emitted result and dead letter validates against schemas/", .serialized, .timeLimit(.minutes(5)))
+struct ContractTests {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    static func schema(_ name: String) throws -> JSONSchema {
+        let text = try String(contentsOf: repository.appendingPathComponent("schemas/\(name)"), encoding: .utf8)
+        return try JSONSchema(text: text, options: .init(formatAssertion: true))
+    }
+
+    /// A dead letter's headers as the JSON object dead-letter-headers.schema.json describes.
+    static func headerObject(_ record: KafkaConsumerMessage) -> JSONValue {
+        var members: [(String, JSONValue)] = []
+        for header in record.headers where !members.contains(where: { $0.0 == header.key }) {
+            members.append((header.key, .string(record.headers.lastString(header.key) ?? "")))
+        }
+        return .object(JSONObject(members))
+    }
+
+    static func event(_ id: String, token: Int, _ members: String, topic: String = EmbeddedStack.bundleID)
+        -> KafkaProducerMessage
+    {
+        KafkaProducerMessage(
+            topic: EmbeddedStack.inputTopic, key: Array(id.utf8),
+            value: Array(
+                #"{"id":"\#(id)","deviceToken":"\#(Samples.deviceToken(token))","topic":"\#(topic)",\#(members)}"#.utf8)
+        )
+    }
+
+    static func raw(_ key: String, _ value: [UInt8]?) -> KafkaProducerMessage {
+        KafkaProducerMessage(topic: EmbeddedStack.inputTopic, key: Array(key.utf8), value: value)
+    }
+
+    @Test(
+        "every outcome and every invalid kind: results match result-event.schema.json, dead letters dead-letter-headers.schema.json"
+    )
+    func everyPath() async throws {
+        let resultSchema = try Self.schema("result-event.schema.json")
+        let headerSchema = try Self.schema("dead-letter-headers.schema.json")
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        let simulator = harness.stack.simulator
+        simulator.devices.policy = .accept
+        let now = Date().timeIntervalSince1970
+        simulator.devices.unregister(Samples.deviceToken(2), at: now - 3600)
+        simulator.faults.script(deviceToken: Samples.deviceToken(3), [.badDeviceToken])
+        simulator.faults.script(deviceToken: Samples.deviceToken(4), [.badPath])
+        simulator.faults.script(deviceToken: Samples.deviceToken(5), [.methodNotAllowed])
+        simulator.faults.script(deviceToken: Samples.deviceToken(6), [.payloadTooLarge])
+        simulator.faults.script(deviceToken: Samples.deviceToken(7), [.invalidProviderToken])
+        simulator.faults.script(deviceToken: Samples.deviceToken(8), Array(repeating: .serviceUnavailable, count: 5))
+        simulator.faults.script(deviceToken: Samples.deviceToken(9), Array(repeating: .tooManyRequests, count: 5))
+        simulator.faults.script(deviceToken: Samples.deviceToken(10), Array(repeating: .internalServerError, count: 5))
+        simulator.faults.script(deviceToken: Samples.deviceToken(11), Array(repeating: .serviceUnavailable, count: 5))
+
+        let alert = #""pushType":"alert","payload":{"aps":{"alert":"hi"}}"#
+        let big = String(repeating: "x", count: 5_000)
+        // id → (outcome, reason) expected; ids that cannot be read are the records' keys.
+        let cases: [(KafkaProducerMessage, ResultOutcome, String?)] = [
+            (Self.event("delivered", token: 1, alert), .delivered, nil),
+            (Self.event("unregistered", token: 2, alert), .unregistered, "Unregistered"),
+            (Self.event("bad-token", token: 3, alert), .rejected, "BadDeviceToken"),
+            (Self.event("bad-path", token: 4, alert), .rejected, "BadPath"),
+            (Self.event("method", token: 5, alert), .rejected, "MethodNotAllowed"),
+            (Self.event("too-large-apns", token: 6, alert), .rejected, "PayloadTooLarge"),
+            (Self.event("no-credential", token: 12, alert, topic: "com.other.app"), .rejected, "noCredentialForTopic"),
+            (Self.event("credentials", token: 7, alert), .failed, "InvalidProviderToken"),
+            (Self.event("exhausted-503", token: 8, alert), .failed, "ServiceUnavailable"),
+            (Self.event("exhausted-429", token: 9, alert), .failed, "TooManyRequests"),
+            (Self.event("exhausted-500", token: 10, alert), .failed, "InternalServerError"),
+            (Self.event("expired", token: 11, #""expiration":1,"# + alert), .expired, "ServiceUnavailable"),
+            (
+                Samples.alert(
+                    id: "stale", deviceToken: Samples.deviceToken(13),
+                    timestampMilliseconds: Int64((now - 8 * 3600) * 1000)), .expired, "staleEvent"
+            ),
+            (Self.raw("malformed", Array(#"{"id":"malformed""#.utf8)), .invalid, "malformedJSON"),
+            (Self.raw("no-value", nil), .invalid, "malformedJSON"),
+            (
+                Self.raw("record-too-large", Array(repeating: UInt8(ascii: " "), count: 30_000)), .invalid,
+                "recordTooLarge"
+            ),
+            (Self.event("schema", token: 14, #""pushType":"alert","payload":{"aps":{}}"#), .invalid, "schema"),
+            (Self.event("priority", token: 15, #""priority":"10","# + alert), .invalid, "schema"),
+            (
+                Self.event("payload-size", token: 16, #""pushType":"alert","payload":{"aps":{"alert":"\#(big)"}}"#),
+                .invalid, "payloadTooLarge"
+            ),
+            (
+                Self.event("collapse", token: 17, #""collapseId":"\#(String(repeating: "é", count: 40))","# + alert),
+                .invalid, "badCollapseId"
+            ),
+        ]
+        try await harness.produce(cases.map(\.0))
+        let worker = try harness.startWorker(group: "contract") { configuration in
+            configuration.delivery.retry.maxAttempts = 3
+            configuration.delivery.retry.initialBackoff = .milliseconds(10)
+            configuration.delivery.retry.maxBackoff = .milliseconds(50)
+            configuration.delivery.maxRecordBytes = 20_000
+        }
+        let results = try await harness.results(cases.count)
+        let deadLetters = try await harness.deadLetters(cases.filter { [.failed, .invalid].contains($0.1) }.count + 1)
+        try await worker.stop()
+
+        var seen: Set<String> = []
+        for result in results {
+            let key = String(decoding: result.record.key ?? [], as: UTF8.self)
+            seen.insert(key)
+            let value = try JSONParser.parse(result.record.value ?? [])
+            let errors = resultSchema.validate(value, mode: .allErrors)
+            #expect(
+                errors.isEmpty,
+                "\(key): \(errors.map(\.description)) in \(String(decoding: result.record.value ?? [], as: UTF8.self))")
+            let expected = try #require(cases.first { String(decoding: $0.0.key ?? [], as: UTF8.self) == key })
+            #expect(result.outcome == expected.1, "\(key)")
+            #expect(result.reason == expected.2, "\(key)")
+        }
+        #expect(seen.count == cases.count)
+        for deadLetter in deadLetters {
+            let errors = headerSchema.validate(Self.headerObject(deadLetter), mode: .allErrors)
+            #expect(
+                errors.isEmpty, "\(deadLetter.headers.lastString("dlq-event-id") ?? "?"): \(errors.map(\.description))")
+        }
+        #expect(
+            Set(deadLetters.compactMap { $0.headers.lastString("dlq-reason") })
+                == [
+                    "credentials", "retries-exhausted", "no-credential", "malformed-json", "record-too-large", "schema",
+                    "rule",
+                ])
+        // Nothing sent: no credential, a stale record, invalid events.
+        for id in ["no-credential", "stale", "schema", "collapse"] {
+            #expect(results.first { $0.eventID == id }?.attempts == 0, "\(id)")
+        }
+    }
+}
