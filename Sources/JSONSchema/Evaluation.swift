@@ -62,6 +62,11 @@ func quoted(_ s: String) -> String {
     return "'" + String(String.UnicodeScalarView(s.unicodeScalars.prefix(limit))) + "…'"
 }
 
+/// "a string", "an object", "an integer".
+func article(_ name: String) -> String {
+    (["a", "e", "i", "o", "u"].contains { name.hasPrefix($0) } ? "an " : "a ") + name
+}
+
 func typeName(_ value: JSONValue) -> String {
     if case .number(let n) = value, n.isInteger { return "integer" }
     return value.typeName

@@ -51,9 +51,17 @@ extension Program {
             return false
         case .enumeration(let i):
             for candidate in valueLists[i] where candidate == value { return true }
-            e.fail(
-                locations[n], "enum",
-                "value \(brief(value)) is not one of \(valueLists[i].map(brief).joined(separator: ", "))")
+            let choices = valueLists[i].map(brief).joined(separator: ", ")
+            // "10" against 10, 5, 1: say that the type is what is wrong, not the value.
+            let types = Set(valueLists[i].map(typeName))
+            if !types.contains(typeName(value)) {
+                let expected = types.count == 1 ? "one of the \(types.first!)s " : "one of "
+                e.fail(
+                    locations[n], "enum",
+                    "value \(brief(value)) is \(article(typeName(value))); expected \(expected)\(choices)")
+            } else {
+                e.fail(locations[n], "enum", "value \(brief(value)) is not one of \(choices)")
+            }
             return false
         case .multipleOf, .maximum, .exclusiveMaximum, .minimum, .exclusiveMinimum:
             guard case .number(let number) = value else { return true }

@@ -35,6 +35,47 @@ struct NotificationEventDecoderTests {
         #expect(decoder.problems(in: EventFixtures.event(changes)[...]).contains(p), sourceLocation: sourceLocation)
     }
 
+    @Test("what APNs refuses is refused here: control characters in a collapse id, an alert to a .voip topic")
+    func headerSafety() throws {
+        for collapseID in ["a\nb", "a\r\n x-evil: 1", "a\u{0}b", "tab\there"] {
+            let p = try problem(EventFixtures.event(["collapseId": .string(collapseID)]))
+            #expect(p.instanceLocation == "/collapseId", "\(collapseID.debugDescription)")
+            #expect(p.message.contains("control characters"), "\(p)")
+        }
+        for topic in ["com.example.app.voip", "com.example.app.push-type.liveactivity", "com.example.app.voip-ptt"] {
+            let p = try problem(EventFixtures.event(["topic": .string(topic)]))
+            #expect(p.instanceLocation == "/topic")
+            #expect(p.message.contains("bare bundle id"), "\(p)")
+        }
+        // The same rules in code, for events checked with another schema.
+        let notification = APNsNotification(
+            deviceToken: try APNsDeviceToken(String(repeating: "ab", count: 32)), topic: "com.example.app.voip",
+            pushType: .alert, payload: Array(#"{"aps":{"alert":"x"}}"#.utf8))
+        #expect(throws: APNsNotificationError.self) { try notification.validate() }
+        var collapsed = notification
+        collapsed.topic = "com.example.app"
+        collapsed.collapseID = "a\r\nb"
+        let error = #expect(throws: APNsNotificationError.self) { try collapsed.validate() }
+        #expect(error?.code == .badCollapseID)
+    }
+
+    @Test("messages say what was expected: the rule's own words, anyOf spelt out, a string where a number belongs")
+    func messagesForPeople() throws {
+        let voip = try problem(EventFixtures.event(["pushType": "voip", "topic": "com.example.app"]))
+        #expect(voip.message == "push type 'voip' needs the topic <bundle id>.voip")
+        let alert = try problem(EventFixtures.event(["payload": ["aps": ["category": "x"]]]))
+        #expect(
+            alert.description
+                == "/payload/aps: needs one of 'alert', 'sound', 'badge': required property 'alert' is missing")
+        let priority = try problem(EventFixtures.event(["priority": "10"]))
+        #expect(priority.description == "/priority: value '10' is a string; expected one of the integers 10, 5, 1")
+        let background = try problem(
+            EventFixtures.event([
+                "pushType": "background", "priority": 5, "payload": ["aps": ["content-available": 1, "alert": "x"]],
+            ]))
+        #expect(background.message == "must not have 'alert', 'sound', 'badge'")
+    }
+
     @Test("a typical alert event decodes into the APNs notification")
     func valid() throws {
         let event = try decoder.decode(EventFixtures.event([:]))

@@ -71,7 +71,7 @@ struct ValidateCommandTests {
         let file = try temporaryFile("bad.json", Self.badPriority)
         let r = try run(["validate", file])
         #expect(r.status == 1)
-        #expect(r.stdout == "\(file): /priority: value 10 is not one of 5, 1\n")
+        #expect(r.stdout == "\(file): /priority: background notifications must not use priority 10\n")
     }
 
     @Test("NDJSON on stdin: FILE:LINE for each problem, blank lines skipped")
@@ -80,7 +80,7 @@ struct ValidateCommandTests {
         #expect(r.status == 1)
         let lines = r.stdout.split(separator: "\n")
         #expect(lines.count == 2)
-        #expect(lines.first == "<stdin>:3: /priority: value 10 is not one of 5, 1")
+        #expect(lines.first == "<stdin>:3: /priority: background notifications must not use priority 10")
         #expect(lines.last?.hasPrefix("<stdin>:4: (root): invalid JSON at line 1, column 2") == true)
         #expect(r.stderr.contains("3 events: 1 valid, 2 invalid"))
     }

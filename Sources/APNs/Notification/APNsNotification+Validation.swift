@@ -33,6 +33,15 @@ extension APNsNotification {
                 "expiration must be a UNIX time in seconds or 0, got \(expiration.secondsSince1970)")
         }
         if let collapseID {
+            // An HTTP/2 field value must not hold CR, LF or NUL (RFC 9113 §8.2.1); no control
+            // character belongs in a collapse id.
+            if let bad = collapseID.utf8.firstIndex(where: { $0 < 0x20 || $0 == 0x7F }) {
+                let offset = collapseID.utf8.distance(from: collapseID.utf8.startIndex, to: bad)
+                throw APNsNotificationError(
+                    .badCollapseID, field: .collapseID,
+                    "collapse id has a control character (CR, LF, NUL, …) at byte \(offset): not allowed in a header value"
+                )
+            }
             let size = collapseID.utf8.count
             if size == 0 || size > Self.maximumCollapseIDBytes {
                 throw APNsNotificationError(
@@ -59,6 +68,14 @@ extension APNsNotification {
                     .topicSuffixMismatch, field: .topic,
                     "push type '\(pushType.rawValue)' needs a topic of the form <bundle id>\(suffix)")
             }
+        } else if pushType != .mdm,
+            let other = APNsPushType.allCases.first(where: { $0.topicSuffix.map(topic.hasSuffix) ?? false })
+        {
+            // APNs answers 400 BadTopic: the topic names another push type's channel.
+            throw APNsNotificationError(
+                .topicSuffixMismatch, field: .topic,
+                "push type '\(pushType.rawValue)' takes the bare bundle id, but the topic ends in "
+                    + "'\(other.topicSuffix!)' (push type '\(other.rawValue)')")
         }
     }
 

@@ -42,7 +42,7 @@ public struct EventProblem: Sendable, Equatable, CustomStringConvertible {
         self.init(
             kind: .schema, instanceLocation: error.instanceLocation, keyword: error.keyword,
             schemaLocation: error.schemaLocation,
-            message: Self.withoutDeviceToken(error.message, at: error.instanceLocation))
+            message: Self.withoutDeviceToken(SchemaMessages.message(for: error), at: error.instanceLocation))
     }
 
     /// Where the event's device token is: a message about it never quotes it (results, dead-letter

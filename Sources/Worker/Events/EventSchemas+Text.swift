@@ -397,6 +397,39 @@ extension EventSchemas {
                   }
                 }
               }
+            },
+            {
+              "if": {
+                "properties": {
+                  "pushType": {
+                    "enum": [
+                      "alert",
+                      "background"
+                    ]
+                  }
+                },
+                "required": [
+                  "pushType"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "topic": {
+                    "not": {
+                      "pattern": "\\.(voip|complication|pushkit\\.fileprovider|push-type\\.(liveactivity|widgets|controls)|location-query|voip-ptt)$"
+                    },
+                    "description": "push types 'alert' and 'background' take the bare bundle id: this topic ends in another push type's suffix (.voip, .complication, …), which APNs refuses with BadTopic"
+                  }
+                }
+              }
+            },
+            {
+              "properties": {
+                "collapseId": {
+                  "pattern": "^[^\\u0000-\\u001F\\u007F]*$",
+                  "description": "collapse id must not contain control characters (CR, LF, NUL, …): they are not allowed in an HTTP/2 header value"
+                }
+              }
             }
           ],
           "examples": [

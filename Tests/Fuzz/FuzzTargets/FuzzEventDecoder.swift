@@ -45,7 +45,7 @@ public enum FuzzEventDecoder {
                 "the modes disagree on the kind of problem: \(error) / \(problems)")
             // As EventProcessor reports an invalid event.
             result = EventResult(eventID: error.eventID, outcome: .invalid, attempts: 0)
-            result.reason = error.problems[0].keyword
+            result.reason = error.resultReason
             result.detail = error.deadLetterDetail
             result.deadLetter = error.deadLetterReason
             _ = error.description
