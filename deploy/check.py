@@ -41,7 +41,7 @@ ROOT = os.path.dirname(HERE)
 K8S = os.path.join(HERE, "kubernetes")
 
 # ---------------------------------------------------------------------------------------------
-# The contract (notes/worker-spec.md, "Metrics"): name -> (type, labels)
+# The contract (docs/deployment.md, the metrics table under "Dashboard"): name -> (type, labels)
 # ---------------------------------------------------------------------------------------------
 METRICS = {
     "apns_worker_events_consumed_total": ("counter", {"topic"}),
@@ -124,7 +124,7 @@ def check_metric_names(where, expr, problems, recorded=frozenset()):
 
 
 # ---------------------------------------------------------------------------------------------
-# The worker's config structure (notes/worker-spec.md, "Configuration file")
+# The worker's config structure (docs/configuration.md, "Keys")
 # ---------------------------------------------------------------------------------------------
 DURATION = "duration"
 INT = "int"
