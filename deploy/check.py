@@ -44,8 +44,10 @@ K8S = os.path.join(HERE, "kubernetes")
 # The contract (docs/deployment.md, the metrics table under "Dashboard"): name -> (type, labels)
 # ---------------------------------------------------------------------------------------------
 METRICS = {
+    "apns_worker_build_info": ("gauge", {"version"}),
     "apns_worker_events_consumed_total": ("counter", {"topic"}),
     "apns_worker_events_completed_total": ("counter", {"outcome"}),
+    "apns_worker_credential_outcomes_total": ("counter", {"credential", "outcome"}),
     "apns_worker_dead_letters_total": ("counter", {"reason"}),
     "apns_worker_apns_requests_total": ("counter", {"status", "reason"}),
     "apns_worker_apns_request_duration_seconds": ("histogram", set()),
