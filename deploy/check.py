@@ -151,6 +151,7 @@ CONFIG_SCHEMA = {
     "apns": {
         "connectionsPerCredential": INT,
         "requestTimeout": DURATION,
+        "eventLoopThreads": INT,
         "caFile": STR_OR_NULL,
         "endpoints": {"production": ENDPOINT, "development": ENDPOINT},
         "credentials": "credentials",
@@ -177,7 +178,9 @@ CONFIG_SCHEMA = {
         "format": enum("json", "text"),
     },
 }
-CREDENTIAL_SCHEMA = {"name": STR, "topics": STR_LIST, "token": {}, "certificate": {}}
+CREDENTIAL_SCHEMA = {
+    "name": STR, "topics": STR_LIST, "environment": enum("production", "development"), "token": {}, "certificate": {},
+}
 TOKEN_SCHEMA = {"teamId": STR, "keyId": STR, "keyFile": STR, "keyEnv": STR}
 CERTIFICATE_SCHEMA = {
     "certificateFile": STR, "privateKeyFile": STR, "p12File": STR, "passwordEnv": STR,
@@ -267,6 +270,8 @@ def check_credential(path, credential, problems):
             problems.append(f"{path}.{key}: missing (required)")
         else:
             check_value(f"{path}.{key}", CREDENTIAL_SCHEMA[key], credential[key], problems)
+    if credential.get("environment") is not None:
+        check_value(f"{path}.environment", CREDENTIAL_SCHEMA["environment"], credential["environment"], problems)
     kinds = [k for k in ("token", "certificate") if k in credential]
     if len(kinds) != 1:
         problems.append(f"{path}: exactly one of token, certificate")
@@ -298,6 +303,13 @@ def check_config(where, config, problems):
     for section, key in REQUIRED:
         if key not in (config.get(section) or {}):
             problems.append(f"{where}.{section}.{key}: missing (required)")
+    topics = config.get("topics") or {}
+    inputs = (config.get("consumer") or {}).get("topics") or []
+    for key in ("results", "deadLetters"):
+        if topics.get(key) is not None and topics.get(key) in inputs:
+            problems.append(f"{where}.topics.{key}: {topics[key]!r} is also an input topic (the worker refuses it)")
+    if topics.get("results") is not None and topics.get("results") == topics.get("deadLetters"):
+        problems.append(f"{where}.topics.deadLetters: must differ from topics.results (the worker refuses it)")
 
 
 def config_value(config, *path):
@@ -871,6 +883,12 @@ def self_test():
     problems = []
     check_config("c", base, problems)
     expect(problems == [], f"minimal config accepted: {problems}")
+    fuller = json.loads(json.dumps(base))
+    fuller["apns"]["eventLoopThreads"] = 2
+    fuller["apns"]["credentials"][0]["environment"] = "development"
+    problems = []
+    check_config("c", fuller, problems)
+    expect(problems == [], f"eventLoopThreads and a credential's environment accepted: {problems}")
     for mutate, what in (
         (lambda c: c["delivery"].update(retry={"maxAtempts": 3}), "c.delivery.retry.maxAtempts: unknown key"),
         (lambda c: c["delivery"].update(shutdownTimeout="30 seconds"), "c.delivery.shutdownTimeout: expected a duration"),
@@ -878,6 +896,10 @@ def self_test():
         (lambda c: c["apns"]["credentials"][0]["token"].update(keyEnv="K"), "exactly one of keyFile, keyEnv"),
         (lambda c: c["logging"].update(format="yaml"), "c.logging.format: expected one of"),
         (lambda c: c["delivery"].update(maxInFlight="2000"), "c.delivery.maxInFlight: expected an integer"),
+        (lambda c: c["apns"]["credentials"][0].update(environment="sandbox"),
+         "c.apns.credentials[0].environment: expected one of"),
+        (lambda c: c["topics"].update(results="n"), "c.topics.results: 'n' is also an input topic"),
+        (lambda c: c["topics"].update(deadLetters="r"), "c.topics.deadLetters: must differ from topics.results"),
     ):
         config = json.loads(json.dumps(base))
         config.setdefault("delivery", {})
@@ -889,7 +911,8 @@ def self_test():
 
     problems = []
     for name in ("APNS_WORKER_DELIVERY_MAX_IN_FLIGHT", "APNS_WORKER_HTTP_PORT",
-                 "APNS_WORKER_DELIVERY_RETRY_MAX_ATTEMPTS", "APNS_WORKER_KAFKA_SASL_PASSWORD"):
+                 "APNS_WORKER_DELIVERY_RETRY_MAX_ATTEMPTS", "APNS_WORKER_KAFKA_SASL_PASSWORD",
+                 "APNS_WORKER_APNS_EVENT_LOOP_THREADS"):
         check_env_name("e", name, problems)
     expect(problems == [], f"spec's env examples accepted: {problems}")
     check_env_name("e", "APNS_WORKER_DELIVERY_MAX_INFLIGHT", problems)
