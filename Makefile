@@ -143,11 +143,16 @@ embed-schemas:
 lint:
 	$(SWIFT) format lint --recursive --strict Sources Tests Benchmarks
 
-# deploy/: every YAML/JSON file parses, alert and dashboard metric names and the ConfigMap's config
-# keys are the worker's, the manifests agree with each other (docs/deployment.md, "Checks").
+# deploy/: every YAML/JSON file parses, the Kubernetes manifests render with kustomize, alert and
+# dashboard metric names and the ConfigMap's config keys are the worker's, the manifests agree with
+# each other (docs/deployment.md, "Checks").
 # Debian's python3 with python3-yaml; promtool (Debian: prometheus), if installed, also tests the alerts.
+# kubectl: the one on PATH (any kubectl with kustomize, e.g. the Kubernetes project's `kubectl`
+# package), else Debian's kubernetes-client (Debian has no package named kubectl).
 check-deploy:
 	$(call install_packages,python3-yaml prometheus)
+	$(if $(shell command -v kubectl 2>/dev/null),,$(call install_packages,kubernetes-client))
+	kubectl kustomize deploy/kubernetes > /dev/null
 	/usr/bin/python3 deploy/check.py
 
 clean:

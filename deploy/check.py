@@ -14,7 +14,8 @@ What it checks:
   4. The pieces agree: ports, probe paths, config path, key file under a mounted Secret, grace
      period above delivery.shutdownTimeout, KEDA group/topic/bootstrap servers as in the config,
      maxReplicaCount and replicas within the partition count, selectors matching the pod labels,
-     the pod security settings, every alert's annotations and runbook section.
+     the pod security settings, every alert's annotations and runbook link: an absolute URL, one
+     base shared by every alert, ending in docs/deployment.md#<a heading of docs/deployment.md>.
   5. If `promtool` (Debian: prometheus) is installed: `promtool check rules` on the alerts and on
      the dashboard's queries, and the alert unit tests in deploy/tests/; skipped with a notice
      otherwise.
@@ -31,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 
 import yaml
 
@@ -39,11 +41,13 @@ ROOT = os.path.dirname(HERE)
 K8S = os.path.join(HERE, "kubernetes")
 
 # ---------------------------------------------------------------------------------------------
-# The contract (notes/worker-spec.md, "Metrics"): name -> (type, labels)
+# The contract (docs/deployment.md, the metrics table under "Dashboard"): name -> (type, labels)
 # ---------------------------------------------------------------------------------------------
 METRICS = {
+    "apns_worker_build_info": ("gauge", {"version"}),
     "apns_worker_events_consumed_total": ("counter", {"topic"}),
     "apns_worker_events_completed_total": ("counter", {"outcome"}),
+    "apns_worker_credential_outcomes_total": ("counter", {"credential", "outcome"}),
     "apns_worker_dead_letters_total": ("counter", {"reason"}),
     "apns_worker_apns_requests_total": ("counter", {"status", "reason"}),
     "apns_worker_apns_request_duration_seconds": ("histogram", set()),
@@ -122,7 +126,7 @@ def check_metric_names(where, expr, problems, recorded=frozenset()):
 
 
 # ---------------------------------------------------------------------------------------------
-# The worker's config structure (notes/worker-spec.md, "Configuration file")
+# The worker's config structure (docs/configuration.md, "Keys")
 # ---------------------------------------------------------------------------------------------
 DURATION = "duration"
 INT = "int"
@@ -147,6 +151,7 @@ CONFIG_SCHEMA = {
     "apns": {
         "connectionsPerCredential": INT,
         "requestTimeout": DURATION,
+        "eventLoopThreads": INT,
         "caFile": STR_OR_NULL,
         "endpoints": {"production": ENDPOINT, "development": ENDPOINT},
         "credentials": "credentials",
@@ -173,7 +178,9 @@ CONFIG_SCHEMA = {
         "format": enum("json", "text"),
     },
 }
-CREDENTIAL_SCHEMA = {"name": STR, "topics": STR_LIST, "token": {}, "certificate": {}}
+CREDENTIAL_SCHEMA = {
+    "name": STR, "topics": STR_LIST, "environment": enum("production", "development"), "token": {}, "certificate": {},
+}
 TOKEN_SCHEMA = {"teamId": STR, "keyId": STR, "keyFile": STR, "keyEnv": STR}
 CERTIFICATE_SCHEMA = {
     "certificateFile": STR, "privateKeyFile": STR, "p12File": STR, "passwordEnv": STR,
@@ -263,6 +270,8 @@ def check_credential(path, credential, problems):
             problems.append(f"{path}.{key}: missing (required)")
         else:
             check_value(f"{path}.{key}", CREDENTIAL_SCHEMA[key], credential[key], problems)
+    if credential.get("environment") is not None:
+        check_value(f"{path}.environment", CREDENTIAL_SCHEMA["environment"], credential["environment"], problems)
     kinds = [k for k in ("token", "certificate") if k in credential]
     if len(kinds) != 1:
         problems.append(f"{path}: exactly one of token, certificate")
@@ -294,6 +303,13 @@ def check_config(where, config, problems):
     for section, key in REQUIRED:
         if key not in (config.get(section) or {}):
             problems.append(f"{where}.{section}.{key}: missing (required)")
+    topics = config.get("topics") or {}
+    inputs = (config.get("consumer") or {}).get("topics") or []
+    for key in ("results", "deadLetters"):
+        if topics.get(key) is not None and topics.get(key) in inputs:
+            problems.append(f"{where}.topics.{key}: {topics[key]!r} is also an input topic (the worker refuses it)")
+    if topics.get("results") is not None and topics.get("results") == topics.get("deadLetters"):
+        problems.append(f"{where}.topics.deadLetters: must differ from topics.results (the worker refuses it)")
 
 
 def config_value(config, *path):
@@ -604,6 +620,50 @@ def check_kubernetes(documents, problems):
             problems.append("TriggerAuthentication: uses a Secret the worker does not (credentials would drift)")
 
 
+def markdown_anchors(text):
+    """The anchors GitHub gives a markdown file's headings (`## Alerts and runbook` ->
+    `alerts-and-runbook`), ignoring `#` lines inside fenced code blocks (shell comments)."""
+    anchors, fence = set(), None
+    for line in text.splitlines():
+        marker = re.match(r"^\s{0,3}(`{3,}|~{3,})", line)
+        if marker:
+            if fence is None:
+                fence = marker.group(1)[0] * len(marker.group(1))
+            elif line.strip().startswith(fence):
+                fence = None
+            continue
+        heading = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if fence is None and heading:
+            title = heading.group(1).strip().lower()
+            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return anchors
+
+
+# The runbook's page, as every runbook_url must end (before its #anchor).
+RUNBOOK_PAGE = "docs/deployment.md"
+# The base the alert unit tests (deploy/tests/) expect; run_promtool swaps in the rules' own base, so
+# pointing prometheusrule.yaml at your copy of the docs needs no change to the tests.
+TESTS_RUNBOOK_BASE = "https://github.com/apns-worker/apns-worker/blob/main/docs/deployment.md"
+
+
+def check_runbook_url(where, url, anchors, problems):
+    """An alert's runbook_url: absolute (Alertmanager and pagers cannot resolve a relative one),
+    naming docs/deployment.md, with an anchor that is one of its headings. Returns the base (the
+    URL before `#`) when the URL is well formed, for the one-base-for-all check."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.netloc:
+        problems.append(f"{where}: runbook_url {url!r} is not an absolute http(s) URL")
+        return None
+    base = url.partition("#")[0]
+    if not parts.path.endswith("/" + RUNBOOK_PAGE):
+        problems.append(f"{where}: runbook_url {url!r} does not point at {RUNBOOK_PAGE}")
+    if not parts.fragment:
+        problems.append(f"{where}: runbook_url {url!r} has no #anchor (the alert's runbook section)")
+    elif anchors and parts.fragment not in anchors:
+        problems.append(f"{where}: runbook_url #{parts.fragment} is no heading of {RUNBOOK_PAGE}")
+    return base
+
+
 def check_alerts(documents, problems):
     path = os.path.join("deploy", "kubernetes", "prometheusrule.yaml")
     rules_doc = (documents.get(path) or [None])[0]
@@ -614,14 +674,12 @@ def check_alerts(documents, problems):
     anchors = set()
     if os.path.exists(docs_path):
         with open(docs_path, encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("#"):
-                    title = line.lstrip("#").strip().lower()
-                    anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+            anchors = markdown_anchors(handle.read())
     else:
         problems.append("docs/deployment.md: missing (the alerts' runbook)")
     recorded = {r["record"] for g in rules_doc["spec"]["groups"] for r in g["rules"] if "record" in r}
     alerts = 0
+    bases = set()
     for group in rules_doc["spec"]["groups"]:
         for rule in group["rules"]:
             name = rule.get("alert") or rule.get("record")
@@ -635,11 +693,15 @@ def check_alerts(documents, problems):
                     problems.append(f"{path} {name}: no {key} annotation")
             if rule.get("labels", {}).get("severity") not in ("critical", "warning", "info"):
                 problems.append(f"{path} {name}: severity label must be critical, warning or info")
-            anchor = annotations.get("runbook_url", "").partition("#")[2]
-            if anchors and anchor not in anchors:
-                problems.append(f"{path} {name}: runbook_url #{anchor} is no heading of docs/deployment.md")
+            if annotations.get("runbook_url"):
+                base = check_runbook_url(f"{path} {name}", annotations["runbook_url"], anchors, problems)
+                if base:
+                    bases.add(base)
     if alerts == 0:
         problems.append(f"{path}: no alerts")
+    if len(bases) > 1:
+        problems.append(f"{path}: runbook_url bases differ ({', '.join(sorted(bases))}); "
+                        "one base for all, so that one replacement points them at your copy")
     return rules_doc
 
 
@@ -717,6 +779,17 @@ def dashboard_queries(documents):
     return queries
 
 
+def rebase_runbook_urls(test_content, base):
+    """The tests' expected runbook_urls with TESTS_RUNBOOK_BASE replaced by the rules' base."""
+    for test in test_content.get("tests") or []:
+        for case in test.get("alert_rule_test") or []:
+            for alert in case.get("exp_alerts") or []:
+                annotations = alert.get("exp_annotations") or {}
+                url = annotations.get("runbook_url", "")
+                if url.startswith(TESTS_RUNBOOK_BASE + "#"):
+                    annotations["runbook_url"] = base + url[len(TESTS_RUNBOOK_BASE):]
+
+
 def run_promtool(rules_doc, problems, notices, documents=None):
     promtool = shutil.which("promtool")
     if not promtool:
@@ -748,11 +821,17 @@ def run_promtool(rules_doc, problems, notices, documents=None):
                                 + "queries:\n" + listing)
             else:
                 notices.append(f"promtool: {len(queries)} dashboard queries parse")
+        rules_base = next((
+            rule["annotations"]["runbook_url"].partition("#")[0]
+            for group in rules_doc["spec"]["groups"] for rule in group["rules"]
+            if "alert" in rule and (rule.get("annotations") or {}).get("runbook_url")), None)
         for test in tests:
             copy = os.path.join(scratch, os.path.basename(test))
             with open(test, encoding="utf-8") as handle:
                 content = yaml.safe_load(handle)
             content["rule_files"] = [rules_file]
+            if rules_base:
+                rebase_runbook_urls(content, rules_base)
             with open(copy, "w", encoding="utf-8") as handle:
                 yaml.safe_dump(content, handle)
             result = subprocess.run([promtool, "test", "rules", copy], capture_output=True, text=True)
@@ -804,6 +883,12 @@ def self_test():
     problems = []
     check_config("c", base, problems)
     expect(problems == [], f"minimal config accepted: {problems}")
+    fuller = json.loads(json.dumps(base))
+    fuller["apns"]["eventLoopThreads"] = 2
+    fuller["apns"]["credentials"][0]["environment"] = "development"
+    problems = []
+    check_config("c", fuller, problems)
+    expect(problems == [], f"eventLoopThreads and a credential's environment accepted: {problems}")
     for mutate, what in (
         (lambda c: c["delivery"].update(retry={"maxAtempts": 3}), "c.delivery.retry.maxAtempts: unknown key"),
         (lambda c: c["delivery"].update(shutdownTimeout="30 seconds"), "c.delivery.shutdownTimeout: expected a duration"),
@@ -811,6 +896,10 @@ def self_test():
         (lambda c: c["apns"]["credentials"][0]["token"].update(keyEnv="K"), "exactly one of keyFile, keyEnv"),
         (lambda c: c["logging"].update(format="yaml"), "c.logging.format: expected one of"),
         (lambda c: c["delivery"].update(maxInFlight="2000"), "c.delivery.maxInFlight: expected an integer"),
+        (lambda c: c["apns"]["credentials"][0].update(environment="sandbox"),
+         "c.apns.credentials[0].environment: expected one of"),
+        (lambda c: c["topics"].update(results="n"), "c.topics.results: 'n' is also an input topic"),
+        (lambda c: c["topics"].update(deadLetters="r"), "c.topics.deadLetters: must differ from topics.results"),
     ):
         config = json.loads(json.dumps(base))
         config.setdefault("delivery", {})
@@ -822,13 +911,39 @@ def self_test():
 
     problems = []
     for name in ("APNS_WORKER_DELIVERY_MAX_IN_FLIGHT", "APNS_WORKER_HTTP_PORT",
-                 "APNS_WORKER_DELIVERY_RETRY_MAX_ATTEMPTS", "APNS_WORKER_KAFKA_SASL_PASSWORD"):
+                 "APNS_WORKER_DELIVERY_RETRY_MAX_ATTEMPTS", "APNS_WORKER_KAFKA_SASL_PASSWORD",
+                 "APNS_WORKER_APNS_EVENT_LOOP_THREADS"):
         check_env_name("e", name, problems)
     expect(problems == [], f"spec's env examples accepted: {problems}")
     check_env_name("e", "APNS_WORKER_DELIVERY_MAX_INFLIGHT", problems)
     expect(len(problems) == 1, "unknown env override caught")
     expect(parse_duration("1.5s") == 1.5 and parse_duration("200ms") == 0.2 and parse_duration(3) == 3.0,
            "durations")
+
+    anchors = markdown_anchors(
+        "# Deploying apns-worker\n## Alerts and runbook\n### ApnsWorkerStalled\n"
+        "```sh\n# Kafka SASL credentials\n```\n## Where a new group starts, and `auto.offset.reset`\n")
+    expect(anchors == {"deploying-apns-worker", "alerts-and-runbook", "apnsworkerstalled",
+                       "where-a-new-group-starts-and-autooffsetreset"},
+           f"markdown anchors, code comments skipped: {anchors}")
+    base = "https://docs.example.com/apns-worker/docs/deployment.md"
+    problems = []
+    expect(check_runbook_url("r", base + "#apnsworkerstalled", anchors, problems) == base and problems == [],
+           f"absolute runbook_url accepted: {problems}")
+    for url, what in (
+        ("docs/deployment.md#apnsworkerstalled", "not an absolute http(s) URL"),
+        ("https://docs.example.com/apns-worker/docs/deployment.md#apnsworkerstaled", "is no heading"),
+        ("https://docs.example.com/apns-worker/README.md#apnsworkerstalled", "does not point at"),
+        ("https://docs.example.com/apns-worker/docs/deployment.md", "has no #anchor"),
+    ):
+        problems = []
+        check_runbook_url("r", url, anchors, problems)
+        expect(any(what in p for p in problems), f"runbook_url problem not caught: {what} (got {problems})")
+    content = {"tests": [{"alert_rule_test": [{"exp_alerts": [{"exp_annotations": {
+        "runbook_url": TESTS_RUNBOOK_BASE + "#apnsworkerstalled"}}]}]}]}
+    rebase_runbook_urls(content, base)
+    expect(content["tests"][0]["alert_rule_test"][0]["exp_alerts"][0]["exp_annotations"]["runbook_url"]
+           == base + "#apnsworkerstalled", "the tests' runbook base follows the rules'")
     return failures
 
 
