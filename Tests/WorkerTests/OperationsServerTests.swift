@@ -168,6 +168,8 @@ struct OperationsServerTests {
         let metrics = WorkerMetrics(registry: registry)
         metrics.consumed(topic: "notifications")
         metrics.completed(outcome: "delivered")
+        metrics.register(credential: "app")
+        metrics.completed(outcome: "failed", credential: "app")
         metrics.deadLettered(reason: "schema")
         metrics.apnsRequest(status: 200, reason: "", duration: .milliseconds(12))
         metrics.apnsRequest(status: nil, reason: "transport", duration: .seconds(1))
@@ -220,6 +222,16 @@ struct OperationsServerTests {
                 #"apns_worker_apns_requests_waiting{credential="app",environment="production"} 3"#,
             ] {
                 #expect(text.contains(line), "missing: \(line)")
+            }
+            // The build, outcomes by credential (every series there from the start), and a HELP line
+            // before every metric's TYPE line.
+            #expect(text.contains(#"apns_worker_build_info{version="\#(WorkerVersion.current)"} 1"#))
+            #expect(text.contains(#"apns_worker_credential_outcomes_total{credential="app",outcome="failed"} 1"#))
+            #expect(text.contains(#"apns_worker_credential_outcomes_total{credential="app",outcome="delivered"} 0"#))
+            let lines = text.split(separator: "\n")
+            for (index, line) in lines.enumerated() where line.hasPrefix("# TYPE ") {
+                let name = line.split(separator: " ")[2]
+                #expect(index > 0 && lines[index - 1].hasPrefix("# HELP \(name) "), "no HELP for \(name)")
             }
             let again = try await request(port, "/metrics").body
             #expect(again.contains(#"apns_worker_apns_streams_in_use{credential="app",environment="production"} 200"#))

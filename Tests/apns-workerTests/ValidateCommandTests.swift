@@ -66,6 +66,20 @@ struct ValidateCommandTests {
         #expect(r.stderr.contains("1 valid, 0 invalid"))
     }
 
+    @Test("--version prints the release CHANGELOG.md names first")
+    func version() throws {
+        let r = try run(["--version"])
+        #expect(r.status == 0)
+        let changelog = try String(
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+                "../../CHANGELOG.md"), encoding: .utf8)
+        let release = changelog.split(separator: "\n").first {
+            $0.hasPrefix("## [") && !$0.hasPrefix("## [Unreleased]")
+        }
+        let named = release.map { $0.dropFirst(4).prefix { $0 != "]" } }
+        #expect(r.stdout == "\(named.map(String.init) ?? "?")\n", "CHANGELOG.md's newest release: \(release ?? "none")")
+    }
+
     @Test("an invalid event exits 1 with FILE: pointer: message")
     func invalid() throws {
         let file = try temporaryFile("bad.json", Self.badPriority)
