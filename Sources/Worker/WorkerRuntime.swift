@@ -44,7 +44,11 @@ public enum WorkerRuntime {
     ) throws -> Assembly {
         logger.info(
             "apns-worker \(WorkerVersion.current) starting",
-            metadata: ["version": "\(WorkerVersion.current)", "configuration": "\(configuration)"])
+            metadata: [
+                "version": "\(WorkerVersion.current)",
+                // What `apns-worker check` prints, secrets redacted.
+                "configuration": "\(ConfigurationCheck.summary(configuration).joined(separator: " | "))",
+            ])
         let registry = PrometheusCollectorRegistry()
         let metrics = WorkerMetrics(registry: registry)
         // Liveness is progress: an event waiting out its longest backoff is not stuck, so the

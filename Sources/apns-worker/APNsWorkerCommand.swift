@@ -10,6 +10,7 @@ struct APNsWorkerCommand: AsyncParsableCommand {
         version: WorkerVersion.current,
         subcommands: [
             RunCommand.self,
+            CheckCommand.self,
             DemoCommand.self,
             DevCommand.self,
             ReplayCommand.self,

@@ -1,0 +1,140 @@
+import Foundation
+import Kafka
+import Logging
+
+/// What `apns-worker check` finds: the configuration loaded and checked as `run` would, each
+/// credential's key or certificate opened, and the topics looked up on the broker when it answers;
+/// a redacted summary for people; every problem. Nothing is consumed or produced.
+public struct ConfigurationCheck: Sendable {
+    /// The summary, one line per section, with every secret redacted.
+    public var summary: [String] = []
+    /// What stops `run` (exit 2 when not empty).
+    public var problems: [String] = []
+    /// What could not be checked (the broker did not answer), said but not a failure.
+    public var notes: [String] = []
+
+    public var isValid: Bool { problems.isEmpty }
+
+    /// - Parameters:
+    ///   - offline: check only the file: no broker, no key files, no secrets from the environment
+    ///     (a configuration checked away from where it runs, as `deploy/check.py` does).
+    ///   - brokerTimeout: how long the broker has to answer the metadata request.
+    public static func run(
+        path: String, environment: [String: String] = ProcessInfo.processInfo.environment, offline: Bool = false,
+        brokerTimeout: Duration = .seconds(10), logger: Logger = Logger(label: "apns-worker.check")
+    ) async -> ConfigurationCheck {
+        var check = ConfigurationCheck()
+        let configuration: WorkerConfiguration
+        do {
+            configuration = try WorkerConfiguration.load(path: path, environment: environment)
+        } catch {
+            check.problems.append("\(error)")
+            return check
+        }
+        check.summary = summary(configuration)
+        guard !offline else {
+            check.notes.append("offline: key files, secrets and the broker were not checked")
+            return check
+        }
+        for credential in configuration.apns.credentials {
+            do {
+                _ = try APNsSender.load(credential, environment: environment)
+            } catch {
+                check.problems.append("apns.credentials: \(error)")
+            }
+        }
+        await check.lookUpTopics(configuration, timeout: brokerTimeout, logger: logger)
+        return check
+    }
+
+    /// Asks the broker for its topics: the input, results and dead-letter topics must exist.
+    private mutating func lookUpTopics(_ configuration: WorkerConfiguration, timeout: Duration, logger: Logger) async {
+        var quiet = logger
+        quiet.logLevel = .critical  // librdkafka's own connection errors: the note below says it once
+        let topics: Set<String>
+        do {
+            let consumer = try KafkaConsumer(configuration: configuration.kafkaConsumerConfiguration, logger: quiet)
+            do {
+                topics = try await consumer.topicNames(timeout: timeout)
+                await consumer.close()
+            } catch {
+                await consumer.close()
+                throw error
+            }
+        } catch {
+            notes.append(
+                "broker \(configuration.bootstrapServers) did not answer in \(ConfigDuration.format(timeout)) (\(error)): topics not checked"
+            )
+            return
+        }
+        let wanted =
+            configuration.consumer.topics.map { ("consumer.topics", $0) } + [
+                ("topics.results", configuration.topics.results),
+                ("topics.deadLetters", configuration.topics.deadLetters),
+            ]
+        for (key, topic) in wanted where !topics.contains(topic) {
+            problems.append("\(key): topic '\(topic)' does not exist on \(configuration.bootstrapServers)")
+        }
+        if wanted.allSatisfy({ topics.contains($0.1) }) {
+            summary.append("broker:       \(configuration.bootstrapServers) answered; every topic exists")
+        }
+    }
+
+    /// The configuration for people, secrets redacted (`run` logs the one-line form at start).
+    static func summary(_ configuration: WorkerConfiguration) -> [String] {
+        func properties(_ values: [String: String]) -> String {
+            ConfigSecrets.redacted(values).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+                .joined(separator: ", ")
+        }
+        var lines = [
+            "kafka:        \(properties(configuration.kafka))",
+            "consumer:     group \(configuration.consumer.group), topics \(configuration.consumer.topics.joined(separator: ", "))"
+                + (configuration.consumer.properties.isEmpty
+                    ? "" : "; \(properties(configuration.consumer.properties))"),
+            "producer:     delivery timeout \(ConfigDuration.format(configuration.producer.deliveryTimeout))"
+                + (configuration.producer.properties.isEmpty
+                    ? "" : "; \(properties(configuration.producer.properties))"),
+            "topics:       results \(configuration.topics.results), dead letters \(configuration.topics.deadLetters)",
+        ]
+        let apns = configuration.apns
+        lines.append(
+            "apns:         production \(apns.endpoints.production.host):\(apns.endpoints.production.port), "
+                + "development \(apns.endpoints.development.host):\(apns.endpoints.development.port); "
+                + "\(apns.connectionsPerCredential) connections per credential, request timeout "
+                + "\(ConfigDuration.format(apns.requestTimeout))" + (apns.caFile.map { ", extra CA \($0)" } ?? ""))
+        for credential in apns.credentials {
+            let kind: String
+            switch credential.kind {
+            case .token(let token):
+                let key: String
+                switch token.key {
+                case .file(let path): key = "key file \(path)"
+                case .environment(let variable): key = "key from $\(variable)"
+                }
+                kind = "token (team \(token.teamID), key \(token.keyID), \(key))"
+            case .certificate(let certificate):
+                let source: String
+                switch certificate.source {
+                case .pem(let certificateFile, let keyFile): source = "\(certificateFile) + \(keyFile)"
+                case .pkcs12(let file): source = file
+                }
+                kind =
+                    "certificate (\(source)"
+                    + (certificate.passwordEnvironmentVariable.map { ", password from $\($0)" } ?? "")
+                    + ")"
+            }
+            lines.append(
+                "credential:   \(credential.name): \(kind); topics \(credential.topics.joined(separator: ", ")); "
+                    + "environment \(credential.environment?.rawValue ?? "both")")
+        }
+        let delivery = configuration.delivery
+        lines.append(
+            "delivery:     max in flight \(delivery.maxInFlight) events / \(delivery.maxInFlightBytes) bytes, "
+                + "\(delivery.retry.maxAttempts) attempts within \(ConfigDuration.format(delivery.retry.maxRetryDuration)), "
+                + "max event age \(delivery.maxEventAge.map(ConfigDuration.format) ?? "off"), "
+                + "shutdown within \(ConfigDuration.format(delivery.shutdownTimeout))")
+        lines.append("http:         \(configuration.http.host):\(configuration.http.port)")
+        lines.append("logging:      \(configuration.logging.level), \(configuration.logging.format.rawValue)")
+        return lines
+    }
+}

@@ -1,0 +1,40 @@
+import ArgumentParser
+import Foundation
+import Worker
+
+/// `apns-worker check --config FILE`: what `run` would start with, without consuming anything.
+struct CheckCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check",
+        abstract: "Check a configuration file as run would, without consuming.",
+        discussion: """
+            Loads and checks the file (and APNS_WORKER_* variables), opens every credential's key or \
+            certificate, and asks the broker whether the input, results and dead-letter topics exist. \
+            Prints a summary with secrets redacted. A broker that does not answer is said, not an error. \
+            --offline checks the file alone (no key files, secrets or broker), as deploy/check.py does. \
+            Exit status: 0 valid, 2 not (each problem is printed).
+            """
+    )
+
+    @Option(name: .long, help: ArgumentHelp("The configuration file (YAML or JSON).", valueName: "FILE"))
+    var config: String
+    @Flag(help: "Check the file alone: no key files, no secrets from the environment, no broker.")
+    var offline = false
+    @Option(
+        name: .customLong("broker-timeout"),
+        help: ArgumentHelp("Seconds the broker has to answer.", valueName: "SECONDS"))
+    var brokerTimeout = 10
+
+    func run() async throws {
+        let check = await ConfigurationCheck.run(
+            path: config, offline: offline, brokerTimeout: .seconds(brokerTimeout))
+        for line in check.summary { FileOutput.standardOutput.write(line + "\n") }
+        for note in check.notes { FileOutput.standardError.write("note: \(note)\n") }
+        for problem in check.problems { FileOutput.standardError.write("error: \(problem)\n") }
+        guard check.isValid else {
+            FileOutput.standardError.write("\(config): not valid (\(check.problems.count) problem(s))\n")
+            throw ExitCode(2)
+        }
+        FileOutput.standardOutput.write("\(config): valid\n")
+    }
+}
