@@ -34,14 +34,14 @@ struct RunCommandTests {
         deinit { close(descriptor) }
     }
 
-    func configuration(host: String, port: Int) throws -> String {
+    func configuration(host: String, port: Int, kafkaExtra: String = "") throws -> String {
         let helper = ValidateCommandTests()
         let key = try helper.temporaryFile("AuthKey.p8", P256.Signing.PrivateKey().pemRepresentation)
         return try helper.temporaryFile(
             "worker.yaml",
             """
             kafka:
-              bootstrap.servers: "127.0.0.1:1"
+              bootstrap.servers: "127.0.0.1:1"\(kafkaExtra)
             consumer:
               topics: [notifications]
             topics:
@@ -70,5 +70,22 @@ struct RunCommandTests {
             #expect(run.status == 2, "\(host):\(port): \(run.stderr)")
             #expect(run.stderr.contains("http.host/http.port: cannot listen on \(host):\(port)"), "\(run.stderr)")
         }
+    }
+
+    @Test("a property librdkafka refuses: run and check exit 2 naming it, before anything starts")
+    func librdkafkaRefusesAProperty() throws {
+        let path = try configuration(
+            host: "127.0.0.1", port: 0, kafkaExtra: "\n  linger.ms: soon\n  sasl.password: hunter2")
+        for command in [["run", "--config", path], ["check", "--offline", "--config", path]] {
+            let run = try ValidateCommandTests().run(command)
+            #expect(run.status == 2, "\(command[0]): \(run.stderr)")
+            #expect(run.stderr.contains("kafka.linger.ms: librdkafka refused it"), "\(command[0]): \(run.stderr)")
+            #expect(!run.stderr.contains("hunter2"))
+        }
+        let valid = try ValidateCommandTests().run([
+            "check", "--offline", "--config", try configuration(host: "127.0.0.1", port: 0),
+        ])
+        #expect(valid.status == 0, "\(valid.stderr)")
+        #expect(valid.stdout.contains("valid"))
     }
 }

@@ -1,0 +1,97 @@
+import Foundation
+import Kafka
+import Testing
+
+@testable import Worker
+
+/// `apns-worker check`: the configuration as `run` would load it, the keys opened, the topics
+/// looked up on a broker the test starts.
+@Suite("Configuration check", .timeLimit(.minutes(2)))
+struct ConfigurationCheckTests {
+    static func write(_ text: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("check-\(UUID().uuidString).yaml").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    /// A configuration for `servers` whose credential's key is the file at `keyFile`.
+    static func configuration(servers: String, keyFile: String, deadLetters: String = "apns-dead-letters") -> String {
+        """
+        kafka:
+          bootstrap.servers: \(servers)
+          sasl.password: hunter2
+        consumer:
+          topics: [notifications]
+        topics:
+          results: apns-results
+          deadLetters: \(deadLetters)
+        apns:
+          credentials:
+            - name: app
+              topics: [com.example.app]
+              token: { teamId: ABCDE12345, keyId: KEY1234567, keyFile: \(keyFile) }
+        """
+    }
+
+    static func keyFile() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("key-\(UUID().uuidString).p8").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path]
+        try process.run()
+        process.waitUntilExit()
+        try #require(process.terminationStatus == 0)
+        return path
+    }
+
+    @Test("with every topic on the broker and the key readable: valid, and the summary redacts secrets")
+    func valid() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        for topic in ["notifications", "apns-results", "apns-dead-letters"] {
+            try cluster.createTopic(topic, partitions: 1)
+        }
+        let path = try Self.write(Self.configuration(servers: cluster.bootstrapServers, keyFile: try Self.keyFile()))
+        let check = await ConfigurationCheck.run(path: path, environment: [:])
+        #expect(check.isValid, "\(check.problems)")
+        let summary = check.summary.joined(separator: "\n")
+        #expect(summary.contains("sasl.password=<redacted>"))
+        #expect(!summary.contains("hunter2"))
+        #expect(summary.contains("every topic exists"))
+    }
+
+    @Test(
+        "a topic missing on the broker, a key that cannot be read: each is a problem naming its key; nothing is created"
+    )
+    func problems() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        for topic in ["notifications", "apns-results"] { try cluster.createTopic(topic, partitions: 1) }
+        let path = try Self.write(
+            Self.configuration(
+                servers: cluster.bootstrapServers, keyFile: "/nonexistent/AuthKey.p8", deadLetters: "dlq-typo"))
+        let check = await ConfigurationCheck.run(path: path, environment: [:])
+        #expect(!check.isValid)
+        #expect(
+            check.problems.contains { $0.hasPrefix("topics.deadLetters: topic 'dlq-typo' does not exist") },
+            "\(check.problems)")
+        #expect(check.problems.contains { $0.contains("/nonexistent/AuthKey.p8") }, "\(check.problems)")
+        let again = await ConfigurationCheck.run(path: path, environment: [:])
+        #expect(again.problems.contains { $0.contains("dlq-typo") }, "looking did not create it")
+    }
+
+    @Test("a broker that does not answer is a note, not a problem; --offline checks the file alone")
+    func unreachableAndOffline() async throws {
+        let key = try Self.keyFile()
+        let path = try Self.write(Self.configuration(servers: "127.0.0.1:1", keyFile: key))
+        let check = await ConfigurationCheck.run(path: path, environment: [:], brokerTimeout: .seconds(1))
+        #expect(check.isValid, "\(check.problems)")
+        #expect(check.notes.contains { $0.contains("did not answer") })
+        let offline = await ConfigurationCheck.run(
+            path: try Self.write(Self.configuration(servers: "127.0.0.1:1", keyFile: "/nonexistent.p8")),
+            environment: [:],
+            offline: true)
+        #expect(offline.isValid)
+        let broken = await ConfigurationCheck.run(
+            path: try Self.write("kafka: {}\n"), environment: [:], offline: true)
+        #expect(broken.problems.first?.contains("kafka.bootstrap.servers") == true, "\(broken.problems)")
+    }
+}
