@@ -9,7 +9,9 @@ struct SendCommand: AsyncParsableCommand {
         commandName: "send",
         abstract: "Send one notification and print APNs' answer.",
         discussion: """
-            The notification comes from flags, or from a notification event file (--event). Exit \
+            The notification comes from flags, or from a notification event file (--event); either \
+            way it is checked with the worker's own event rules before anything is sent. One \
+            credential: --key-file (token), --p12-file, or --cert-file with --cert-key-file. Exit \
             status: 0 on 200, 1 when APNs (or a local rule) rejected it, 2 for usage, configuration \
             and connection errors.
             """
@@ -21,11 +23,15 @@ struct SendCommand: AsyncParsableCommand {
     var host: String?
     @Option(name: .long, help: "443 (default) or 2197; anything for the simulator.")
     var port: Int = APNsEnvironment.defaultPort
-    @Option(name: .customLong("ca-file"), help: ArgumentHelp("Trust these roots (PEM) instead of the system store.", valueName: "FILE"))
+    @Option(
+        name: .customLong("ca-file"),
+        help: ArgumentHelp("Trust these roots (PEM) instead of the system store.", valueName: "FILE"))
     var caFile: String?
     @Option(name: .customLong("team-id")) var teamID: String?
     @Option(name: .customLong("key-id")) var keyID: String?
-    @Option(name: .customLong("key-file"), help: ArgumentHelp("The .p8 signing key (token authentication).", valueName: "FILE"))
+    @Option(
+        name: .customLong("key-file"),
+        help: ArgumentHelp("The .p8 signing key (token authentication).", valueName: "FILE"))
     var keyFile: String?
     @Option(name: .customLong("cert-file"), help: ArgumentHelp("Client certificate, PEM.", valueName: "FILE"))
     var certificateFile: String?
@@ -33,7 +39,9 @@ struct SendCommand: AsyncParsableCommand {
     var certificateKeyFile: String?
     @Option(name: .customLong("p12-file"), help: ArgumentHelp("Client identity as PKCS#12.", valueName: "FILE"))
     var pkcs12File: String?
-    @Option(name: .customLong("p12-password-env"), help: ArgumentHelp("Environment variable holding the PKCS#12 password.", valueName: "NAME"))
+    @Option(
+        name: .customLong("p12-password-env"),
+        help: ArgumentHelp("Environment variable holding the PKCS#12 password.", valueName: "NAME"))
     var pkcs12PasswordVariable: String?
     @Option(name: .long) var topic: String?
     @Option(name: .customLong("push-type")) var pushType: APNsPushType = .alert
@@ -43,19 +51,37 @@ struct SendCommand: AsyncParsableCommand {
     @Option(name: .customLong("apns-id")) var apnsID: String?
     @Option(name: .customLong("device-token")) var deviceToken: String?
     @Option(name: .long, help: ArgumentHelp("The JSON payload.", valueName: "JSON")) var payload: String?
-    @Option(name: .long, help: ArgumentHelp("A notification event file (the worker's input format).", valueName: "FILE"))
+    @Option(
+        name: .long, help: ArgumentHelp("A notification event file (the worker's input format).", valueName: "FILE"))
     var event: String?
 
-    func validate() throws {
-        if event == nil {
+    /// Checked in `run`, not `validate`: ArgumentParser reports a `validate` error in place of an
+    /// unknown flag, which would hide a misspelt option behind "give --topic …".
+    private func checkFlags() throws {
+        let credentials = [keyFile != nil, pkcs12File != nil, certificateFile != nil || certificateKeyFile != nil]
+        if credentials.filter({ $0 }).count > 1 {
+            throw ValidationError("give one credential: --key-file, --p12-file, or --cert-file with --cert-key-file")
+        }
+        if event != nil {
+            let flags: [Any?] = [topic, deviceToken, payload, priority, expiration, collapseID, apnsID]
+            if flags.contains(where: { $0 != nil }) {
+                throw ValidationError("--event FILE carries the notification: drop the notification flags")
+            }
+        } else {
             guard topic != nil, deviceToken != nil, payload != nil else {
                 throw ValidationError("give --topic, --device-token and --payload, or --event FILE")
             }
         }
-        if let priority, APNsPriority(rawValue: priority) == nil { throw ValidationError("--priority must be 10, 5 or 1") }
+        if let priority, APNsPriority(rawValue: priority) == nil {
+            throw ValidationError("--priority must be 10, 5 or 1")
+        }
+        if let apnsID, (try? APNsNotificationID(apnsID)) == nil {
+            throw ValidationError("--apns-id must be a UUID (8-4-4-4-12 hex digits)")
+        }
     }
 
     func run() async throws {
+        try checkFlags()
         var send = APNsOneShotSend()
         send.environment = environment
         send.host = host
@@ -76,16 +102,22 @@ struct SendCommand: AsyncParsableCommand {
         send.apnsID = apnsID
         send.deviceToken = deviceToken ?? ""
         send.payload = payload ?? ""
-        var prepared: APNsNotification?
-        if let event {
-            do {
-                let decoded = try EventFile.notification(at: event)
-                prepared = decoded.notification
-                send.environment = decoded.environment
-            } catch {
-                FileOutput.standardError.write("\(error)\n")
-                throw ExitCode(1)
-            }
+        // From a file or from flags, the event goes through the worker's decoder: the same rules.
+        let prepared: APNsNotification
+        do {
+            let decoded =
+                try event.map(EventFile.notification(at:))
+                ?? EventFile.notification(flags: [
+                    "id": apnsID ?? "apns-worker-send", "deviceToken": deviceToken, "topic": topic,
+                    "pushType": pushType.rawValue, "environment": environment.rawValue,
+                    "priority": priority.map(String.init), "expiration": expiration.map(String.init),
+                    "collapseId": collapseID, "payload": payload,
+                ])
+            prepared = decoded.notification
+            send.environment = decoded.environment
+        } catch {
+            FileOutput.standardError.write("\(error)\n")
+            throw ExitCode(1)
         }
         let result = await send.run(prepared)
         for line in result.lines { FileOutput.standardOutput.write(line + "\n") }

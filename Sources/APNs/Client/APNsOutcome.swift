@@ -1,3 +1,5 @@
+import Foundation
+
 /// What the caller should do with an answer (or a failure): the outcome table of docs/worker.md.
 public enum APNsOutcome: Sendable, Hashable {
     /// 200.
@@ -58,6 +60,30 @@ public enum APNsOutcome: Sendable, Hashable {
             return .credentialsBroken("credential")
         default:
             return .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true)
+        }
+    }
+}
+
+extension APNsOutcome: CustomStringConvertible {
+    /// For people: `rejected (BadDeviceToken): sending it again cannot succeed`.
+    public var description: String {
+        switch self {
+        case .delivered:
+            return "delivered"
+        case .unregistered(let timestamp):
+            let since = timestamp.map {
+                " since " + Date(timeIntervalSince1970: Double($0) / 1000).formatted(.iso8601)
+            }
+            return "unregistered: the device token is no longer valid\(since ?? ""); stop sending to it"
+        case .rejected(let reason):
+            return "rejected (\(reason?.rawValue ?? "no reason")): sending it again cannot succeed"
+        case .refreshToken:
+            return "the provider token expired: sign a new one and send again"
+        case .credentialsBroken(let reason):
+            return "credentials refused (\(reason)): fix the key or certificate"
+        case .retryLater(let perDeviceToken, _):
+            return perDeviceToken
+                ? "retry later: too many requests for this device token" : "retry later: APNs or the connection failed"
         }
     }
 }
