@@ -30,6 +30,9 @@ public final class KafkaConsumer: Sendable {
         statisticsHandler: (@Sendable (KafkaConsumerStatistics) -> Void)? = nil,
         logger: Logger = Logger(label: "kafka.consumer")
     ) throws(KafkaError) {
+        var tagged = logger
+        tagged[metadataKey: "kafka-client"] = "consumer"  // the producer's lines look the same
+        let logger = tagged
         let core = KafkaConsumerCore(
             capacity: configuration.bufferCapacity, byteCapacity: configuration.bufferByteCapacity,
             handler: rebalanceHandler,

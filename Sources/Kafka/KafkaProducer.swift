@@ -23,6 +23,9 @@ public final class KafkaProducer: Sendable {
         configuration: KafkaProducerConfiguration, logger: Logger = Logger(label: "kafka.producer"),
         onFatalError: (@Sendable (KafkaError) -> Void)? = nil
     ) throws(KafkaError) {
+        var tagged = logger
+        tagged[metadataKey: "kafka-client"] = "producer"  // the consumer's lines look the same
+        let logger = tagged
         let config = try RDKafkaConfig(properties: configuration.librdkafkaProperties)
         let callbacks = RDKafkaCallbacks(
             logger: logger,

@@ -1,3 +1,5 @@
+import Foundation
+import Logging
 import Testing
 
 @testable import Kafka
@@ -171,5 +173,53 @@ struct KafkaUnitTests {
         #expect(partition.consumerLag == 42 && partition.committedOffset == 100 && partition.highWatermark == 142)
         #expect(stats.totalLag == 42)
         #expect(KafkaConsumerStatistics(json: "not json") == nil)
+    }
+}
+
+/// Log lines a test can read.
+final class CapturedLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var entries: [(level: Logger.Level, message: String, metadata: Logger.Metadata)] = []
+
+    var all: [(level: Logger.Level, message: String, metadata: Logger.Metadata)] { lock.withLock { entries } }
+
+    func logger() -> Logger {
+        var logger = Logger(label: "captured") { _ in Handler(log: self) }
+        logger.logLevel = .trace
+        return logger
+    }
+
+    struct Handler: LogHandler {
+        let log: CapturedLog
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+            log.lock.withLock { log.entries.append((event.level, event.message.description, merged)) }
+        }
+    }
+}
+
+@Suite("librdkafka's errors in the log")
+struct KafkaErrorLoggingTests {
+    // A broker that refuses connections was logged twice per attempt: librdkafka's "FAIL" log line
+    // at error level and the same failure through the error callback at warning.
+    @Test("a refused connection is logged once per attempt, naming the client")
+    func refusedConnectionOnce() async throws {
+        let log = CapturedLog()
+        var configuration = KafkaConsumerConfiguration(bootstrapServers: "127.0.0.1:1", groupID: "g")
+        configuration.sessionTimeout = .seconds(6)
+        let consumer = try KafkaConsumer(configuration: configuration, logger: log.logger())
+        try consumer.subscribe(topics: ["t"])
+        try await Task.sleep(for: .milliseconds(1500))
+        await consumer.close()
+        let loud = log.all.filter { $0.level >= .warning && $0.message.contains("Connect to ipv4#127.0.0.1:1 failed") }
+        #expect(!loud.isEmpty)
+        #expect(loud.allSatisfy { $0.message.hasPrefix("Kafka error _TRANSPORT") }, "\(loud.map(\.message))")
+        #expect(loud.allSatisfy { $0.metadata["kafka-client"] == "consumer" })
     }
 }

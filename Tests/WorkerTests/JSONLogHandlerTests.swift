@@ -38,6 +38,7 @@ struct JSONLogHandlerTests {
             JSONSerialization.jsonObject(with: Data(lines.all[0].utf8)) as? [String: Any])
         #expect(object["level"] as? String == "info")
         #expect(object["label"] as? String == "apns-worker.\"pipeline\"")
+        #expect(object["source"] as? String == "WorkerTests", "the module that logged")
         #expect(object["message"] as? String == "delivered \(awkward)")
         let metadata = try #require(object["metadata"] as? [String: Any])
         #expect(metadata["worker"] as? String == "w-1")

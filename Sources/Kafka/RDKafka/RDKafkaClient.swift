@@ -7,10 +7,11 @@ import Logging
 /// `@unchecked Sendable`: every property is a `let` set before the handle exists, and the closures
 /// are themselves `@Sendable`; librdkafka calls them from its own threads.
 final class RDKafkaCallbacks: @unchecked Sendable {
-    typealias Rebalance = @Sendable (
-        _ handle: OpaquePointer, _ event: rd_kafka_resp_err_t,
-        _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
-    ) -> Void
+    typealias Rebalance =
+        @Sendable (
+            _ handle: OpaquePointer, _ event: rd_kafka_resp_err_t,
+            _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+        ) -> Void
 
     let logger: Logger
     let rebalance: Rebalance?
@@ -79,8 +80,10 @@ final class RDKafkaClient: @unchecked Sendable {
 
 // MARK: C callbacks (free functions matching librdkafka's typedefs)
 
-private func rdkafkaLog(_ handle: OpaquePointer?, _ level: Int32, _ facility: UnsafePointer<CChar>?,
-                        _ message: UnsafePointer<CChar>?) {
+private func rdkafkaLog(
+    _ handle: OpaquePointer?, _ level: Int32, _ facility: UnsafePointer<CChar>?,
+    _ message: UnsafePointer<CChar>?
+) {
     guard let callbacks = RDKafkaCallbacks.from(handle), let message else { return }
     // syslog levels: 0 emerg … 3 err, 4 warning, 5 notice, 6 info, 7 debug.
     let swiftLevel: Logger.Level =
@@ -91,11 +94,16 @@ private func rdkafkaLog(_ handle: OpaquePointer?, _ level: Int32, _ facility: Un
         default: .debug
         }
     let facilityText = facility.map { String(cString: $0) } ?? "-"
-    callbacks.logger.log(level: swiftLevel, "\(String(cString: message))", metadata: ["rdkafka": "\(facilityText)"])
+    // A broker failure ("FAIL") is also raised through the error callback, which the consumer and
+    // the producer log: logged here too, every connection error would appear twice.
+    let level = facilityText == "FAIL" && callbacks.error != nil && swiftLevel >= .warning ? .debug : swiftLevel
+    callbacks.logger.log(level: level, "\(String(cString: message))", metadata: ["rdkafka": "\(facilityText)"])
 }
 
-private func rdkafkaError(_ handle: OpaquePointer?, _ code: Int32, _ reason: UnsafePointer<CChar>?,
-                          _ opaque: UnsafeMutableRawPointer?) {
+private func rdkafkaError(
+    _ handle: OpaquePointer?, _ code: Int32, _ reason: UnsafePointer<CChar>?,
+    _ opaque: UnsafeMutableRawPointer?
+) {
     guard let callbacks = RDKafkaCallbacks.from(handle) else { return }
     let err = rd_kafka_resp_err_t(code)
     var error = KafkaError(err, reason.map { String(cString: $0) })
@@ -107,17 +115,21 @@ private func rdkafkaError(_ handle: OpaquePointer?, _ code: Int32, _ reason: Uns
     callbacks.error?(error)
 }
 
-private func rdkafkaRebalance(_ handle: OpaquePointer?, _ event: rd_kafka_resp_err_t,
-                              _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
-                              _ opaque: UnsafeMutableRawPointer?) {
+private func rdkafkaRebalance(
+    _ handle: OpaquePointer?, _ event: rd_kafka_resp_err_t,
+    _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+    _ opaque: UnsafeMutableRawPointer?
+) {
     guard let handle, let partitions, let callbacks = RDKafkaCallbacks.from(handle),
         let rebalance = callbacks.rebalance
     else { return }
     rebalance(handle, event, partitions)
 }
 
-private func rdkafkaStatistics(_ handle: OpaquePointer?, _ json: UnsafeMutablePointer<CChar>?, _ length: Int,
-                               _ opaque: UnsafeMutableRawPointer?) -> Int32 {
+private func rdkafkaStatistics(
+    _ handle: OpaquePointer?, _ json: UnsafeMutablePointer<CChar>?, _ length: Int,
+    _ opaque: UnsafeMutableRawPointer?
+) -> Int32 {
     if let callbacks = RDKafkaCallbacks.from(handle), let json {
         let text = String(decoding: UnsafeRawBufferPointer(start: json, count: length), as: UTF8.self)
         callbacks.statistics?(text)
@@ -125,8 +137,10 @@ private func rdkafkaStatistics(_ handle: OpaquePointer?, _ json: UnsafeMutablePo
     return 0  // librdkafka frees the JSON
 }
 
-private func rdkafkaDeliveryReport(_ handle: OpaquePointer?, _ message: UnsafePointer<rd_kafka_message_t>?,
-                                   _ opaque: UnsafeMutableRawPointer?) {
+private func rdkafkaDeliveryReport(
+    _ handle: OpaquePointer?, _ message: UnsafePointer<rd_kafka_message_t>?,
+    _ opaque: UnsafeMutableRawPointer?
+) {
     guard let message, let context = message.pointee._private else { return }
     // Retained when the record was enqueued (KafkaProducer.enqueue); this is its one release.
     let delivery = Unmanaged<DeliveryContext>.fromOpaque(context).takeRetainedValue()
@@ -134,9 +148,11 @@ private func rdkafkaDeliveryReport(_ handle: OpaquePointer?, _ message: UnsafePo
     if record.err == RD_KAFKA_RESP_ERR_NO_ERROR {
         var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
         let timestamp = rd_kafka_message_timestamp(message, &timestampType)
-        delivery.complete(.success(KafkaDeliveryReport(
-            topic: String(cString: rd_kafka_topic_name(record.rkt)), partition: record.partition,
-            offset: record.offset, timestampMilliseconds: timestamp >= 0 ? timestamp : nil)))
+        delivery.complete(
+            .success(
+                KafkaDeliveryReport(
+                    topic: String(cString: rd_kafka_topic_name(record.rkt)), partition: record.partition,
+                    offset: record.offset, timestampMilliseconds: timestamp >= 0 ? timestamp : nil)))
     } else {
         delivery.complete(.failure(KafkaError(record.err)))
     }

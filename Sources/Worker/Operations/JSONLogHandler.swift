@@ -3,7 +3,8 @@ import Logging
 import NIOConcurrencyHelpers
 
 /// One JSON object per line: `timestamp` (ISO 8601, UTC, milliseconds), `level`, `label`,
-/// `message`, `metadata` (and `error` when the event carries one).
+/// `source` (the module that logged: `Worker`, `Kafka`, `APNs`, …), `message`, `metadata` (and
+/// `error` when the event carries one).
 ///
 /// No redaction here: the pipeline passes redacted device tokens and never a JWT; this handler's
 /// job is to escape every string correctly so a log line always parses.
@@ -30,7 +31,8 @@ public struct JSONLogHandler: LogHandler {
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let own = event.metadata { merged.merge(own) { _, new in new } }
         var line = "{\"timestamp\":\"\(Self.timestamp(Date()))\",\"level\":\"\(event.level.rawValue)\""
-        line += ",\"label\":\(JSONText.quoted(label)),\"message\":\(JSONText.quoted(event.message.description))"
+        line += ",\"label\":\(JSONText.quoted(label)),\"source\":\(JSONText.quoted(event.source))"
+        line += ",\"message\":\(JSONText.quoted(event.message.description))"
         if let error = event.error { line += ",\"error\":\(JSONText.quoted(String(describing: error)))" }
         if !merged.isEmpty { line += ",\"metadata\":\(Self.json(.dictionary(merged)))" }
         line += "}\n"
