@@ -9,7 +9,9 @@ Exits 1 and names every problem found.
 What it checks:
   1. Every .yaml/.yml/.json file under deploy/ parses (all documents of multi-document YAML).
   2. Every metric name in the alert rules and in the Grafana dashboard is one the worker exports
-     (METRICS below, the table of the contract), or a listed external one (kube-state-metrics).
+     (METRICS below, the table of the contract), or a listed external one (kube-state-metrics);
+     METRICS names the same metrics as the worker's own list (WorkerMetrics.help in
+     Sources/Worker/Operations/WorkerMetrics.swift).
   3. The ConfigMap's config.yaml, as the worker itself loads it: `apns-worker check --offline` (every
      key, type, range, librdkafka property and topic rule of `run`; no key files, secrets or broker)
      with the Deployment's literal APNS_WORKER_* values; each `valueFrom` one (its value unknown) is
@@ -73,6 +75,38 @@ EXTERNAL_METRICS = {
     "kube_deployment_status_replicas_unavailable",  # kube-state-metrics
     "kube_pod_container_status_restarts_total",  # kube-state-metrics
 }
+
+
+# Where the worker lists every metric it exports: the keys of WorkerMetrics.help.
+WORKER_METRICS_SOURCE = os.path.join("Sources", "Worker", "Operations", "WorkerMetrics.swift")
+
+
+def worker_metric_names(swift):
+    """The keys of `static let help: [String: String] = [ ... ]` in Swift source, else None."""
+    block = re.search(r"static\s+let\s+help\s*:\s*\[String\s*:\s*String\]\s*=\s*\[(.*?)^\s*\]\s*$",
+                      swift, re.S | re.M)
+    if not block:
+        return None
+    # String literals in order, each consumed whole; a key is one followed by `:`.
+    return {m.group(1) for m in re.finditer(r'"((?:[^"\\]|\\.)*)"(\s*:)?', block.group(1)) if m.group(2)}
+
+
+def check_worker_metrics(problems, root=None):
+    """METRICS and the worker's own list name the same metrics."""
+    path = os.path.join(root or ROOT, WORKER_METRICS_SOURCE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            names = worker_metric_names(handle.read())
+    except OSError as error:
+        problems.append(f"{WORKER_METRICS_SOURCE}: {error.strerror} (the worker's list of metrics)")
+        return
+    if not names:
+        problems.append(f"{WORKER_METRICS_SOURCE}: no `static let help: [String: String]` with metric names")
+        return
+    for name in sorted(names - set(METRICS)):
+        problems.append(f"{WORKER_METRICS_SOURCE}: the worker exports {name}, which METRICS in deploy/check.py lacks")
+    for name in sorted(set(METRICS) - names):
+        problems.append(f"deploy/check.py: METRICS has {name}, which {WORKER_METRICS_SOURCE} (help) does not export")
 
 
 def exported_series():
@@ -786,6 +820,23 @@ def self_test(binary):
     problems = []
     check_metric_names("t", "sum(rate(apns_worker_event_duration_seconds_count[5m]))", problems)
     expect(problems == [], "histogram _count accepted")
+    swift = ('public static let help: [String: String] = [\n'
+             '    "apns_worker_a_total": "Records: \\"quoted\\", ok.",\n'
+             '    "apns_worker_b":\n        "Two: lines.",\n'
+             ']\n\npublic static let other: [String: String] = ["c": "d"]\n')
+    expect(worker_metric_names(swift) == {"apns_worker_a_total", "apns_worker_b"},
+           f"the keys of the worker's help dictionary: {worker_metric_names(swift)}")
+    with tempfile.TemporaryDirectory() as scratch:
+        source = os.path.join(scratch, WORKER_METRICS_SOURCE)
+        os.makedirs(os.path.dirname(source))
+        names = sorted(METRICS)
+        with open(source, "w", encoding="utf-8") as handle:  # one metric missing, one unknown to METRICS
+            handle.write("static let help: [String: String] = [\n"
+                         + "".join(f'    "{n}": "x",\n' for n in names[1:] + ["apns_worker_new_total"]) + "]\n")
+        problems = []
+        check_worker_metrics(problems, scratch)
+        expect(len(problems) == 2 and "apns_worker_new_total" in problems[0] and names[0] in problems[1],
+               f"METRICS and the worker's metrics drifting apart: {problems}")
 
     # The config and the env, checked by the worker: a valid one passes (APNS_WORKER_BIN, which
     # names no key, is not passed on), and each mistake is caught and located.
@@ -894,6 +945,7 @@ def main():
 
     problems, notices = [], []
     documents = load_files(problems)
+    check_worker_metrics(problems)
     check_kubernetes(documents, problems, binary)
     rules_doc = check_alerts(documents, problems)
     check_dashboard(documents, problems)
