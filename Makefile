@@ -144,16 +144,21 @@ lint:
 	$(SWIFT) format lint --recursive --strict Sources Tests Benchmarks
 
 # deploy/: every YAML/JSON file parses, the Kubernetes manifests render with kustomize, alert and
-# dashboard metric names and the ConfigMap's config keys are the worker's, the manifests agree with
-# each other (docs/deployment.md, "Checks").
+# dashboard metric names are the worker's, the worker itself accepts the ConfigMap's config with the
+# Deployment's environment (`apns-worker check --offline`), the manifests agree with each other
+# (docs/deployment.md, "Checks").
 # Debian's python3 with python3-yaml; promtool (Debian: prometheus), if installed, also tests the alerts.
 # kubectl: the one on PATH (any kubectl with kustomize, e.g. the Kubernetes project's `kubectl`
 # package), else Debian's kubernetes-client (Debian has no package named kubectl).
-check-deploy:
+# The worker is built first (incremental after `make test`); APNS_WORKER_BIN=<a built apns-worker>
+# uses that one instead and builds nothing.
+check-deploy: $(if $(APNS_WORKER_BIN),,deps-build)
 	$(call install_packages,python3-yaml prometheus)
 	$(if $(shell command -v kubectl 2>/dev/null),,$(call install_packages,kubernetes-client))
 	kubectl kustomize deploy/kubernetes > /dev/null
-	/usr/bin/python3 deploy/check.py
+	$(if $(APNS_WORKER_BIN),,$(SWIFT) build $(SWIFT_FLAGS) --product apns-worker)
+	APNS_WORKER_BIN="$(or $(APNS_WORKER_BIN),$$($(SWIFT) build $(SWIFT_FLAGS) --show-bin-path)/apns-worker)" \
+	    /usr/bin/python3 deploy/check.py
 
 clean:
 	rm -rf .build .build-*

@@ -1,16 +1,21 @@
 #!/usr/bin/python3
 """Checks deploy/ against itself and against the worker's operational contract.
 
-Run: `make check-deploy` (or /usr/bin/python3 deploy/check.py). Needs only Python 3 and PyYAML
-(Debian: python3-yaml). Exits 1 and names every problem found.
+Run: `make check-deploy` (or /usr/bin/python3 deploy/check.py). Needs Python 3, PyYAML (Debian:
+python3-yaml) and a built worker: $APNS_WORKER_BIN, else .build/debug/apns-worker, else
+.build/release/apns-worker (`swift build --product apns-worker`; `make check-deploy` builds it).
+Exits 1 and names every problem found.
 
 What it checks:
-  1. Every .yaml/.yml/.json file under deploy/ parses (all documents of multi-document YAML), and the
-     worker config inside the ConfigMap parses too.
+  1. Every .yaml/.yml/.json file under deploy/ parses (all documents of multi-document YAML).
   2. Every metric name in the alert rules and in the Grafana dashboard is one the worker exports
-     (METRICS below, the table of the contract), or a listed external one (kube-state-metrics).
-  3. The ConfigMap's config.yaml uses known keys only, has the required ones, and typed values
-     (durations, integers, enums); the Deployment's APNS_WORKER_* variables name real keys.
+     (METRICS below, the table of the contract), or a listed external one (kube-state-metrics);
+     METRICS names the same metrics as the worker's own list (WorkerMetrics.help in
+     Sources/Worker/Operations/WorkerMetrics.swift).
+  3. The ConfigMap's config.yaml, as the worker itself loads it: `apns-worker check --offline` (every
+     key, type, range, librdkafka property and topic rule of `run`; no key files, secrets or broker)
+     with the Deployment's literal APNS_WORKER_* values; each `valueFrom` one (its value unknown) is
+     tried with a placeholder, so that a name the worker does not know is caught too.
   4. The pieces agree: ports, probe paths, config path, key file under a mounted Secret, grace
      period above delivery.shutdownTimeout, KEDA group/topic/bootstrap servers as in the config,
      maxReplicaCount and replicas within the partition count, selectors matching the pod labels,
@@ -72,6 +77,38 @@ EXTERNAL_METRICS = {
 }
 
 
+# Where the worker lists every metric it exports: the keys of WorkerMetrics.help.
+WORKER_METRICS_SOURCE = os.path.join("Sources", "Worker", "Operations", "WorkerMetrics.swift")
+
+
+def worker_metric_names(swift):
+    """The keys of `static let help: [String: String] = [ ... ]` in Swift source, else None."""
+    block = re.search(r"static\s+let\s+help\s*:\s*\[String\s*:\s*String\]\s*=\s*\[(.*?)^\s*\]\s*$",
+                      swift, re.S | re.M)
+    if not block:
+        return None
+    # String literals in order, each consumed whole; a key is one followed by `:`.
+    return {m.group(1) for m in re.finditer(r'"((?:[^"\\]|\\.)*)"(\s*:)?', block.group(1)) if m.group(2)}
+
+
+def check_worker_metrics(problems, root=None):
+    """METRICS and the worker's own list name the same metrics."""
+    path = os.path.join(root or ROOT, WORKER_METRICS_SOURCE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            names = worker_metric_names(handle.read())
+    except OSError as error:
+        problems.append(f"{WORKER_METRICS_SOURCE}: {error.strerror} (the worker's list of metrics)")
+        return
+    if not names:
+        problems.append(f"{WORKER_METRICS_SOURCE}: no `static let help: [String: String]` with metric names")
+        return
+    for name in sorted(names - set(METRICS)):
+        problems.append(f"{WORKER_METRICS_SOURCE}: the worker exports {name}, which METRICS in deploy/check.py lacks")
+    for name in sorted(set(METRICS) - names):
+        problems.append(f"deploy/check.py: METRICS has {name}, which {WORKER_METRICS_SOURCE} (help) does not export")
+
+
 def exported_series():
     """Every series name the worker's metrics produce (histograms: _bucket, _sum, _count)."""
     names = set()
@@ -126,73 +163,109 @@ def check_metric_names(where, expr, problems, recorded=frozenset()):
 
 
 # ---------------------------------------------------------------------------------------------
-# The worker's config structure (docs/configuration.md, "Keys")
+# The worker's config: checked by the worker itself (`apns-worker check --offline`)
 # ---------------------------------------------------------------------------------------------
-DURATION = "duration"
-INT = "int"
-STR = "str"
-STR_OR_NULL = "str?"
-STR_LIST = "[str]"
-FREE = "free"  # librdkafka properties: any key, scalar values
-
-
-def enum(*values):
-    return ("enum", values)
-
-
-ENDPOINT = {"host": STR, "port": INT}
-CONFIG_SCHEMA = {
-    "kafka": FREE,
-    "consumer": {
-        "group": STR, "topics": STR_LIST, "bufferCapacity": INT, "bufferBytes": INT, "properties": FREE,
-    },
-    "producer": {"deliveryTimeout": DURATION, "properties": FREE},
-    "topics": {"results": STR, "deadLetters": STR},
-    "apns": {
-        "connectionsPerCredential": INT,
-        "requestTimeout": DURATION,
-        "eventLoopThreads": INT,
-        "caFile": STR_OR_NULL,
-        "endpoints": {"production": ENDPOINT, "development": ENDPOINT},
-        "credentials": "credentials",
-    },
-    "delivery": {
-        "maxInFlight": INT,
-        "maxInFlightBytes": INT,
-        "commitInterval": DURATION,
-        "retry": {
-            "maxAttempts": INT,
-            "initialBackoff": DURATION,
-            "maxBackoff": DURATION,
-            "maxRetryDuration": DURATION,
-        },
-        "revocationTimeout": DURATION,
-        "shutdownTimeout": DURATION,
-        "maxEventAge": DURATION,
-        "maxRecordBytes": INT,
-        "publishBlockedLimit": DURATION,
-    },
-    "http": {"host": STR, "port": INT},
-    "logging": {
-        "level": enum("trace", "debug", "info", "notice", "warning", "error", "critical"),
-        "format": enum("json", "text"),
-    },
+ENV_PREFIX = "APNS_WORKER_"
+# The worker's words for a variable name it does not know (its own, and librdkafka's for
+# APNS_WORKER_KAFKA_*): the only errors a placeholder value cannot cause. If the worker rewords
+# them, the self-test fails rather than misspellings passing.
+UNKNOWN_NAME = ("matches no configuration key", "No such configuration property")
+# What a `valueFrom` variable is given (its real value is in a Secret or the pod's fields), with a
+# config the worker accepts: whether the worker knows a name does not depend on the file, and a
+# mistake in the file would hide the name's problem (the worker stops at its first error).
+PLACEHOLDER = "1"
+MINIMAL_CONFIG = {
+    "kafka": {"bootstrap.servers": "kafka:9092"},
+    "consumer": {"topics": ["notifications"]},
+    "topics": {"results": "results", "deadLetters": "dead-letters"},
+    "apns": {"credentials": [{"name": "app", "topics": ["com.example.app"], "token": {
+        "teamId": "T", "keyId": "K", "keyFile": "/k.p8"}}]},
 }
-CREDENTIAL_SCHEMA = {
-    "name": STR, "topics": STR_LIST, "environment": enum("production", "development"), "token": {}, "certificate": {},
-}
-TOKEN_SCHEMA = {"teamId": STR, "keyId": STR, "keyFile": STR, "keyEnv": STR}
-CERTIFICATE_SCHEMA = {
-    "certificateFile": STR, "privateKeyFile": STR, "p12File": STR, "passwordEnv": STR,
-}
-REQUIRED = [
-    ("kafka", "bootstrap.servers"),
-    ("consumer", "topics"),
-    ("topics", "results"),
-    ("topics", "deadLetters"),
-    ("apns", "credentials"),
-]
-DEFAULTS = {("consumer", "group"): "apns-worker", ("http", "port"): 8080}
+# The worker's defaults for the few values the manifests must agree with (docs/configuration.md).
+DEFAULTS = {("consumer", "group"): "apns-worker", ("http", "port"): 8080, ("delivery", "shutdownTimeout"): "30s"}
+
+
+class NoWorkerBinary(Exception):
+    pass
+
+
+class WorkerCheckFailed(Exception):
+    """The worker neither accepted nor refused the config (it crashed, hung or exited otherwise)."""
+
+
+def worker_binary():
+    """$APNS_WORKER_BIN, else the debug build, else the release build."""
+    named = os.environ.get("APNS_WORKER_BIN")
+    if named:
+        if not (os.path.isfile(named) and os.access(named, os.X_OK)):
+            raise NoWorkerBinary(f"APNS_WORKER_BIN={named} is not an executable file")
+        return named
+    for configuration in ("debug", "release"):
+        path = os.path.join(ROOT, ".build", configuration, "apns-worker")
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise NoWorkerBinary(
+        "no apns-worker binary to check the config with (neither .build/debug/apns-worker nor "
+        ".build/release/apns-worker): run `swift build --product apns-worker` (`make check-deploy` does), "
+        "or set APNS_WORKER_BIN to one")
+
+
+def worker_check(binary, config_text, variables):
+    """`apns-worker check --offline` on config_text with exactly `variables` as APNS_WORKER_* (none
+    of this process's own, APNS_WORKER_BIN included: the worker refuses a name that matches no key).
+    Returns the messages of its `error:` lines (none: valid); raises WorkerCheckFailed otherwise."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+    env.update(variables)
+    command = [binary, "check", "--offline", "--config", "config.yaml"]
+    with tempfile.TemporaryDirectory() as scratch:
+        with open(os.path.join(scratch, "config.yaml"), "w", encoding="utf-8") as handle:
+            handle.write(config_text)
+        try:
+            result = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise WorkerCheckFailed(f"`{' '.join(command)}`: {error}") from error
+    errors = [line[len("error: "):] for line in result.stderr.splitlines() if line.startswith("error: ")]
+    if (result.returncode, bool(errors)) not in ((0, False), (2, True)):
+        raise WorkerCheckFailed(
+            f"`{' '.join(command)}` exited {result.returncode} (0: valid, 2: not):\n{result.stdout}{result.stderr}")
+    return errors
+
+
+def check_worker_config(binary, config_text, container_env, problems, source="config.yaml", line_offset=0):
+    """The ConfigMap's config as the pod loads it: the Deployment's literal APNS_WORKER_* values
+    applied. A `valueFrom` variable's value is unknown, so each is tried alone with a placeholder on
+    MINIMAL_CONFIG, and only a name the worker does not know is reported (the placeholder may be a
+    bad value for a name it knows)."""
+    variables = [v for v in container_env if isinstance(v, dict) and str(v.get("name", "")).startswith(ENV_PREFIX)]
+    literal = {v["name"]: "" if v["value"] is None else str(v["value"]) for v in variables if "value" in v}
+
+    def located(message):  # config.yaml:33: -> config.yaml:33 (deploy/kubernetes/configmap.yaml:50):
+        if not line_offset:
+            return message
+        return re.sub(r"^config\.yaml:(\d+):",
+                      lambda m: f"config.yaml:{m[1]} ({source}:{int(m[1]) + line_offset}):", message)
+
+    try:
+        for message in worker_check(binary, config_text, literal):
+            problems.append(f"apns-worker check (the ConfigMap's config.yaml, the Deployment's env): "
+                            + located(message))
+        minimal = yaml.safe_dump(MINIMAL_CONFIG, sort_keys=False)
+        for name in sorted(v["name"] for v in variables if "value" not in v):
+            for message in worker_check(binary, minimal, {name: PLACEHOLDER}):
+                if any(words in message for words in UNKNOWN_NAME):
+                    problems.append(f"Deployment env {name} (valueFrom; its name checked with a placeholder value): "
+                                    + re.sub(r"^config\.yaml: ", "", message))
+    except WorkerCheckFailed as error:
+        problems.append(f"apns-worker check: {error}")
+
+
+def block_scalar_line(path, key):
+    """The line number of `key: |` in path (the lines of its block follow), else 0."""
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    found = [i + 1 for i, line in enumerate(lines) if re.match(rf"^\s+{re.escape(key)}:\s*\|[-+]?\s*$", line)]
+    return found[0] if len(found) == 1 else 0
+
 
 _DURATION = re.compile(r"^\d+(\.\d+)?(ms|s|m|h)$")
 
@@ -211,107 +284,6 @@ def parse_duration(value):
     return number * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
 
 
-def check_value(path, kind, value, problems):
-    if isinstance(kind, dict):
-        if not isinstance(value, dict):
-            problems.append(f"{path}: expected a mapping")
-            return
-        for key, sub in value.items():
-            if key not in kind:
-                problems.append(f"{path}.{key}: unknown key")
-            else:
-                check_value(f"{path}.{key}", kind[key], sub, problems)
-    elif kind == FREE:
-        if not isinstance(value, dict):
-            problems.append(f"{path}: expected a mapping of librdkafka properties")
-            return
-        for key, sub in value.items():
-            if isinstance(sub, (dict, list)):
-                problems.append(f"{path}.{key}: librdkafka property values are scalars")
-    elif kind == DURATION:
-        try:
-            parse_duration(value)
-        except ValueError:
-            problems.append(f"{path}: expected a duration (\"200ms\", \"1.5s\", \"10m\" or seconds), got {value!r}")
-    elif kind == INT:
-        if isinstance(value, bool) or not isinstance(value, int):
-            problems.append(f"{path}: expected an integer, got {value!r}")
-    elif kind == STR:
-        if not isinstance(value, str) or not value:
-            problems.append(f"{path}: expected a non-empty string, got {value!r}")
-    elif kind == STR_OR_NULL:
-        if value is not None and not isinstance(value, str):
-            problems.append(f"{path}: expected a string or null, got {value!r}")
-    elif kind == STR_LIST:
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-            problems.append(f"{path}: expected a non-empty list of strings, got {value!r}")
-    elif isinstance(kind, tuple) and kind[0] == "enum":
-        if value not in kind[1]:
-            problems.append(f"{path}: expected one of {', '.join(kind[1])}, got {value!r}")
-    elif kind == "credentials":
-        if not isinstance(value, list) or not value:
-            problems.append(f"{path}: expected a non-empty list of credentials")
-            return
-        for index, credential in enumerate(value):
-            check_credential(f"{path}[{index}]", credential, problems)
-    else:
-        raise AssertionError(kind)
-
-
-def check_credential(path, credential, problems):
-    if not isinstance(credential, dict):
-        problems.append(f"{path}: expected a mapping")
-        return
-    for key in credential:
-        if key not in CREDENTIAL_SCHEMA:
-            problems.append(f"{path}.{key}: unknown key")
-    for key in ("name", "topics"):
-        if key not in credential:
-            problems.append(f"{path}.{key}: missing (required)")
-        else:
-            check_value(f"{path}.{key}", CREDENTIAL_SCHEMA[key], credential[key], problems)
-    if credential.get("environment") is not None:
-        check_value(f"{path}.environment", CREDENTIAL_SCHEMA["environment"], credential["environment"], problems)
-    kinds = [k for k in ("token", "certificate") if k in credential]
-    if len(kinds) != 1:
-        problems.append(f"{path}: exactly one of token, certificate")
-        return
-    if "token" in credential:
-        token = credential["token"]
-        check_value(f"{path}.token", TOKEN_SCHEMA, token, problems)
-        if isinstance(token, dict):
-            for key in ("teamId", "keyId"):
-                if key not in token:
-                    problems.append(f"{path}.token.{key}: missing (required)")
-            if ("keyFile" in token) == ("keyEnv" in token):
-                problems.append(f"{path}.token: exactly one of keyFile, keyEnv")
-    else:
-        certificate = credential["certificate"]
-        check_value(f"{path}.certificate", CERTIFICATE_SCHEMA, certificate, problems)
-        if isinstance(certificate, dict):
-            pem = "certificateFile" in certificate and "privateKeyFile" in certificate
-            p12 = "p12File" in certificate
-            if pem == p12:
-                problems.append(f"{path}.certificate: certificateFile + privateKeyFile, or p12File")
-
-
-def check_config(where, config, problems):
-    if not isinstance(config, dict):
-        problems.append(f"{where}: the config is not a mapping")
-        return
-    check_value(where, CONFIG_SCHEMA, config, problems)
-    for section, key in REQUIRED:
-        if key not in (config.get(section) or {}):
-            problems.append(f"{where}.{section}.{key}: missing (required)")
-    topics = config.get("topics") or {}
-    inputs = (config.get("consumer") or {}).get("topics") or []
-    for key in ("results", "deadLetters"):
-        if topics.get(key) is not None and topics.get(key) in inputs:
-            problems.append(f"{where}.topics.{key}: {topics[key]!r} is also an input topic (the worker refuses it)")
-    if topics.get("results") is not None and topics.get("results") == topics.get("deadLetters"):
-        problems.append(f"{where}.topics.deadLetters: must differ from topics.results (the worker refuses it)")
-
-
 def config_value(config, *path):
     value = config
     for key in path:
@@ -319,41 +291,6 @@ def config_value(config, *path):
             return DEFAULTS.get(path)
         value = value[key]
     return value
-
-
-def camel_to_upper_snake(name):
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).upper()
-
-
-def env_override_names():
-    """APNS_WORKER_<SECTION>_<KEY> for every overridable leaf (not kafka, not credentials)."""
-    names = set()
-
-    def walk(prefix, schema):
-        for key, kind in schema.items():
-            if key in ("credentials", "properties"):
-                continue
-            name = prefix + "_" + camel_to_upper_snake(key)
-            if isinstance(kind, dict):
-                walk(name, kind)
-            else:
-                names.add(name)
-
-    for section, schema in CONFIG_SCHEMA.items():
-        if isinstance(schema, dict):
-            walk("APNS_WORKER_" + section.upper(), schema)
-    return names
-
-
-def check_env_name(where, name, problems):
-    if not name.startswith("APNS_WORKER_"):
-        return
-    if name.startswith("APNS_WORKER_KAFKA_"):
-        if name == "APNS_WORKER_KAFKA_" or not re.match(r"^[A-Z0-9_]+$", name):
-            problems.append(f"{where}: {name} names no librdkafka property")
-        return
-    if name not in env_override_names():
-        problems.append(f"{where}: {name} matches no config key (the worker refuses to start)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,7 +336,7 @@ def selector_matches(selector, labels):
 # ---------------------------------------------------------------------------------------------
 # The checks
 # ---------------------------------------------------------------------------------------------
-def check_kubernetes(documents, problems):
+def check_kubernetes(documents, problems, binary):
     objects = resources(documents)
 
     def get(kind, name):
@@ -425,31 +362,32 @@ def check_kubernetes(documents, problems):
     if not (configmap and deployment):
         return
 
-    # --- the worker config ---
-    config_text = configmap[1].get("data", {}).get("config.yaml")
-    if config_text is None:
-        problems.append("ConfigMap apns-worker-config: no config.yaml")
-        return
-    try:
-        config = yaml.safe_load(config_text)
-    except yaml.YAMLError as error:
-        problems.append(f"ConfigMap apns-worker-config config.yaml: does not parse: {error}")
-        return
-    check_config("config.yaml", config, problems)
-    if not isinstance(config, dict):
-        return
-
-    # --- the Deployment ---
     spec = deployment[1]["spec"]
     pod = spec["template"]["spec"]
-    pod_labels = spec["template"]["metadata"].get("labels", {})
-    if not selector_matches(spec["selector"].get("matchLabels"), pod_labels):
-        problems.append("Deployment: selector does not match the pod template's labels")
     containers = [c for c in pod["containers"] if c["name"] == "apns-worker"]
     if not containers:
         problems.append("Deployment: no container apns-worker")
         return
     container = containers[0]
+
+    # --- the worker config, as the worker loads it in the pod ---
+    config_text = configmap[1].get("data", {}).get("config.yaml")
+    if config_text is None:
+        problems.append("ConfigMap apns-worker-config: no config.yaml")
+        return
+    check_worker_config(binary, config_text, container.get("env") or [], problems,
+                        configmap[0], block_scalar_line(os.path.join(ROOT, configmap[0]), "config.yaml"))
+    try:
+        config = yaml.safe_load(config_text)
+    except yaml.YAMLError:
+        return  # the worker said where
+    if not isinstance(config, dict):
+        return
+
+    # --- the Deployment ---
+    pod_labels = spec["template"]["metadata"].get("labels", {})
+    if not selector_matches(spec["selector"].get("matchLabels"), pod_labels):
+        problems.append("Deployment: selector does not match the pod template's labels")
 
     http_port = config_value(config, "http", "port")
     ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
@@ -503,7 +441,10 @@ def check_kubernetes(documents, problems):
             problems.append("Deployment: runAsUser differs from the Dockerfile's USER")
 
     # every token key file lies in a read-only mount of a Secret
-    for index, credential in enumerate(config.get("apns", {}).get("credentials") or []):
+    credentials = config_value(config, "apns", "credentials")
+    for index, credential in enumerate(credentials if isinstance(credentials, list) else []):
+        if not isinstance(credential, dict):
+            continue
         for section, keys in (("token", ("keyFile",)),
                               ("certificate", ("certificateFile", "privateKeyFile", "p12File"))):
             for key in keys:
@@ -521,20 +462,26 @@ def check_kubernetes(documents, problems):
                 if items is not None and relative not in [i["path"] for i in items]:
                     problems.append(f"{where}: not one of the Secret volume's items")
 
-    # environment overrides name real keys; secrets come from Secrets
+    # secrets come from Secrets (the worker checked the APNS_WORKER_* names, above)
     for variable in container.get("env", []):
-        check_env_name(f"Deployment env {variable['name']}", variable["name"], problems)
+        if "value" in variable and not isinstance(variable["value"], str):
+            problems.append(f"Deployment env {variable['name']}: value {variable['value']!r} is not a string "
+                            "(Kubernetes refuses it: quote it)")
         if re.search(r"PASSWORD|SECRET", variable["name"]) and "value" in variable:
             problems.append(f"Deployment env {variable['name']}: a secret as a literal value")
-    kafka = config.get("kafka") or {}
+    kafka = config_value(config, "kafka")
+    kafka = kafka if isinstance(kafka, dict) else {}
     for key in kafka:
         if re.search(r"password|secret", key):
             problems.append(f"config.yaml kafka.{key}: secrets come from a Secret, not the ConfigMap")
 
     # graceful shutdown
-    shutdown = parse_duration(config_value(config, "delivery", "shutdownTimeout") or "30s")
+    try:
+        shutdown = parse_duration(config_value(config, "delivery", "shutdownTimeout"))
+    except ValueError:
+        shutdown = None  # the worker said why
     grace = pod.get("terminationGracePeriodSeconds", 30)
-    if grace < shutdown + 10:
+    if shutdown is not None and grace < shutdown + 10:
         problems.append(
             f"Deployment: terminationGracePeriodSeconds {grace} should exceed delivery.shutdownTimeout "
             f"({shutdown:g}s) by at least 10 s (flush, commit, leave the group)")
@@ -600,7 +547,8 @@ def check_kubernetes(documents, problems):
     meta = triggers[0]["metadata"]
     if meta.get("consumerGroup") != config_value(config, "consumer", "group"):
         problems.append("ScaledObject: consumerGroup differs from consumer.group")
-    if meta.get("topic") not in (config.get("consumer") or {}).get("topics", []):
+    topics = config_value(config, "consumer", "topics")
+    if meta.get("topic") not in (topics if isinstance(topics, list) else [topics]):
         problems.append("ScaledObject: topic is not one of consumer.topics")
     if meta.get("bootstrapServers") != kafka.get("bootstrap.servers"):
         problems.append("ScaledObject: bootstrapServers differ from kafka.bootstrap.servers")
@@ -844,7 +792,7 @@ def run_promtool(rules_doc, problems, notices, documents=None):
 # ---------------------------------------------------------------------------------------------
 # Self-test: the checker catches what it claims to catch
 # ---------------------------------------------------------------------------------------------
-def self_test():
+def self_test(binary):
     failures = []
 
     def expect(condition, what):
@@ -872,51 +820,79 @@ def self_test():
     problems = []
     check_metric_names("t", "sum(rate(apns_worker_event_duration_seconds_count[5m]))", problems)
     expect(problems == [], "histogram _count accepted")
+    swift = ('public static let help: [String: String] = [\n'
+             '    "apns_worker_a_total": "Records: \\"quoted\\", ok.",\n'
+             '    "apns_worker_b":\n        "Two: lines.",\n'
+             ']\n\npublic static let other: [String: String] = ["c": "d"]\n')
+    expect(worker_metric_names(swift) == {"apns_worker_a_total", "apns_worker_b"},
+           f"the keys of the worker's help dictionary: {worker_metric_names(swift)}")
+    with tempfile.TemporaryDirectory() as scratch:
+        source = os.path.join(scratch, WORKER_METRICS_SOURCE)
+        os.makedirs(os.path.dirname(source))
+        names = sorted(METRICS)
+        with open(source, "w", encoding="utf-8") as handle:  # one metric missing, one unknown to METRICS
+            handle.write("static let help: [String: String] = [\n"
+                         + "".join(f'    "{n}": "x",\n' for n in names[1:] + ["apns_worker_new_total"]) + "]\n")
+        problems = []
+        check_worker_metrics(problems, scratch)
+        expect(len(problems) == 2 and "apns_worker_new_total" in problems[0] and names[0] in problems[1],
+               f"METRICS and the worker's metrics drifting apart: {problems}")
 
-    base = {
-        "kafka": {"bootstrap.servers": "k:9092"},
-        "consumer": {"topics": ["n"]},
-        "topics": {"results": "r", "deadLetters": "d"},
-        "apns": {"credentials": [{"name": "a", "topics": ["x"], "token": {
-            "teamId": "T", "keyId": "K", "keyFile": "/k.p8"}}]},
-    }
-    problems = []
-    check_config("c", base, problems)
+    # The config and the env, checked by the worker: a valid one passes (APNS_WORKER_BIN, which
+    # names no key, is not passed on), and each mistake is caught and located.
+    base = MINIMAL_CONFIG
+
+    def config_problems(config, env=(), line_offset=0):
+        found = []
+        check_worker_config(binary, yaml.safe_dump(config, sort_keys=False), list(env), found,
+                            "configmap.yaml", line_offset)
+        return found
+
+    problems = config_problems(base)
     expect(problems == [], f"minimal config accepted: {problems}")
-    fuller = json.loads(json.dumps(base))
-    fuller["apns"]["eventLoopThreads"] = 2
-    fuller["apns"]["credentials"][0]["environment"] = "development"
-    problems = []
-    check_config("c", fuller, problems)
-    expect(problems == [], f"eventLoopThreads and a credential's environment accepted: {problems}")
     for mutate, what in (
-        (lambda c: c["delivery"].update(retry={"maxAtempts": 3}), "c.delivery.retry.maxAtempts: unknown key"),
-        (lambda c: c["delivery"].update(shutdownTimeout="30 seconds"), "c.delivery.shutdownTimeout: expected a duration"),
-        (lambda c: c["topics"].pop("results"), "c.topics.results: missing"),
-        (lambda c: c["apns"]["credentials"][0]["token"].update(keyEnv="K"), "exactly one of keyFile, keyEnv"),
-        (lambda c: c["logging"].update(format="yaml"), "c.logging.format: expected one of"),
-        (lambda c: c["delivery"].update(maxInFlight="2000"), "c.delivery.maxInFlight: expected an integer"),
-        (lambda c: c["apns"]["credentials"][0].update(environment="sandbox"),
-         "c.apns.credentials[0].environment: expected one of"),
-        (lambda c: c["topics"].update(results="n"), "c.topics.results: 'n' is also an input topic"),
-        (lambda c: c["topics"].update(deadLetters="r"), "c.topics.deadLetters: must differ from topics.results"),
+        (lambda c: c.update(delivery={"retry": {"maxAtempts": 3}}), "delivery.retry.maxAtempts"),
+        (lambda c: c.update(delivery={"shutdownTimeout": "30 seconds"}), "delivery.shutdownTimeout"),
+        (lambda c: c["topics"].pop("results"), "topics.results"),
+        (lambda c: c["apns"]["credentials"][0].update(environment="sandbox"), "apns.credentials[0].environment"),
+        (lambda c: c["topics"].update(results="notifications"), "topics.results"),
+        (lambda c: c["kafka"].update({"sasl.passwrd": "x"}), "sasl.passwrd"),
     ):
         config = json.loads(json.dumps(base))
-        config.setdefault("delivery", {})
-        config.setdefault("logging", {})
         mutate(config)
-        problems = []
-        check_config("c", config, problems)
-        expect(any(what in p for p in problems), f"config problem not caught: {what} (got {problems})")
-
-    problems = []
-    for name in ("APNS_WORKER_DELIVERY_MAX_IN_FLIGHT", "APNS_WORKER_HTTP_PORT",
-                 "APNS_WORKER_DELIVERY_RETRY_MAX_ATTEMPTS", "APNS_WORKER_KAFKA_SASL_PASSWORD",
-                 "APNS_WORKER_APNS_EVENT_LOOP_THREADS"):
-        check_env_name("e", name, problems)
-    expect(problems == [], f"spec's env examples accepted: {problems}")
-    check_env_name("e", "APNS_WORKER_DELIVERY_MAX_INFLIGHT", problems)
-    expect(len(problems) == 1, "unknown env override caught")
+        problems = config_problems(config)
+        expect(len(problems) == 1 and what in problems[0], f"config problem not caught: {what} (got {problems})")
+    config = json.loads(json.dumps(base))
+    config["logging"] = {"format": "yaml"}
+    line = yaml.safe_dump(config, sort_keys=False).splitlines().index("  format: yaml") + 1
+    problems = config_problems(config, line_offset=100)
+    expect(len(problems) == 1 and f"config.yaml:{line} (configmap.yaml:{100 + line}): logging.format" in problems[0],
+           f"a config problem's line, also in the ConfigMap's file: {problems}")
+    for env, what in (
+        ([{"name": "APNS_WORKER_DELIVERY_MAX_IN_FLIGHT", "value": "10"},
+          {"name": "APNS_WORKER_KAFKA_SASL_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "s", "key": "p"}}},
+          {"name": "APNS_WORKER_KAFKA_SECURITY_PROTOCOL", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "p"}}},
+          {"name": "APNS_WORKER_LOGGING_LEVEL", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "l"}}},
+          {"name": "OTHER", "value": "x"}], None),
+        ([{"name": "APNS_WORKER_DELIVERY_MAX_INFLIGHT", "value": "10"}], "APNS_WORKER_DELIVERY_MAX_INFLIGHT"),
+        ([{"name": "APNS_WORKER_DELIVERY_MAX_IN_FLIGHT", "value": "many"}], "APNS_WORKER_DELIVERY_MAX_IN_FLIGHT"),
+        ([{"name": "APNS_WORKER_DELIVERY_MAX_INFLIGHT", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}],
+         "APNS_WORKER_DELIVERY_MAX_INFLIGHT"),
+        ([{"name": "APNS_WORKER_KAFKA_SASL_PASSWRD", "valueFrom": {"secretKeyRef": {"name": "s", "key": "p"}}}],
+         "sasl.passwrd"),
+    ):
+        problems = config_problems(base, env)
+        # A mistake in the file hides no misspelt valueFrom name.
+        if what is not None and "valueFrom" in env[0]:
+            broken = json.loads(json.dumps(base))
+            broken["delivery"] = {"maxInFlight": "many"}
+            problems_too = config_problems(broken, env)
+            expect(len(problems_too) == 2 and what in problems_too[1],
+                   f"{what} caught beside a config problem (got {problems_too})")
+        if what is None:
+            expect(problems == [], f"known variables accepted, valueFrom ones whatever their value: {problems}")
+        else:
+            expect(len(problems) == 1 and what in problems[0], f"env problem not caught: {what} (got {problems})")
     expect(parse_duration("1.5s") == 1.5 and parse_duration("200ms") == 0.2 and parse_duration(3) == 3.0,
            "durations")
 
@@ -953,7 +929,12 @@ def main():
     parser.add_argument("--self-test", action="store_true", help="only the checker's own tests")
     arguments = parser.parse_args()
 
-    failures = self_test()
+    try:
+        binary = worker_binary()
+    except NoWorkerBinary as error:
+        print(f"error: {error}")
+        return 1
+    failures = self_test(binary)
     if failures:
         for failure in failures:
             print(f"check.py self-test FAILED: {failure}")
@@ -964,7 +945,8 @@ def main():
 
     problems, notices = [], []
     documents = load_files(problems)
-    check_kubernetes(documents, problems)
+    check_worker_metrics(problems)
+    check_kubernetes(documents, problems, binary)
     rules_doc = check_alerts(documents, problems)
     check_dashboard(documents, problems)
     if arguments.spec:
