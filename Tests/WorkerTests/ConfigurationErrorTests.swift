@@ -132,6 +132,10 @@ struct ConfigurationErrorTests {
         #expect(unknown.code == .invalidValue)
         #expect(unknown.keyPath == "producer.properties.anything.goes")
         #expect(unknown.message.contains("No such configuration property"), "\(unknown)")
+        let fromVariable = try failure(
+            ConfigurationFixtures.fullYAML, environment: ["APNS_WORKER_KAFKA_SOCKET_TIMEOUT_MS": "soon"])
+        #expect(fromVariable.environmentVariable == "APNS_WORKER_KAFKA_SOCKET_TIMEOUT_MS", "\(fromVariable)")
+        #expect(fromVariable.keyPath == "kafka.socket.timeout.ms")
         let badValue = try failure(replacing("linger.ms: 10", with: "linger.ms: soon"))
         #expect(badValue.keyPath == "producer.properties.linger.ms", "\(badValue)")
     }

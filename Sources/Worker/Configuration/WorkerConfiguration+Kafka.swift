@@ -20,7 +20,12 @@ extension WorkerConfiguration {
 
     /// Has librdkafka check the consumer's and the producer's properties (unknown names, bad
     /// values) without connecting, so that they are configuration errors, found before anything runs.
-    public func checkKafkaProperties(file: String? = nil) throws(ConfigurationError) {
+    ///
+    /// `environment`: the variables the configuration was loaded with, so that a property set by an
+    /// `APNS_WORKER_KAFKA_*` variable is reported under the variable's name.
+    public func checkKafkaProperties(file: String? = nil, environment: [String: String] = [:])
+        throws(ConfigurationError)
+    {
         do {
             try kafkaConsumerConfiguration.validate()
             try kafkaProducerConfiguration.validate()
@@ -30,9 +35,13 @@ extension WorkerConfiguration {
                 consumer.properties[property] != nil
                 ? "consumer.properties.\(property)"
                 : producer.properties[property] != nil ? "producer.properties.\(property)" : "kafka.\(property)"
+            let variable = environment.keys.first {
+                guard let target = try? EnvironmentOverrides.resolve($0) else { return false }
+                return target.path == ["kafka", property]
+            }
             throw ConfigurationError(
-                code: .invalidValue, file: file, keyPath: property.isEmpty ? "kafka" : keyPath,
-                message: "librdkafka refused it: \(error.message)")
+                code: .invalidValue, file: variable == nil ? file : nil, keyPath: property.isEmpty ? "kafka" : keyPath,
+                environmentVariable: variable, message: "librdkafka refused it: \(error.message)")
         }
     }
 

@@ -27,7 +27,7 @@ extension WorkerConfiguration {
         var root = try ConfigSection(overridden, file: file, path: "")
         let configuration = try decode(&root)
         try root.finish()
-        try configuration.checkKafkaProperties(file: file)
+        try configuration.checkKafkaProperties(file: file, environment: environment)
         return configuration
     }
 
