@@ -74,7 +74,7 @@ struct NotificationRulesTests {
             .alert: nil, .background: nil, .mdm: nil, .voip: ".voip", .complication: ".complication",
             .fileprovider: ".pushkit.fileprovider", .liveactivity: ".push-type.liveactivity",
             .location: ".location-query", .pushtotalk: ".voip-ptt", .widgets: ".push-type.widgets",
-            .controls: ".push-type.controls",
+            .controls: ".push-type.controls", .accessory: ".push-type.accessory",
         ]
         #expect(expected.count == APNsPushType.allCases.count)
         for type in APNsPushType.allCases { #expect(type.topicSuffix == expected[type]!) }
@@ -84,6 +84,15 @@ struct NotificationRulesTests {
         #expect(violation { try alert(topic: "").validate() }?.code == .missingTopic)
         #expect(violation { try alert(topic: "com.example app").validate() }?.code == .badTopic)
         #expect(violation { try alert(topic: "com.exämple").validate() }?.code == .badTopic)
+    }
+
+    @Test("Live Activity pushes use priority 10 or 5, never 1")
+    func liveActivityPriority() throws {
+        let topic = "com.example.app.push-type.liveactivity"
+        let lowest = violation { try alert(topic: topic, pushType: .liveactivity, priority: .lowPower).validate() }
+        #expect(lowest?.code == .badPriority)
+        #expect(lowest?.field == .priority)
+        try alert(topic: topic, pushType: .liveactivity, priority: .powerConsidered).validate()
     }
 
     @Test func backgroundNeverUsesPriority10() throws {

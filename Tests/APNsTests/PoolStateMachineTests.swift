@@ -200,6 +200,12 @@ struct OutcomeTests {
             (403, "BadCertificateEnvironment", .credentialsBroken("BadCertificateEnvironment")),
             (403, "Forbidden", .credentialsBroken("Forbidden")),
             (403, "MissingProviderToken", .credentialsBroken("MissingProviderToken")),
+            // Apple's key binding: a token from a key unrelated to the connection's first needs a new
+            // connection (the pool retires this one); a key scoped to the other environment is broken
+            // credentials, in both spellings seen.
+            (403, "UnrelatedKeyIdInToken", .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true)),
+            (403, "BadEnvironmentKeyIdInToken", .credentialsBroken("BadEnvironmentKeyIdInToken")),
+            (403, "BadEnvironmentKeyInToken", .credentialsBroken("BadEnvironmentKeyInToken")),
             (429, "TooManyRequests", .retryLater(perDeviceToken: true, mayHaveReachedAPNs: true)),
             (429, "TooManyProviderTokenUpdates", .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true)),
             (500, "InternalServerError", .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true)),

@@ -76,6 +76,60 @@ struct NotificationEventDecoderTests {
         #expect(background.message == "must not have 'alert', 'sound', 'badge'")
     }
 
+    @Test("Live Activity rules, located: start needs attributes-type, attributes and alert; start-only keys; types")
+    func liveActivityRules() throws {
+        func liveActivity(_ aps: JSONValue, priority: JSONValue? = nil) -> [UInt8] {
+            var changes: [String: JSONValue?] = [
+                "pushType": "liveactivity", "topic": "com.example.app.push-type.liveactivity",
+                "payload": ["aps": aps],
+            ]
+            if let priority { changes["priority"] = priority }
+            return EventFixtures.event(changes)
+        }
+        let start: JSONValue = [
+            "timestamp": 1_700_000_000, "event": "start", "attributes-type": "MatchAttributes",
+            "attributes": ["home": "A"], "content-state": ["score": 0], "alert": ["title": "Kick-off"],
+            "input-push-token": 1,
+        ]
+        _ = try decoder.decode(liveActivity(start))
+        guard case .object(var missingType) = start else { return }
+        missingType["attributes-type"] = nil
+        let missing = try problem(liveActivity(.object(missingType)))
+        #expect(missing.description == "/payload/aps: required property 'attributes-type' is missing")
+        #expect(missing.keyword == "required")
+        let startOnly = try problem(
+            liveActivity(["timestamp": 1, "event": "update", "content-state": [:], "input-push-channel": "abc"]))
+        #expect(startOnly.message == "input-push-token and input-push-channel belong on a start event only")
+        let state = try problem(liveActivity(["timestamp": 1, "event": "update", "content-state": []]))
+        #expect(state.instanceLocation == "/payload/aps/content-state")
+        #expect(state.keyword == "type")
+        let stale = try problem(liveActivity(["timestamp": 1, "event": "end", "stale-date": "soon"]))
+        #expect(stale.instanceLocation == "/payload/aps/stale-date")
+        let lowest = try problem(liveActivity(["timestamp": 1, "event": "end"], priority: 1))
+        #expect(lowest.description == "/priority: Live Activity pushes use priority 10 or 5")
+    }
+
+    @Test("accessory pushes take their suffix; widgets and controls carry content-changed")
+    func newerPushTypes() throws {
+        _ = try decoder.decode(
+            EventFixtures.event([
+                "pushType": "accessory", "topic": "com.example.app.push-type.accessory",
+                "payload": ["aps": ["encryptedData": "AAAA"]],
+            ]))
+        let bare = try problem(EventFixtures.event(["pushType": "accessory", "topic": "com.example.app"]))
+        #expect(bare.message == "push type 'accessory' needs the topic <bundle id>.push-type.accessory")
+        _ = try decoder.decode(
+            EventFixtures.event([
+                "pushType": "widgets", "topic": "com.example.app.push-type.widgets",
+                "payload": ["aps": ["content-changed": true]],
+            ]))
+        let widgets = try problem(
+            EventFixtures.event([
+                "pushType": "controls", "topic": "com.example.app.push-type.controls", "payload": ["aps": ["alert": "x"]],
+            ]))
+        #expect(widgets.description == "/payload/aps: required property 'content-changed' is missing")
+    }
+
     @Test("a typical alert event decodes into the APNs notification")
     func valid() throws {
         let event = try decoder.decode(EventFixtures.event([:]))
@@ -175,7 +229,7 @@ struct NotificationEventDecoderTests {
     static let suffixes: [(String, String)] = [
         ("voip", ".voip"), ("complication", ".complication"), ("fileprovider", ".pushkit.fileprovider"),
         ("liveactivity", ".push-type.liveactivity"), ("location", ".location-query"), ("pushtotalk", ".voip-ptt"),
-        ("widgets", ".push-type.widgets"), ("controls", ".push-type.controls"),
+        ("widgets", ".push-type.widgets"), ("controls", ".push-type.controls"), ("accessory", ".push-type.accessory"),
     ]
 
     static func payload(for type: String) -> JSONValue {
@@ -183,6 +237,7 @@ struct NotificationEventDecoderTests {
         case "alert": ["aps": ["alert": "hi"]]
         case "background": ["aps": ["content-available": 1]]
         case "liveactivity": ["aps": ["timestamp": 1_767_225_600, "event": "update", "content-state": [:]]]
+        case "widgets", "controls": ["aps": ["content-changed": true]]
         default: ["data": 1]
         }
     }

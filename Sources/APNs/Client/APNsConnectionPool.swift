@@ -125,6 +125,15 @@ final class APNsConnectionPool: Sendable {
         APNsHTTP2Request(
             notification: notification, token: token, deadline: deadline,
             completion: { [self] result in
+                if case .success(let response) = result, response.status == 403,
+                    response.reason == .unrelatedKeyIDInToken
+                {
+                    // APNs binds a connection to the key of its first token; a token from an
+                    // unrelated key needs a connection of its own. Retire this one as after GOAWAY.
+                    logger.info(
+                        "retiring the connection: UnrelatedKeyIdInToken", metadata: ["connection": "\(id)"])
+                    update { $0.goingAway(id: id, now: .now()) }
+                }
                 release(connectionID: id)
                 completion(result)
             })

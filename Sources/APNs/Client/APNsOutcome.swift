@@ -28,6 +28,12 @@ public enum APNsOutcome: Sendable, Hashable {
         case 403:
             switch response.reason {
             case .expiredProviderToken: return .refreshToken
+            // The token's key is not related to the key of the connection's first token: the pool
+            // retires that connection and the request goes again on another. Nothing is wrong with
+            // the credential.
+            case .unrelatedKeyIDInToken: return .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true)
+            // BadEnvironmentKeyIdInToken (and the spelling without "Id" seen in the wild, kept as an
+            // unknown reason) land here: a key scoped to the other environment.
             default: return .credentialsBroken(response.reason?.rawValue ?? "403")
             }
         case 429:

@@ -22,6 +22,11 @@ extension APNsNotification {
                 .badPriority, field: .priority,
                 "priority 10 is not allowed for push type '\(pushType.rawValue)'; use 5 or 1")
         }
+        if let priority, priority == .lowPower, pushType.forbidsLowestPriority {
+            throw APNsNotificationError(
+                .badPriority, field: .priority,
+                "priority 1 is not allowed for push type '\(pushType.rawValue)'; use 10 or 5")
+        }
         if authentication == .certificate, pushType.requiresTokenAuthentication {
             throw APNsNotificationError(
                 .tokenAuthenticationRequired, field: .pushType,

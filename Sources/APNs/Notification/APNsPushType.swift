@@ -12,6 +12,8 @@ public enum APNsPushType: String, Sendable, Hashable, CaseIterable, Codable {
     case pushtotalk
     case widgets
     case controls
+    /// Notifications forwarded to an accessory (AccessoryNotifications, iOS 26.5+).
+    case accessory
 
     /// The suffix the `apns-topic` must end with, appended to the app's bundle ID.
     ///
@@ -28,6 +30,7 @@ public enum APNsPushType: String, Sendable, Hashable, CaseIterable, Codable {
         case .pushtotalk: ".voip-ptt"
         case .widgets: ".push-type.widgets"
         case .controls: ".push-type.controls"
+        case .accessory: ".push-type.accessory"
         }
     }
 
@@ -45,5 +48,10 @@ public enum APNsPushType: String, Sendable, Hashable, CaseIterable, Codable {
     /// Using priority 10 is an error").
     public var forbidsImmediatePriority: Bool {
         self == .background
+    }
+
+    /// Whether priority 1 is an error for this type (ActivityKit: Live Activity pushes use 5 or 10).
+    public var forbidsLowestPriority: Bool {
+        self == .liveactivity
     }
 }

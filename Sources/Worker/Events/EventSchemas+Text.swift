@@ -56,7 +56,8 @@ extension EventSchemas {
                 "location",
                 "pushtotalk",
                 "widgets",
-                "controls"
+                "controls",
+                "accessory"
               ],
               "description": "apns-push-type."
             },
@@ -259,6 +260,26 @@ extension EventSchemas {
               "if": {
                 "properties": {
                   "pushType": {
+                    "const": "accessory"
+                  }
+                },
+                "required": [
+                  "pushType"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "topic": {
+                    "pattern": "^[^.].*\\.push-type\\.accessory$",
+                    "description": "push type 'accessory' needs the topic <bundle id>.push-type.accessory"
+                  }
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "pushType": {
                     "const": "background"
                   }
                 },
@@ -369,6 +390,13 @@ extension EventSchemas {
               },
               "then": {
                 "properties": {
+                  "priority": {
+                    "enum": [
+                      10,
+                      5
+                    ],
+                    "description": "Live Activity pushes use priority 10 or 5"
+                  },
                   "payload": {
                     "required": [
                       "aps"
@@ -389,6 +417,68 @@ extension EventSchemas {
                               "start",
                               "update",
                               "end"
+                            ]
+                          },
+                          "content-state": {
+                            "type": "object"
+                          },
+                          "attributes-type": {
+                            "type": "string",
+                            "minLength": 1
+                          },
+                          "attributes": {
+                            "type": "object"
+                          },
+                          "stale-date": {
+                            "type": "number",
+                            "minimum": 0
+                          },
+                          "dismissal-date": {
+                            "type": "number",
+                            "minimum": 0
+                          },
+                          "relevance-score": {
+                            "type": "number"
+                          },
+                          "input-push-token": {
+                            "const": 1
+                          },
+                          "input-push-channel": {
+                            "type": "string",
+                            "minLength": 1
+                          }
+                        },
+                        "if": {
+                          "properties": {
+                            "event": {
+                              "const": "start"
+                            }
+                          },
+                          "required": [
+                            "event"
+                          ]
+                        },
+                        "then": {
+                          "required": [
+                            "attributes-type",
+                            "attributes",
+                            "alert"
+                          ]
+                        },
+                        "else": {
+                          "description": "input-push-token and input-push-channel belong on a start event only",
+                          "not": {
+                            "anyOf": [
+                              {
+                                "required": [
+                                  "input-push-token"
+                                ]
+                              },
+                              {
+                                "required": [
+                                  "input-push-channel"
+                                ]
+                              }
                             ]
                           }
                         }
@@ -416,7 +506,7 @@ extension EventSchemas {
                 "properties": {
                   "topic": {
                     "not": {
-                      "pattern": "\\.(voip|complication|pushkit\\.fileprovider|push-type\\.(liveactivity|widgets|controls)|location-query|voip-ptt)$"
+                      "pattern": "\\.(voip|complication|pushkit\\.fileprovider|push-type\\.(liveactivity|widgets|controls|accessory)|location-query|voip-ptt)$"
                     },
                     "description": "push types 'alert' and 'background' take the bare bundle id: this topic ends in another push type's suffix (.voip, .complication, …), which APNs refuses with BadTopic"
                   }
@@ -428,6 +518,43 @@ extension EventSchemas {
                 "collapseId": {
                   "pattern": "^[^\\u0000-\\u001F\\u007F]*$",
                   "description": "collapse id must not contain control characters (CR, LF, NUL, …): they are not allowed in an HTTP/2 header value"
+                }
+              }
+            },
+            {
+              "if": {
+                "properties": {
+                  "pushType": {
+                    "enum": [
+                      "widgets",
+                      "controls"
+                    ]
+                  }
+                },
+                "required": [
+                  "pushType"
+                ]
+              },
+              "then": {
+                "properties": {
+                  "payload": {
+                    "required": [
+                      "aps"
+                    ],
+                    "properties": {
+                      "aps": {
+                        "required": [
+                          "content-changed"
+                        ],
+                        "properties": {
+                          "content-changed": {
+                            "const": true,
+                            "description": "widgets and controls pushes carry {\"aps\":{\"content-changed\":true}}"
+                          }
+                        }
+                      }
+                    }
+                  }
                 }
               }
             }

@@ -16,6 +16,11 @@ enum SchemaMessages {
         guard case .object(let node)? = JSONPointer.resolve(JSONPointer.from(tokens), in: tree) else {
             return error.message
         }
+        // The rules (allOf's conditionals) carry descriptions written as messages; a property's own
+        // description says what it is, not what went wrong, so it is not used.
+        if tokens.contains("allOf"), case .string(let description)? = node["description"] {
+            return description
+        }
         switch error.keyword {
         case "anyOf":
             if let names = requiredNames(node["anyOf"]) {
@@ -27,11 +32,6 @@ enum SchemaMessages {
             }
         default:
             break
-        }
-        // The rules (allOf's conditionals) carry descriptions written as messages; a property's own
-        // description says what it is, not what went wrong, so it is not used.
-        if tokens.contains("allOf"), case .string(let description)? = node["description"] {
-            return description
         }
         return error.message
     }
