@@ -142,6 +142,7 @@ let package = Package(
             dependencies: [
                 "APNs",
                 "APNsSimulator",
+                "TestPeers",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -220,6 +220,7 @@ public final class APNsClient: Sendable {
             connections: configuration.connectionsPerCredential,
             maximumWaiters: configuration.maximumWaitingRequests,
             connectTimeout: TimeAmount(configuration.connectTimeout),
+            proxy: configuration.proxy,
             backoff: .init(
                 base: TimeAmount(configuration.reconnectBase), maximum: TimeAmount(configuration.reconnectMaximum),
                 healthyAfter: .seconds(10)),

@@ -25,6 +25,8 @@ public struct APNsClientConfiguration: Sendable {
     /// Reconnect backoff: first step, cap (jitter within each step).
     public var reconnectBase: Duration
     public var reconnectMaximum: Duration
+    /// An HTTP proxy to tunnel through (CONNECT); `nil`: connect directly.
+    public var proxy: APNsProxy?
     /// Threads of the event loop group the client makes when it is given none.
     public var eventLoopThreads: Int = 1
 

@@ -20,6 +20,8 @@ final class APNsConnectionPool: Sendable {
         var connections: Int
         var maximumWaiters: Int
         var connectTimeout: TimeAmount
+        /// Tunnel through this HTTP proxy (CONNECT) instead of connecting to `host` directly.
+        var proxy: APNsProxy?
         var backoff: APNsPoolStateMachine<Void>.Backoff
         var http2: APNsHTTP2Settings
     }
@@ -285,6 +287,12 @@ final class APNsConnectionPool: Sendable {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { [weak self] channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let proxy = settings.proxy {
+                        try channel.pipeline.syncOperations.addHandler(
+                            HTTPConnectHandler(
+                                target: settings.host, port: settings.port, proxy: proxy,
+                                timeout: settings.connectTimeout))
+                    }
                     let tls = try OpenSSLConnection(context: sslContext, serverName: settings.serverName)
                     let http2 = APNsHTTP2Handler(
                         authority: settings.serverName, settings: settings.http2, events: events)
@@ -294,7 +302,8 @@ final class APNsConnectionPool: Sendable {
                     self?.state.withLockedValue { $0.channels[id] = outbox }
                 }
             }
-        bootstrap.connect(host: settings.host, port: settings.port).whenComplete { [weak self] result in
+        let address = settings.proxy.map { ($0.host, $0.port) } ?? (settings.host, settings.port)
+        bootstrap.connect(host: address.0, port: address.1).whenComplete { [weak self] result in
             guard let self else { return }
             switch result {
             case .success:

@@ -11,6 +11,40 @@ public struct APNsSettings: Sendable, Hashable {
     /// CA or the simulator's; `nil`: the system store alone.
     public var caFile: String? = nil
 
+    /// `proxy`: how APNs connections reach the internet. `environment` (the default) tunnels through
+    /// `HTTPS_PROXY` (or `https_proxy`) unless `NO_PROXY` (or `no_proxy`) exempts the host, as curl
+    /// and Go do; `none` connects directly; a URL names the proxy for every APNs host.
+    public var proxy: ProxySetting = .environment
+
+    public enum ProxySetting: Sendable, Hashable {
+        case environment
+        case none
+        case url(APNsProxy)
+    }
+
+    /// The proxy a connection to `host` goes through, if any; `environment` is the process's.
+    /// Throws when `HTTPS_PROXY` is not a proxy URL (the message names the variable, not its value).
+    public func proxy(forHost host: String, environment: [String: String]) throws -> APNsProxy? {
+        switch proxy {
+        case .none: return nil
+        case .url(let proxy): return proxy
+        case .environment:
+            guard let (name, text) = ["HTTPS_PROXY", "https_proxy"].lazy.compactMap({ name in
+                environment[name].map { (name, $0) }
+            }).first, !text.isEmpty
+            else { return nil }
+            let exemptions = environment["NO_PROXY"] ?? environment["no_proxy"] ?? ""
+            if APNsProxy.isExempt(host, noProxy: exemptions) { return nil }
+            do {
+                return try APNsProxy(url: text)
+            } catch {
+                throw ConfigurationError(
+                    code: .invalidValue, keyPath: "apns.proxy", environmentVariable: name,
+                    message: "\(error) (apns.proxy is environment; set it to none to ignore \(name))")
+            }
+        }
+    }
+
     /// What a connection verifies APNs' certificate against: the system store, plus `caFile`.
     public var tlsTrust: APNsTLSConfiguration.Trust { caFile.map { .systemAnd(caFile: $0) } ?? .system }
     public var endpoints: Endpoints = Endpoints()

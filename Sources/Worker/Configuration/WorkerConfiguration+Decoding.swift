@@ -132,6 +132,20 @@ extension WorkerConfiguration {
         apns.requestTimeout = try section.duration("requestTimeout") ?? apns.requestTimeout
         apns.eventLoopThreads = try section.int("eventLoopThreads", in: 1...64)
         apns.caFile = try section.string("caFile")
+        if let proxy = try section.string("proxy") {
+            switch proxy {
+            case "none": apns.proxy = .none
+            case "environment": apns.proxy = .environment
+            default:
+                do {
+                    apns.proxy = .url(try APNsProxy(url: proxy))
+                } catch {
+                    // The message never quotes the URL: it may carry a password.
+                    throw section.error(
+                        "proxy", section.node("proxy"), "\(error); expected none, environment or http://[user:password@]host[:port]")
+                }
+            }
+        }
         if var endpoints = try section.section("endpoints") {
             apns.endpoints.production = try decodeEndpoint(&endpoints, "production", apns.endpoints.production)
             apns.endpoints.development = try decodeEndpoint(&endpoints, "development", apns.endpoints.development)

@@ -26,6 +26,8 @@ public final class APNsSender: NotificationSending {
         var environment: APNsEnvironment
     }
     private let logger: Logger
+    /// For `HTTPS_PROXY` / `NO_PROXY` (the process environment in production).
+    private let environment: [String: String]
 
     /// - Parameters:
     ///   - environment: where `keyEnv` / `passwordEnv` are read (the process environment by default).
@@ -35,6 +37,11 @@ public final class APNsSender: NotificationSending {
     ) throws {
         self.settings = settings
         self.logger = logger
+        self.environment = environment
+        // A proxy the environment names wrongly is a configuration error at start, not at first send.
+        for endpoint in [settings.endpoints.production, settings.endpoints.development] {
+            _ = try settings.proxy(forHost: endpoint.host, environment: environment)
+        }
         self.routes = try settings.credentials.map { settings in
             Route(settings: settings, credential: try Self.load(settings, environment: environment))
         }
@@ -162,12 +169,14 @@ public final class APNsSender: NotificationSending {
                 tls: APNsTLSConfiguration(trust: settings.tlsTrust))
             configuration.connectionsPerCredential = settings.connectionsPerCredential
             configuration.requestTimeout = settings.requestTimeout
+            configuration.proxy = try settings.proxy(forHost: endpoint.host, environment: self.environment)
             let client = try APNsClient(
                 configuration: configuration, defaultCredential: route.credential, eventLoopGroup: group,
                 logger: logger)
             clients[key] = client
+            let via = configuration.proxy.map { " via proxy \($0)" } ?? ""
             logger.info(
-                "APNs client for credential \(route.settings.name) (\(environment.rawValue)) at \(endpoint.host):\(endpoint.port)",
+                "APNs client for credential \(route.settings.name) (\(environment.rawValue)) at \(endpoint.host):\(endpoint.port)\(via)",
                 metadata: ["credential": "\(route.settings.name)", "environment": "\(environment.rawValue)"])
             return client
         }

@@ -1,0 +1,81 @@
+import Foundation
+import TestPeers
+import Testing
+
+@testable import APNs
+
+/// APNs connections through a real HTTP CONNECT proxy (Debian's tinyproxy, started here), with TLS
+/// and host-name verification end to end with the server behind it.
+@Suite("Through an HTTP proxy (tinyproxy)", .serialized, .timeLimit(.minutes(2)))
+struct ProxyTests {
+    private func withSimulator(_ body: (Simulator, TestPKI) async throws -> Void) async throws {
+        let pki = try TestPKI()
+        let simulator = try await Simulator.startForTests(pki: pki)
+        do {
+            try await body(simulator, pki)
+            try await simulator.shutdown()
+        } catch {
+            try? await simulator.shutdown()
+            throw error
+        }
+    }
+
+    @Test("notifications go through the proxy's CONNECT tunnel, with Basic authentication, and arrive")
+    func throughTheProxy() async throws {
+        let proxy = try TinyProxy(username: "push", password: "s3cr3t-pass")
+        defer { proxy.stop() }
+        try await withSimulator { simulator, pki in
+            var configuration = ClientFixtures.configuration(port: simulator.port, pki: pki, connections: 1)
+            configuration.proxy = APNsProxy(
+                host: "127.0.0.1", port: proxy.port, username: "push", password: "s3cr3t-pass")
+            try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+                for index in 0..<20 {
+                    let response = try await client.send(try ClientFixtures.notification(token: String(format: "aabb%04x", index)))
+                    #expect(response.status == 200)
+                }
+            }
+            #expect(simulator.observation.records.count == 20)
+        }
+        // One tunnel for the one connection, to the simulator's host name (TLS verified it as
+        // localhost behind the proxy).
+        #expect(proxy.log.contains("CONNECT localhost:"), "\(proxy.log)")
+    }
+
+    @Test("a proxy that refuses (a wrong password) fails the send as not sent, saying why")
+    func refused() async throws {
+        let proxy = try TinyProxy(username: "push", password: "right")
+        defer { proxy.stop() }
+        try await withSimulator { simulator, pki in
+            var configuration = ClientFixtures.configuration(port: simulator.port, pki: pki, connections: 1)
+            configuration.proxy = APNsProxy(host: "127.0.0.1", port: proxy.port, username: "push", password: "wrong")
+            configuration.requestTimeout = .seconds(5)
+            try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+                let error = await #expect(throws: APNsClientError.self) {
+                    try await client.send(try ClientFixtures.notification(token: "aabb"))
+                }
+                #expect(error?.mayHaveReachedAPNs == false)
+                #expect(
+                    "\(String(describing: error))".contains("refused CONNECT localhost:\(simulator.port): HTTP/1.0 401"),
+                    "\(String(describing: error))")
+                #expect(!"\(String(describing: error))".contains("wrong"), "the password is never printed")
+            }
+            #expect(simulator.observation.records.isEmpty)
+        }
+    }
+
+    @Test("proxy URLs, NO_PROXY rules, and a description that never shows the password")
+    func proxyURLs() throws {
+        let proxy = try APNsProxy(url: "http://us%40er:p%3Ass@proxy.corp:3128")
+        #expect(proxy.host == "proxy.corp" && proxy.port == 3128)
+        #expect(proxy.username == "us@er" && proxy.password == "p:ss")
+        #expect(proxy.description == "http://us@er:<redacted>@proxy.corp:3128")
+        #expect(proxy.authorization == "Basic " + Data("us@er:p:ss".utf8).base64EncodedString())
+        #expect(try APNsProxy(url: "http://proxy").port == 80)
+        #expect(throws: APNsProxy.ParseError.self) { try APNsProxy(url: "socks5://proxy:1080") }
+        #expect(throws: APNsProxy.ParseError.self) { try APNsProxy(url: "proxy:3128") }
+        #expect(APNsProxy.isExempt("api.push.apple.com", noProxy: "localhost, .apple.com"))
+        #expect(APNsProxy.isExempt("api.push.apple.com", noProxy: "push.apple.com:443"))
+        #expect(!APNsProxy.isExempt("api.push.apple.com", noProxy: "localhost,pple.com"))
+        #expect(APNsProxy.isExempt("anything", noProxy: "*"))
+    }
+}

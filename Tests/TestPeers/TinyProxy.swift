@@ -1,0 +1,84 @@
+import Foundation
+
+/// Debian's tinyproxy (package tinyproxy-bin) as an HTTP CONNECT proxy for tests: started on a free
+/// loopback port with a configuration of its own, optionally demanding Basic authentication, logging
+/// every connection to a file the test reads. Stopped with SIGTERM.
+public final class TinyProxy: @unchecked Sendable {
+    public let port: Int
+    public let logFile: String
+    private let process: Process
+    private let directory: URL
+
+    public static let binary = ProcessInfo.processInfo.environment["TINYPROXY_BIN"] ?? "/usr/bin/tinyproxy"
+
+    /// `username`/`password`: the proxy answers 407 to a CONNECT without them.
+    public init(username: String? = nil, password: String? = nil) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("tinyproxy-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        logFile = directory.appendingPathComponent("tinyproxy.log").path
+        port = try freeLoopbackPort()
+        var configuration = """
+            Port \(port)
+            Listen 127.0.0.1
+            Timeout 60
+            LogFile "\(logFile)"
+            LogLevel Info
+            MaxClients 100
+            Allow 127.0.0.1
+
+            """
+        if let username, let password { configuration += "BasicAuth \(username) \(password)\n" }
+        let configurationFile = directory.appendingPathComponent("tinyproxy.conf")
+        try configuration.write(to: configurationFile, atomically: true, encoding: .utf8)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = ["-d", "-c", configurationFile.path]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(10)
+        while !Self.accepts(port) {
+            guard process.isRunning, Date() < deadline else {
+                stop()
+                throw TinyProxyError(description: "tinyproxy did not listen on 127.0.0.1:\(port): \(log)")
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+    }
+
+    public struct TinyProxyError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// What tinyproxy logged so far.
+    public var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
+
+    /// SIGTERM, then SIGKILL after two seconds: tinyproxy waits for its open tunnels on SIGTERM.
+    public func stop() {
+        if process.isRunning {
+            process.terminate()
+            let deadline = Date().addingTimeInterval(2)
+            while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    deinit { stop() }
+
+    private static func accepts(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+}
