@@ -80,6 +80,15 @@ in_root() {
         env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LC_ALL=C "$@"
 }
 
+# apt-get in the root, its output in $WORK/apt.log, the end of which is shown when it fails.
+apt_in_root() {
+    in_root apt-get -q "$@" >> "$WORK/apt.log" 2>&1 || {
+        tail -20 "$WORK/apt.log" >&2
+        echo "error: apt-get $* failed in the root (log: $WORK/apt.log)" >&2
+        exit 1
+    }
+}
+
 # Leaves out what the root does not need at run time and what differs per machine, then imports it.
 import_root() {
     local name=$1 description=$2
@@ -161,8 +170,9 @@ chmod 0755 "$root/usr/sbin/policy-rc.d"
 # The point release in the archive plus bookworm-updates and bookworm-security, as a rebuilt official
 # image has them.
 cp /etc/resolv.conf "$root/etc/resolv.conf"
-in_root apt-get -q update > "$WORK/apt.log"
-in_root apt-get -q -y dist-upgrade >> "$WORK/apt.log"
+: > "$WORK/apt.log"
+apt_in_root update
+apt_in_root -y dist-upgrade
 
 # ---------------------------------------------------------------------------------------------------
 # Runtime base
@@ -176,9 +186,9 @@ fi
 # ---------------------------------------------------------------------------------------------------
 if [ "$need_build" = 1 ]; then
     cp /etc/resolv.conf "$root/etc/resolv.conf"
-    in_root apt-get -q update >> "$WORK/apt.log"
+    apt_in_root update
     # shellcheck disable=SC2086 # a list of names
-    in_root apt-get -q -y install --no-install-recommends $BUILD_PACKAGES >> "$WORK/apt.log"
+    apt_in_root -y install --no-install-recommends $BUILD_PACKAGES
     # The toolchain goes where swift:6.3.1-bookworm unpacks it (/usr/bin/swift,
     # /usr/lib/swift, /usr/libexec/swift/...): on PATH, and at the paths the Dockerfile names.
     cp -a "$SWIFT_ROOT/usr/." "$root/usr/"
