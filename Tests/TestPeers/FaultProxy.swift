@@ -88,7 +88,7 @@ public final class FaultProxy: @unchecked Sendable {
         do {
             let server = try await ServerBootstrap(group: group)
                 .childChannelOption(ChannelOptions.autoRead, value: false)
-                .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+                .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         guard let proxy = box.proxy else { throw ChannelError.ioOnClosedChannel }
@@ -204,7 +204,7 @@ public final class FaultProxy: @unchecked Sendable {
     func makeUpstreamBootstrap(for pair: ProxyPair) -> ClientBootstrap {
         ClientBootstrap(group: loop)
             .channelOption(ChannelOptions.autoRead, value: false)
-            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(5))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

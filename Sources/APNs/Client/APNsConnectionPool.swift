@@ -284,7 +284,7 @@ final class APNsConnectionPool: Sendable {
         // ClientBootstrap resolves the host name (getaddrinfo) on every connect: a fresh DNS answer each time.
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(settings.connectTimeout)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { [weak self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let proxy = settings.proxy {
