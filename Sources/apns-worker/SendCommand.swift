@@ -24,6 +24,11 @@ struct SendCommand: AsyncParsableCommand {
     @Option(name: .long, help: "443 (default) or 2197; anything for the simulator.")
     var port: Int = APNsEnvironment.defaultPort
     @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Tunnel through this HTTP proxy (CONNECT): http://[user:password@]host[:port].", valueName: "URL"))
+    var proxy: String?
+    @Option(
         name: .customLong("ca-file"),
         help: ArgumentHelp("Trust these roots (PEM) instead of the system store.", valueName: "FILE"))
     var caFile: String?
@@ -87,6 +92,13 @@ struct SendCommand: AsyncParsableCommand {
         send.host = host
         send.port = port
         send.caFile = caFile
+        if let proxy {
+            do {
+                send.proxy = try APNsProxy(url: proxy)
+            } catch {
+                throw ValidationError("--proxy: \(error)")
+            }
+        }
         send.teamID = teamID
         send.keyID = keyID
         send.keyFile = keyFile

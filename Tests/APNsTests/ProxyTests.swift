@@ -30,7 +30,8 @@ struct ProxyTests {
                 host: "127.0.0.1", port: proxy.port, username: "push", password: "s3cr3t-pass")
             try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
                 for index in 0..<20 {
-                    let response = try await client.send(try ClientFixtures.notification(token: String(format: "aabb%04x", index)))
+                    let response = try await client.send(
+                        try ClientFixtures.notification(token: String(format: "aabb%04x", index)))
                     #expect(response.status == 200)
                 }
             }
@@ -55,11 +56,44 @@ struct ProxyTests {
                 }
                 #expect(error?.mayHaveReachedAPNs == false)
                 #expect(
-                    "\(String(describing: error))".contains("refused CONNECT localhost:\(simulator.port): HTTP/1.0 401"),
+                    "\(String(describing: error))".contains(
+                        "refused CONNECT localhost:\(simulator.port): HTTP/1.0 401"),
                     "\(String(describing: error))")
                 #expect(!"\(String(describing: error))".contains("wrong"), "the password is never printed")
             }
             #expect(simulator.observation.records.isEmpty)
+        }
+    }
+
+    @Test("a proxy that accepts the connection and never answers: the connection fails at the connect timeout")
+    func silentProxy() async throws {
+        // A listening socket nobody reads: the kernel completes the TCP handshake, nothing answers.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && listen(fd, 8) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        try #require(listening)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        try await withSimulator { simulator, pki in
+            var configuration = ClientFixtures.configuration(port: simulator.port, pki: pki, connections: 1)
+            configuration.proxy = APNsProxy(host: "127.0.0.1", port: port)
+            configuration.connectTimeout = .seconds(1)
+            configuration.requestTimeout = .seconds(8)
+            try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+                let started = ContinuousClock.now
+                let error = await #expect(throws: APNsClientError.self) {
+                    try await client.send(try ClientFixtures.notification(token: "aabb"))
+                }
+                #expect("\(String(describing: error))".contains("did not answer CONNECT in time"))
+                #expect(ContinuousClock.now - started < .seconds(6), "not the request's own deadline")
+            }
         }
     }
 

@@ -8,6 +8,8 @@ public struct APNsOneShotSend: Sendable {
     public var host: String?
     public var port: Int = APNsEnvironment.defaultPort
     public var caFile: String?
+    /// Tunnel through this HTTP proxy.
+    public var proxy: APNsProxy?
     // Token authentication.
     public var teamID: String?
     public var keyID: String?
@@ -75,6 +77,7 @@ public struct APNsOneShotSend: Sendable {
                 environment: environment, host: host, port: port,
                 tls: APNsTLSConfiguration(trust: caFile.map { .caFile($0) } ?? .system))
             configuration.connectionsPerCredential = 1
+            configuration.proxy = proxy
             configuration.requestTimeout = timeout
             configuration.reconnectMaximum = .seconds(1)
             client = try APNsClient(configuration: configuration, defaultCredential: try credential())

@@ -22,6 +22,8 @@ final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var answer: ByteBuffer?
     private var heldWrites: [(NIOAny, EventLoopPromise<Void>?)] = []
     private var timer: Scheduled<Void>?
+    /// Its place in the pipeline while it is in one (for the timer).
+    private var context: ChannelHandlerContext?
     /// The proxy's answer header may not be longer than this.
     private static let maximumAnswerBytes = 16 * 1024
 
@@ -33,7 +35,13 @@ final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         if context.channel.isActive { sendConnect(context: context) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        timer?.cancel()
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -47,9 +55,10 @@ final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if let authorization = proxy.authorization { request += "Proxy-Authorization: \(authorization)\r\n" }
         request += "\r\n"
         context.writeAndFlush(NIOAny(context.channel.allocator.buffer(string: request)), promise: nil)
-        timer = context.eventLoop.scheduleTask(in: timeout) { [weak self] in
-            guard let self, self.state == .waitingForAnswer else { return }
-            self.fail(context: context, "the proxy \(self.proxy.host):\(self.proxy.port) did not answer CONNECT in time")
+        timer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [weak self] in
+            guard let self, self.state == .waitingForAnswer, let context = self.context else { return }
+            self.fail(
+                context: context, "the proxy \(self.proxy.host):\(self.proxy.port) did not answer CONNECT in time")
         }
     }
 
@@ -102,7 +111,9 @@ final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         if state == .waitingForAnswer {
-            fail(context: context, "the proxy \(proxy.host):\(proxy.port) closed the connection before answering CONNECT")
+            fail(
+                context: context, "the proxy \(proxy.host):\(proxy.port) closed the connection before answering CONNECT"
+            )
         }
         context.fireChannelInactive()
     }

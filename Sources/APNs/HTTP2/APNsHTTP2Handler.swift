@@ -66,6 +66,19 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        if context.channel.isActive { startSetupTimer(context: context) }
+    }
+
+    /// The TLS + HTTP/2 setup is timed from the moment the byte stream to APNs exists: after the
+    /// TCP connect (bounded by the bootstrap's connect timeout) and, through a proxy, after its
+    /// CONNECT tunnel (bounded by the proxy handler's own timeout), so each failure says which it was.
+    func channelActive(context: ChannelHandlerContext) {
+        startSetupTimer(context: context)
+        context.fireChannelActive()
+    }
+
+    private func startSetupTimer(context: ChannelHandlerContext) {
+        guard setupTimeoutTask == nil else { return }
         let timeout = settings.setupTimeout
         setupTimeoutTask = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [weak self] in
             self?.closeWithError(

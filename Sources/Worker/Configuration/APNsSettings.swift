@@ -29,9 +29,10 @@ public struct APNsSettings: Sendable, Hashable {
         case .none: return nil
         case .url(let proxy): return proxy
         case .environment:
-            guard let (name, text) = ["HTTPS_PROXY", "https_proxy"].lazy.compactMap({ name in
-                environment[name].map { (name, $0) }
-            }).first, !text.isEmpty
+            guard
+                let (name, text) = ["HTTPS_PROXY", "https_proxy"].lazy.compactMap({ name in
+                    environment[name].map { (name, $0) }
+                }).first, !text.isEmpty
             else { return nil }
             let exemptions = environment["NO_PROXY"] ?? environment["no_proxy"] ?? ""
             if APNsProxy.isExempt(host, noProxy: exemptions) { return nil }

@@ -101,7 +101,14 @@ public struct ConfigurationCheck: Sendable {
             "apns:         production \(apns.endpoints.production.host):\(apns.endpoints.production.port), "
                 + "development \(apns.endpoints.development.host):\(apns.endpoints.development.port); "
                 + "\(apns.connectionsPerCredential) connections per credential, request timeout "
-                + "\(ConfigDuration.format(apns.requestTimeout))" + (apns.caFile.map { ", extra CA \($0)" } ?? ""))
+                + "\(ConfigDuration.format(apns.requestTimeout))" + (apns.caFile.map { ", extra CA \($0)" } ?? "")
+                + {
+                    switch apns.proxy {
+                    case .none: return "; no proxy"
+                    case .environment: return "; proxy from HTTPS_PROXY/NO_PROXY if set"
+                    case .url(let proxy): return "; proxy \(proxy)"
+                    }
+                }())
         for credential in apns.credentials {
             let kind: String
             switch credential.kind {

@@ -142,7 +142,8 @@ extension WorkerConfiguration {
                 } catch {
                     // The message never quotes the URL: it may carry a password.
                     throw section.error(
-                        "proxy", section.node("proxy"), "\(error); expected none, environment or http://[user:password@]host[:port]")
+                        "proxy", section.node("proxy"),
+                        "\(error); expected none, environment or http://[user:password@]host[:port]")
                 }
             }
         }
