@@ -16,6 +16,7 @@ struct APNsWorkerCommand: AsyncParsableCommand {
             ReplayCommand.self,
             ValidateCommand.self,
             SendCommand.self,
+            ChannelsCommand.self,
         ]
     )
 }

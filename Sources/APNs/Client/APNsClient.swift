@@ -96,6 +96,50 @@ public final class APNsClient: Sendable {
         execute(prepared, waiterID: nil) { completion($0.mapError { $0 }) }
     }
 
+    /// One Live Activity broadcast to a channel (`POST /4/broadcasts/apps/<bundle ID>` on the push
+    /// host). Validated first (`APNsNotificationError`, nothing sent); the answer carries
+    /// `requestID` (`apns-request-id`) and `apnsUniqueID`.
+    public func send(_ broadcast: APNsBroadcast) async throws -> APNsResponse {
+        try broadcast.validate()
+        let (credential, pool) = try route(broadcast.bundleID)
+        return try await execute(prepare(.custom(broadcast.request), credential: credential, pool: pool))
+    }
+
+    /// The same with a callback, as `send(_:completion:)` for notifications.
+    public func send(
+        _ broadcast: APNsBroadcast, completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
+    ) {
+        let prepared: Prepared
+        do {
+            try broadcast.validate()
+            let (credential, pool) = try route(broadcast.bundleID)
+            prepared = try prepare(.custom(broadcast.request), credential: credential, pool: pool)
+        } catch {
+            completion(.failure(error))
+            return
+        }
+        execute(prepared, waiterID: nil) { completion($0.mapError { $0 }) }
+    }
+
+    /// A request by method and path (channel management), with the credential of `topic`.
+    func send(custom request: APNsCustomRequest, topic: String) async throws -> APNsResponse {
+        let (credential, pool) = try route(topic)
+        return try await execute(prepare(.custom(request), credential: credential, pool: pool))
+    }
+
+    private func execute(_ prepared: Prepared) async throws -> APNsResponse {
+        let waiterID = prepared.pool.makeWaiterID()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                execute(prepared, waiterID: waiterID) { continuation.resume(with: $0) }
+            }
+        } onCancel: {
+            prepared.pool.giveUp(
+                waiterID,
+                APNsClientError(.deadlineExceeded, "cancelled while waiting for a stream", mayHaveReachedAPNs: false))
+        }
+    }
+
     /// One notification of a batch, and where its answer goes (as `send(_:completion:)`'s).
     public struct BatchItem: Sendable {
         public var notification: APNsNotification
@@ -124,7 +168,7 @@ public final class APNsClient: Sendable {
                 continue
             }
             let pooled = APNsConnectionPool.BatchItem(
-                notification: prepared.notification, token: prepared.token,
+                content: prepared.content, token: prepared.token,
                 completion: answer(prepared, then: { item.completion($0.mapError { $0 }) }))
             perPool.append(pooled, to: prepared.pool)
         }
@@ -134,18 +178,28 @@ public final class APNsClient: Sendable {
 
     /// A notification checked and matched to its pool and token, ready to go.
     private struct Prepared: Sendable {
-        var notification: APNsNotification
+        var content: APNsRequestContent
         var credential: APNsCredential
         var pool: APNsConnectionPool
         var token: APNsProviderToken?
     }
 
     private func prepare(_ notification: APNsNotification) throws -> Prepared {
-        guard let credential = credential(for: notification.topic), let pool = pools[credential.identity] else {
-            throw APNsClientError(
-                .noCredentialForTopic, "no credential for topic \(notification.topic)", mayHaveReachedAPNs: false)
-        }
+        let (credential, pool) = try route(notification.topic)
         try notification.validate(for: credential.kind, checkingPayloadSyntax: false)
+        return try prepare(.notification(notification), credential: credential, pool: pool)
+    }
+
+    private func route(_ topic: String) throws(APNsClientError) -> (APNsCredential, APNsConnectionPool) {
+        guard let credential = credential(for: topic), let pool = pools[credential.identity] else {
+            throw APNsClientError(.noCredentialForTopic, "no credential for topic \(topic)", mayHaveReachedAPNs: false)
+        }
+        return (credential, pool)
+    }
+
+    private func prepare(_ content: APNsRequestContent, credential: APNsCredential, pool: APNsConnectionPool) throws
+        -> Prepared
+    {
         var token: APNsProviderToken?
         if case .token(let authenticator) = credential {
             do {
@@ -154,7 +208,7 @@ public final class APNsClient: Sendable {
                 throw APNsClientError(.credentialUnusable, "\(error)", mayHaveReachedAPNs: false)
             }
         }
-        return Prepared(notification: notification, credential: credential, pool: pool, token: token)
+        return Prepared(content: content, credential: credential, pool: pool, token: token)
     }
 
     private func execute(
@@ -163,7 +217,7 @@ public final class APNsClient: Sendable {
     ) {
         let deadline = NIODeadline.now() + requestTimeout
         prepared.pool.execute(
-            prepared.notification, token: prepared.token, deadline: deadline, waiterID: waiterID,
+            prepared.content, token: prepared.token, deadline: deadline, waiterID: waiterID,
             completion: answer(prepared, then: completion))
     }
 

@@ -70,6 +70,34 @@ extension TimeAmount {
     }
 }
 
+extension APNsCredential {
+    /// A credential from command-line style parts: a `.p8` key with its team and key ids (token
+    /// authentication), a PKCS#12 bundle, or a PEM certificate with its key; `password` opens the
+    /// bundle or an encrypted key.
+    public static func load(
+        keyFile: String?, teamID: String?, keyID: String?, certificateFile: String?, certificateKeyFile: String?,
+        pkcs12File: String?, password: String?
+    ) throws -> APNsCredential {
+        if let keyFile {
+            guard let teamID, let keyID else {
+                throw APNsCredentialError(.badIdentifier, "token authentication needs --team-id and --key-id")
+            }
+            return .token(try APNsTokenAuthenticator(teamID: teamID, keyID: keyID, key: APNsSigningKey(file: keyFile)))
+        }
+        if let pkcs12File {
+            return .certificate(try APNsCertificateIdentity(pkcs12File: pkcs12File, password: password ?? ""))
+        }
+        if let certificateFile, let certificateKeyFile {
+            return .certificate(
+                try APNsCertificateIdentity(
+                    certificateFile: certificateFile, keyFile: certificateKeyFile,
+                    password: password.flatMap { $0.isEmpty ? nil : $0 }))
+        }
+        throw APNsCredentialError(
+            .fileUnreadable, "give --key-file (token auth), --p12-file, or --cert-file with --cert-key-file")
+    }
+}
+
 /// How a connection proves who sends.
 public enum APNsCredential: Sendable {
     /// Token authentication: a JWT from this authenticator on every request.

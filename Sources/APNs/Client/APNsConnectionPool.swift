@@ -59,14 +59,14 @@ final class APNsConnectionPool: Sendable {
     /// answer, on the connection's event loop (or on the caller's thread when nothing could be sent).
     /// `waiterID` names the request while it waits for a stream (see `giveUp`); `nil` picks one.
     func execute(
-        _ notification: APNsNotification, token: APNsProviderToken?, deadline: NIODeadline, waiterID: Int? = nil,
+        _ content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline, waiterID: Int? = nil,
         completion: @escaping Completion
     ) {
         acquire(deadline: deadline, waiterID: waiterID) { [self] acquired in
             switch acquired {
             case .success((let id, let outbox)):
                 outbox.send(
-                    request(notification, token: token, deadline: deadline, connectionID: id, completion: completion))
+                    request(content, token: token, deadline: deadline, connectionID: id, completion: completion))
             case .failure(let error):
                 completion(.failure(error))
             }
@@ -75,7 +75,7 @@ final class APNsConnectionPool: Sendable {
 
     /// One request of a batch (`execute(_:deadline:)`).
     struct BatchItem: Sendable {
-        var notification: APNsNotification
+        var content: APNsRequestContent
         var token: APNsProviderToken?
         var completion: Completion
     }
@@ -87,7 +87,7 @@ final class APNsConnectionPool: Sendable {
     func execute(_ batch: [BatchItem], deadline: NIODeadline) {
         guard batch.count > 1 else {
             if let item = batch.first {
-                execute(item.notification, token: item.token, deadline: deadline, completion: item.completion)
+                execute(item.content, token: item.token, deadline: deadline, completion: item.completion)
             }
             return
         }
@@ -109,23 +109,23 @@ final class APNsConnectionPool: Sendable {
             }
             perConnection.append(
                 request(
-                    item.notification, token: item.token, deadline: deadline, connectionID: id,
+                    item.content, token: item.token, deadline: deadline, connectionID: id,
                     completion: item.completion),
                 to: outbox)
         }
         for (outbox, requests) in perConnection.batches { outbox.send(contentsOf: requests) }
         for item in batch[taken.count...] {
-            execute(item.notification, token: item.token, deadline: deadline, completion: item.completion)
+            execute(item.content, token: item.token, deadline: deadline, completion: item.completion)
         }
     }
 
     /// A request on connection `id`; its answer gives the stream back before `completion` runs.
     private func request(
-        _ notification: APNsNotification, token: APNsProviderToken?, deadline: NIODeadline, connectionID id: Int,
+        _ content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline, connectionID id: Int,
         completion: @escaping Completion
     ) -> APNsHTTP2Request {
         APNsHTTP2Request(
-            notification: notification, token: token, deadline: deadline,
+            content: content, token: token, deadline: deadline,
             completion: { [self] result in
                 if case .success(let response) = result, response.status == 403,
                     response.reason == .unrelatedKeyIDInToken

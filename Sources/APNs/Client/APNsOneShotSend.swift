@@ -41,21 +41,9 @@ public struct APNsOneShotSend: Sendable {
     }
 
     public func credential() throws -> APNsCredential {
-        if let keyFile {
-            guard let teamID, let keyID else {
-                throw APNsCredentialError(.badIdentifier, "token authentication needs --team-id and --key-id")
-            }
-            return .token(try APNsTokenAuthenticator(teamID: teamID, keyID: keyID, key: APNsSigningKey(file: keyFile)))
-        }
-        if let pkcs12File {
-            return .certificate(try APNsCertificateIdentity(pkcs12File: pkcs12File, password: pkcs12Password))
-        }
-        if let certificateFile, let certificateKeyFile {
-            return .certificate(
-                try APNsCertificateIdentity(certificateFile: certificateFile, keyFile: certificateKeyFile))
-        }
-        throw APNsCredentialError(
-            .fileUnreadable, "give --key-file (token auth), --p12-file, or --cert-file with --cert-key-file")
+        try APNsCredential.load(
+            keyFile: keyFile, teamID: teamID, keyID: keyID, certificateFile: certificateFile,
+            certificateKeyFile: certificateKeyFile, pkcs12File: pkcs12File, password: pkcs12Password)
     }
 
     public func notification() throws -> APNsNotification {

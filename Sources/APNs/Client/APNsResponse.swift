@@ -14,16 +14,27 @@ public struct APNsResponse: Sendable, Hashable {
     public var timestampMilliseconds: Int64?
     /// From the request's HEADERS being written to the end of the answer.
     public var latency: Duration
+    /// `apns-request-id`: a broadcast's or channel-management call's id, ours echoed or APNs' own.
+    public var requestID: String?
+    /// `apns-channel-id`: the channel a create made.
+    public var channelID: String?
+    /// The answer's body, for broadcast and channel-management calls (a channel's settings, the
+    /// list of channels); empty for device notifications, whose error body becomes `reason`.
+    public var body: [UInt8]
 
     public init(
         status: Int, apnsID: String? = nil, apnsUniqueID: String? = nil, reason: APNsReason? = nil,
-        timestampMilliseconds: Int64? = nil, latency: Duration = .zero
+        timestampMilliseconds: Int64? = nil, requestID: String? = nil, channelID: String? = nil, body: [UInt8] = [],
+        latency: Duration = .zero
     ) {
         self.status = status
         self.apnsID = apnsID
         self.apnsUniqueID = apnsUniqueID
         self.reason = reason
         self.timestampMilliseconds = timestampMilliseconds
+        self.requestID = requestID
+        self.channelID = channelID
+        self.body = body
         self.latency = latency
     }
 

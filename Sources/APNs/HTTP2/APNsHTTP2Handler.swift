@@ -225,7 +225,9 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
             encoder.encode(stream.request, into: &headerBlock)
             // nghttp2 hands this pointer back with each callback of the stream; `streams` keeps the
             // object alive until the stream closes.
-            let streamID = session.submitRequest(headerBlock, streamData: Unmanaged.passUnretained(stream).toOpaque())
+            let streamID = session.submitRequest(
+                headerBlock, streamData: Unmanaged.passUnretained(stream).toOpaque(),
+                hasBody: !stream.request.content.body.isEmpty)
             guard streamID > 0 else {
                 stream.fail(
                     APNsClientError(
@@ -408,6 +410,10 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
             stream.apnsID = String(decoding: value, as: UTF8.self)
         case 14 where name.elementsEqual("apns-unique-id".utf8):
             stream.apnsUniqueID = String(decoding: value, as: UTF8.self)
+        case 15 where name.elementsEqual("apns-request-id".utf8):
+            stream.requestID = String(decoding: value, as: UTF8.self)
+        case 15 where name.elementsEqual("apns-channel-id".utf8):
+            stream.channelID = String(decoding: value, as: UTF8.self)
         default:
             break
         }
@@ -423,7 +429,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         -> (count: Int, end: Bool)
     {
         guard let stream = stream(data) else { return (0, true) }
-        let payload = stream.request.notification.payload
+        let payload = stream.request.content.body
         let count = min(buffer.count, payload.count - stream.bodyOffset)
         payload.withUnsafeBytes { source in
             buffer.copyMemory(
@@ -444,7 +450,8 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
                     stream,
                     APNsResponse(
                         status: status, apnsID: stream.apnsID, apnsUniqueID: stream.apnsUniqueID, reason: reason,
-                        timestampMilliseconds: timestamp,
+                        timestampMilliseconds: timestamp, requestID: stream.requestID, channelID: stream.channelID,
+                        body: stream.isCustom ? stream.responseBody : [],
                         latency: .nanoseconds((NIODeadline.now() - stream.submittedAt).nanoseconds))))
             return
         }

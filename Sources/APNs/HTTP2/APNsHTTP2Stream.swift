@@ -11,6 +11,9 @@ final class APNsHTTP2Stream {
     var status: Int?
     var apnsID: String?
     var apnsUniqueID: String?
+    /// `apns-request-id` and `apns-channel-id`: broadcast and channel-management answers.
+    var requestID: String?
+    var channelID: String?
     var responseBody: [UInt8] = []
     var submittedAt: NIODeadline = .now()
     /// The completion has run (the stream may still be open in nghttp2, e.g. after a deadline).
@@ -18,6 +21,12 @@ final class APNsHTTP2Stream {
 
     init(request: APNsHTTP2Request) {
         self.request = request
+    }
+
+    /// A broadcast or channel-management request, whose answer's body is handed back whole.
+    var isCustom: Bool {
+        if case .custom = request.content { return true }
+        return false
     }
 
     /// Answers larger than this are cut: an APNs error body is a few dozen bytes.
@@ -41,7 +50,7 @@ final class APNsHTTP2Stream {
 /// A class, not a struct: it passes through the outbox's batch, the handler's queue and its stream,
 /// and copying a notification's dozen references at each step cost more than one allocation.
 final class APNsHTTP2Request: Sendable {
-    let notification: APNsNotification
+    let content: APNsRequestContent
     /// The provider token for token authentication; `nil` with certificate authentication.
     let token: APNsProviderToken?
     /// The deadline of the whole request; past it the stream is cancelled.
@@ -52,14 +61,36 @@ final class APNsHTTP2Request: Sendable {
     let completion: @Sendable (Result<APNsResponse, APNsClientError>) -> Void
 
     init(
-        notification: APNsNotification, token: APNsProviderToken?, deadline: NIODeadline,
+        content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline,
         completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     ) {
-        self.notification = notification
+        self.content = content
         self.token = token
         self.deadline = deadline
         self.completion = completion
     }
+}
+
+/// What a request carries: a notification to a device, or another request of Apple's provider API
+/// (a broadcast to a channel, a channel-management call), given by method, path and headers.
+enum APNsRequestContent: Sendable {
+    case notification(APNsNotification)
+    case custom(APNsCustomRequest)
+
+    var body: [UInt8] {
+        switch self {
+        case .notification(let notification): notification.payload
+        case .custom(let request): request.body
+        }
+    }
+}
+
+/// A request by its parts; the client adds `:scheme`, `:authority` and `authorization`.
+struct APNsCustomRequest: Sendable {
+    var method: String
+    var path: String
+    var headers: [(name: String, value: String)]
+    var body: [UInt8]
 }
 
 /// Builds request headers the way Apple's HPACK guidance asks, per connection.
@@ -78,7 +109,13 @@ struct APNsHeaderEncoder {
     /// Writes the request's headers into `block` (emptied first; its storage is reused from one
     /// request to the next, so encoding allocates nothing).
     mutating func encode(_ request: APNsHTTP2Request, into block: inout Nghttp2HeaderBlock) {
-        let notification = request.notification
+        let notification: APNsNotification
+        switch request.content {
+        case .notification(let value): notification = value
+        case .custom(let custom):
+            encode(custom, token: request.token, into: &block)
+            return
+        }
         block.removeAll()
         block.append(":method", "POST")
         block.append(":scheme", "https")
@@ -107,6 +144,25 @@ struct APNsHeaderEncoder {
             indexedID = true
         }
         if let token = request.token {
+            block.append("authorization", neverIndex: true) { bytes in
+                bytes.append(contentsOf: "bearer ".utf8)
+                bytes.append(contentsOf: token.jwt.utf8)
+            }
+        }
+    }
+
+    /// A broadcast or channel-management request: its own method, path and headers (ids never
+    /// indexed: each is used once).
+    private func encode(_ request: APNsCustomRequest, token: APNsProviderToken?, into block: inout Nghttp2HeaderBlock) {
+        block.removeAll()
+        block.append(dynamicName: ":method", request.method)
+        block.append(":scheme", "https")
+        block.append(":authority", authority)
+        block.append(":path", request.path, neverIndex: true)
+        for (name, value) in request.headers {
+            block.append(dynamicName: name, value, neverIndex: name.hasSuffix("-id"))
+        }
+        if let token {
             block.append("authorization", neverIndex: true) { bytes in
                 bytes.append(contentsOf: "bearer ".utf8)
                 bytes.append(contentsOf: token.jwt.utf8)

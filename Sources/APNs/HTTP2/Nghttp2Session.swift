@@ -66,6 +66,18 @@ struct Nghttp2HeaderBlock {
                 valueCount: bytes.count - valueStart, neverIndex: neverIndex))
     }
 
+    /// A header whose name is only known at run time (custom requests).
+    mutating func append(dynamicName name: String, _ value: String, neverIndex: Bool = false) {
+        let nameStart = bytes.count
+        bytes.append(contentsOf: name.utf8)
+        let valueStart = bytes.count
+        bytes.append(contentsOf: value.utf8)
+        fields.append(
+            Field(
+                nameStart: nameStart, nameCount: valueStart - nameStart, valueStart: valueStart,
+                valueCount: bytes.count - valueStart, neverIndex: neverIndex))
+    }
+
     var headers: [Nghttp2Header] {
         fields.map { field in
             Nghttp2Header(
@@ -152,7 +164,8 @@ final class Nghttp2Session {
     /// Queues a request; nghttp2 copies the headers. `streamData` is handed back to the callbacks
     /// of this stream (see `Nghttp2SessionDelegate`); the caller keeps it alive until the stream
     /// closes. Returns the stream id, or a negative nghttp2 error.
-    func submitRequest(_ block: Nghttp2HeaderBlock, streamData: UnsafeMutableRawPointer?) -> Int32 {
+    /// `hasBody`: false sends the HEADERS frame with END_STREAM (a GET or DELETE).
+    func submitRequest(_ block: Nghttp2HeaderBlock, streamData: UnsafeMutableRawPointer?, hasBody: Bool = true) -> Int32 {
         guard let session else { return Int32(NGHTTP2_ERR_INVALID_STATE.rawValue) }
         return block.bytes.withUnsafeBufferPointer { storage -> Int32 in
             let base = UnsafeMutablePointer(mutating: storage.baseAddress!)
@@ -163,6 +176,9 @@ final class Nghttp2Session {
                     nghttp2_nv(
                         name: base + field.nameStart, value: base + field.valueStart, namelen: field.nameCount,
                         valuelen: field.valueCount, flags: flags))
+            }
+            guard hasBody else {
+                return nghttp2_submit_request(session, nil, nameValues, nameValues.count, nil, streamData)
             }
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: streamData), read_callback: readBody)
             return nghttp2_submit_request(session, nil, nameValues, nameValues.count, &provider, streamData)

@@ -23,11 +23,13 @@ public struct APNsNotificationError: Error, Hashable, Sendable, CustomStringConv
         public static let payloadCompressed = Code(rawValue: "payloadCompressed")
         public static let payloadTooLarge = Code(rawValue: "payloadTooLarge")
         public static let tokenAuthenticationRequired = Code(rawValue: "tokenAuthenticationRequired")
+        /// A broadcast's channel id is empty or not base64.
+        public static let badChannelID = Code(rawValue: "badChannelId")
     }
 
     /// The part of the notification a rule is about.
     public enum Field: String, Hashable, Sendable, CaseIterable {
-        case deviceToken, topic, pushType, priority, expiration, collapseID, apnsID, payload
+        case deviceToken, topic, pushType, priority, expiration, collapseID, apnsID, payload, channelID
     }
 
     public let code: Code
@@ -53,6 +55,7 @@ public struct APNsNotificationError: Error, Hashable, Sendable, CustomStringConv
         case .badMessageID: "BadMessageId"
         case .payloadEmpty: "PayloadEmpty"
         case .payloadTooLarge: "PayloadTooLarge"
+        case .badChannelID: "BadChannelId"
         default: nil
         }
     }

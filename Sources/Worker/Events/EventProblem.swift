@@ -80,6 +80,7 @@ public struct EventProblem: Sendable, Equatable, CustomStringConvertible {
         case .collapseID: "/collapseId"
         case .apnsID: "/id"
         case .payload: "/payload"
+        case .channelID: "/channelId"
         }
     }
 

@@ -1,5 +1,5 @@
 /// JSON string escaping, shared by the health bodies and the JSON log handler.
-enum JSONText {
+package enum JSONText {
     /// `text` escaped for the inside of a JSON string: quote, backslash and every control
     /// character (U+0000–U+001F, plus U+007F for terminals' sake); the rest passes as UTF-8.
     static func escape(_ text: String) -> String {
@@ -21,5 +21,5 @@ enum JSONText {
         return result
     }
 
-    static func quoted(_ text: String) -> String { "\"\(escape(text))\"" }
+    package static func quoted(_ text: String) -> String { "\"\(escape(text))\"" }
 }
