@@ -20,7 +20,7 @@ final class SimulatorCore: Sendable {
 
     init(configuration: APNsSimulatorConfiguration) throws {
         self.configuration = configuration
-        self.verifier = ProviderTokenVerifier(keys: configuration.tokenKeys)
+        self.verifier = ProviderTokenVerifier(keys: configuration.tokenKeys, environment: configuration.environment)
         self.clientAuthority = try configuration.clientCertificateAuthorityPEM.map { try Certificate(pemEncoded: $0) }
         self.devices = DeviceRegistry(policy: configuration.unknownDevices)
         for (token, device) in configuration.devices {
