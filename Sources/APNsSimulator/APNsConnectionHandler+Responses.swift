@@ -8,12 +8,20 @@ extension APNsConnectionHandler {
     struct Response {
         var status: Int
         var reason: APNsReason?
+        /// The id answered: `apns-id` for a device push, `apns-request-id` (``namesRequestID``) otherwise.
         var apnsID: String
         var uniqueID: String?
         var timestampMilliseconds: Int64?
+        /// Broadcasts and channel management name the id `apns-request-id`.
+        var namesRequestID = false
+        /// A created channel's id (`apns-channel-id`).
+        var channelID: String?
+        /// A JSON body of a successful answer (a channel read or list).
+        var body: String?
     }
 
     func makeResponse(_ outcome: Outcome, head: RequestHead, stream: PendingStream) -> Response {
+        if let other = outcome.other { return makeResponse(outcome, other: other, head: head, stream: stream) }
         // Echo a well-formed apns-id; otherwise (absent or BadMessageId) APNs makes one up.
         let echoed =
             outcome.request?.apnsID
@@ -45,6 +53,85 @@ extension APNsConnectionHandler {
         return Response(status: reason.status, reason: reason, apnsID: apnsID, timestampMilliseconds: timestamp)
     }
 
+    /// The answer to a broadcast or a channel-management call; a successful one takes effect here (the
+    /// broadcast is recorded, the registry changed), after faults had their say.
+    private func makeResponse(_ outcome: Outcome, other: Other, head: RequestHead, stream: PendingStream) -> Response {
+        // Echo a well-formed apns-request-id; otherwise (absent or BadMessageId) make one up.
+        let echoed = head.requestID.flatMap {
+            RequestRules.isCanonicalUUID($0, allowUppercase: core.configuration.acceptsUppercaseMessageID) ? $0 : nil
+        }
+        var response = Response(status: 200, apnsID: echoed ?? messageIDs.next(), namesRequestID: true)
+        var reason = outcome.reason
+        if reason == nil {
+            switch other {
+            case .broadcast(let request?):
+                let uniqueID = messageIDs.next()
+                response.uniqueID = uniqueID
+                let requestID = response.apnsID
+                let connectionID = self.connectionID
+                core.observation.broadcastAccepted(
+                    channelID: request.channelID,
+                    record: BroadcastRecord(
+                        bundleID: request.bundleID,
+                        channelID: request.channelID,
+                        requestID: requestID,
+                        uniqueID: uniqueID,
+                        pushType: request.pushType,
+                        expiration: request.expiration,
+                        priority: request.priority,
+                        headers: stream.headers.map { ($0.name, $0.value) },
+                        payload: stream.body.map { Array($0.readableBytesView) } ?? [],
+                        connectionID: connectionID,
+                        receivedAt: core.clock.now()
+                    )
+                )
+            case .management(let plan?):
+                reason = perform(plan, into: &response)
+            case .broadcast(nil), .management(nil):
+                // Every refusal sets a reason; a request without one passed its checks.
+                reason = .internalServerError
+            }
+        }
+        if let reason {
+            response.status = reason.status
+            response.reason = reason
+            response.uniqueID = nil
+            response.channelID = nil
+            response.body = nil
+        }
+        core.observation.answered(status: response.status, reason: reason, record: nil)
+        return response
+    }
+
+    /// Carries out a channel-management call; the reason when the registry changed in the meantime.
+    private func perform(_ plan: ManagementPlan, into response: inout Response) -> APNsReason? {
+        let channels = core.channels
+        switch plan.call {
+        case .create:
+            do {
+                let channel = try channels.create(bundleID: plan.bundleID, storagePolicy: plan.storagePolicy!)
+                response.status = 201
+                response.channelID = channel.id
+            } catch {
+                return error
+            }
+        case .read:
+            guard let channel = channels.channel(plan.channelID!, bundleID: plan.bundleID) else {
+                return .channelNotRegistered
+            }
+            response.body =
+                #"{"message-storage-policy":\#(channel.storagePolicy.rawValue),"push-type":"LiveActivity"}"#
+        case .delete:
+            guard channels.delete(plan.channelID!, bundleID: plan.bundleID) else { return .channelNotRegistered }
+            response.status = 204
+        case .list:
+            // Base64 has no character JSON would escape.
+            let ids = channels.channels(bundleID: plan.bundleID).map { "\"\($0.id)\"" }
+            response.body = #"{"channels":["# + ids.joined(separator: ",") + "]}"
+        }
+        return nil
+    }
+
     func write(_ response: Response, streamID: HTTP2StreamID, context: ChannelHandlerContext, resetAfter: Bool = false)
     {
         // The storage of the last answer's headers is free again once HTTP/2 has encoded them (a HEADERS
@@ -56,12 +143,25 @@ extension APNsConnectionHandler {
         headers.reserveCapacity(response.reason == nil ? 3 : 4)
         headers.add(name: ":status", value: Self.statusText(response.status))
         // Unique per response: keep them out of the client's HPACK dynamic table.
-        headers.add(name: "apns-id", value: response.apnsID, indexing: .nonIndexable)
+        headers.add(
+            name: response.namesRequestID ? "apns-request-id" : "apns-id", value: response.apnsID,
+            indexing: .nonIndexable)
         if let unique = response.uniqueID {
             headers.add(name: "apns-unique-id", value: unique, indexing: .nonIndexable)
         }
+        if let channelID = response.channelID {
+            headers.add(name: "apns-channel-id", value: channelID, indexing: .nonIndexable)
+        }
         core.observation.streamsClosed(1)
-        guard let reason = response.reason else {
+        var body: ByteBuffer
+        if let reason = response.reason {
+            body = context.channel.allocator.buffer(capacity: 64)
+            body.writeString("{\"reason\":\"\(reason.rawValue)\"")
+            if let timestamp = response.timestampMilliseconds { body.writeString(",\"timestamp\":\(timestamp)") }
+            body.writeString("}")
+        } else if let text = response.body {
+            body = context.channel.allocator.buffer(string: text)
+        } else {
             context.write(
                 wrapOutboundOut(
                     HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))),
@@ -69,10 +169,6 @@ extension APNsConnectionHandler {
             return
         }
         headers.add(name: "content-type", value: "application/json")
-        var body = context.channel.allocator.buffer(capacity: 64)
-        body.writeString("{\"reason\":\"\(reason.rawValue)\"")
-        if let timestamp = response.timestampMilliseconds { body.writeString(",\"timestamp\":\(timestamp)") }
-        body.writeString("}")
         context.write(
             wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
         let last = HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))

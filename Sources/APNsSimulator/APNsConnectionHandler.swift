@@ -6,10 +6,20 @@ import NIOHTTP2
 /// One HTTP/2 connection of the simulated APNs, working on frames directly (no per-stream child
 /// channels: this is the hot path of every benchmark). It collects each stream's headers and body,
 /// applies Apple's rules, the connection's token rules and the faults, and answers. It also owns the
-/// connection-level behaviours: the stream limit, GOAWAY, abrupt close and the idle timeout.
+/// connection-level behaviours: the stream limit, GOAWAY, abrupt close and the idle timeout. A connection
+/// to the push listener takes device pushes and broadcasts; one to the management listener takes
+/// channel management.
 final class APNsConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
+
+    /// Which of the simulator's two listeners accepted the connection.
+    enum Listener: Sendable {
+        /// Device pushes (`/3/device/`) and broadcasts (`/4/broadcasts/apps/`).
+        case push
+        /// Channel management (`/1/apps/`).
+        case management
+    }
 
     /// A stream whose request is still arriving.
     struct PendingStream {
@@ -24,6 +34,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     static let connectionWindow = 16 << 20
 
     let core: SimulatorCore
+    let listener: Listener
     var auth: ConnectionAuthStateMachine
     private(set) var connectionID = 0
     var context: ChannelHandlerContext?
@@ -49,8 +60,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// The registry's verdict for the last token and topic, valid while the registry's generation holds.
     var lastVerdict: (token: String, topic: String, generation: Int, verdict: DeviceRegistry.Verdict)?
 
-    init(core: SimulatorCore, certificate: ClientCertificateIdentity?) {
+    init(core: SimulatorCore, certificate: ClientCertificateIdentity?, listener: Listener = .push) {
         self.core = core
+        self.listener = listener
         self.auth = ConnectionAuthStateMachine(
             mode: core.authMode(certificate: certificate),
             tokenUpdateWindow: core.configuration.tokenUpdateWindow
@@ -160,7 +172,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         requestCount += 1
         let head = RequestHead(stream.headers)
         var outcome = evaluate(head, stream: &stream)
-        let decision = core.faults.decide(deviceToken: outcome.deviceToken ?? "", eligible: outcome.reason == nil)
+        let decision = core.faults.decide(target: outcome.faultTarget, eligible: outcome.reason == nil)
         if let closeAfter = decision.connection.closeAfter, requestCount >= closeAfter {
             // Abrupt close: no answer, no GOAWAY, as a lost connection looks to a client.
             context.close(promise: nil)
@@ -191,6 +203,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         if !head.hasDuplicates, head.method == "POST", let path = head.path, let last = lastPath, last.path == path {
             outcome.deviceToken = last.token
         } else {
+            if listener == .management { return evaluateManagement(head, stream: stream) }
+            if let path = head.path, BroadcastRules.isBroadcastPath(path) {
+                return evaluateBroadcast(head, stream: stream)
+            }
             switch RequestRules.checkLine(head) {
             case .failure(let reason):
                 outcome.reason = reason
@@ -201,24 +217,11 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             }
         }
         let authorization: RequestAuthorization
-        switch auth.authorize(header: head.authorization, now: core.clock.now(), verifier: core.verifier) {
-        case .refuse(let reason):
+        switch authorize(head) {
+        case .failure(let reason):
             outcome.reason = reason
             return outcome
-        case .authorized(let granted, let raise):
-            authorization = granted
-            if raise { liftRestriction() }
-        }
-        if case .certificate(let identity) = authorization {
-            switch identity.validity {
-            case .valid: break
-            case .bad:
-                outcome.reason = .badCertificate
-                return outcome
-            case .wrongEnvironment:
-                outcome.reason = .badCertificateEnvironment
-                return outcome
-            }
+        case .success(let granted): authorization = granted
         }
         let checked: CheckedRequest
         switch RequestRules.checkHeaders(
@@ -233,15 +236,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         case .success(let request): checked = request
         }
         outcome.request = checked
-        let payloadReason: APNsReason? =
-            if let body = stream.body {
-                body.withUnsafeReadableBytes {
-                    RequestRules.checkPayload($0, size: stream.size, limit: checked.maximumPayloadSize)
-                }
-            } else {
-                stream.size == 0 ? .payloadEmpty : .payloadTooLarge
-            }
-        if let payloadReason {
+        if let payloadReason = checkPayload(stream, limit: checked.maximumPayloadSize) {
             outcome.reason = payloadReason
             return outcome
         }
@@ -253,6 +248,116 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             outcome.unregisteredSince = since
         }
         return outcome
+    }
+
+    /// The provider token (through the connection's state machine) or the client certificate.
+    private func authorize(_ head: RequestHead) -> Result<RequestAuthorization, APNsReason> {
+        switch auth.authorize(header: head.authorization, now: core.clock.now(), verifier: core.verifier) {
+        case .refuse(let reason):
+            return .failure(reason)
+        case .authorized(let granted, let raise):
+            if raise { liftRestriction() }
+            if case .certificate(let identity) = granted {
+                switch identity.validity {
+                case .valid: break
+                case .bad: return .failure(.badCertificate)
+                case .wrongEnvironment: return .failure(.badCertificateEnvironment)
+                }
+            }
+            return .success(granted)
+        }
+    }
+
+    /// Empty, too large, or not a JSON object.
+    private func checkPayload(_ stream: PendingStream, limit: Int) -> APNsReason? {
+        if let body = stream.body {
+            return body.withUnsafeReadableBytes { RequestRules.checkPayload($0, size: stream.size, limit: limit) }
+        }
+        return stream.size == 0 ? .payloadEmpty : .payloadTooLarge
+    }
+
+    /// `POST /4/broadcasts/apps/<bundle ID>` on the push listener: line, credential, app, headers, channel,
+    /// payload. Nothing is recorded here: a fault may still take the request's place.
+    private func evaluateBroadcast(_ head: RequestHead, stream: PendingStream) -> Outcome {
+        var outcome = Outcome(other: .broadcast(nil))
+        let bundleID: String
+        switch BroadcastRules.checkBroadcastLine(head) {
+        case .failure(let reason): return outcome.refused(reason)
+        case .success(let id): bundleID = id
+        }
+        if let reason = checkCallerAndApp(head, bundleID: bundleID) { return outcome.refused(reason) }
+        let request: BroadcastRequest
+        switch BroadcastRules.checkBroadcastHeaders(
+            head, bundleID: bundleID, acceptUppercaseRequestID: core.configuration.acceptsUppercaseMessageID)
+        {
+        case .failure(let reason): return outcome.refused(reason)
+        case .success(let checked): request = checked
+        }
+        outcome.other = .broadcast(request)
+        guard let channel = core.channels.channel(request.channelID, bundleID: bundleID) else {
+            return outcome.refused(.channelNotRegistered)
+        }
+        if let reason = BroadcastRules.checkExpiration(request, channel: channel) { return outcome.refused(reason) }
+        if let reason = checkPayload(stream, limit: BroadcastRules.maximumPayloadSize) {
+            return outcome.refused(reason)
+        }
+        return outcome
+    }
+
+    /// A channel-management request: line, credential, app, request id, then what the call needs (the
+    /// create body and the app's room for one more channel; the channel of a read or delete). The
+    /// registry changes only once the answer is made, after faults.
+    private func evaluateManagement(_ head: RequestHead, stream: PendingStream) -> Outcome {
+        var outcome = Outcome(other: .management(nil))
+        let bundleID: String
+        var plan: ManagementPlan
+        switch BroadcastRules.checkManagementLine(head) {
+        case .failure(let reason): return outcome.refused(reason)
+        case .success(let (id, call)):
+            bundleID = id
+            plan = ManagementPlan(bundleID: id, call: call)
+        }
+        if let reason = checkCallerAndApp(head, bundleID: bundleID) { return outcome.refused(reason) }
+        if let reason = BroadcastRules.checkRequestID(
+            head, acceptUppercase: core.configuration.acceptsUppercaseMessageID)
+        {
+            return outcome.refused(reason)
+        }
+        switch plan.call {
+        case .create:
+            if stream.size > BroadcastRules.maximumPayloadSize { return outcome.refused(.payloadTooLarge) }
+            switch BroadcastRules.checkCreateBody(stream.body.map { Array($0.readableBytesView) } ?? []) {
+            case .failure(let reason): return outcome.refused(reason)
+            case .success(let policy): plan.storagePolicy = policy
+            }
+            if core.channels.count(bundleID: bundleID) >= core.channels.limit {
+                return outcome.refused(.cannotCreateChannelConfig)
+            }
+        case .read, .delete:
+            switch BroadcastRules.checkChannelID(head) {
+            case .failure(let reason): return outcome.refused(reason)
+            case .success(let id): plan.channelID = id
+            }
+            if core.channels.channel(plan.channelID!, bundleID: bundleID) == nil {
+                return outcome.refused(.channelNotRegistered)
+            }
+        case .list:
+            break
+        }
+        outcome.other = .management(plan)
+        return outcome
+    }
+
+    /// What broadcasts and channel management check after the line: the credential, the app against
+    /// the credential, and the app's broadcast capability.
+    private func checkCallerAndApp(_ head: RequestHead, bundleID: String) -> APNsReason? {
+        let authorization: RequestAuthorization
+        switch authorize(head) {
+        case .failure(let reason): return reason
+        case .success(let granted): authorization = granted
+        }
+        if let reason = BroadcastRules.checkApp(bundleID, authorization: authorization) { return reason }
+        return core.channels.isBroadcastEnabled(bundleID: bundleID) ? nil : .featureNotEnabled
     }
 
     private func registryVerdict(token: String, topic: String) -> DeviceRegistry.Verdict {
@@ -267,10 +372,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     private func afterResponse(_ response: Response, decision: FaultInjector.Decision) {
         let connectionFaults = decision.connection
-        if response.status != 200, let drop = connectionFaults.dropStreamsAfterRejection, !restricted {
+        if response.reason != nil, let drop = connectionFaults.dropStreamsAfterRejection, !restricted {
             droppedAfterRejection = true
             advertise(drop)
-        } else if response.status == 200, droppedAfterRejection {
+        } else if response.reason == nil, droppedAfterRejection {
             droppedAfterRejection = false
             advertise(core.maxConcurrentStreams)
         }
@@ -288,5 +393,33 @@ extension APNsConnectionHandler {
         var request: CheckedRequest?
         var reason: APNsReason?
         var unregisteredSince: Double?
+        /// A broadcast or a channel-management call; `nil` for a device push.
+        var other: Other?
+
+        /// What a fault script is looked up by: the device token, or a broadcast's channel.
+        var faultTarget: String {
+            if let deviceToken { return deviceToken }
+            if case .broadcast(let request?) = other { return FaultInjector.channelTarget(request.channelID) }
+            return ""
+        }
+
+        mutating func refused(_ reason: APNsReason) -> Outcome {
+            self.reason = reason
+            return self
+        }
+    }
+
+    /// The requests that are not device pushes; the payload is there once the request's checks passed.
+    enum Other {
+        case broadcast(BroadcastRequest?)
+        case management(ManagementPlan?)
+    }
+
+    /// A channel-management call that passed its checks: what to do to the registry once answered.
+    struct ManagementPlan {
+        var bundleID: String
+        var call: ManagementCall
+        var storagePolicy: ChannelRegistry.StoragePolicy?
+        var channelID: String?
     }
 }

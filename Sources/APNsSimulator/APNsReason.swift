@@ -1,5 +1,6 @@
-/// A reason string from Apple's response table ("Communicating with APNs", Table 8-6), with the HTTP
-/// status APNs pairs it with. Unknown strings survive as-is so a scripted fault can carry any reason.
+/// A reason string from Apple's response tables (device pushes: "Handling notification responses from
+/// APNs"; broadcasts and channel management: "Handling error responses from APNs"), with the HTTP status
+/// APNs pairs it with. Unknown strings survive as-is so a scripted fault can carry any reason.
 public struct APNsReason: Error, Hashable, Sendable, CustomStringConvertible {
     /// The exact string sent in the JSON `reason` key.
     public let rawValue: String
@@ -11,9 +12,9 @@ public struct APNsReason: Error, Hashable, Sendable, CustomStringConvertible {
         self.status = status
     }
 
-    /// A known reason by its string; `nil` for a string not in Apple's table.
+    /// A known reason by its string (or one of ``spellings``); `nil` for a string not in Apple's tables.
     public init?(named name: String) {
-        guard let known = Self.all.first(where: { $0.rawValue == name }) else { return nil }
+        guard let known = Self.all.first(where: { $0.rawValue == name }) ?? Self.spellings[name] else { return nil }
         self = known
     }
 
@@ -39,6 +40,20 @@ public struct APNsReason: Error, Hashable, Sendable, CustomStringConvertible {
     /// Not an Apple reason: Apple's table has no string for a payload that is not a JSON object. The
     /// simulator answers this 400 so such a request never passes as delivered.
     public static let badPayload = APNsReason("BadPayload", status: 400)
+    // 400, broadcast and channel management
+    /// The app (bundle ID) does not have the broadcast capability.
+    public static let featureNotEnabled = APNsReason("FeatureNotEnabled", status: 400)
+    public static let missingChannelId = APNsReason("MissingChannelId", status: 400)
+    /// `apns-channel-id` not base64, or longer than the simulator takes.
+    public static let badChannelId = APNsReason("BadChannelId", status: 400)
+    public static let channelNotRegistered = APNsReason("ChannelNotRegistered", status: 400)
+    /// The channel-create body has an attribute APNs does not know, or a value it does not take.
+    public static let badRequestParams = APNsReason("BadRequestParams", status: 400)
+    /// The channel-create body is not a JSON object.
+    public static let badRequestPayload = APNsReason("BadRequestPayload", status: 400)
+    public static let missingPushType = APNsReason("MissingPushType", status: 400)
+    /// The app reached its channel limit.
+    public static let cannotCreateChannelConfig = APNsReason("CannotCreateChannelConfig", status: 400)
     // 403
     public static let badCertificate = APNsReason("BadCertificate", status: 403)
     public static let badCertificateEnvironment = APNsReason("BadCertificateEnvironment", status: 403)
@@ -46,6 +61,12 @@ public struct APNsReason: Error, Hashable, Sendable, CustomStringConvertible {
     public static let forbidden = APNsReason("Forbidden", status: 403)
     public static let invalidProviderToken = APNsReason("InvalidProviderToken", status: 403)
     public static let missingProviderToken = APNsReason("MissingProviderToken", status: 403)
+    /// A token signed by another key than the connection's first token, and the keys are not related.
+    public static let unrelatedKeyIdInToken = APNsReason("UnrelatedKeyIdInToken", status: 403)
+    /// A token signed by a key of the other environment.
+    public static let badEnvironmentKeyIdInToken = APNsReason("BadEnvironmentKeyIdInToken", status: 403)
+    /// Broadcast and channel management: the credential's bundle IDs do not include the path's.
+    public static let topicMismatch = APNsReason("TopicMismatch", status: 403)
     // 404, 405, 410, 413
     public static let badPath = APNsReason("BadPath", status: 404)
     public static let methodNotAllowed = APNsReason("MethodNotAllowed", status: 405)
@@ -58,13 +79,24 @@ public struct APNsReason: Error, Hashable, Sendable, CustomStringConvertible {
     public static let serviceUnavailable = APNsReason("ServiceUnavailable", status: 503)
     public static let shutdown = APNsReason("Shutdown", status: 503)
 
-    /// Every reason of Apple's table, in table order (plus InvalidPushType and BadPayload).
+    /// Every reason of Apple's tables: the device-push table in its order, then the broadcast and
+    /// channel-management reasons, then BadPayload (the simulator's own).
     public static let all: [APNsReason] = [
         .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
         .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
         .missingTopic, .payloadEmpty, .topicDisallowed, .badCertificate, .badCertificateEnvironment,
-        .expiredProviderToken, .forbidden, .invalidProviderToken, .missingProviderToken, .badPath,
-        .methodNotAllowed, .unregistered, .payloadTooLarge, .tooManyProviderTokenUpdates, .tooManyRequests,
-        .internalServerError, .serviceUnavailable, .shutdown, .badPayload,
+        .expiredProviderToken, .forbidden, .invalidProviderToken, .missingProviderToken, .unrelatedKeyIdInToken,
+        .badEnvironmentKeyIdInToken, .badPath, .methodNotAllowed, .unregistered, .payloadTooLarge,
+        .tooManyProviderTokenUpdates, .tooManyRequests, .internalServerError, .serviceUnavailable, .shutdown,
+        .featureNotEnabled, .missingChannelId, .badChannelId, .channelNotRegistered, .badRequestParams,
+        .badRequestPayload, .missingPushType, .cannotCreateChannelConfig, .topicMismatch, .badPayload,
+    ]
+
+    /// Other spellings Apple prints, for fault injection only: the broadcast error table writes the 503
+    /// reason `Service Unavailable`, with a space, where the device-push table writes
+    /// `ServiceUnavailable`. A fault named so answers that exact string, so a client's handling of it can
+    /// be tried; the simulator never answers it on its own.
+    public static let spellings: [String: APNsReason] = [
+        "Service Unavailable": APNsReason("Service Unavailable", status: 503)
     ]
 }

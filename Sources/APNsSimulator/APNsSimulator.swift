@@ -8,11 +8,17 @@ import NIOSSL
 import NIOTLS
 
 /// An APNs look-alike HTTP/2 server: TLS with ALPN h2, Apple's request rules and reasons, token and
-/// certificate trust, a device registry, fault injection and observation. Start it, point a client at
-/// ``host``:``port`` trusting ``certificateAuthorityPath``, and shut it down when done.
+/// certificate trust, a device registry, broadcast channels, fault injection and observation. Start it,
+/// point a client at ``host``:``port`` (device pushes and broadcasts) and ``host``:``managementPort``
+/// (channel management) trusting ``certificateAuthorityPath``, and shut it down when done.
 public final class APNsSimulator: Sendable {
     /// Devices known to the simulated APNs; change them at any time.
     public var devices: DeviceRegistry { core.devices }
+    /// Broadcast channels and which apps may broadcast; change them at any time.
+    public var channels: ChannelRegistry { core.channels }
+    /// The channels made at start from ``APNsSimulatorConfiguration/channels``, in its order (with the
+    /// ids made up for presets that had none).
+    public var presetChannels: [ChannelRegistry.Channel] { core.presetChannels }
     /// Faults; change them at any time.
     public var faults: FaultInjector { core.faults }
     /// Accepted notifications, counters, live connections and streams.
@@ -20,13 +26,17 @@ public final class APNsSimulator: Sendable {
     public let configuration: APNsSimulatorConfiguration
     /// The address actually bound.
     public let host: String
+    /// The push listener's port: device pushes and broadcasts.
     public let port: Int
+    /// The channel-management listener's port (same host, TLS material and trust).
+    public let managementPort: Int
     /// The CA certificate to trust, when the simulator generated it (`TLSSource.directory`).
     public let certificateAuthorityPath: String?
 
     private let core: SimulatorCore
     private let group: MultiThreadedEventLoopGroup
     private let serverChannel: any Channel
+    private let managementChannel: any Channel
     private let stopped = ManagedAtomic(false)
 
     /// Binds and starts serving. Throws when the TLS material cannot be read or the port is taken.
@@ -46,27 +56,35 @@ public final class APNsSimulator: Sendable {
         }
         let context = try NIOSSLContext(configuration: tls)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.threads))
+        var bound: [any Channel] = []
         do {
-            let channel = try await ServerBootstrap(group: group)
-                .serverChannelOption(.backlog, value: 1024)
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-                .childChannelOption(.maxMessagesPerRead, value: 16)
-                .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try Self.configure(channel, context: context, core: core)
+            for (listener, port) in [
+                (APNsConnectionHandler.Listener.push, configuration.port), (.management, configuration.managementPort),
+            ] {
+                let channel = try await ServerBootstrap(group: group)
+                    .serverChannelOption(.backlog, value: 1024)
+                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+                    .childChannelOption(.maxMessagesPerRead, value: 16)
+                    .childChannelInitializer { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try Self.configure(channel, context: context, core: core, listener: listener)
+                        }
                     }
-                }
-                .bind(host: configuration.host, port: configuration.port)
-                .get()
+                    .bind(host: configuration.host, port: port)
+                    .get()
+                bound.append(channel)
+            }
             return APNsSimulator(
                 configuration: configuration,
                 core: core,
                 group: group,
-                channel: channel,
+                channel: bound[0],
+                managementChannel: bound[1],
                 authorityPath: material.authorityPath
             )
         } catch {
+            for channel in bound { try? await channel.close() }
             try? await group.shutdownGracefully()
             throw error
         }
@@ -77,27 +95,31 @@ public final class APNsSimulator: Sendable {
         core: SimulatorCore,
         group: MultiThreadedEventLoopGroup,
         channel: any Channel,
+        managementChannel: any Channel,
         authorityPath: String?
     ) {
         self.configuration = configuration
         self.core = core
         self.group = group
         self.serverChannel = channel
+        self.managementChannel = managementChannel
         self.host = channel.localAddress?.ipAddress ?? configuration.host
         self.port = channel.localAddress?.port ?? configuration.port
+        self.managementPort = managementChannel.localAddress?.port ?? configuration.managementPort
         self.certificateAuthorityPath = authorityPath
     }
 
-    /// Stops listening, closes every connection and stops the event loops. Once: a second call
-    /// returns at once (the loops it would schedule on are gone).
+    /// Stops listening (both listeners), closes every connection and stops the event loops. Once: a
+    /// second call returns at once (the loops it would schedule on are gone).
     public func shutdown() async throws {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
         try? await serverChannel.close()
+        try? await managementChannel.close()
         core.forEachConnection { $0.run { $0.closeAbruptly() } }
         try await group.shutdownGracefully()
     }
 
-    /// Sends GOAWAY with `{"reason": …}` on every live connection; each finishes the streams it has
+    /// Sends GOAWAY with `{"reason": …}` on every live connection (both listeners); each finishes the streams it has
     /// already received (up to its last-stream-id), then closes.
     public func goAway(reason: APNsReason = .shutdown) {
         core.forEachConnection { $0.run { $0.goAway(reason: reason) } }
@@ -114,8 +136,10 @@ public final class APNsSimulator: Sendable {
     }
 
     /// Builds the pipeline of one accepted connection: TLS, then (after the handshake, once the
-    /// client certificate is known) HTTP/2 and the APNs handler.
-    private static func configure(_ channel: any Channel, context: NIOSSLContext, core: SimulatorCore) throws {
+    /// client certificate is known) HTTP/2 and the APNs handler of its listener.
+    private static func configure(
+        _ channel: any Channel, context: NIOSSLContext, core: SimulatorCore, listener: APNsConnectionHandler.Listener
+    ) throws {
         let box = NIOLoopBoundBox<ClientCertificateIdentity?>(nil, eventLoop: channel.eventLoop)
         let tlsHandler: NIOSSLServerHandler
         if let authority = core.clientAuthority {
@@ -137,7 +161,8 @@ public final class APNsSimulator: Sendable {
             tlsHandler = NIOSSLServerHandler(context: context)
         }
         try channel.pipeline.syncOperations.addHandler(tlsHandler)
-        try channel.pipeline.syncOperations.addHandler(HandshakeHandler(core: core, certificate: box))
+        try channel.pipeline.syncOperations.addHandler(
+            HandshakeHandler(core: core, certificate: box, listener: listener))
     }
 }
 
@@ -148,10 +173,15 @@ private final class HandshakeHandler: ChannelInboundHandler, RemovableChannelHan
 
     private let core: SimulatorCore
     private let certificate: NIOLoopBoundBox<ClientCertificateIdentity?>
+    private let listener: APNsConnectionHandler.Listener
 
-    init(core: SimulatorCore, certificate: NIOLoopBoundBox<ClientCertificateIdentity?>) {
+    init(
+        core: SimulatorCore, certificate: NIOLoopBoundBox<ClientCertificateIdentity?>,
+        listener: APNsConnectionHandler.Listener
+    ) {
         self.core = core
         self.certificate = certificate
+        self.listener = listener
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -165,7 +195,7 @@ private final class HandshakeHandler: ChannelInboundHandler, RemovableChannelHan
             context.close(promise: nil)
             return
         }
-        let handler = APNsConnectionHandler(core: core, certificate: certificate.value)
+        let handler = APNsConnectionHandler(core: core, certificate: certificate.value, listener: listener)
         let settings = [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: Int(handler.initialMaxConcurrentStreams)),
             HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),

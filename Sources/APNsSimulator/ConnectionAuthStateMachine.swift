@@ -8,9 +8,10 @@ package enum RequestAuthorization: Sendable {
     case none
 }
 
-/// Per-connection provider-token rules: one team per connection, a token change at most once per
-/// window (TooManyProviderTokenUpdates otherwise), the stream limit raised after the first request
-/// whose token verified. Lives on the connection's event loop; no lock.
+/// Per-connection provider-token rules: one team per connection, then only the first token's key or its
+/// related key (UnrelatedKeyIdInToken otherwise), a token change at most once per window
+/// (TooManyProviderTokenUpdates otherwise), the stream limit raised after the first request whose token
+/// verified. Lives on the connection's event loop; no lock.
 package struct ConnectionAuthStateMachine {
     package enum Mode {
         case token
@@ -28,6 +29,8 @@ package struct ConnectionAuthStateMachine {
     private let mode: Mode
     private let updateWindow: Double
     private var team: String?
+    /// The key of the first token that verified on this connection.
+    private var firstKeyID: String?
     private var currentHeader: String?
     private var current: VerifiedProviderToken?
     private var lastChange: Double?
@@ -68,11 +71,17 @@ package struct ConnectionAuthStateMachine {
             // One team per connection: a token of another team is not valid here.
             return .refuse(.invalidProviderToken)
         }
+        if let firstKeyID, !verifier.areRelated(firstKeyID, verified.keyID) {
+            // "The key ID in the provider token isn't related to the key ID of the token used in the
+            // first push of this connection."
+            return .refuse(.unrelatedKeyIdInToken)
+        }
         if currentHeader != nil {
             if let lastChange, now - lastChange < updateWindow { return .refuse(.tooManyProviderTokenUpdates) }
             lastChange = now
         }
         team = verified.teamID
+        if firstKeyID == nil { firstKeyID = verified.keyID }
         currentHeader = header
         current = verified
         let first = !authorizedOnce

@@ -76,7 +76,17 @@ public final class FaultInjector: Sendable {
         refresh()
     }
 
-    /// The next requests, whatever their token, get these answers in order (`nil`: no fault).
+    /// The next broadcasts to `channelID` (compared exactly: base64 is case-sensitive) get these answers
+    /// in order (`nil`: no fault), then rates apply again.
+    public func script(channelID: String, _ steps: [APNsReason?]) {
+        state.withLockedValue { $0.scripts[Self.channelTarget(channelID)] = steps }
+        refresh()
+    }
+
+    /// The script key of a channel: apart from device tokens, which are hex.
+    static func channelTarget(_ channelID: String) -> String { "channel:" + channelID }
+
+    /// The next requests, whatever their token or listener, get these answers in order (`nil`: no fault).
     public func script(_ steps: [APNsReason?]) {
         state.withLockedValue { $0.script = steps }
         refresh()
@@ -111,9 +121,10 @@ public final class FaultInjector: Sendable {
     }
 
     /// Draws the fault for one request. Only an otherwise valid request (`eligible`) takes a scripted
-    /// or random reason: per-token script first, then the global script, then the rates. Latency and
+    /// or random reason: the script of its target (a device token, or ``channelTarget(_:)`` of a
+    /// broadcast's channel; "" for none) first, then the global script, then the rates. Latency and
     /// connection faults apply to every request.
-    func decide(deviceToken: String, eligible: Bool) -> Decision {
+    func decide(target deviceToken: String, eligible: Bool) -> Decision {
         guard active.load(ordering: .relaxed) else {
             return Decision(reason: nil, delayNanoseconds: 0, connection: ConnectionFaults())
         }

@@ -2,31 +2,57 @@ import Crypto
 import Foundation
 
 /// A provider token signing key the simulator trusts: the (team, key id) pair Apple would have on file,
-/// with the P-256 public key and, optionally, the topics (bundle IDs) that team may push to.
+/// with the P-256 public key and, optionally, the topics (bundle IDs) that team may push to, the one
+/// environment the key is restricted to, and the key it is related to.
 public struct ProviderTokenKey: Sendable {
     public var teamID: String
     public var keyID: String
     public var publicKey: P256.Signing.PublicKey
     /// Bundle IDs this team may push to; `nil` allows any topic.
     public var topics: Set<String>?
+    /// The environment the key is restricted to (Apple's keys for Sandbox only or Production only); a
+    /// token it signed on the other environment is 403 BadEnvironmentKeyIdInToken. `nil`: both.
+    public var environment: APNsEnvironment?
+    /// The key id of the one key this key is related to (Apple allows a topic-specific key one related
+    /// key). A connection takes tokens of its first token's key and of that key's related key; any other
+    /// key of the team is 403 UnrelatedKeyIdInToken. The relation goes both ways: either key may name it.
+    public var relatedKeyID: String?
 
-    public init(teamID: String, keyID: String, publicKey: P256.Signing.PublicKey, topics: Set<String>? = nil) {
+    public init(
+        teamID: String,
+        keyID: String,
+        publicKey: P256.Signing.PublicKey,
+        topics: Set<String>? = nil,
+        environment: APNsEnvironment? = nil,
+        relatedKeyID: String? = nil
+    ) {
         self.teamID = teamID
         self.keyID = keyID
         self.publicKey = publicKey
         self.topics = topics
+        self.environment = environment
+        self.relatedKeyID = relatedKeyID
     }
 
     /// From PEM text: a public key (`BEGIN PUBLIC KEY`) or the `.p8` private key Apple hands out
     /// (`BEGIN PRIVATE KEY`), whose public half is used.
-    public init(teamID: String, keyID: String, pem: String, topics: Set<String>? = nil) throws {
+    public init(
+        teamID: String,
+        keyID: String,
+        pem: String,
+        topics: Set<String>? = nil,
+        environment: APNsEnvironment? = nil,
+        relatedKeyID: String? = nil
+    ) throws {
         let key: P256.Signing.PublicKey
         if pem.contains("PRIVATE KEY") {
             key = try P256.Signing.PrivateKey(pemRepresentation: pem).publicKey
         } else {
             key = try P256.Signing.PublicKey(pemRepresentation: pem)
         }
-        self.init(teamID: teamID, keyID: keyID, publicKey: key, topics: topics)
+        self.init(
+            teamID: teamID, keyID: keyID, publicKey: key, topics: topics, environment: environment,
+            relatedKeyID: relatedKeyID)
     }
 }
 
@@ -40,7 +66,8 @@ package struct VerifiedProviderToken: Sendable, Equatable {
 
 /// Verifies ES256 provider tokens (JWT, "Communicating with APNs", Provider Authentication Tokens):
 /// header `alg` ES256 and a known `kid`; claims `iss` (the key's team) and `iat`; signature raw r‖s over
-/// `header.claims`. An `iat` older than one hour is ExpiredProviderToken; anything else wrong is
+/// `header.claims`. An `iat` older than one hour is ExpiredProviderToken; a key restricted to the
+/// environment the simulator does not play is BadEnvironmentKeyIdInToken; anything else wrong is
 /// InvalidProviderToken.
 package struct ProviderTokenVerifier: Sendable {
     /// APNs rejects tokens whose `iat` is not within the last hour.
@@ -49,14 +76,23 @@ package struct ProviderTokenVerifier: Sendable {
     static let futureSkew: Double = 60
 
     private let keys: [String: ProviderTokenKey]
+    /// The environment served; `nil` checks no key's environment.
+    private let environment: APNsEnvironment?
 
-    package init(keys: [ProviderTokenKey]) {
+    package init(keys: [ProviderTokenKey], environment: APNsEnvironment? = nil) {
         var byID: [String: ProviderTokenKey] = [:]
         for key in keys { byID[key.keyID] = key }
         self.keys = byID
+        self.environment = environment
     }
 
     var isEmpty: Bool { keys.isEmpty }
+
+    /// Whether a connection bound to key `first` may take a token of key `other`: the same key, or one
+    /// of the two names the other as its related key.
+    package func areRelated(_ first: String, _ other: String) -> Bool {
+        first == other || keys[first]?.relatedKeyID == other || keys[other]?.relatedKeyID == first
+    }
 
     /// Checks signature and claims; returns the reason APNs would answer when the token is refused.
     package func verify(authorization: String, now: Double) -> Result<VerifiedProviderToken, APNsReason> {
@@ -81,6 +117,9 @@ package struct ProviderTokenVerifier: Sendable {
         }
         if issuedAt > now + Self.futureSkew { return .failure(.invalidProviderToken) }
         if now - issuedAt > Self.tokenLifetime { return .failure(.expiredProviderToken) }
+        if let restricted = key.environment, let environment, restricted != environment {
+            return .failure(.badEnvironmentKeyIdInToken)
+        }
         return .success(VerifiedProviderToken(teamID: key.teamID, keyID: keyID, issuedAt: issuedAt, topics: key.topics))
     }
 

@@ -1,8 +1,9 @@
 /// `apns-push-type` values and the topic suffix each one requires ("Sending notification requests to
-/// APNs", "Know when to use push types").
+/// APNs", "Know when to use push types"; `accessory` from "Forwarding notifications to your accessory
+/// using the internet transport type").
 public enum PushType: String, Sendable, CaseIterable {
     case alert, background, voip, complication, fileprovider, mdm, liveactivity, location, pushtotalk, widgets
-    case controls
+    case controls, accessory
 
     /// The suffix the `apns-topic` must end with; `nil` where the topic is the bare bundle ID (alert,
     /// background) or comes from the certificate (mdm).
@@ -17,6 +18,7 @@ public enum PushType: String, Sendable, CaseIterable {
         case .pushtotalk: return ".voip-ptt"
         case .widgets: return ".push-type.widgets"
         case .controls: return ".push-type.controls"
+        case .accessory: return ".push-type.accessory"
         }
     }
 

@@ -3,7 +3,7 @@ import NIOHPACK
 /// The request headers APNs reads, picked out of the header block in one pass.
 package struct RequestHead {
     var method: String?
-    var path: String?
+    package var path: String?
     package var authorization: String?
     var apnsID: String?
     var expiration: String?
@@ -11,6 +11,9 @@ package struct RequestHead {
     var topic: String?
     var pushType: String?
     var collapseID: String?
+    /// Broadcast and channel management: `apns-request-id` and `apns-channel-id`.
+    var requestID: String?
+    var channelID: String?
     /// Some header name appeared more than once (DuplicateHeaders).
     var hasDuplicates = false
 
@@ -39,6 +42,8 @@ package struct RequestHead {
             case Self.topicBit: topic = value
             case Self.pushTypeBit: pushType = value
             case Self.collapseIDBit: collapseID = value
+            case Self.requestIDBit: requestID = value
+            case Self.channelIDBit: channelID = value
             default: break
             }
         }
@@ -58,6 +63,8 @@ package struct RequestHead {
     private static let contentLengthBit: UInt32 = 1 << 11
     private static let contentTypeBit: UInt32 = 1 << 12
     private static let userAgentBit: UInt32 = 1 << 13
+    private static let requestIDBit: UInt32 = 1 << 14
+    private static let channelIDBit: UInt32 = 1 << 15
 
     /// The bit of a name in the table, 0 for any other. Length and first byte pick the one candidate;
     /// the exact comparison (names are compared as received, case included) decides.
@@ -71,7 +78,13 @@ package struct RequestHead {
         case (13, UInt8(ascii: "a")):
             candidate = name == "authorization" ? ("authorization", authorizationBit) : ("apns-priority", priorityBit)
         case (7, UInt8(ascii: "a")): candidate = ("apns-id", apnsIDBit)
-        case (15, UInt8(ascii: "a")): candidate = ("apns-expiration", expirationBit)
+        case (15, UInt8(ascii: "a")):
+            // apns-expiration, apns-request-id and apns-channel-id differ in their sixth byte.
+            switch name.utf8.dropFirst(5).first {
+            case UInt8(ascii: "r"): candidate = ("apns-request-id", requestIDBit)
+            case UInt8(ascii: "c"): candidate = ("apns-channel-id", channelIDBit)
+            default: candidate = ("apns-expiration", expirationBit)
+            }
         case (10, UInt8(ascii: "a")): candidate = ("apns-topic", topicBit)
         case (14, UInt8(ascii: "a")): candidate = ("apns-push-type", pushTypeBit)
         case (16, UInt8(ascii: "a")): candidate = ("apns-collapse-id", collapseIDBit)

@@ -1,8 +1,8 @@
 import Foundation
 import NIOCore
 
-/// Everything the simulator is started with. Faults, devices and the stream limit can also be changed
-/// while it runs (``APNsSimulator/faults``, ``APNsSimulator/devices``,
+/// Everything the simulator is started with. Faults, devices, channels and the stream limit can also be
+/// changed while it runs (``APNsSimulator/faults``, ``APNsSimulator/devices``, ``APNsSimulator/channels``,
 /// ``APNsSimulator/setMaxConcurrentStreams(_:)``).
 public struct APNsSimulatorConfiguration: Sendable {
     /// Where the server's certificate and key come from.
@@ -15,12 +15,17 @@ public struct APNsSimulatorConfiguration: Sendable {
     }
 
     public var host = "127.0.0.1"
-    /// 0 picks a free port; ``APNsSimulator/port`` tells which.
+    /// The push listener (device pushes and broadcasts); 0 picks a free port, ``APNsSimulator/port``
+    /// tells which.
     public var port = 0
+    /// The channel-management listener, on the same host with the same TLS material and trust; 0 picks a
+    /// free port, ``APNsSimulator/managementPort`` tells which.
+    public var managementPort = 0
     public var tls: TLSSource
     /// Production or development; development adds `apns-unique-id` to 200 answers.
     public var environment: APNsEnvironment = .production
-    /// Provider token keys the simulator trusts (token-based trust).
+    /// Provider token keys the simulator trusts (token-based trust); each may be restricted to one
+    /// environment and name a related key.
     public var tokenKeys: [ProviderTokenKey] = []
     /// PEM of the CA that signs provider client certificates (certificate-based trust); `nil`: none.
     public var clientCertificateAuthorityPEM: String?
@@ -42,7 +47,14 @@ public struct APNsSimulatorConfiguration: Sendable {
     public var devices: [String: DeviceRegistry.Device] = [:]
     /// Unregistered device tokens at start, with the time (seconds since 1970) they went away.
     public var unregisteredDevices: [String: Double] = [:]
-    /// Accepted notifications kept for ``SimulatorObservation/records``; 0 records nothing.
+    /// Broadcast channels at start.
+    public var channels: [ChannelRegistry.Preset] = []
+    /// Apps (bundle IDs) without the broadcast capability: broadcasts and channel management for them
+    /// get 400 FeatureNotEnabled.
+    public var broadcastDisabledBundleIDs: Set<String> = []
+    /// Channels one app may have; a create beyond it is 400 CannotCreateChannelConfig.
+    public var channelLimit = ChannelRegistry.defaultLimit
+    /// Accepted notifications (and, separately, broadcasts) kept for ``SimulatorObservation/records``; 0 records nothing.
     public var recordLimit = 10_000
     /// Event loop threads serving connections.
     public var threads = System.coreCount
@@ -53,4 +65,9 @@ public struct APNsSimulatorConfiguration: Sendable {
     public init(tls: TLSSource) {
         self.tls = tls
     }
+}
+
+/// A configuration the simulator cannot start with.
+public struct APNsSimulatorConfigurationError: Error, CustomStringConvertible {
+    public var description: String
 }

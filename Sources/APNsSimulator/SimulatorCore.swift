@@ -4,13 +4,17 @@ import NIOConcurrencyHelpers
 import NIOCore
 import X509
 
-/// What every connection shares: the fixed configuration, the token verifier, the registry, the fault
-/// settings, the observation, and the table of live connections for run-time control.
+/// What every connection of both listeners shares: the fixed configuration, the token verifier, the
+/// device and channel registries, the fault settings, the observation, and the table of live connections
+/// for run-time control.
 final class SimulatorCore: Sendable {
     let configuration: APNsSimulatorConfiguration
     let verifier: ProviderTokenVerifier
     let clientAuthority: Certificate?
     let devices: DeviceRegistry
+    let channels: ChannelRegistry
+    /// The channels made from ``APNsSimulatorConfiguration/channels``, in its order.
+    let presetChannels: [ChannelRegistry.Channel]
     let faults: FaultInjector
     let observation: SimulatorObservation
     let clock: any SimulatorClock
@@ -20,13 +24,28 @@ final class SimulatorCore: Sendable {
 
     init(configuration: APNsSimulatorConfiguration) throws {
         self.configuration = configuration
-        self.verifier = ProviderTokenVerifier(keys: configuration.tokenKeys)
+        self.verifier = ProviderTokenVerifier(keys: configuration.tokenKeys, environment: configuration.environment)
         self.clientAuthority = try configuration.clientCertificateAuthorityPEM.map { try Certificate(pemEncoded: $0) }
         self.devices = DeviceRegistry(policy: configuration.unknownDevices)
         for (token, device) in configuration.devices {
             devices.register(token, topic: device.topic, environment: device.environment)
         }
         for (token, since) in configuration.unregisteredDevices { devices.unregister(token, at: since) }
+        let channels = ChannelRegistry(
+            limit: configuration.channelLimit, broadcastDisabled: configuration.broadcastDisabledBundleIDs)
+        var presetChannels: [ChannelRegistry.Channel] = []
+        for preset in configuration.channels {
+            do {
+                presetChannels.append(
+                    try channels.create(bundleID: preset.bundleID, storagePolicy: preset.storagePolicy, id: preset.id))
+            } catch {
+                throw APNsSimulatorConfigurationError(
+                    description:
+                        "channel \(preset.id ?? "(new)") of \(preset.bundleID) cannot be created: \(error.rawValue)")
+            }
+        }
+        self.channels = channels
+        self.presetChannels = presetChannels
         self.faults = FaultInjector(seed: configuration.faultSeed)
         self.observation = SimulatorObservation(recordLimit: configuration.recordLimit)
         self.clock = configuration.clock

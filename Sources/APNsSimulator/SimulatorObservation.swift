@@ -16,6 +16,26 @@ public struct NotificationRecord: Sendable {
     public var receivedAt: Double
 }
 
+/// One broadcast the simulator accepted (answered 200) on a channel.
+public struct BroadcastRecord: Sendable {
+    public var bundleID: String
+    public var channelID: String
+    /// The `apns-request-id` answered (the request's, or made up).
+    public var requestID: String
+    /// The `apns-unique-id` answered.
+    public var uniqueID: String
+    /// `apns-push-type` as received (any case of `liveactivity`).
+    public var pushType: String
+    public var expiration: Int64
+    public var priority: Int
+    /// Every request header as received, pseudo-headers included, in order.
+    public var headers: [(name: String, value: String)]
+    public var payload: [UInt8]
+    public var connectionID: Int
+    /// Seconds since 1970, by the simulator's clock.
+    public var receivedAt: Double
+}
+
 /// A counter key: the status answered and, for failures, the reason.
 public struct ResponseKey: Hashable, Sendable, CustomStringConvertible {
     public var status: Int
@@ -27,14 +47,17 @@ public struct ResponseKey: Hashable, Sendable, CustomStringConvertible {
     public var description: String { reason.map { "\(status) \($0)" } ?? "\(status)" }
 }
 
-/// What the simulator saw: accepted notifications (bounded), answers per status/reason, live connections
-/// and streams. Safe from any thread.
+/// What the simulator saw: accepted notifications and broadcasts (bounded), broadcasts per channel,
+/// answers per status/reason (both listeners), live connections and streams. Safe from any thread.
 public final class SimulatorObservation: Sendable {
     private struct Recorded {
         var records: CircularBuffer<NotificationRecord> = CircularBuffer()
         var limit: Int
         var dropped = 0
         var counters: [ResponseKey: Int] = [:]
+        var broadcasts: CircularBuffer<BroadcastRecord> = CircularBuffer()
+        var droppedBroadcasts = 0
+        var broadcastCounts: [String: Int] = [:]
     }
 
     private let recorded: NIOLockedValueBox<Recorded>
@@ -59,6 +82,20 @@ public final class SimulatorObservation: Sendable {
     /// Accepted notifications not kept because of the record limit.
     public var droppedRecords: Int { recorded.withLockedValue { $0.dropped } }
 
+    /// Accepted broadcasts, oldest first (at most the record limit, kept apart from notifications).
+    public var broadcasts: [BroadcastRecord] { recorded.withLockedValue { Array($0.broadcasts) } }
+
+    /// Accepted broadcasts not kept because of the record limit.
+    public var droppedBroadcasts: Int { recorded.withLockedValue { $0.droppedBroadcasts } }
+
+    /// Accepted broadcasts per channel id, counted whatever the record limit.
+    public var broadcastCounts: [String: Int] { recorded.withLockedValue { $0.broadcastCounts } }
+
+    /// Accepted broadcasts on one channel.
+    public func broadcastCount(channelID: String) -> Int {
+        recorded.withLockedValue { $0.broadcastCounts[channelID] ?? 0 }
+    }
+
     public var recordLimit: Int {
         get { recorded.withLockedValue { $0.limit } }
         set {
@@ -68,6 +105,10 @@ public final class SimulatorObservation: Sendable {
                 while state.records.count > state.limit {
                     state.records.removeFirst()
                     state.dropped += 1
+                }
+                while state.broadcasts.count > state.limit {
+                    state.broadcasts.removeFirst()
+                    state.droppedBroadcasts += 1
                 }
             }
         }
@@ -100,16 +141,21 @@ public final class SimulatorObservation: Sendable {
             state.records.removeAll()
             state.counters = [:]
             state.dropped = 0
+            state.broadcasts.removeAll()
+            state.droppedBroadcasts = 0
+            state.broadcastCounts = [:]
         }
         unrecordedSuccesses.store(0, ordering: .relaxed)
     }
 
-    /// Counters as text lines, `status reason count`, sorted; what the executable prints on exit.
+    /// Counters as text lines, `status reason count`, sorted, then `broadcasts CHANNEL count` per channel;
+    /// what the executable prints on exit.
     public func summary() -> String {
         let counters = self.counters.sorted {
             ($0.key.status, $0.key.reason ?? "") < ($1.key.status, $1.key.reason ?? "")
         }
         var lines = counters.map { "\($0.key) \($0.value)" }
+        lines += broadcastCounts.sorted { $0.key < $1.key }.map { "broadcasts \($0.key) \($0.value)" }
         lines.append("connections total \(totalConnections)")
         lines.append("goaway sent \(goAways)")
         return lines.joined(separator: "\n")
@@ -130,6 +176,19 @@ public final class SimulatorObservation: Sendable {
                 state.dropped += 1
             }
             state.records.append(record)
+        }
+    }
+
+    /// A broadcast answered 200 (its answer is counted by ``answered(status:reason:record:)``).
+    func broadcastAccepted(channelID: String, record: @autoclosure () -> BroadcastRecord) {
+        recorded.withLockedValue { state in
+            state.broadcastCounts[channelID, default: 0] += 1
+            guard state.limit > 0 else { return }
+            if state.broadcasts.count >= state.limit {
+                state.broadcasts.removeFirst()
+                state.droppedBroadcasts += 1
+            }
+            state.broadcasts.append(record())
         }
     }
 

@@ -11,24 +11,45 @@ struct SimulatorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns-simulator",
         abstract: "An APNs look-alike HTTP/2 server with fault injection.",
-        discussion: "Prints `listening on HOST:PORT` first; SIGTERM or SIGINT stops it and prints its counters.",
+        discussion: """
+            Prints `listening on HOST:PORT` (device pushes and broadcasts) first, then `managing channels on \
+            HOST:PORT` (channel management), then `trust CA` and a `channel BUNDLE:POLICY:ID` line per --channel; \
+            SIGTERM or SIGINT stops it and prints its counters.
+            """,
         version: SimulatorVersion.current
     )
 
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
-    @Option(help: "Port; 0 picks a free one.") var port = 0
+    @Option(help: "Port of device pushes and broadcasts; 0 picks a free one.") var port = 0
+    @Option(help: "Port of channel management (same host, TLS and trust); 0 picks a free one.") var managePort = 0
     @Option(
         help: "Uses DIR/server.pem + DIR/server-key.pem; generates DIR/ca.pem and a localhost certificate when missing."
     )
     var tlsDir = "./simulator-tls"
-    @Option(help: "Trusted provider token key TEAM:KEYID:PEMFILE (public key or .p8 private key). Repeatable.")
+    @Option(
+        help: """
+            Trusted provider token key TEAM:KEYID:PEMFILE[:development|production] (public key or .p8 private key; \
+            with an environment, the key works in that environment only). Repeatable.
+            """)
     var tokenKey: [String] = []
+    @Option(
+        help: "Two token keys KEYID:KEYID that are related (a connection may switch between them). Repeatable.")
+    var relatedKeys: [String] = []
     @Option(help: "CA (PEM file) whose client certificates are accepted (certificate-based trust).")
     var clientCa: String?
     @Option(help: "A known device TOKEN[=TOPIC]. Repeatable.") var device: [String] = []
     @Option(help: "An unregistered device TOKEN[=UNIXSECONDS] (410 Unregistered). Repeatable.")
     var unregistered: [String] = []
     @Flag(help: "Accept any well-formed device token.") var acceptAnyDevice = false
+    @Option(
+        help: """
+            A broadcast channel BUNDLE:POLICY[:ID] created at start (POLICY 0: no message stored, 1: most recent \
+            message stored; ID: base64, made up when left out). Repeatable.
+            """)
+    var channel: [String] = []
+    @Option(help: "An app (bundle ID) without the broadcast capability (FeatureNotEnabled). Repeatable.")
+    var broadcastDisabled: [String] = []
+    @Option(help: "Channels one app may have (CannotCreateChannelConfig beyond).") var channelLimit = 10_000
     @Flag(help: "Accept requests without credentials when no token key nor client CA is configured.")
     var noAuth = false
     @Option(help: "Fault REASON=RATE, e.g. TooManyRequests=0.05. Repeatable.") var fault: [String] = []
@@ -47,6 +68,7 @@ struct SimulatorCommand: AsyncParsableCommand {
         var config = APNsSimulatorConfiguration(tls: .directory(tlsDir))
         config.host = host
         config.port = port
+        config.managementPort = managePort
         config.environment = development ? .development : .production
         config.maxConcurrentStreams = maxStreams
         config.tokenUpdateWindow = tokenUpdateWindow
@@ -57,11 +79,18 @@ struct SimulatorCommand: AsyncParsableCommand {
         config.idleTimeout = try idleTimeout.map(Self.duration)
         config.clientCertificateAuthorityPEM = try clientCa.map { try String(contentsOfFile: $0, encoding: .utf8) }
         for spec in tokenKey {
-            let parts = spec.split(separator: ":", maxSplits: 2).map(String.init)
-            guard parts.count == 3 else { throw ValidationError("--token-key wants TEAM:KEYID:PEMFILE, got \(spec)") }
-            let pem = try String(contentsOfFile: parts[2], encoding: .utf8)
-            config.tokenKeys.append(try ProviderTokenKey(teamID: parts[0], keyID: parts[1], pem: pem))
+            config.tokenKeys.append(try Self.tokenKey(spec))
         }
+        for spec in relatedKeys {
+            let ids = spec.split(separator: ":").map(String.init)
+            guard ids.count == 2, let index = config.tokenKeys.firstIndex(where: { $0.keyID == ids[0] }),
+                config.tokenKeys.contains(where: { $0.keyID == ids[1] })
+            else { throw ValidationError("--related-keys wants KEYID:KEYID of two --token-key keys, got \(spec)") }
+            config.tokenKeys[index].relatedKeyID = ids[1]
+        }
+        config.channels = try channel.map(Self.channel)
+        config.broadcastDisabledBundleIDs = Set(broadcastDisabled)
+        config.channelLimit = channelLimit
         for spec in device {
             let (token, topic) = Self.split(spec)
             config.devices[token] = DeviceRegistry.Device(topic: topic)
@@ -85,8 +114,13 @@ struct SimulatorCommand: AsyncParsableCommand {
         connectionFaults.dropStreamsAfterRejection = dropStreamsTo
         simulator.faults.connection = connectionFaults
 
+        // The first line stays `listening on HOST:PORT`: tests and users parse it.
         print("listening on \(simulator.host):\(simulator.port)")
+        print("managing channels on \(simulator.host):\(simulator.managementPort)")
         if let ca = simulator.certificateAuthorityPath { print("trust \(ca)") }
+        for channel in simulator.presetChannels {
+            print("channel \(channel.bundleID):\(channel.storagePolicy.rawValue):\(channel.id)")
+        }
         fflush(nil)
         let services = ServiceGroup(
             configuration: ServiceGroupConfiguration(
@@ -98,6 +132,30 @@ struct SimulatorCommand: AsyncParsableCommand {
         try await services.run()
         print(simulator.observation.summary())
         fflush(nil)
+    }
+
+    /// `TEAM:KEYID:PEMFILE[:development|production]`; the file name may itself hold colons.
+    static func tokenKey(_ spec: String) throws -> ProviderTokenKey {
+        var parts = spec.split(separator: ":", maxSplits: 2).map(String.init)
+        guard parts.count == 3 else {
+            throw ValidationError("--token-key wants TEAM:KEYID:PEMFILE[:development|production], got \(spec)")
+        }
+        var environment: APNsEnvironment?
+        for candidate in [APNsEnvironment.development, .production] where parts[2].hasSuffix(":" + candidate.rawValue) {
+            environment = candidate
+            parts[2] = String(parts[2].dropLast(candidate.rawValue.count + 1))
+        }
+        let pem = try String(contentsOfFile: parts[2], encoding: .utf8)
+        return try ProviderTokenKey(teamID: parts[0], keyID: parts[1], pem: pem, environment: environment)
+    }
+
+    /// `BUNDLE:POLICY[:ID]`.
+    static func channel(_ spec: String) throws -> ChannelRegistry.Preset {
+        let parts = spec.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 2 || parts.count == 3, !parts[0].isEmpty,
+            let policy = Int(parts[1]).flatMap(ChannelRegistry.StoragePolicy.init(rawValue:))
+        else { throw ValidationError("--channel wants BUNDLE:POLICY[:ID] with POLICY 0 or 1, got \(spec)") }
+        return ChannelRegistry.Preset(bundleID: parts[0], storagePolicy: policy, id: parts.count == 3 ? parts[2] : nil)
     }
 
     static func split(_ spec: String) -> (String, String?) {

@@ -70,6 +70,12 @@ let reasonCases: [ReasonCase] = [
         name: "unknown push type", headers: ["apns-topic: \(Fixture.topic)", "apns-push-type: shout"], status: 400,
         reason: "InvalidPushType"),
     ReasonCase(
+        name: "accessory push to the .push-type.accessory topic",
+        headers: ["apns-topic: \(Fixture.topic).push-type.accessory", "apns-push-type: accessory"], status: 200),
+    ReasonCase(
+        name: "accessory push type without the .push-type.accessory suffix",
+        headers: ["apns-topic: \(Fixture.topic)", "apns-push-type: accessory"], status: 400, reason: "BadTopic"),
+    ReasonCase(
         name: "topic not provisioned for the team", headers: ["apns-topic: com.other.team"], status: 400,
         reason: "TopicDisallowed"),
     ReasonCase(

@@ -10,10 +10,12 @@ import NIOHPACK
 /// - even: a request (``HeaderLinesInput``: header lines, an empty line, the body) through what a
 ///   connection does with one — the header table (`RequestHead`), the path rules, the provider token
 ///   (a token-trust connection; bit 1 of the first byte set: an open one), the header rules and the
-///   payload syntax check. A value `bearer sign:<header JSON>.<claims JSON>` is made into a token
-///   signed with the trusted key, so the claims checks after the signature are reached too.
-///   Properties: every refusal is a reason of Apple's table; an accepted request has a lowercase hex
-///   token; a payload the worker's strict parser reads as an object (no BOM, shallow) passes the syntax
+///   payload syntax check. A path under `/4/` takes the broadcast rules instead, one under `/1/` the
+///   channel-management rules (the create body among them). A value `bearer sign:<header JSON>.<claims
+///   JSON>` is made into a token signed with the trusted key, so the claims checks after the signature
+///   are reached too. Properties: every refusal is a reason of Apple's tables; an accepted request has a
+///   lowercase hex token; an accepted broadcast has a well-formed channel id and a priority of 10, 5 or
+///   1; a payload the worker's strict parser reads as an object (no BOM, shallow) passes the syntax
 ///   check.
 /// - odd: the bytes after it (behind the client preface unless they start with `PRI `, so that a wrong
 ///   preface is reached too) through the HPACK literal rewriter, in one
@@ -57,6 +59,8 @@ public enum FuzzSimulator {
 
     /// What `APNsConnectionHandler` does with a request's head and body, before the registry and faults.
     static func evaluate(_ head: RequestHead, body: [UInt8], open: Bool) -> APNsReason? {
+        if let path = head.path, path.hasPrefix("/4/") { return evaluateBroadcast(head, body: body, open: open) }
+        if let path = head.path, path.hasPrefix("/1/") { return evaluateManagement(head, body: body, open: open) }
         let token: String
         switch RequestRules.checkLine(head) {
         case .failure(let reason): return reason
@@ -84,6 +88,59 @@ public enum FuzzSimulator {
         }
         if reason == nil || reason == .badPayload { checkSyntaxAgainstParser(body, accepted: reason == nil) }
         return reason
+    }
+
+    /// A broadcast on the push listener, before the channel registry and faults.
+    static func evaluateBroadcast(_ head: RequestHead, body: [UInt8], open: Bool) -> APNsReason? {
+        let bundleID: String
+        switch BroadcastRules.checkBroadcastLine(head) {
+        case .failure(let reason): return reason
+        case .success(let id): bundleID = id
+        }
+        var auth = ConnectionAuthStateMachine(mode: open ? .open : .token, tokenUpdateWindow: 1200)
+        switch auth.authorize(header: head.authorization, now: now, verifier: verifier) {
+        case .refuse(let reason): return reason
+        case .authorized(let granted, _):
+            if let reason = BroadcastRules.checkApp(bundleID, authorization: granted) { return reason }
+        }
+        switch BroadcastRules.checkBroadcastHeaders(head, bundleID: bundleID, acceptUppercaseRequestID: false) {
+        case .failure(let reason): return reason
+        case .success(let request):
+            fuzzCheck(
+                BroadcastRules.isChannelIDSyntax(request.channelID), "an accepted malformed channel id: \(request)")
+            fuzzCheck([10, 5, 1].contains(request.priority), "an accepted priority \(request.priority)")
+        }
+        return body.withUnsafeBytes {
+            RequestRules.checkPayload($0, size: body.count, limit: BroadcastRules.maximumPayloadSize)
+        }
+    }
+
+    /// A channel-management request, before the channel registry and faults.
+    static func evaluateManagement(_ head: RequestHead, body: [UInt8], open: Bool) -> APNsReason? {
+        let bundleID: String
+        let call: ManagementCall
+        switch BroadcastRules.checkManagementLine(head) {
+        case .failure(let reason): return reason
+        case .success(let (id, checked)):
+            bundleID = id
+            call = checked
+        }
+        var auth = ConnectionAuthStateMachine(mode: open ? .open : .token, tokenUpdateWindow: 1200)
+        switch auth.authorize(header: head.authorization, now: now, verifier: verifier) {
+        case .refuse(let reason): return reason
+        case .authorized(let granted, _):
+            if let reason = BroadcastRules.checkApp(bundleID, authorization: granted) { return reason }
+        }
+        if let reason = BroadcastRules.checkRequestID(head, acceptUppercase: false) { return reason }
+        switch call {
+        case .create:
+            if case .failure(let reason) = BroadcastRules.checkCreateBody(body) { return reason }
+        case .read, .delete:
+            if case .failure(let reason) = BroadcastRules.checkChannelID(head) { return reason }
+        case .list:
+            break
+        }
+        return nil
     }
 
     /// The simulator's allocation-free syntax check against the worker's strict parser: an object the
