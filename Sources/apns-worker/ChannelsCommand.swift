@@ -52,7 +52,8 @@ struct ChannelsCommand: AsyncParsableCommand {
         func manager() throws -> APNsChannelManager {
             let credentials = [keyFile != nil, pkcs12File != nil, certificateFile != nil || certificateKeyFile != nil]
             if credentials.filter({ $0 }).count != 1 {
-                throw ValidationError("give one credential: --key-file, --p12-file, or --cert-file with --cert-key-file")
+                throw ValidationError(
+                    "give one credential: --key-file, --p12-file, or --cert-file with --cert-key-file")
             }
             var configuration = APNsClientConfiguration(
                 environment: environment, host: host, port: port ?? APNsChannelManager.port(for: environment),
@@ -102,7 +103,9 @@ struct ChannelsCommand: AsyncParsableCommand {
             if json {
                 let items = channels.map { channel in
                     var fields = [#""channelId":\#(JSONText.quoted(channel.id))"#]
-                    if let policy = channel.storagePolicy { fields.append(#""messageStoragePolicy":\#(policy.rawValue)"#) }
+                    if let policy = channel.storagePolicy {
+                        fields.append(#""messageStoragePolicy":\#(policy.rawValue)"#)
+                    }
                     if let type = channel.pushType { fields.append(#""pushType":\#(JSONText.quoted(type))"#) }
                     return "{" + fields.joined(separator: ",") + "}"
                 }
@@ -110,7 +113,9 @@ struct ChannelsCommand: AsyncParsableCommand {
             }
             var lines = ["channel id" + String(repeating: " ", count: 36) + "storage policy"]
             for channel in channels {
-                let id = channel.id.count >= 46 ? channel.id + " " : channel.id + String(repeating: " ", count: 46 - channel.id.count)
+                let id =
+                    channel.id.count >= 46
+                    ? channel.id + " " : channel.id + String(repeating: " ", count: 46 - channel.id.count)
                 lines.append(id + (channel.storagePolicy.map { "\($0.rawValue) (\($0))" } ?? "-"))
             }
             return lines

@@ -48,7 +48,8 @@ public final class APNsChannelManager: Sendable {
 
     /// Apple's channel-management host for `environment`.
     public static func host(for environment: APNsEnvironment) -> String {
-        environment == .production ? "api-manage-broadcast.push.apple.com" : "api-manage-broadcast.sandbox.push.apple.com"
+        environment == .production
+            ? "api-manage-broadcast.push.apple.com" : "api-manage-broadcast.sandbox.push.apple.com"
     }
 
     /// Apple's channel-management port for `environment`.
@@ -77,7 +78,8 @@ public final class APNsChannelManager: Sendable {
     /// Creates a channel; APNs chooses its id.
     public func create(bundleID: String, storagePolicy: StoragePolicy, requestID: UUID? = nil) async throws -> Channel {
         let body = #"{"message-storage-policy":\#(storagePolicy.rawValue),"push-type":"LiveActivity"}"#
-        let response = try await call("POST", "/1/apps/\(bundleID)/channels", bundleID, requestID, body: Array(body.utf8))
+        let response = try await call(
+            "POST", "/1/apps/\(bundleID)/channels", bundleID, requestID, body: Array(body.utf8))
         guard let id = response.channelID, !id.isEmpty else {
             throw Failure(status: response.status, reason: nil, requestID: response.requestID)
         }

@@ -165,7 +165,8 @@ final class Nghttp2Session {
     /// of this stream (see `Nghttp2SessionDelegate`); the caller keeps it alive until the stream
     /// closes. Returns the stream id, or a negative nghttp2 error.
     /// `hasBody`: false sends the HEADERS frame with END_STREAM (a GET or DELETE).
-    func submitRequest(_ block: Nghttp2HeaderBlock, streamData: UnsafeMutableRawPointer?, hasBody: Bool = true) -> Int32 {
+    func submitRequest(_ block: Nghttp2HeaderBlock, streamData: UnsafeMutableRawPointer?, hasBody: Bool = true) -> Int32
+    {
         guard let session else { return Int32(NGHTTP2_ERR_INVALID_STATE.rawValue) }
         return block.bytes.withUnsafeBufferPointer { storage -> Int32 in
             let base = UnsafeMutablePointer(mutating: storage.baseAddress!)

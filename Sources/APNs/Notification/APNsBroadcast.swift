@@ -40,7 +40,8 @@ public struct APNsBroadcast: Sendable, Hashable {
         if let type = APNsPushType.allCases.first(where: { $0.topicSuffix.map(bundleID.hasSuffix) ?? false }) {
             throw APNsNotificationError(
                 .badTopic, field: .topic,
-                "a broadcast goes to the bare bundle id, not one ending in '\(type.topicSuffix!)' (APNs: TopicDisallowed)")
+                "a broadcast goes to the bare bundle id, not one ending in '\(type.topicSuffix!)' (APNs: TopicDisallowed)"
+            )
         }
         if channelID.isEmpty || !channelID.utf8.allSatisfy(Self.isBase64) {
             throw APNsNotificationError(.badChannelID, field: .channelID, "the channel id must be base64 text")
