@@ -12,6 +12,8 @@ struct SendCommandTests {
     final class Simulator {
         let process = Process()
         let port: Int
+        /// The channel-management listener (the startup output's second line).
+        let managementPort: Int
 
         init(directory: String, keyFile: String) throws {
             let binary = ValidateCommandTests.binary.deletingLastPathComponent().appendingPathComponent(
@@ -25,14 +27,19 @@ struct SendCommandTests {
             process.standardOutput = out
             process.standardError = FileHandle.nullDevice
             try process.run()
-            var line = Data()
-            while !line.contains(UInt8(ascii: "\n")) {
+            var output = Data()
+            while output.filter({ $0 == UInt8(ascii: "\n") }).count < 2 {
                 let chunk = out.fileHandleForReading.availableData
                 if chunk.isEmpty { break }
-                line.append(chunk)
+                output.append(chunk)
             }
-            let first = String(decoding: line, as: UTF8.self).split(separator: "\n").first ?? ""
+            let lines = String(decoding: output, as: UTF8.self).split(separator: "\n")
+            let first = lines.first ?? ""
             port = try #require(Int(first.split(separator: ":").last ?? ""), "simulator said: \(first)")
+            let second = lines.dropFirst().first ?? ""
+            managementPort = try #require(
+                second.hasPrefix("managing channels on") ? Int(second.split(separator: ":").last ?? "") : nil,
+                "simulator said: \(second)")
         }
 
         deinit { if process.isRunning { process.terminate() } }
@@ -91,5 +98,35 @@ struct SendCommandTests {
         ])
         #expect(apnsID.status == 2)
         #expect(apnsID.stderr.contains("--apns-id must be a UUID"), "\(apnsID.stderr)")
+    }
+
+    @Test("channels create, get, list and delete against the simulator, as a table and as JSON; APNs' refusal exits 1")
+    func channels() throws {
+        let helper = ValidateCommandTests()
+        let key = try helper.temporaryFile("AuthKey.p8", P256.Signing.PrivateKey().pemRepresentation)
+        let directory = URL(fileURLWithPath: key).deletingLastPathComponent().path
+        let simulator = try Simulator(directory: directory, keyFile: key)
+        let common = [
+            "--bundle-id", "com.example.app", "--host", "127.0.0.1", "--port", "\(simulator.managementPort)",
+            "--ca-file", directory + "/tls/ca.pem", "--key-file", key, "--team-id", "ABCDE12345", "--key-id",
+            "KEY1234567",
+        ]
+        let created = try helper.run(["channels", "create"] + common + ["--storage-policy", "1", "--json"])
+        #expect(created.status == 0, "\(created.stderr)")
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(created.stdout.utf8)) as? [[String: Any]])
+        let id = try #require(object.first?["channelId"] as? String)
+        #expect(object.first?["messageStoragePolicy"] as? Int == 1)
+
+        let shown = try helper.run(["channels", "get"] + common + ["--channel-id", id])
+        #expect(shown.status == 0)
+        #expect(shown.stdout.contains(id) && shown.stdout.contains("1 (most recent message stored)"), "\(shown.stdout)")
+        let listed = try helper.run(["channels", "list"] + common)
+        #expect(listed.stdout.contains(id))
+        let deleted = try helper.run(["channels", "delete"] + common + ["--channel-id", id])
+        #expect(deleted.status == 0 && deleted.stdout == "deleted \(id)\n")
+        let again = try helper.run(["channels", "get"] + common + ["--channel-id", id])
+        #expect(again.status == 1)
+        #expect(again.stderr.contains("400 ChannelNotRegistered"), "\(again.stderr)")
     }
 }
