@@ -246,7 +246,7 @@ let package = Package(
         ),
         .testTarget(
             name: "apns-workerTests",
-            dependencies: ["apns-worker", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["apns-worker", "TestPeers", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
 
@@ -283,6 +283,7 @@ let package = Package(
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: [
+                "TestPeers",
                 "APNsSimulator",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -32,29 +32,12 @@ struct ChannelsCommand: AsyncParsableCommand {
         var caFile: String?
         @Option(help: ArgumentHelp("Tunnel through this HTTP proxy (CONNECT).", valueName: "URL"))
         var proxy: String?
-        @Option(name: .customLong("team-id")) var teamID: String?
-        @Option(name: .customLong("key-id")) var keyID: String?
-        @Option(name: .customLong("key-file"), help: ArgumentHelp("The .p8 signing key.", valueName: "FILE"))
-        var keyFile: String?
-        @Option(name: .customLong("cert-file"), help: ArgumentHelp("Client certificate, PEM.", valueName: "FILE"))
-        var certificateFile: String?
-        @Option(name: .customLong("cert-key-file"), help: ArgumentHelp("Its private key, PEM.", valueName: "FILE"))
-        var certificateKeyFile: String?
-        @Option(name: .customLong("p12-file"), help: ArgumentHelp("Client identity as PKCS#12.", valueName: "FILE"))
-        var pkcs12File: String?
-        @Option(
-            name: .customLong("password-env"),
-            help: ArgumentHelp("Environment variable holding the PKCS#12 or key password.", valueName: "NAME"))
-        var passwordVariable: String?
+        @OptionGroup var credentials: CredentialFlags
         @Flag(help: "Print JSON instead of a table.") var json = false
 
         /// The manager these flags describe (usage errors as `ValidationError`).
         func manager() throws -> APNsChannelManager {
-            let credentials = [keyFile != nil, pkcs12File != nil, certificateFile != nil || certificateKeyFile != nil]
-            if credentials.filter({ $0 }).count != 1 {
-                throw ValidationError(
-                    "give one credential: --key-file, --p12-file, or --cert-file with --cert-key-file")
-            }
+            try credentials.checkOne()
             var configuration = APNsClientConfiguration(
                 environment: environment, host: host, port: port ?? APNsChannelManager.port(for: environment),
                 tls: APNsTLSConfiguration(trust: caFile.map { .caFile($0) } ?? .system))
@@ -66,11 +49,7 @@ struct ChannelsCommand: AsyncParsableCommand {
                     throw ValidationError("--proxy: \(error)")
                 }
             }
-            let credential = try APNsCredential.load(
-                keyFile: keyFile, teamID: teamID, keyID: keyID, certificateFile: certificateFile,
-                certificateKeyFile: certificateKeyFile, pkcs12File: pkcs12File,
-                password: passwordVariable.flatMap { ProcessInfo.processInfo.environment[$0] })
-            return try APNsChannelManager(configuration: configuration, credential: credential)
+            return try APNsChannelManager(configuration: configuration, credential: credentials.credential())
         }
 
         /// Runs `body` with a manager, printing what went wrong with the project's exit codes.

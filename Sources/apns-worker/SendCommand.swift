@@ -32,22 +32,7 @@ struct SendCommand: AsyncParsableCommand {
         name: .customLong("ca-file"),
         help: ArgumentHelp("Trust these roots (PEM) instead of the system store.", valueName: "FILE"))
     var caFile: String?
-    @Option(name: .customLong("team-id")) var teamID: String?
-    @Option(name: .customLong("key-id")) var keyID: String?
-    @Option(
-        name: .customLong("key-file"),
-        help: ArgumentHelp("The .p8 signing key (token authentication).", valueName: "FILE"))
-    var keyFile: String?
-    @Option(name: .customLong("cert-file"), help: ArgumentHelp("Client certificate, PEM.", valueName: "FILE"))
-    var certificateFile: String?
-    @Option(name: .customLong("cert-key-file"), help: ArgumentHelp("Its private key, PEM.", valueName: "FILE"))
-    var certificateKeyFile: String?
-    @Option(name: .customLong("p12-file"), help: ArgumentHelp("Client identity as PKCS#12.", valueName: "FILE"))
-    var pkcs12File: String?
-    @Option(
-        name: .customLong("p12-password-env"),
-        help: ArgumentHelp("Environment variable holding the PKCS#12 password.", valueName: "NAME"))
-    var pkcs12PasswordVariable: String?
+    @OptionGroup var credentials: CredentialFlags
     @Option(name: .long) var topic: String?
     @Option(name: .customLong("push-type")) var pushType: APNsPushType = .alert
     @Option(name: .long) var priority: Int?
@@ -63,10 +48,7 @@ struct SendCommand: AsyncParsableCommand {
     /// Checked in `run`, not `validate`: ArgumentParser reports a `validate` error in place of an
     /// unknown flag, which would hide a misspelt option behind "give --topic …".
     private func checkFlags() throws {
-        let credentials = [keyFile != nil, pkcs12File != nil, certificateFile != nil || certificateKeyFile != nil]
-        if credentials.filter({ $0 }).count > 1 {
-            throw ValidationError("give one credential: --key-file, --p12-file, or --cert-file with --cert-key-file")
-        }
+        try credentials.checkOne()
         if event != nil {
             let flags: [Any?] = [topic, deviceToken, payload, priority, expiration, collapseID, apnsID]
             if flags.contains(where: { $0 != nil }) {
@@ -99,13 +81,13 @@ struct SendCommand: AsyncParsableCommand {
                 throw ValidationError("--proxy: \(error)")
             }
         }
-        send.teamID = teamID
-        send.keyID = keyID
-        send.keyFile = keyFile
-        send.certificateFile = certificateFile
-        send.certificateKeyFile = certificateKeyFile
-        send.pkcs12File = pkcs12File
-        send.pkcs12Password = pkcs12PasswordVariable.flatMap { ProcessInfo.processInfo.environment[$0] } ?? ""
+        send.teamID = credentials.teamID
+        send.keyID = credentials.keyID
+        send.keyFile = credentials.keyFile
+        send.certificateFile = credentials.certificateFile
+        send.certificateKeyFile = credentials.certificateKeyFile
+        send.pkcs12File = credentials.pkcs12File
+        send.pkcs12Password = credentials.password ?? ""
         send.topic = topic ?? ""
         send.pushType = pushType
         send.priority = priority.flatMap(APNsPriority.init(rawValue:))

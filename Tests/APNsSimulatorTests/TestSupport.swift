@@ -1,6 +1,7 @@
 import APNsSimulator
 import Crypto
 import Foundation
+import TestPeers
 import NIOConcurrencyHelpers
 
 /// A provider token signing key made for the test run (never committed), and JWTs signed with it.
@@ -105,47 +106,16 @@ struct ProcessOutput {
     var stderr: String
 }
 
-/// Runs a program to completion (killed after `timeout` seconds) and collects its output.
+/// Runs a program to completion (killed after `timeout` seconds) and collects its output, on a
+/// thread of its own (`spawnAndWait` blocks; Foundation's `Process` is avoided, see its comment).
 func run(_ executable: String, _ arguments: [String], timeout: Double = 60) async throws -> ProcessOutput {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = FileHandle.nullDevice
-    let outData = NIOLockedValueBox(Data())
-    let errData = NIOLockedValueBox(Data())
-    out.fileHandleForReading.readabilityHandler = { h in
-        let d = h.availableData
-        outData.withLockedValue { $0.append(d) }
-    }
-    err.fileHandleForReading.readabilityHandler = { h in
-        let d = h.availableData
-        errData.withLockedValue { $0.append(d) }
-    }
-    try process.run()
-    let deadline = Date().addingTimeInterval(timeout)
-    while process.isRunning {
-        if Date() > deadline {
-            process.terminate()
-            break
+    let result = await withCheckedContinuation { continuation in
+        Thread.detachNewThread {
+            continuation.resume(returning: Result { try spawnAndWait(executable, arguments, timeout: timeout) })
         }
-        try await Task.sleep(for: .milliseconds(20))
     }
-    process.waitUntilExit()
-    out.fileHandleForReading.readabilityHandler = nil
-    err.fileHandleForReading.readabilityHandler = nil
-    let restOut = out.fileHandleForReading.readDataToEndOfFile()
-    let restErr = err.fileHandleForReading.readDataToEndOfFile()
-    outData.withLockedValue { $0.append(restOut) }
-    errData.withLockedValue { $0.append(restErr) }
-    return ProcessOutput(
-        status: process.terminationStatus,
-        stdout: String(decoding: outData.withLockedValue { $0 }, as: UTF8.self),
-        stderr: String(decoding: errData.withLockedValue { $0 }, as: UTF8.self)
-    )
+    let program = try result.get()
+    return ProcessOutput(status: program.status, stdout: program.stdout, stderr: program.stderr)
 }
 
 /// Polls until `condition` holds or `timeout` passes.

@@ -1,4 +1,5 @@
 import Foundation
+import TestPeers
 import Testing
 
 /// Runs the built `apns-worker` binary as a user would: exit codes, output format, stdin.
@@ -22,25 +23,11 @@ struct ValidateCommandTests {
         let stderr: String
     }
 
+    /// The binary with `arguments` (and `stdin`), to its end; spawned without Foundation's
+    /// `Process`, whose `run()` crashes now and then on Linux (see `spawnAndWait`).
     func run(_ arguments: [String], stdin: String? = nil) throws -> Run {
-        let process = Process()
-        process.executableURL = Self.binary
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        let input = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(
-            status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
-            stderr: String(decoding: e, as: UTF8.self))
+        let program = try spawnAndWait(Self.binary.path, arguments, stdin: Array((stdin ?? "").utf8), timeout: 120)
+        return Run(status: program.status, stdout: program.stdout, stderr: program.stderr)
     }
 
     func temporaryFile(_ name: String, _ contents: String) throws -> String {

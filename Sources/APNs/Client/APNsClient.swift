@@ -66,17 +66,7 @@ public final class APNsClient: Sendable {
     /// One notification, one answer. Validates the notification first (a rule broken throws
     /// `APNsNotificationError` and nothing is sent).
     public func send(_ notification: APNsNotification) async throws -> APNsResponse {
-        let prepared = try prepare(notification)
-        let waiterID = prepared.pool.makeWaiterID()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                execute(prepared, waiterID: waiterID) { continuation.resume(with: $0) }
-            }
-        } onCancel: {
-            prepared.pool.giveUp(
-                waiterID,
-                APNsClientError(.deadlineExceeded, "cancelled while waiting for a stream", mayHaveReachedAPNs: false))
-        }
+        try await execute(prepare(notification))
     }
 
     /// The same, for callers that keep thousands of notifications in flight and cannot afford a task

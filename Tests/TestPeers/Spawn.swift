@@ -1,0 +1,107 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+private let spawnLock = NSLock()
+
+/// What a program spawned with `spawnAndWait` did.
+public struct SpawnedProgram: Sendable {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+    /// It outlived its timeout and was killed (SIGKILL).
+    public var timedOut: Bool
+}
+
+/// Runs `path` with `arguments` and waits for it, without Foundation's `Process`: on Linux (Swift
+/// 6.3) `Process.run()` lists `/proc/self/fd` by copying whole 256-byte `d_name` fields out of
+/// glibc's readdir buffer, reading past its end, and now and then crashes the test process with
+/// SIGSEGV (fixed in swift-corelibs-foundation after 6.3.1). Tests that start many programs use this.
+///
+/// stdout and stderr are read as they come (no pipe can fill up and block the child); `stdin` is
+/// written and closed. Past `timeout` seconds the child is killed.
+public func spawnAndWait(
+    _ path: String, _ arguments: [String], environment: [String: String]? = nil, stdin: [UInt8] = [],
+    timeout: Double = 60
+) throws -> SpawnedProgram {
+    struct SpawnError: Error, CustomStringConvertible {
+        let description: String
+    }
+    var outPipe: [Int32] = [0, 0]
+    var errPipe: [Int32] = [0, 0]
+    var inPipe: [Int32] = [0, 0]
+    // Pipes made and the child spawned under one lock, each pipe end close-on-exec before any
+    // other spawn can run: no child inherits another's pipe (a write end held by another child would
+    // keep the reader from seeing its end). The child's dup2'd copies are not close-on-exec.
+    spawnLock.lock()
+    defer { spawnLock.unlock() }
+    guard pipe(&outPipe) == 0, pipe(&errPipe) == 0, pipe(&inPipe) == 0 else {
+        throw SpawnError(description: "pipe: \(String(cString: strerror(errno)))")
+    }
+    for fd in outPipe + errPipe + inPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
+    posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
+    posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
+
+    let argv = ([path] + arguments).map { strdup($0) } + [nil]
+    let environmentPairs = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
+    let envp = environmentPairs.map { strdup($0) } + [nil]
+    defer {
+        for pointer in argv { free(pointer) }
+        for pointer in envp { free(pointer) }
+    }
+    var pid: pid_t = 0
+    let spawned = posix_spawn(&pid, path, &actions, nil, argv, envp)
+    close(inPipe[0])
+    close(outPipe[1])
+    close(errPipe[1])
+    guard spawned == 0 else {
+        close(inPipe[1])
+        close(outPipe[0])
+        close(errPipe[0])
+        throw SpawnError(description: "posix_spawn \(path): \(String(cString: strerror(spawned)))")
+    }
+    if !stdin.isEmpty { _ = stdin.withUnsafeBytes { write(inPipe[1], $0.baseAddress, $0.count) } }
+    close(inPipe[1])
+
+    var out: [UInt8] = []
+    var err: [UInt8] = []
+    var open: [Int32: Bool] = [outPipe[0]: true, errPipe[0]: true]
+    let deadline = Date().addingTimeInterval(timeout)
+    var timedOut = false
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while open.values.contains(true) {
+        if Date() > deadline {
+            timedOut = true
+            kill(pid, SIGKILL)
+            break
+        }
+        var fds = open.filter(\.value).keys.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        let ready = poll(&fds, nfds_t(fds.count), 100)
+        if ready <= 0 { continue }
+        for entry in fds where entry.revents != 0 {
+            let count = read(entry.fd, &buffer, buffer.count)
+            if count <= 0 {
+                open[entry.fd] = false
+            } else if entry.fd == outPipe[0] {
+                out.append(contentsOf: buffer[0..<count])
+            } else {
+                err.append(contentsOf: buffer[0..<count])
+            }
+        }
+    }
+    close(outPipe[0])
+    close(errPipe[0])
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    // WIFEXITED / WEXITSTATUS, WTERMSIG: the exit code, or 128 + the signal as a shell reports it.
+    let exitCode = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    return SpawnedProgram(
+        status: exitCode, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self),
+        timedOut: timedOut)
+}
