@@ -52,7 +52,12 @@ struct SimulatorCommand: AsyncParsableCommand {
     @Option(help: "Channels one app may have (CannotCreateChannelConfig beyond).") var channelLimit = 10_000
     @Flag(help: "Accept requests without credentials when no token key nor client CA is configured.")
     var noAuth = false
-    @Option(help: "Fault REASON=RATE, e.g. TooManyRequests=0.05. Repeatable.") var fault: [String] = []
+    @Option(
+        help: """
+            Fault REASON=RATE, e.g. TooManyRequests=0.05 or FeatureNotEnabled=0.1: any reason of Apple's tables, \
+            or "Service Unavailable" as the broadcast table spells it. Repeatable.
+            """)
+    var fault: [String] = []
     @Option(help: "Added response time: 5ms, or a uniform range 5ms..50ms.") var latency: String?
     @Option(help: "Send GOAWAY after N requests on a connection.") var goawayAfter: Int?
     @Option(help: "Close a connection abruptly on its Nth request.") var closeAfter: Int?
@@ -144,6 +149,12 @@ struct SimulatorCommand: AsyncParsableCommand {
         for candidate in [APNsEnvironment.development, .production] where parts[2].hasSuffix(":" + candidate.rawValue) {
             environment = candidate
             parts[2] = String(parts[2].dropLast(candidate.rawValue.count + 1))
+        }
+        if environment == nil, !FileManager.default.fileExists(atPath: parts[2]),
+            let colon = parts[2].lastIndex(of: ":"), FileManager.default.fileExists(atPath: String(parts[2][..<colon]))
+        {
+            throw ValidationError(
+                "--token-key: the environment is development or production, got \(parts[2][colon...].dropFirst())")
         }
         let pem = try String(contentsOfFile: parts[2], encoding: .utf8)
         return try ProviderTokenKey(teamID: parts[0], keyID: parts[1], pem: pem, environment: environment)

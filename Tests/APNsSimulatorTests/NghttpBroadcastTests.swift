@@ -236,6 +236,9 @@ struct NghttpBroadcastTests {
             let output = try await run(executable, ["--port", "0", "--tls-dir", dir.path + "/tls"] + flags)
             #expect(output.status != 0, "\(flags)")
             #expect(!output.stdout.contains("listening on"), "\(flags)")
+            if flags[1].hasSuffix(":staging") {
+                #expect(output.stderr.contains("the environment is development or production, got staging"))
+            }
         }
     }
 }
