@@ -1,6 +1,5 @@
 import APNsSimulator
 import Foundation
-import NIOConcurrencyHelpers
 import Testing
 
 /// The built `apns-simulator`, next to the test binary.
@@ -20,26 +19,12 @@ struct ExecutableTests {
         let dir = try TemporaryDirectory()
         let key = TestSigningKey()
         let keyFile = try dir.write("AuthKey.p8", key.p8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try simulatorExecutable())
-        process.arguments = [
+        let simulator = try SimulatorProcess([
             "--port", "0", "--tls-dir", dir.path + "/tls", "--token-key", "\(key.teamID):\(key.keyID):\(keyFile)",
             "--device", "\(Fixture.device)=\(Fixture.topic)", "--unregistered", "\(Fixture.goneDevice)=1700000000",
             "--fault", "TooManyRequests=0", "--latency", "1ms..2ms", "--max-streams", "50", "--development",
-        ]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
-        let collected = NIOLockedValueBox(Data())
-        out.fileHandleForReading.readabilityHandler = { h in
-            let d = h.availableData
-            collected.withLockedValue { $0.append(d) }
-        }
-        var text: String { String(decoding: collected.withLockedValue { $0 }, as: UTF8.self) }
-        #expect(try await eventually { text.contains("\n") })
-        let first = String(text.split(separator: "\n").first ?? "")
+        ])
+        let first = try await simulator.waitForLines(1)[0]
         #expect(first.hasPrefix("listening on 127.0.0.1:"))
         let port = try #require(Int(first.split(separator: ":").last ?? ""))
         #expect(port > 0)
@@ -58,14 +43,8 @@ struct ExecutableTests {
             #expect(answer.status == (token == Fixture.device ? 200 : 410))
             if token == Fixture.device { #expect(output.stdout.contains("apns-unique-id"), "--development") }
         }
-        process.terminate()  // SIGTERM
-        #expect(try await eventually { !process.isRunning })
-        process.waitUntilExit()
-        out.fileHandleForReading.readabilityHandler = nil
-        let rest = out.fileHandleForReading.readDataToEndOfFile()
-        collected.withLockedValue { $0.append(rest) }
-        #expect(process.terminationReason == .exit)
-        #expect(process.terminationStatus == 0)
+        let (status, text) = try await simulator.stop()  // SIGTERM
+        #expect(status == 0)
         #expect(text.contains("\n200 1\n"), "\(text)")
         #expect(text.contains("410 Unregistered 1"), "\(text)")
     }

@@ -1,33 +1,18 @@
 import APNsSimulator
 import Foundation
-import NIOConcurrencyHelpers
+import TestPeers
 import Testing
 
-/// The `apns-simulator` executable run by a test: its stdout collected, SIGTERM at the end.
-final class SimulatorProcess: Sendable {
-    private let process: Process
-    private let output: NIOLockedValueBox<Data>
-    private let pipe: Pipe
+/// The `apns-simulator` executable run by a test: its stdout collected, SIGTERM at the end. Spawned
+/// without Foundation's `Process` (see `spawnAndWait`).
+struct SimulatorProcess: Sendable {
+    private let program: BackgroundProgram
 
     init(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try simulatorExecutable())
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        let output = NIOLockedValueBox(Data())
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            output.withLockedValue { $0.append(data) }
-        }
-        try process.run()
-        self.process = process
-        self.output = output
-        self.pipe = pipe
+        program = try spawnInBackground(try simulatorExecutable(), arguments)
     }
 
-    var text: String { String(decoding: output.withLockedValue { $0 }, as: UTF8.self) }
+    var text: String { program.stdout }
     var lines: [String] { text.split(separator: "\n").map(String.init) }
 
     /// Waits for at least `count` lines of output.
@@ -41,17 +26,15 @@ final class SimulatorProcess: Sendable {
 
     /// SIGTERM; waits for the exit and returns the exit status and everything printed.
     func stop() async throws -> (Int32, String) {
-        process.terminate()
-        _ = try await eventually(timeout: 30) { !process.isRunning }
-        process.waitUntilExit()
-        pipe.fileHandleForReading.readabilityHandler = nil
-        let rest = pipe.fileHandleForReading.readDataToEndOfFile()
-        output.withLockedValue { $0.append(rest) }
-        return (process.terminationStatus, text)
-    }
-
-    deinit {
-        if process.isRunning { process.terminate() }
+        program.signal()
+        var status: Int32?
+        _ = try await eventually(timeout: 30) {
+            status = program.exitStatus()
+            return status != nil
+        }
+        // The output pipe ends with the program; give the reading thread the last bytes.
+        _ = try await eventually(timeout: 5) { text.contains("goaway sent") }
+        return (status ?? -1, text)
     }
 }
 

@@ -105,3 +105,96 @@ public func spawnAndWait(
         status: exitCode, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self),
         timedOut: timedOut)
 }
+
+/// A program started with `spawnInBackground`, still running or not: its stdout is collected as it
+/// comes (stdin and stderr are /dev/null). Dropping it kills a program still running.
+public final class BackgroundProgram: @unchecked Sendable {
+    /// Bytes read so far; shared with the reading thread, which ends at the pipe's end of file.
+    private final class Output: @unchecked Sendable {
+        let lock = NSLock()
+        var bytes: [UInt8] = []
+    }
+
+    public let pid: pid_t
+    private let output = Output()
+    private let lock = NSLock()
+    private var exitCode: Int32?
+
+    fileprivate init(pid: pid_t, stdout: Int32) {
+        self.pid = pid
+        let output = self.output
+        Thread.detachNewThread {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = read(stdout, &buffer, buffer.count)
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                output.lock.withLock { output.bytes.append(contentsOf: buffer[0..<count]) }
+            }
+            close(stdout)
+        }
+    }
+
+    /// Everything printed so far.
+    public var stdout: String { output.lock.withLock { String(decoding: output.bytes, as: UTF8.self) } }
+
+    /// Sends `signal` (SIGTERM by default) unless the program has been reaped.
+    public func signal(_ signal: Int32 = SIGTERM) {
+        lock.withLock {
+            if exitCode == nil { _ = kill(pid, signal) }
+        }
+    }
+
+    /// The exit code (128 + the signal for a killed program) once it has exited, reaping it; `nil`
+    /// while it runs.
+    public func exitStatus() -> Int32? {
+        lock.withLock {
+            if let exitCode { return exitCode }
+            var status: Int32 = 0
+            guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
+            exitCode = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            return exitCode
+        }
+    }
+
+    deinit {
+        if exitCode == nil {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        }
+    }
+}
+
+/// Starts `path` with `arguments` and returns at once, without Foundation's `Process` (see
+/// `spawnAndWait`), under the same lock so that no child inherits another's pipe.
+public func spawnInBackground(_ path: String, _ arguments: [String]) throws -> BackgroundProgram {
+    struct SpawnError: Error, CustomStringConvertible {
+        let description: String
+    }
+    var outPipe: [Int32] = [0, 0]
+    spawnLock.lock()
+    defer { spawnLock.unlock() }
+    guard pipe(&outPipe) == 0 else { throw SpawnError(description: "pipe: \(String(cString: strerror(errno)))") }
+    for fd in outPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    let argv = ([path] + arguments).map { strdup($0) } + [nil]
+    let envp = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer {
+        for pointer in argv { free(pointer) }
+        for pointer in envp { free(pointer) }
+    }
+    var pid: pid_t = 0
+    let spawned = posix_spawn(&pid, path, &actions, nil, argv, envp)
+    close(outPipe[1])
+    guard spawned == 0 else {
+        close(outPipe[0])
+        throw SpawnError(description: "posix_spawn \(path): \(String(cString: strerror(spawned)))")
+    }
+    return BackgroundProgram(pid: pid, stdout: outPipe[0])
+}
