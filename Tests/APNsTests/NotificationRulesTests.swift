@@ -34,10 +34,12 @@ struct NotificationRulesTests {
         try alert(priority: .immediate, collapseID: String(repeating: "c", count: 64)).validate()
     }
 
-    @Test("device tokens: hex, even length, any size, case folded", arguments: [
-        ("", false), ("abc", false), ("zz", false), ("ab cd", false), ("ab", true),
-        (String(repeating: "AB", count: 100), true), (token, true),
-    ])
+    @Test(
+        "device tokens: hex, even length, any size, case folded",
+        arguments: [
+            ("", false), ("abc", false), ("zz", false), ("ab cd", false), ("ab", true),
+            (String(repeating: "AB", count: 100), true), (token, true),
+        ])
     func deviceTokens(input: String, valid: Bool) throws {
         let error = violation { _ = try APNsDeviceToken(input) }
         #expect((error == nil) == valid)
@@ -117,7 +119,8 @@ struct NotificationRulesTests {
         #expect(tooLong?.code == .badCollapseID)
         #expect(tooLong?.apnsReason == "BadCollapseId")
         // Bytes, not characters: 22 three-byte characters are 66 bytes.
-        #expect(violation { try alert(collapseID: String(repeating: "€", count: 22)).validate() }?.code == .badCollapseID)
+        #expect(
+            violation { try alert(collapseID: String(repeating: "€", count: 22)).validate() }?.code == .badCollapseID)
         #expect(violation { try alert(collapseID: "").validate() }?.code == .badCollapseID)
     }
 
@@ -154,15 +157,19 @@ struct NotificationRulesTests {
         #expect(APNsExpiration.at(secondsSince1970: 100).hasPassed(now: 100))
         #expect(!APNsExpiration.immediately.hasPassed(now: .max))
 
-        #expect(try APNsNotificationID("EABEAE54-14A8-11E5-B60B-1697F925EC7B").uuidString
-            == "eabeae54-14a8-11e5-b60b-1697f925ec7b")
-        for bad in ["", "eabeae5414a811e5b60b1697f925ec7b", "{eabeae54-14a8-11e5-b60b-1697f925ec7b}",
-                    "eabeae54-14a8-11e5-b60b-1697f925ec7g"] {
+        #expect(
+            try APNsNotificationID("EABEAE54-14A8-11E5-B60B-1697F925EC7B").uuidString
+                == "eabeae54-14a8-11e5-b60b-1697f925ec7b")
+        for bad in [
+            "", "eabeae5414a811e5b60b1697f925ec7b", "{eabeae54-14a8-11e5-b60b-1697f925ec7b}",
+            "eabeae54-14a8-11e5-b60b-1697f925ec7g",
+        ] {
             #expect(violation { _ = try APNsNotificationID(bad) }?.code == .badMessageID)
         }
         #expect(APNsNotificationID.derived(fromEventID: "order-17") == nil)
-        #expect(APNsNotificationID.derived(fromEventID: "EABEAE54-14A8-11E5-B60B-1697F925EC7B")?.uuidString
-            == "eabeae54-14a8-11e5-b60b-1697f925ec7b")
+        #expect(
+            APNsNotificationID.derived(fromEventID: "EABEAE54-14A8-11E5-B60B-1697F925EC7B")?.uuidString
+                == "eabeae54-14a8-11e5-b60b-1697f925ec7b")
         let random = APNsNotificationID.random().uuidString
         #expect(try APNsNotificationID(random).uuidString == random)
     }

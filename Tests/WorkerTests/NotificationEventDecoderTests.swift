@@ -125,7 +125,8 @@ struct NotificationEventDecoderTests {
             ]))
         let widgets = try problem(
             EventFixtures.event([
-                "pushType": "controls", "topic": "com.example.app.push-type.controls", "payload": ["aps": ["alert": "x"]],
+                "pushType": "controls", "topic": "com.example.app.push-type.controls",
+                "payload": ["aps": ["alert": "x"]],
             ]))
         #expect(widgets.description == "/payload/aps: required property 'content-changed' is missing")
     }

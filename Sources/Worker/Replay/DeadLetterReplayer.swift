@@ -173,6 +173,7 @@ public struct DeadLetterReplayer: Sendable {
                     if sinceCheckpoint >= checkpointInterval {
                         try await checkpoint(position)
                         sinceCheckpoint = 0
+                        lastProgress.withLockedValue { $0 = .now }  // a slow flush is not a stalled topic
                     }
                     if remaining.isEmpty { break }
                 }
