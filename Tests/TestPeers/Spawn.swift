@@ -37,8 +37,20 @@ public func spawnAndWait(
     // keep the reader from seeing its end). The child's dup2'd copies are not close-on-exec.
     spawnLock.lock()
     defer { spawnLock.unlock() }
-    guard pipe(&outPipe) == 0, pipe(&errPipe) == 0, pipe(&inPipe) == 0 else {
-        throw SpawnError(description: "pipe: \(String(cString: strerror(errno)))")
+    var made: [Int32] = []
+    for index in 0..<3 {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else {
+            let reason = String(cString: strerror(errno))
+            for fd in made { close(fd) }  // the pipes made before this one
+            throw SpawnError(description: "pipe: \(reason)")
+        }
+        made += ends
+        switch index {
+        case 0: outPipe = ends
+        case 1: errPipe = ends
+        default: inPipe = ends
+        }
     }
     for fd in outPipe + errPipe + inPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
     var actions = posix_spawn_file_actions_t()

@@ -89,6 +89,9 @@ public final class WorkerMetrics: Sendable {
     private let consumedByTopic = NIOLockedValueBox<[String: CoreMetrics.Counter]>([:])
     private let apnsRequests = NIOLockedValueBox<[APNsSeries: CoreMetrics.Counter]>([:])
     private let credentialGauges = NIOLockedValueBox<[String: CoreMetrics.Gauge]>([:])
+    /// `apns_worker_credential_outcomes_total` by credential, then outcome: found per event without
+    /// building a label array.
+    private let credentialOutcomes = NIOLockedValueBox<[String: [String: CoreMetrics.Counter]]>([:])
 
     private struct APNsSeries: Hashable {
         var status: Int?
@@ -159,10 +162,7 @@ public final class WorkerMetrics: Sendable {
     public func completed(outcome: String, credential: String? = nil) {
         (completedByOutcome[outcome] ?? counter("apns_worker_events_completed_total", [("outcome", outcome)]))
             .increment()
-        if let credential {
-            counter("apns_worker_credential_outcomes_total", [("credential", credential), ("outcome", outcome)])
-                .increment()
-        }
+        if let credential { credentialOutcome(credential, outcome).increment() }
     }
 
     /// The outcomes an event sent with a credential can have (never `invalid`).
@@ -172,9 +172,15 @@ public final class WorkerMetrics: Sendable {
     /// and alerts see them before the first event.
     public func register(credential: String) {
         setCredentialBroken(credential, false)
-        for outcome in Self.sentOutcomes {
-            _ = counter("apns_worker_credential_outcomes_total", [("credential", credential), ("outcome", outcome)])
-        }
+        for outcome in Self.sentOutcomes { _ = credentialOutcome(credential, outcome) }
+    }
+
+    private func credentialOutcome(_ credential: String, _ outcome: String) -> CoreMetrics.Counter {
+        if let counter = credentialOutcomes.withLockedValue({ $0[credential]?[outcome] }) { return counter }
+        let counter = counter(
+            "apns_worker_credential_outcomes_total", [("credential", credential), ("outcome", outcome)])
+        credentialOutcomes.withLockedValue { $0[credential, default: [:]][outcome] = counter }
+        return counter
     }
 
     /// A dead letter acknowledged by Kafka; `reason` is one of `deadLetterReasons`.
