@@ -62,8 +62,7 @@ func configurationText(_ peers: Peers.Addresses, group: String, resultsTopic: St
 /// An APNs that accepts everything at once: what the pipeline does when APNs costs nothing.
 struct InstantSender: NotificationSending {
     func send(
-        _ notification: APNsNotification, environment: APNsEnvironment,
-        completion: @escaping @Sendable (SendAttempt) -> Void
+        _ push: APNsPush, environment: APNsEnvironment, completion: @escaping @Sendable (SendAttempt) -> Void
     ) {
         let response = APNsResponse(status: 200, apnsID: UUID().uuidString.lowercased())
         completion(

@@ -7,10 +7,12 @@ import Worker
 struct SendCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
-        abstract: "Send one notification and print APNs' answer.",
+        abstract: "Send one notification (or Live Activity broadcast) and print APNs' answer.",
         discussion: """
             The notification comes from flags, or from a notification event file (--event); either \
-            way it is checked with the worker's own event rules before anything is sent. One \
+            way it is checked with the worker's own event rules before anything is sent. With \
+            --channel-id instead of --device-token it is a Live Activity broadcast to that channel \
+            (--topic the bare bundle id, --push-type liveactivity, --priority and --expiration). One \
             credential: --key-file (token), --p12-file, or --cert-file with --cert-key-file. Exit \
             status: 0 on 200, 1 when APNs (or a local rule) rejected it, 2 for usage, configuration \
             and connection errors.
@@ -40,6 +42,11 @@ struct SendCommand: AsyncParsableCommand {
     @Option(name: .customLong("collapse-id")) var collapseID: String?
     @Option(name: .customLong("apns-id")) var apnsID: String?
     @Option(name: .customLong("device-token")) var deviceToken: String?
+    @Option(
+        name: .customLong("channel-id"),
+        help: ArgumentHelp(
+            "Broadcast to this channel instead of one device (`channels create` makes one).", valueName: "ID"))
+    var channelID: String?
     @Option(name: .long, help: ArgumentHelp("The JSON payload.", valueName: "JSON")) var payload: String?
     @Option(
         name: .long, help: ArgumentHelp("A notification event file (the worker's input format).", valueName: "FILE"))
@@ -50,13 +57,13 @@ struct SendCommand: AsyncParsableCommand {
     private func checkFlags() throws {
         try credentials.checkOne()
         if event != nil {
-            let flags: [Any?] = [topic, deviceToken, payload, priority, expiration, collapseID, apnsID]
+            let flags: [Any?] = [topic, deviceToken, channelID, payload, priority, expiration, collapseID, apnsID]
             if flags.contains(where: { $0 != nil }) {
                 throw ValidationError("--event FILE carries the notification: drop the notification flags")
             }
         } else {
-            guard topic != nil, deviceToken != nil, payload != nil else {
-                throw ValidationError("give --topic, --device-token and --payload, or --event FILE")
+            guard topic != nil, (deviceToken == nil) != (channelID == nil), payload != nil else {
+                throw ValidationError("give --topic, --device-token (or --channel-id) and --payload, or --event FILE")
             }
         }
         if let priority, APNsPriority(rawValue: priority) == nil {
@@ -97,17 +104,18 @@ struct SendCommand: AsyncParsableCommand {
         send.deviceToken = deviceToken ?? ""
         send.payload = payload ?? ""
         // From a file or from flags, the event goes through the worker's decoder: the same rules.
-        let prepared: APNsNotification
+        let prepared: APNsPush
         do {
             let decoded =
                 try event.map(EventFile.notification(at:))
                 ?? EventFile.notification(flags: [
-                    "id": apnsID ?? "apns-worker-send", "deviceToken": deviceToken, "topic": topic,
+                    "id": apnsID ?? "apns-worker-send", "deviceToken": deviceToken, "channelId": channelID,
+                    "topic": topic,
                     "pushType": pushType.rawValue, "environment": environment.rawValue,
                     "priority": priority.map(String.init), "expiration": expiration.map(String.init),
                     "collapseId": collapseID, "payload": payload,
                 ])
-            prepared = decoded.notification
+            prepared = decoded.push
             send.environment = decoded.environment
         } catch {
             FileOutput.standardError.write("\(error)\n")

@@ -47,12 +47,12 @@ struct BroadcastTests {
                 try await manager.read(bundleID: Self.bundleID, channelID: stored.id)
             }
             #expect(gone?.status == 400)
-            #expect(gone?.reason == .unknown("ChannelNotRegistered"))
+            #expect(gone?.reason == .channelNotRegistered)
             #expect(gone?.requestID != nil)
             let disabled = await #expect(throws: APNsChannelManager.Failure.self) {
                 try await manager.create(bundleID: "com.example.nobroadcast", storagePolicy: .noMessageStored)
             }
-            #expect(disabled?.reason == .unknown("FeatureNotEnabled"))
+            #expect(disabled?.reason == .featureNotEnabled)
             await manager.shutdown()
         }
     }
@@ -90,8 +90,8 @@ struct BroadcastTests {
                     APNsBroadcast(
                         bundleID: Self.bundleID, channelID: "bm90LWEtY2hhbm5lbA==", priority: .immediate, expiration: 0,
                         payload: Self.liveActivity))
-                #expect(unknown.status == 400 && unknown.reason == .unknown("ChannelNotRegistered"))
-                #expect(APNsOutcome.classify(unknown) == .rejected(.unknown("ChannelNotRegistered")))
+                #expect(unknown.status == 400 && unknown.reason == .channelNotRegistered)
+                #expect(APNsOutcome.classify(unknown) == .rejected(.channelNotRegistered))
             }
         }
     }

@@ -39,6 +39,16 @@ struct ContractTests {
         )
     }
 
+    /// A Live Activity update broadcast to `channel` (the bare bundle id, priority and expiration).
+    static func broadcast(_ id: String, channel: String, expiration: Int = 0) -> KafkaProducerMessage {
+        let payload = #"{"aps":{"timestamp":1767225600,"event":"update","content-state":{"score":"2-1"}}}"#
+        return KafkaProducerMessage(
+            topic: EmbeddedStack.inputTopic, key: Array(id.utf8),
+            value: Array(
+                #"{"id":"\#(id)","channelId":"\#(channel)","topic":"\#(EmbeddedStack.bundleID)","pushType":"liveactivity","priority":10,"expiration":\#(expiration),"payload":\#(payload)}"#
+                    .utf8))
+    }
+
     static func raw(_ key: String, _ value: [UInt8]?) -> KafkaProducerMessage {
         KafkaProducerMessage(topic: EmbeddedStack.inputTopic, key: Array(key.utf8), value: value)
     }
@@ -64,6 +74,17 @@ struct ContractTests {
         simulator.faults.script(deviceToken: Samples.deviceToken(9), Array(repeating: .tooManyRequests, count: 5))
         simulator.faults.script(deviceToken: Samples.deviceToken(10), Array(repeating: .internalServerError, count: 5))
         simulator.faults.script(deviceToken: Samples.deviceToken(11), Array(repeating: .serviceUnavailable, count: 5))
+        // Broadcast channels: one that stores nothing (expiration must be 0), one deleted, and one
+        // whose broadcasts meet 503s until retries run out.
+        let channel = try simulator.channels.create(bundleID: EmbeddedStack.bundleID, storagePolicy: .noMessageStored)
+            .id
+        let deleted = try simulator.channels.create(bundleID: EmbeddedStack.bundleID, storagePolicy: .noMessageStored)
+            .id
+        #expect(simulator.channels.delete(deleted, bundleID: EmbeddedStack.bundleID))
+        let busy = try simulator.channels.create(
+            bundleID: EmbeddedStack.bundleID, storagePolicy: .mostRecentMessageStored
+        ).id
+        simulator.faults.script(channelID: busy, Array(repeating: .serviceUnavailable, count: 5))
 
         let alert = #""pushType":"alert","payload":{"aps":{"alert":"hi"}}"#
         let big = String(repeating: "x", count: 5_000)
@@ -86,6 +107,14 @@ struct ContractTests {
                     id: "stale", deviceToken: Samples.deviceToken(13),
                     timestampMilliseconds: Int64((now - 8 * 3600) * 1000)), .expired, "staleEvent"
             ),
+            (Self.broadcast("broadcast", channel: channel), .delivered, nil),
+            (
+                Self.broadcast("broadcast-stored", channel: channel, expiration: 4_102_444_800), .rejected,
+                "BadExpirationDate"
+            ),
+            (Self.broadcast("broadcast-deleted", channel: deleted), .rejected, "ChannelNotRegistered"),
+            (Self.broadcast("broadcast-exhausted", channel: busy), .failed, "ServiceUnavailable"),
+            (Self.broadcast("broadcast-invalid", channel: "not base64!"), .invalid, "schema"),
             (Self.raw("malformed", Array(#"{"id":"malformed""#.utf8)), .invalid, "malformedJSON"),
             (Self.raw("no-value", nil), .invalid, "malformedJSON"),
             (
@@ -140,8 +169,15 @@ struct ContractTests {
                     "rule",
                 ])
         // Nothing sent: no credential, a stale record, invalid events.
-        for id in ["no-credential", "stale", "schema", "collapse"] {
+        for id in ["no-credential", "stale", "schema", "collapse", "broadcast-invalid"] {
             #expect(results.first { $0.eventID == id }?.attempts == 0, "\(id)")
         }
+        // A broadcast's result carries what APNs answered: apns-request-id and apns-unique-id, no apns-id.
+        let broadcast = try #require(results.first { $0.eventID == "broadcast" })
+        let object = try #require(try JSONParser.parse(broadcast.record.value ?? []).objectValue)
+        let accepted = try #require(simulator.observation.broadcasts.first { $0.channelID == channel })
+        #expect(object["apnsRequestId"]?.stringValue == accepted.requestID)
+        #expect(object["apnsUniqueId"]?.stringValue == accepted.uniqueID)
+        #expect(object["apnsId"] == .null)
     }
 }

@@ -53,7 +53,11 @@ struct EndToEndTests {
                 #expect(result.outcome == .invalid, "only an unreadable event has no id")
                 continue
             }
-            if batch.expected[id] != result.outcome { mismatches.append("\(id): \(result.outcome)") }
+            if batch.expected[id] != result.outcome {
+                mismatches.append(
+                    "\(id): \(result.outcome) after \(result.attempts) attempts (status \(result.status.map(String.init) ?? "none"), "
+                        + "reason \(result.reason ?? "none"), \(result.detail ?? ""))")
+            }
         }
         #expect(mismatches.isEmpty, "\(mismatches.prefix(5))")
         let counts = results.reduce(into: [ResultOutcome: Int]()) { $0[$1.outcome, default: 0] += 1 }

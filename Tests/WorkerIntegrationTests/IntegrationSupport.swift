@@ -16,6 +16,7 @@ struct ResultRecord: Sendable {
     let outcome: ResultOutcome
     let status: Int?
     let reason: String?
+    let detail: String?
     let attempts: Int
     let sourcePartition: Int
     let sourceOffset: Int64
@@ -27,6 +28,7 @@ struct ResultRecord: Sendable {
         outcome = try #require(ResultOutcome(rawValue: object["outcome"] as? String ?? ""))
         status = object["status"] as? Int
         reason = object["reason"] as? String
+        detail = object["detail"] as? String
         attempts = object["attempts"] as? Int ?? -1
         let source = try #require(object["source"] as? [String: Any])
         sourcePartition = try #require(source["partition"] as? Int)

@@ -20,10 +20,9 @@ struct EventProcessorTests {
         init(_ answers: [SendAttempt]) { script = NIOLockedValueBox(answers) }
 
         func send(
-            _ notification: APNsNotification, environment: APNsEnvironment,
-            completion: @escaping @Sendable (SendAttempt) -> Void
+            _ push: APNsPush, environment: APNsEnvironment, completion: @escaping @Sendable (SendAttempt) -> Void
         ) {
-            sent.withLockedValue { $0.append(notification.deviceToken.hex) }
+            sent.withLockedValue { $0.append(push.recipientKey) }
             let answer = script.withLockedValue { $0.isEmpty ? nil : $0.removeFirst() }
             completion(answer ?? Self.answer(200))
         }

@@ -136,7 +136,7 @@ struct NotificationEventDecoderTests {
         let event = try decoder.decode(EventFixtures.event([:]))
         #expect(event.id == "5B0E9A4C-7F2D-4C1E-9A57-0D6C1F4E8B21")
         #expect(event.environment == .production)
-        let n = event.notification
+        let n = try event.deviceNotification
         #expect(n.deviceToken.hex == EventFixtures.token)
         #expect(n.topic == "com.example.app")
         #expect(n.pushType == .alert)
@@ -159,8 +159,8 @@ struct NotificationEventDecoderTests {
                 "metadata": nil,
             ]))
         #expect(event.environment == .production)
-        #expect(event.notification.apnsID == nil)
-        #expect(event.notification.priority == nil)
+        #expect(try event.deviceNotification.apnsID == nil)
+        #expect(try event.deviceNotification.priority == nil)
         #expect(event.metadata == nil)
     }
 
@@ -207,9 +207,9 @@ struct NotificationEventDecoderTests {
                 "deviceToken": "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF"
             ]))
         #expect(
-            upper.notification.deviceToken.hex
+            try upper.deviceNotification.deviceToken.hex
                 == "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
-        #expect(upper.notification.deviceToken.path.hasPrefix("/3/device/abcdef"))
+        #expect(try upper.deviceNotification.deviceToken.path.hasPrefix("/3/device/abcdef"))
         _ = try decoder.decode(EventFixtures.event(["deviceToken": "ab"]))
     }
 
@@ -251,8 +251,8 @@ struct NotificationEventDecoderTests {
                 "pushType": .string(type), "topic": .string("com.example.app" + suffix), "priority": priority,
                 "payload": Self.payload(for: type),
             ]))
-        #expect(ok.notification.pushType.rawValue == type)
-        #expect(ok.notification.topic.hasSuffix(suffix))
+        #expect(try ok.deviceNotification.pushType.rawValue == type)
+        #expect(try ok.deviceNotification.topic.hasSuffix(suffix))
         let p = try problem(
             EventFixtures.event([
                 "pushType": .string(type), "topic": "com.example.app", "priority": priority,
@@ -304,7 +304,7 @@ struct NotificationEventDecoderTests {
         let bg = try decoder.decode(
             EventFixtures.event(["pushType": "background", "priority": nil, "payload": Self.payload(for: "background")])
         )
-        #expect(bg.notification.headerPriority == .powerConsidered)
+        #expect(try bg.deviceNotification.headerPriority == .powerConsidered)
     }
 
     // MARK: expiration
@@ -318,7 +318,7 @@ struct NotificationEventDecoderTests {
             ["expiration": .number(try #require(JSONParser.parse("9223372036854775808").numberValue))],
             at: "/expiration", keyword: "maximum")
         let zero = try decoder.decode(EventFixtures.event(["expiration": 0]))
-        #expect(zero.notification.expiration == .immediately)
+        #expect(try zero.deviceNotification.expiration == .immediately)
     }
 
     // MARK: collapse id
@@ -342,7 +342,7 @@ struct NotificationEventDecoderTests {
         try expect(["payload": [:]], at: "/payload", keyword: "minProperties")
         try expect(["payload": ["aps": "alert"]], at: "/payload/aps", keyword: "type")
         let limit = try decoder.decode(EventFixtures.event(["payload": EventFixtures.payload(bytes: 4096)]))
-        #expect(limit.notification.payload.count == 4096)
+        #expect(try limit.deviceNotification.payload.count == 4096)
         try expect(
             ["payload": EventFixtures.payload(bytes: 4097)], at: "/payload", keyword: "payloadTooLarge", kind: .rule)
         let voip: [String: JSONValue?] = ["pushType": "voip", "topic": "com.example.app.voip"]
@@ -387,6 +387,99 @@ struct NotificationEventDecoderTests {
             in: EventFixtures.event(["priority": 7, "deviceToken": "xyz", "environment": "qa"])[...])
         #expect(Set(problems.map(\.instanceLocation)) == ["/priority", "/deviceToken", "/environment"])
         #expect(problems.allSatisfy { $0.kind == .schema })
+    }
+
+    // MARK: broadcasts
+
+    func broadcastProblem(_ changes: [String: JSONValue?]) throws -> EventProblem {
+        try problem(EventFixtures.event(changes, base: EventFixtures.broadcast))
+    }
+
+    @Test("a channelId instead of a deviceToken makes a Live Activity broadcast to the bare bundle id")
+    func broadcastEvent() throws {
+        let event = try decoder.decode(EventFixtures.event([:], base: EventFixtures.broadcast))
+        let broadcast = try #require(event.broadcast)
+        #expect(event.notification == nil)
+        #expect(broadcast.bundleID == "com.example.app")
+        #expect(broadcast.channelID == "dHN/RUmHFYk9eY+fXzUrJA==")
+        #expect(broadcast.priority == .immediate && broadcast.expiration == 0)
+        // The event id is a UUID: it becomes apns-request-id, as it becomes a device push's apns-id.
+        #expect(broadcast.requestID?.uuidString == "0F1E2D3C-4B5A-4978-8695-A4B3C2D1E0F9")
+        #expect(event.push.topic == "com.example.app" && event.push.recipientKey == "channel:dHN/RUmHFYk9eY+fXzUrJA==")
+        #expect(event.metadata == ["match": "m-17"])
+        let end = try decoder.decode(
+            EventFixtures.event(
+                [
+                    "id": "not-a-uuid", "priority": 5, "expiration": 1_767_229_200,
+                    "payload": ["aps": ["timestamp": 1_767_225_600, "event": "end", "dismissal-date": 1_767_229_200]],
+                ],
+                base: EventFixtures.broadcast))
+        #expect(end.broadcast?.requestID == nil && end.broadcast?.priority == .powerConsidered)
+        #expect(end.broadcast?.expiration == 1_767_229_200)
+    }
+
+    @Test("broadcast rules, located: one target, liveactivity, bare topic, priority and expiration, no start")
+    func broadcastRules() throws {
+        let both = try broadcastProblem(["deviceToken": .string(EventFixtures.token)])
+        #expect(both.instanceLocation == "" && both.keyword == "oneOf")
+        #expect(both.message.contains("never both"), "\(both)")
+        let neither = try problem(EventFixtures.event(["deviceToken": nil]))
+        #expect(neither.instanceLocation == "" && neither.keyword == "oneOf")
+        #expect(
+            neither.description
+                == "(root): an event goes to one device ('deviceToken') or to a broadcast channel ('channelId'), never both"
+        )
+
+        let alert = try broadcastProblem(["pushType": "alert", "payload": ["aps": ["alert": "hi"]]])
+        #expect(alert.instanceLocation == "/pushType" && alert.keyword == "const", "\(alert)")
+        #expect(alert.message == "a broadcast to a channel is a Live Activity push: pushType 'liveactivity'")
+
+        let suffixed = try broadcastProblem(["topic": "com.example.app.push-type.liveactivity"])
+        #expect(suffixed.instanceLocation == "/topic" && suffixed.keyword == "not", "\(suffixed)")
+        #expect(suffixed.message.hasPrefix("a broadcast goes to the bare bundle id"))
+
+        let noPriority = try broadcastProblem(["priority": nil])
+        #expect(noPriority.instanceLocation == "" && noPriority.keyword == "required", "\(noPriority)")
+        #expect(noPriority.message.contains("'priority'"))
+        let noExpiration = try broadcastProblem(["expiration": nil])
+        #expect(noExpiration.keyword == "required" && noExpiration.message.contains("'expiration'"), "\(noExpiration)")
+        let lowest = try broadcastProblem(["priority": 1])
+        #expect(lowest.instanceLocation == "/priority", "\(lowest)")
+
+        let start = try broadcastProblem([
+            "payload": [
+                "aps": [
+                    "timestamp": 1, "event": "start", "attributes-type": "Match", "attributes": [:],
+                    "content-state": [:], "alert": ["title": "Kick-off"],
+                ]
+            ]
+        ])
+        #expect(start.instanceLocation == "/payload/aps/event" && start.keyword == "enum", "\(start)")
+        #expect(start.message == "a broadcast updates or ends a Live Activity; start one with a push to a device token")
+
+        let collapse = try broadcastProblem(["collapseId": "score"])
+        #expect(collapse.instanceLocation == "/collapseId" && collapse.message == "a broadcast has no collapse id")
+
+        let badChannel = try broadcastProblem(["channelId": "not base64!"])
+        #expect(badChannel.instanceLocation == "/channelId" && badChannel.keyword == "pattern", "\(badChannel)")
+        let longChannel = try broadcastProblem(["channelId": .string(String(repeating: "A", count: 65))])
+        #expect(longChannel.instanceLocation == "/channelId" && longChannel.keyword == "maxLength")
+
+        // A broadcast payload may have 5,120 bytes (a device Live Activity push 4,096).
+        func payload(_ bytes: Int) -> JSONValue {
+            let base = #"{"aps":{"timestamp":1,"event":"update","content-state":{"s":""}}}"#.utf8.count
+            return [
+                "aps": [
+                    "timestamp": 1, "event": "update",
+                    "content-state": ["s": .string(String(repeating: "x", count: bytes - base))],
+                ]
+            ]
+        }
+        let largest = try decoder.decode(EventFixtures.event(["payload": payload(5120)], base: EventFixtures.broadcast))
+        #expect(largest.push.payloadBytes == 5120)
+        let tooLarge = try broadcastProblem(["payload": payload(5121)])
+        #expect(
+            tooLarge.instanceLocation == "/payload" && tooLarge.keyword == "payloadTooLarge" && tooLarge.kind == .rule)
     }
 
     @Test("the error keeps the event id so an invalid result can be keyed")

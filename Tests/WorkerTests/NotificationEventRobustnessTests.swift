@@ -11,9 +11,10 @@ struct NotificationEventRobustnessTests {
             EventFixtures.event([
                 "pushType": "location", "topic": "com.example.app.location-query", "payload": ["aps": [:]],
             ]))
-        try event.notification.validate(for: .token)
+        let notification = try event.deviceNotification
+        try notification.validate(for: .token)
         do {
-            try event.notification.validate(for: .certificate)
+            try notification.validate(for: .certificate)
             Issue.record("a location push was accepted for certificate authentication")
         } catch {
             #expect(error.code == .tokenAuthenticationRequired)

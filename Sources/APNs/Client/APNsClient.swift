@@ -86,29 +86,32 @@ public final class APNsClient: Sendable {
         execute(prepared, waiterID: nil) { completion($0.mapError { $0 }) }
     }
 
+    /// A notification or a broadcast, answered as `send(_:completion:)` answers a notification.
+    public func send(
+        _ push: APNsPush, completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
+    ) {
+        let prepared: Prepared
+        do {
+            prepared = try prepare(push)
+        } catch {
+            completion(.failure(error))
+            return
+        }
+        execute(prepared, waiterID: nil) { completion($0.mapError { $0 }) }
+    }
+
     /// One Live Activity broadcast to a channel (`POST /4/broadcasts/apps/<bundle ID>` on the push
     /// host). Validated first (`APNsNotificationError`, nothing sent); the answer carries
     /// `requestID` (`apns-request-id`) and `apnsUniqueID`.
     public func send(_ broadcast: APNsBroadcast) async throws -> APNsResponse {
-        try broadcast.validate()
-        let (credential, pool) = try route(broadcast.bundleID)
-        return try await execute(prepare(.custom(broadcast.request), credential: credential, pool: pool))
+        try await execute(prepare(.broadcast(broadcast)))
     }
 
     /// The same with a callback, as `send(_:completion:)` for notifications.
     public func send(
         _ broadcast: APNsBroadcast, completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
     ) {
-        let prepared: Prepared
-        do {
-            try broadcast.validate()
-            let (credential, pool) = try route(broadcast.bundleID)
-            prepared = try prepare(.custom(broadcast.request), credential: credential, pool: pool)
-        } catch {
-            completion(.failure(error))
-            return
-        }
-        execute(prepared, waiterID: nil) { completion($0.mapError { $0 }) }
+        send(.broadcast(broadcast), completion: completion)
     }
 
     /// A request by method and path (channel management), with the credential of `topic`.
@@ -130,16 +133,20 @@ public final class APNsClient: Sendable {
         }
     }
 
-    /// One notification of a batch, and where its answer goes (as `send(_:completion:)`'s).
+    /// One notification (or broadcast) of a batch, and where its answer goes (as `send(_:completion:)`'s).
     public struct BatchItem: Sendable {
-        public var notification: APNsNotification
+        public var push: APNsPush
         public var completion: @Sendable (Result<APNsResponse, any Error>) -> Void
 
         public init(
             _ notification: APNsNotification,
             completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
         ) {
-            self.notification = notification
+            self.init(.notification(notification), completion: completion)
+        }
+
+        public init(_ push: APNsPush, completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void) {
+            self.push = push
             self.completion = completion
         }
     }
@@ -152,7 +159,7 @@ public final class APNsClient: Sendable {
         for item in batch {
             let prepared: Prepared
             do {
-                prepared = try prepare(item.notification)
+                prepared = try prepare(item.push)
             } catch {
                 item.completion(.failure(error))
                 continue
@@ -178,6 +185,17 @@ public final class APNsClient: Sendable {
         let (credential, pool) = try route(notification.topic)
         try notification.validate(for: credential.kind, checkingPayloadSyntax: false)
         return try prepare(.notification(notification), credential: credential, pool: pool)
+    }
+
+    private func prepare(_ push: APNsPush) throws -> Prepared {
+        switch push {
+        case .notification(let notification):
+            return try prepare(notification)
+        case .broadcast(let broadcast):
+            try broadcast.validate()
+            let (credential, pool) = try route(broadcast.bundleID)
+            return try prepare(.custom(broadcast.request), credential: credential, pool: pool)
+        }
     }
 
     private func route(_ topic: String) throws(APNsClientError) -> (APNsCredential, APNsConnectionPool) {

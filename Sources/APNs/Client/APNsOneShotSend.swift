@@ -54,13 +54,14 @@ public struct APNsOneShotSend: Sendable {
     }
 
     /// Sends and describes the answer. Never throws: every failure becomes lines and an exit code.
-    /// `prepared` replaces the notification the flags describe (an event file decoded by the worker).
-    public func run(_ prepared: APNsNotification? = nil) async -> Result {
-        let notification: APNsNotification
+    /// `prepared` replaces the notification the flags describe (an event file decoded by the worker,
+    /// which may be a broadcast).
+    public func run(_ prepared: APNsPush? = nil) async -> Result {
+        let push: APNsPush
         let client: APNsClient
         do {
-            notification = try prepared ?? self.notification()
-            try notification.validate(for: nil)
+            push = try prepared ?? .notification(self.notification())
+            try push.validate()
             var configuration = APNsClientConfiguration(
                 environment: environment, host: host, port: port,
                 tls: APNsTLSConfiguration(trust: caFile.map { .caFile($0) } ?? .system))
@@ -75,9 +76,18 @@ public struct APNsOneShotSend: Sendable {
             return Result(exitCode: 2, lines: ["configuration error: \(error)"])
         }
         do {
-            let response = try await client.send(notification)
+            let response: APNsResponse
+            switch push {
+            case .notification(let notification): response = try await client.send(notification)
+            case .broadcast(let broadcast): response = try await client.send(broadcast)
+            }
             await client.shutdown()
-            var lines = ["status: \(response.status)", "apns-id: \(response.apnsID ?? "-")"]
+            var lines = ["status: \(response.status)"]
+            if case .broadcast = push {
+                lines.append("apns-request-id: \(response.requestID ?? "-")")
+            } else {
+                lines.append("apns-id: \(response.apnsID ?? "-")")
+            }
             if let unique = response.apnsUniqueID { lines.append("apns-unique-id: \(unique)") }
             if let reason = response.reason { lines.append("reason: \(reason.rawValue)") }
             if let timestamp = response.timestampMilliseconds { lines.append("timestamp: \(timestamp)") }

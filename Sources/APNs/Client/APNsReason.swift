@@ -5,9 +5,14 @@ public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
     case badCollapseID, badDeviceToken, badExpirationDate, badMessageID, badPriority, badTopic
     case deviceTokenNotForTopic, duplicateHeaders, idleTimeout, invalidPushType, missingDeviceToken
     case missingTopic, payloadEmpty, topicDisallowed
+    // 400, broadcasts and channel management
+    case featureNotEnabled, missingChannelID, badChannelID, channelNotRegistered, badRequestParams
+    case badRequestPayload, missingPushType, cannotCreateChannelConfig
     // 403
     case badCertificate, badCertificateEnvironment, expiredProviderToken, forbidden, invalidProviderToken
     case missingProviderToken, unrelatedKeyIDInToken, badEnvironmentKeyIDInToken
+    /// Broadcasts and channel management: the credential does not cover the path's bundle ID.
+    case topicMismatch
     // 404, 405
     case badPath, methodNotAllowed
     // 410
@@ -26,6 +31,10 @@ public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
         "DeviceTokenNotForTopic": .deviceTokenNotForTopic, "DuplicateHeaders": .duplicateHeaders,
         "IdleTimeout": .idleTimeout, "InvalidPushType": .invalidPushType, "MissingDeviceToken": .missingDeviceToken,
         "MissingTopic": .missingTopic, "PayloadEmpty": .payloadEmpty, "TopicDisallowed": .topicDisallowed,
+        "FeatureNotEnabled": .featureNotEnabled, "MissingChannelId": .missingChannelID, "BadChannelId": .badChannelID,
+        "ChannelNotRegistered": .channelNotRegistered, "BadRequestParams": .badRequestParams,
+        "BadRequestPayload": .badRequestPayload, "MissingPushType": .missingPushType,
+        "CannotCreateChannelConfig": .cannotCreateChannelConfig, "TopicMismatch": .topicMismatch,
         "BadCertificate": .badCertificate, "BadCertificateEnvironment": .badCertificateEnvironment,
         "ExpiredProviderToken": .expiredProviderToken, "Forbidden": .forbidden,
         "InvalidProviderToken": .invalidProviderToken, "MissingProviderToken": .missingProviderToken,

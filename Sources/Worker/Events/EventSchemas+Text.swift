@@ -6,11 +6,10 @@ extension EventSchemas {
           "$schema": "http://json-schema.org/draft-07/schema#",
           "$id": "urn:apns-worker:schema:notification-event",
           "title": "APNs notification event",
-          "description": "One push notification to send, as consumed from Kafka. The worker validates every event against this schema, then checks in code the rules a schema cannot express: the payload, serialized compactly as it is sent, is at most 4096 bytes (5120 for voip); collapseId is at most 64 bytes of UTF-8 (maxLength here counts characters); the device token's hex is lower-cased; apns-id is the event id when that is a canonical UUID; location pushes need a token-authenticated connection. See docs/events.md.",
+          "description": "One push notification to send, as consumed from Kafka. The worker validates every event against this schema, then checks in code the rules a schema cannot express: the payload, serialized compactly as it is sent, is at most 4096 bytes (5120 for voip and for broadcasts); collapseId is at most 64 bytes of UTF-8 (maxLength here counts characters); the device token's hex is lower-cased; apns-id is the event id when that is a canonical UUID; location pushes need a token-authenticated connection. See docs/events.md. An event goes to one device (deviceToken) or, as a Live Activity broadcast, to every device subscribed to a channel (channelId).",
           "type": "object",
           "required": [
             "id",
-            "deviceToken",
             "topic",
             "pushType",
             "payload"
@@ -29,6 +28,13 @@ extension EventSchemas {
               "pattern": "^([0-9A-Fa-f]{2})+$",
               "description": "Hex device token: even length, no assumption about its size."
             },
+            "channelId": {
+              "type": "string",
+              "minLength": 1,
+              "maxLength": 64,
+              "pattern": "^[A-Za-z0-9+/=_-]+$",
+              "description": "A broadcast channel's id (base64, as channel management returned it). The event is then a Live Activity broadcast (iOS 18+) to every device subscribed to the channel: POST /4/broadcasts/apps/<topic>."
+            },
             "environment": {
               "enum": [
                 "production",
@@ -42,7 +48,7 @@ extension EventSchemas {
               "minLength": 1,
               "maxLength": 255,
               "pattern": "^[!-~]+$",
-              "description": "apns-topic: the bundle id, plus the push type's suffix (.voip, .complication, …); for mdm the certificate's UID topic."
+              "description": "apns-topic: the bundle id, plus the push type's suffix (.voip, .complication, …); for mdm the certificate's UID topic; for a broadcast (channelId) the bare bundle id."
             },
             "pushType": {
               "enum": [
@@ -96,6 +102,21 @@ extension EventSchemas {
             }
           },
           "allOf": [
+            {
+              "description": "an event goes to one device ('deviceToken') or to a broadcast channel ('channelId'), never both",
+              "oneOf": [
+                {
+                  "required": [
+                    "deviceToken"
+                  ]
+                },
+                {
+                  "required": [
+                    "channelId"
+                  ]
+                }
+              ]
+            },
             {
               "if": {
                 "properties": {
@@ -165,7 +186,12 @@ extension EventSchemas {
                 },
                 "required": [
                   "pushType"
-                ]
+                ],
+                "not": {
+                  "required": [
+                    "channelId"
+                  ]
+                }
               },
               "then": {
                 "properties": {
@@ -557,6 +583,50 @@ extension EventSchemas {
                   }
                 }
               }
+            },
+            {
+              "if": {
+                "required": [
+                  "channelId"
+                ]
+              },
+              "then": {
+                "required": [
+                  "priority",
+                  "expiration"
+                ],
+                "properties": {
+                  "pushType": {
+                    "const": "liveactivity",
+                    "description": "a broadcast to a channel is a Live Activity push: pushType 'liveactivity'"
+                  },
+                  "topic": {
+                    "not": {
+                      "pattern": "\\.(voip|complication|pushkit\\.fileprovider|push-type\\.(liveactivity|widgets|controls|accessory)|location-query|voip-ptt)$"
+                    },
+                    "description": "a broadcast goes to the bare bundle id: this topic ends in a push type's suffix"
+                  },
+                  "payload": {
+                    "properties": {
+                      "aps": {
+                        "properties": {
+                          "event": {
+                            "enum": [
+                              "update",
+                              "end"
+                            ],
+                            "description": "a broadcast updates or ends a Live Activity; start one with a push to a device token"
+                          }
+                        }
+                      }
+                    }
+                  },
+                  "collapseId": {
+                    "not": {},
+                    "description": "a broadcast has no collapse id"
+                  }
+                }
+              }
             }
           ],
           "examples": [
@@ -664,7 +734,17 @@ extension EventSchemas {
                 "null"
               ],
               "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
-              "description": "The apns-id APNs answered with (lowercase UUID); null when nothing was sent."
+              "description": "The apns-id APNs answered with (lowercase UUID); null when nothing was sent, and for broadcasts (see apnsRequestId)."
+            },
+            "apnsRequestId": {
+              "type": "string",
+              "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+              "description": "A broadcast's apns-request-id as APNs answered it (lowercase UUID; the event id when that is a UUID). Absent for device pushes."
+            },
+            "apnsUniqueId": {
+              "type": "string",
+              "minLength": 1,
+              "description": "apns-unique-id: APNs' id of the request in its delivery log, when APNs gave one (broadcasts; device pushes in the development environment)."
             },
             "outcome": {
               "enum": [
@@ -763,9 +843,6 @@ extension EventSchemas {
                 ]
               },
               "then": {
-                "required": [
-                  "apnsId"
-                ],
                 "properties": {
                   "status": {
                     "const": 200
@@ -773,13 +850,28 @@ extension EventSchemas {
                   "reason": {
                     "const": null
                   },
-                  "apnsId": {
-                    "type": "string"
-                  },
                   "attempts": {
                     "minimum": 1
                   }
-                }
+                },
+                "anyOf": [
+                  {
+                    "required": [
+                      "apnsId"
+                    ],
+                    "properties": {
+                      "apnsId": {
+                        "type": "string"
+                      }
+                    }
+                  },
+                  {
+                    "required": [
+                      "apnsRequestId"
+                    ]
+                  }
+                ],
+                "description": "a delivered notification has the apnsId APNs answered; a delivered broadcast its apnsRequestId"
               }
             },
             {

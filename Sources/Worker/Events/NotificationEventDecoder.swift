@@ -1,4 +1,5 @@
 import APNs
+import Foundation
 import JSONSchema
 
 /// Bytes from Kafka → a ``NotificationEvent`` ready to send, or every reason it is not.
@@ -62,8 +63,10 @@ public struct NotificationEventDecoder: Sendable {
             EventProblem(kind: .rule, instanceLocation: pointer, keyword: "required", message: what)
         }
         guard let id = value["id"]?.stringValue else { throw missing("", "an event needs a string 'id'") }
-        guard let token = value["deviceToken"]?.stringValue else {
-            throw missing("", "an event needs a string 'deviceToken'")
+        let channelID = value["channelId"]?.stringValue
+        let token = value["deviceToken"]?.stringValue
+        guard (token == nil) != (channelID == nil) else {
+            throw missing("", "an event needs a string 'deviceToken' or a string 'channelId', not both")
         }
         guard let topic = value["topic"]?.stringValue else { throw missing("", "an event needs a string 'topic'") }
         guard let typeName = value["pushType"]?.stringValue, let pushType = APNsPushType(rawValue: typeName) else {
@@ -94,6 +97,13 @@ public struct NotificationEventDecoder: Sendable {
             expiration = APNsExpiration(secondsSince1970: seconds)
         }
         let collapseID = value["collapseId"]?.stringValue
+        let payload = JSONValue.object(payloadObject).serialized()
+        guard let token else {
+            return try broadcast(
+                id: id, channelID: channelID ?? "", bundleID: topic, pushType: pushType, priority: priority,
+                expiration: expiration, collapseID: collapseID, payload: payload, environment: environment,
+                metadata: value["metadata"])
+        }
         do {
             let notification = APNsNotification(
                 deviceToken: try APNsDeviceToken(token),
@@ -103,7 +113,7 @@ public struct NotificationEventDecoder: Sendable {
                 expiration: expiration,
                 collapseID: collapseID,
                 apnsID: APNsNotificationID.derived(fromEventID: id),
-                payload: JSONValue.object(payloadObject).serialized())
+                payload: payload)
             // The payload bytes come from a parsed object: no need to parse them again.
             try notification.validate(checkingPayloadSyntax: false)
             return NotificationEvent(
@@ -111,6 +121,37 @@ public struct NotificationEventDecoder: Sendable {
         } catch {
             throw EventProblem(error)
         }
+    }
+
+    /// A Live Activity broadcast to a channel: the schema has required `priority` and `expiration` and
+    /// refused a `collapseId` already; checked again here for decoders with a schema of their own.
+    static func broadcast(
+        id: String, channelID: String, bundleID: String, pushType: APNsPushType, priority: APNsPriority?,
+        expiration: APNsExpiration?, collapseID: String?, payload: [UInt8], environment: APNsEnvironment,
+        metadata: JSONValue?
+    ) throws(EventProblem) -> NotificationEvent {
+        func rule(_ pointer: String, _ keyword: String, _ what: String) -> EventProblem {
+            EventProblem(kind: .rule, instanceLocation: pointer, keyword: keyword, message: what)
+        }
+        guard pushType == .liveactivity else {
+            throw rule(
+                "/pushType", "const", "a broadcast to a channel is a Live Activity push: pushType 'liveactivity'")
+        }
+        guard let priority else { throw rule("", "required", "a broadcast needs 'priority' (10 or 5)") }
+        guard let expiration else {
+            throw rule("", "required", "a broadcast needs 'expiration' (a UNIX time, or 0 to send once)")
+        }
+        if collapseID != nil { throw rule("/collapseId", "not", "a broadcast has no collapse id") }
+        let requestID = APNsNotificationID.derived(fromEventID: id).flatMap { UUID(uuidString: $0.uuidString) }
+        let broadcast = APNsBroadcast(
+            bundleID: bundleID, channelID: channelID, priority: priority, expiration: expiration.secondsSince1970,
+            requestID: requestID, payload: payload)
+        do {
+            try broadcast.validate()
+        } catch {
+            throw EventProblem(error)
+        }
+        return NotificationEvent(id: id, environment: environment, push: .broadcast(broadcast), metadata: metadata)
     }
 }
 

@@ -6,7 +6,7 @@ import NIOCore
 import NIOPosix
 
 /// The pipeline's way to APNs: one `APNsClient` (its own connection pool) per (credential,
-/// environment), the credential chosen by the notification's topic as the configuration says
+/// environment), the credential chosen by the notification's topic (a broadcast's bundle ID) as the configuration says
 /// (first match wins). Keys and certificates are loaded at start, so a bad key file stops the
 /// worker at once with a clear error; connections open on the first notification for that pair.
 public final class APNsSender: NotificationSending {
@@ -52,14 +52,13 @@ public final class APNsSender: NotificationSending {
     }
 
     public func send(
-        _ notification: APNsNotification, environment: APNsEnvironment,
-        completion: @escaping @Sendable (SendAttempt) -> Void
+        _ push: APNsPush, environment: APNsEnvironment, completion: @escaping @Sendable (SendAttempt) -> Void
     ) {
-        guard let (client, credential) = route(notification, environment: environment, completion: completion) else {
+        guard let (client, credential) = route(push.topic, environment: environment, completion: completion) else {
             return
         }
         let start = ContinuousClock.now
-        client.send(notification) { result in
+        client.send(push) { result in
             completion(Self.attempt(result, credential: credential, since: start))
         }
     }
@@ -67,7 +66,7 @@ public final class APNsSender: NotificationSending {
     public func send(_ requests: [NotificationRequest]) {
         guard requests.count > 1 else {
             if let request = requests.first {
-                send(request.notification, environment: request.environment, completion: request.completion)
+                send(request.push, environment: request.environment, completion: request.completion)
             }
             return
         }
@@ -78,9 +77,9 @@ public final class APNsSender: NotificationSending {
             let completion = request.completion
             guard
                 let (client, credential) = route(
-                    request.notification, environment: request.environment, completion: completion)
+                    request.push.topic, environment: request.environment, completion: completion)
             else { continue }
-            let item = APNsClient.BatchItem(request.notification) { result in
+            let item = APNsClient.BatchItem(request.push) { result in
                 completion(Self.attempt(result, credential: credential, since: start))
             }
             if let index = perClient.firstIndex(where: { $0.client === client }) {
@@ -95,21 +94,20 @@ public final class APNsSender: NotificationSending {
         for (client, items) in perClient { client.send(items) }
     }
 
-    /// The client and credential name for a notification, or `nil` after answering `completion`
-    /// with why there is none (no credential matches its topic; the client could not be made).
+    /// The client and credential name for a topic, or `nil` after answering `completion`
+    /// with why there is none (no credential matches the topic; the client could not be made).
     private func route(
-        _ notification: APNsNotification, environment: APNsEnvironment,
-        completion: @Sendable (SendAttempt) -> Void
+        _ topic: String, environment: APNsEnvironment, completion: @Sendable (SendAttempt) -> Void
     ) -> (APNsClient, String)? {
         guard
             let index = routes.firstIndex(where: {
-                $0.settings.matches(topic: notification.topic) && $0.settings.serves(environment)
+                $0.settings.matches(topic: topic) && $0.settings.serves(environment)
             })
         else {
-            let scoped = routes.contains { $0.settings.matches(topic: notification.topic) }
+            let scoped = routes.contains { $0.settings.matches(topic: topic) }
             let error = APNsClientError(
                 .noCredentialForTopic,
-                "no configured credential matches topic \(notification.topic)"
+                "no configured credential matches topic \(topic)"
                     + (scoped ? " in the \(environment.rawValue) environment" : ""),
                 mayHaveReachedAPNs: false)
             completion(

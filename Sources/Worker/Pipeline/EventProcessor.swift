@@ -154,7 +154,7 @@ struct EventProcessor: Sendable {
             }
         }
         let run = Run(
-            event: event, token: event.notification.deviceToken.hex, firstAttempt: instant(), lease: lease,
+            event: event, token: event.push.recipientKey, firstAttempt: instant(), lease: lease,
             result: result)
         if let request = nextAttempt(run, completion) { requests.append(request) }
     }
@@ -162,7 +162,7 @@ struct EventProcessor: Sendable {
     /// The next attempt, sent now.
     private func attempt(_ run: Run, _ completion: @escaping Completion) {
         guard let request = nextAttempt(run, completion) else { return }
-        sender.send(request.notification, environment: request.environment, completion: request.completion)
+        sender.send(request.push, environment: request.environment, completion: request.completion)
     }
 
     /// The next attempt after `wait` (a backoff, a throttle); abandoned if the wait is cancelled.
@@ -184,7 +184,7 @@ struct EventProcessor: Sendable {
             attempt(run, after: wait, completion)
             return nil
         }
-        if run.result.attempts > 0, let expiration = run.event.notification.expiration,
+        if run.result.attempts > 0, let expiration = run.event.push.expiration,
             expiration.hasPassed(now: Int64(now().timeIntervalSince1970))
         {
             run.result.outcome = .expired
@@ -192,7 +192,7 @@ struct EventProcessor: Sendable {
             return nil
         }
         run.result.attempts += 1
-        return NotificationRequest(run.event.notification, environment: run.event.environment) { [run] answer in
+        return NotificationRequest(run.event.push, environment: run.event.environment) { [run] answer in
             answered(run, answer, completion)
         }
     }
@@ -210,7 +210,7 @@ struct EventProcessor: Sendable {
             run.result.reason = error.code.rawValue
             run.result.detail =
                 "\(EventProblem.pointer(for: error.field)): \(error.message); "
-                + "configure a credential that can send it for topic \(run.event.notification.topic), then replay"
+                + "configure a credential that can send it for topic \(run.event.push.topic), then replay"
             run.result.deadLetter = .noCredential
             markFailure(&run.result)
             completion(run.result)
@@ -224,7 +224,7 @@ struct EventProcessor: Sendable {
             run.result.outcome = .rejected
             run.result.reason = APNsClientError.Code.noCredentialForTopic.rawValue
             run.result.detail =
-                "no configured credential matches topic \(run.event.notification.topic); "
+                "no configured credential matches topic \(run.event.push.topic); "
                 + "add one to apns.credentials, then replay"
             run.result.deadLetter = .noCredential
             markFailure(&run.result)
@@ -238,6 +238,8 @@ struct EventProcessor: Sendable {
         run.result.status = response?.status
         run.result.reason = response?.reason?.description ?? attempt.error.map(Self.reason(of:))
         if let apnsID = response?.apnsID { run.result.apnsID = apnsID }
+        if let requestID = response?.requestID { run.result.apnsRequestID = requestID }
+        if let uniqueID = response?.apnsUniqueID { run.result.apnsUniqueID = uniqueID }
 
         switch attempt.outcome {
         case .delivered:
@@ -255,14 +257,13 @@ struct EventProcessor: Sendable {
             run.result.detail = response.map { "APNs answered \($0.status)" } ?? attempt.error.map { "\($0)" }
             completion(run.result)
         case .credentialsBroken(let reason):
-            let notification = run.event.notification
+            let push = run.event.push
             if let credential = attempt.credential { observer.credentialBroken(credential, reason: reason) }
             if credentialLog.shouldLog(attempt.credential ?? "", now: instant()) {
                 logger.error(
                     "APNs refused the credentials: \(reason) (logged once a minute per credential while it lasts)",
                     metadata: [
-                        "event": "\(run.event.id)", "token": "\(notification.deviceToken)",
-                        "topic": "\(notification.topic)",
+                        "event": "\(run.event.id)", "to": "\(push)", "topic": "\(push.topic)",
                     ])
             }
             run.result.outcome = .failed
@@ -296,7 +297,7 @@ struct EventProcessor: Sendable {
             markFailure(&run.result)
             let decision = retryPolicy.decide(
                 attempts: run.result.attempts, elapsed: instant() - run.firstAttempt,
-                expiration: run.event.notification.expiration, now: Int64(now().timeIntervalSince1970))
+                expiration: run.event.push.expiration, now: Int64(now().timeIntervalSince1970))
             switch decision {
             case .retry(let wait):
                 observer.retryScheduled(Self.cause(attempt))

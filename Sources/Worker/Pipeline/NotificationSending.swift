@@ -1,6 +1,6 @@
 import APNs
 
-/// Sends one notification to APNs and says what came of it. The pipeline's only view of APNs: the
+/// Sends one notification (or Live Activity broadcast) to APNs and says what came of it. The pipeline's only view of APNs: the
 /// real one is `APNsSender` (the APNs client's pools, chosen by topic and environment).
 ///
 /// Callback-shaped rather than `async`: the pipeline keeps thousands of notifications in flight,
@@ -9,7 +9,7 @@ public protocol NotificationSending: Sendable {
     /// `completion` runs exactly once, on any thread (the caller's included); it must be quick and
     /// must not block.
     func send(
-        _ notification: APNsNotification, environment: APNsEnvironment,
+        _ push: APNsPush, environment: APNsEnvironment,
         completion: @escaping @Sendable (SendAttempt) -> Void)
     /// Several at once, each answered as `send(_:environment:completion:)` answers one. The pipeline's
     /// reader hands over what it decoded from one read this way, so that a sender can pass them on
@@ -19,17 +19,16 @@ public protocol NotificationSending: Sendable {
     func shutdown() async
 }
 
-/// A notification to send and where its attempt goes (`NotificationSending.send(_:)`).
+/// A notification (or broadcast) to send and where its attempt goes (`NotificationSending.send(_:)`).
 public struct NotificationRequest: Sendable {
-    public var notification: APNsNotification
+    public var push: APNsPush
     public var environment: APNsEnvironment
     public var completion: @Sendable (SendAttempt) -> Void
 
     public init(
-        _ notification: APNsNotification, environment: APNsEnvironment,
-        completion: @escaping @Sendable (SendAttempt) -> Void
+        _ push: APNsPush, environment: APNsEnvironment, completion: @escaping @Sendable (SendAttempt) -> Void
     ) {
-        self.notification = notification
+        self.push = push
         self.environment = environment
         self.completion = completion
     }
@@ -39,14 +38,14 @@ extension NotificationSending {
     /// One by one, for senders with nothing to gain from a batch.
     public func send(_ requests: [NotificationRequest]) {
         for request in requests {
-            send(request.notification, environment: request.environment, completion: request.completion)
+            send(request.push, environment: request.environment, completion: request.completion)
         }
     }
 
     /// The same, awaited.
-    public func send(_ notification: APNsNotification, environment: APNsEnvironment) async -> SendAttempt {
+    public func send(_ push: APNsPush, environment: APNsEnvironment) async -> SendAttempt {
         await withCheckedContinuation { continuation in
-            send(notification, environment: environment) { continuation.resume(returning: $0) }
+            send(push, environment: environment) { continuation.resume(returning: $0) }
         }
     }
 }

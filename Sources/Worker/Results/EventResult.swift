@@ -10,6 +10,11 @@ public enum ResultOutcome: String, Sendable, Hashable, CaseIterable {
 public struct EventResult: Sendable {
     public var eventID: String?
     public var apnsID: String?
+    /// A broadcast's `apns-request-id` as APNs answered it.
+    public var apnsRequestID: String?
+    /// `apns-unique-id`: APNs' id of the request in its delivery log (broadcasts; device pushes in
+    /// the development environment).
+    public var apnsUniqueID: String?
     public var outcome: ResultOutcome
     /// The HTTP status of APNs' last answer, if any.
     public var status: Int?

@@ -54,6 +54,8 @@ package enum ResultEvent {
         var writer = ObjectWriter(out: out)
         writer.member("eventId", string: result.eventID)
         writer.member("apnsId", string: result.apnsID)
+        if let requestID = result.apnsRequestID { writer.member("apnsRequestId", string: requestID) }
+        if let uniqueID = result.apnsUniqueID { writer.member("apnsUniqueId", string: uniqueID) }
         writer.member("outcome", string: result.outcome.rawValue)
         writer.member("status", integer: result.status.map(Int64.init))
         writer.member("reason", string: result.reason)

@@ -25,18 +25,32 @@ public enum FuzzEventDecoder {
         do {
             let event = try decoder.decode(bytes)
             fuzzCheck(problems.isEmpty, "decode accepted an event with problems: \(problems)")
-            let notification = event.notification
-            let limit = notification.pushType == .voip ? 5120 : 4096
-            fuzzCheck(notification.payload.count <= limit, "payload of \(notification.payload.count) bytes accepted")
-            fuzzCheck(
-                notification.deviceToken.hex.utf8.allSatisfy {
-                    (0x30...0x39).contains($0) || (0x61...0x66).contains($0)
-                },
-                "device token not lowercase hex: \(notification.deviceToken.hex)")
-            fuzzCheck((try? JSONParser.parse(notification.payload))?.objectValue != nil, "payload is not a JSON object")
             result = EventResult(eventID: event.id, outcome: .delivered, attempts: 1)
             result.status = 200
-            result.apnsID = notification.apnsID?.uuidString ?? "5b0e9a4c-7f2d-4c1e-9a57-0d6c1f4e8b21"
+            switch event.push {
+            case .notification(let notification):
+                let limit = notification.pushType == .voip ? 5120 : 4096
+                fuzzCheck(
+                    notification.payload.count <= limit, "payload of \(notification.payload.count) bytes accepted")
+                fuzzCheck(
+                    notification.deviceToken.hex.utf8.allSatisfy {
+                        (0x30...0x39).contains($0) || (0x61...0x66).contains($0)
+                    },
+                    "device token not lowercase hex: \(notification.deviceToken.hex)")
+                fuzzCheck(
+                    (try? JSONParser.parse(notification.payload))?.objectValue != nil, "payload is not a JSON object")
+                result.apnsID = notification.apnsID?.uuidString ?? "5b0e9a4c-7f2d-4c1e-9a57-0d6c1f4e8b21"
+            case .broadcast(let broadcast):
+                fuzzCheck(
+                    broadcast.payload.count <= 5120, "broadcast payload of \(broadcast.payload.count) bytes accepted")
+                fuzzCheck(
+                    (try? JSONParser.parse(broadcast.payload))?.objectValue != nil, "payload is not a JSON object")
+                fuzzCheck(
+                    !broadcast.bundleID.isEmpty && !broadcast.bundleID.hasSuffix(".push-type.liveactivity"),
+                    "broadcast to topic \(broadcast.bundleID) accepted")
+                result.apnsRequestID =
+                    broadcast.requestID?.uuidString.lowercased() ?? "5b0e9a4c-7f2d-4c1e-9a57-0d6c1f4e8b21"
+            }
             result.metadata = event.metadata
         } catch {
             fuzzCheck(!problems.isEmpty, "decode refused an event without problems: \(error)")
