@@ -186,7 +186,7 @@ let package = Package(
         .target(
             name: "WorkerDemo",
             dependencies: [
-                "Worker", "Kafka", "APNsSimulator",
+                "Worker", "APNs", "Kafka", "APNsSimulator",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

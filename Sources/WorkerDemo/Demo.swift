@@ -28,9 +28,18 @@ public enum Demo {
         public var metricsPort: Int?
         public var bootstrapServers = ""
         public var simulatorAddress = ""
+        /// The broadcast channel created at start (channel management), and each broadcast's result:
+        /// event id, outcome, apns-request-id.
+        public var broadcastChannel: String?
+        public var broadcasts: [(id: String, outcome: ResultOutcome, requestID: String?)] = []
+        /// Broadcasts the simulator accepted on the channel.
+        public var broadcastsAccepted = 0
 
         public var isExpected: Bool { mismatches.isEmpty && outcomes == expected }
     }
+
+    /// Live Activity updates broadcast to the demo's channel, besides the device events.
+    public static let broadcastCount = 4
 
     public static func run(events count: Int = 200, logger: Logger) async throws -> Summary {
         let stack = try await EmbeddedStack.start(logger: logger)
@@ -48,7 +57,12 @@ public enum Demo {
         var quiet = logger
         // librdkafka reports each closed connection as an error; the demo's own checks say what matters.
         quiet.logLevel = .critical
-        let batch = SampleBatch.mixed(count: count, topic: EmbeddedStack.inputTopic, simulator: stack.simulator)
+        var batch = SampleBatch.mixed(count: count, topic: EmbeddedStack.inputTopic, simulator: stack.simulator)
+        // A Live Activity over a broadcast channel: the channel is created as a provider would (a
+        // channel-management request), and its updates go through Kafka like every other event.
+        let channel = try await stack.createChannel()
+        batch.addBroadcasts(channel: channel, count: broadcastCount, topic: EmbeddedStack.inputTopic)
+        let total = batch.records.count
         let producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(bootstrapServers: stack.cluster.bootstrapServers), logger: quiet)
         for record in batch.records { _ = try await producer.send(record) }
@@ -63,18 +77,22 @@ public enum Demo {
         let worker = Task { try await group.run() }
 
         var summary = Summary()
-        summary.events = count
+        summary.events = total
+        summary.broadcastChannel = channel
         summary.expected = batch.expectedCounts
         summary.bootstrapServers = stack.cluster.bootstrapServers
         summary.simulatorAddress = "localhost:\(stack.simulator.port)"
         do {
             let results = try await readTopic(
-                EmbeddedStack.resultsTopic, from: stack, until: count, timeout: .seconds(120), logger: quiet)
+                EmbeddedStack.resultsTopic, from: stack, until: total, timeout: .seconds(120), logger: quiet)
             summary.elapsed = clock.now - started
             for record in results {
                 guard let object = try? JSONSerialization.jsonObject(with: Data(record.value ?? [])) as? [String: Any],
                     let outcomeText = object["outcome"] as? String, let outcome = ResultOutcome(rawValue: outcomeText)
-                else { throw Failure(description: "a result event is not valid JSON: \(record.topicPartition)@\(record.offset)") }
+                else {
+                    throw Failure(
+                        description: "a result event is not valid JSON: \(record.topicPartition)@\(record.offset)")
+                }
                 summary.outcomes[outcome, default: 0] += 1
                 let attempts = (object["attempts"] as? Int) ?? 0
                 summary.attempts[outcome, default: 0] += attempts
@@ -82,6 +100,9 @@ public enum Demo {
                 if let latency = object["latencyMs"] as? Double { summary.latenciesMs.append(latency) }
                 if let id = object["eventId"] as? String, let expected = batch.expected[id], expected != outcome {
                     summary.mismatches.append("\(id): \(outcome.rawValue), expected \(expected.rawValue)")
+                }
+                if let id = object["eventId"] as? String, id.hasPrefix("broadcast-") {
+                    summary.broadcasts.append((id, outcome, object["apnsRequestId"] as? String))
                 }
             }
             let deadLetters = try await readTopic(
@@ -98,6 +119,8 @@ public enum Demo {
         await group.triggerGracefulShutdown()
         try await worker.value
         summary.metricsPort = port.withLockedValue { $0 }
+        summary.broadcasts.sort { $0.id < $1.id }
+        summary.broadcastsAccepted = stack.simulator.observation.broadcasts.filter { $0.channelID == channel }.count
         summary.simulatorCounters = Dictionary(
             uniqueKeysWithValues: stack.simulator.observation.counters.map { ("\($0.key)", $0.value) })
         return summary
@@ -114,7 +137,8 @@ public enum Demo {
         configuration.sessionTimeout = .seconds(10)
         let consumer = try KafkaConsumer(configuration: configuration, logger: logger)
         let partitions = try await consumer.partitions(of: topic)
-        try consumer.assign(partitions.map { KafkaTopicPartitionOffset(topic: topic, partition: $0, offset: KafkaOffset.beginning) })
+        try consumer.assign(
+            partitions.map { KafkaTopicPartitionOffset(topic: topic, partition: $0, offset: KafkaOffset.beginning) })
         let collected = NIOLockedValueBox<[String: KafkaConsumerMessage]>([:])
         let reader = Task {
             for try await record in consumer.messages {
@@ -147,7 +171,8 @@ public enum Demo {
             return "\(partition)/\(offset)"
         }
         if let object = try? JSONSerialization.jsonObject(with: Data(record.value ?? [])) as? [String: Any],
-            let source = object["source"] as? [String: Any], let partition = source["partition"], let offset = source["offset"]
+            let source = object["source"] as? [String: Any], let partition = source["partition"],
+            let offset = source["offset"]
         {
             return "\(partition)/\(offset)"
         }

@@ -23,15 +23,28 @@ extension Demo.Summary {
             guard !sorted.isEmpty else { return "-" }
             return String(format: "%.1f ms", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))])
         }
-        lines.append("latency, consumed → result acknowledged: p50 \(percentile(0.5)), p90 \(percentile(0.9)), "
-            + "p99 \(percentile(0.99)), max \(sorted.last.map { String(format: "%.1f ms", $0) } ?? "-")")
+        lines.append(
+            "latency, consumed → result acknowledged: p50 \(percentile(0.5)), p90 \(percentile(0.9)), "
+                + "p99 \(percentile(0.99)), max \(sorted.last.map { String(format: "%.1f ms", $0) } ?? "-")")
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         lines.append(String(format: "all %d results acknowledged in %.2f s (group join included)", events, seconds))
         lines.append("\(retried) events needed more than one attempt (APNs answered 429, the worker backed off)")
         let letters = deadLetters.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         lines.append("results:      \(EmbeddedStack.resultsTopic) (one per event, keyed by event id)")
         lines.append("dead letters: \(EmbeddedStack.deadLetterTopic) (\(deadLetters.values.reduce(0, +)): \(letters))")
-        let answers = simulatorCounters.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+        if let broadcastChannel {
+            lines.append(
+                "broadcast:    channel \(broadcastChannel) created at start (channel management, No Message Stored); "
+                    + "\(broadcasts.count) Live Activity updates through Kafka, \(broadcastsAccepted) accepted by the simulator"
+            )
+            for broadcast in broadcasts {
+                lines.append(
+                    "              \(broadcast.id): \(broadcast.outcome.rawValue), apns-request-id \(broadcast.requestID ?? "-")"
+                )
+            }
+        }
+        let answers = simulatorCounters.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(
+            separator: ", ")
         lines.append("simulator answered: \(answers)")
         if let metricsPort { lines.append("metrics were at http://127.0.0.1:\(metricsPort)/metrics") }
         lines.append("")

@@ -1,3 +1,4 @@
+import APNs
 import APNsSimulator
 import Crypto
 import Foundation
@@ -124,6 +125,29 @@ public final class EmbeddedStack: Sendable {
     ) throws -> WorkerConfiguration {
         try WorkerConfiguration.parse(
             configurationText(group: group, maxInFlight: maxInFlight, apnsPort: apnsPort), file: "<embedded>")
+    }
+
+    /// Creates a broadcast channel for the demo app as a provider would: a channel-management request
+    /// (`APNsChannelManager`, the stack's signing key, TLS verified against the simulator's CA) to
+    /// the simulator's management listener. Returns the channel id APNs (the simulator) chose.
+    public func createChannel(storagePolicy: APNsChannelManager.StoragePolicy = .noMessageStored) async throws
+        -> String
+    {
+        var configuration = APNsClientConfiguration(
+            environment: .production, host: "localhost", port: simulator.managementPort,
+            tls: APNsTLSConfiguration(trust: .caFile(directory + "/tls/ca.pem")))
+        configuration.requestTimeout = .seconds(10)
+        let credential = APNsCredential.token(
+            try APNsTokenAuthenticator(teamID: Self.teamID, keyID: Self.keyID, key: APNsSigningKey(file: keyFile)))
+        let manager = try APNsChannelManager(configuration: configuration, credential: credential)
+        do {
+            let channel = try await manager.create(bundleID: Self.bundleID, storagePolicy: storagePolicy)
+            await manager.shutdown()
+            return channel.id
+        } catch {
+            await manager.shutdown()
+            throw error
+        }
     }
 
     public func shutdown() async {

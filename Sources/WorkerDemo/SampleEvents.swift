@@ -46,7 +46,9 @@ public struct SampleBatch: Sendable {
                 event["pushType"] = "alert"
                 event["priority"] = 10
                 event["collapseId"] = "demo-\(index % 10)"
-                event["payload"] = ["aps": ["alert": ["title": "Hello", "body": "Demo notification \(index)"], "badge": index % 9]]
+                event["payload"] = [
+                    "aps": ["alert": ["title": "Hello", "body": "Demo notification \(index)"], "badge": index % 9]
+                ]
                 event["metadata"] = ["tenant": "demo", "index": index]
             case 70..<78:
                 simulator.devices.register(deviceToken)
@@ -91,13 +93,41 @@ public struct SampleBatch: Sendable {
                 event["payload"] = ["aps": ["content-available": 1]]
                 outcome = .invalid
             }
-            let value = bytes ?? Array((try? JSONSerialization.data(withJSONObject: event, options: [.sortedKeys])) ?? Data())
-            batch.records.append(KafkaProducerMessage(
-                topic: topic, key: Array(id.utf8), value: value,
-                headers: [KafkaHeader(key: "source", string: "apns-worker demo")]))
+            let value =
+                bytes ?? Array((try? JSONSerialization.data(withJSONObject: event, options: [.sortedKeys])) ?? Data())
+            batch.records.append(
+                KafkaProducerMessage(
+                    topic: topic, key: Array(id.utf8), value: value,
+                    headers: [KafkaHeader(key: "source", string: "apns-worker demo")]))
             batch.expected[id] = outcome
         }
         return batch
+    }
+
+    /// Adds `count` Live Activity updates broadcast to `channel` (a score changing), the last one
+    /// ending the activity, each expected `delivered`. Their ids are `broadcast-<n>`.
+    public mutating func addBroadcasts(channel: String, count: Int, topic: String) {
+        let start = 1_767_225_600
+        for index in 0..<count {
+            let id = "broadcast-\(index)"
+            let last = index == count - 1
+            var aps: [String: Any] = [
+                "timestamp": start + 60 * index, "event": last ? "end" : "update",
+                "content-state": ["home": index / 2, "away": (index + 1) / 3, "minute": 15 * (index + 1)],
+            ]
+            if last { aps["dismissal-date"] = start + 60 * index + 900 }
+            let event: [String: Any] = [
+                "id": id, "channelId": channel, "topic": EmbeddedStack.bundleID, "pushType": "liveactivity",
+                "priority": last ? 10 : 5, "expiration": 0, "payload": ["aps": aps],
+                "metadata": ["match": "demo-final"],
+            ]
+            let value = Array((try? JSONSerialization.data(withJSONObject: event, options: [.sortedKeys])) ?? Data())
+            records.append(
+                KafkaProducerMessage(
+                    topic: topic, key: Array(id.utf8), value: value,
+                    headers: [KafkaHeader(key: "source", string: "apns-worker demo")]))
+            expected[id] = .delivered
+        }
     }
 
     private static func token(_ random: inout SplitMix) -> String {

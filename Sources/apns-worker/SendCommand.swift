@@ -40,7 +40,8 @@ struct SendCommand: AsyncParsableCommand {
     @Option(name: .long) var priority: Int?
     @Option(name: .long, help: "apns-expiration: UNIX seconds, 0 = do not store.") var expiration: Int64?
     @Option(name: .customLong("collapse-id")) var collapseID: String?
-    @Option(name: .customLong("apns-id")) var apnsID: String?
+    @Option(name: .customLong("apns-id"), help: "A UUID: the apns-id (a broadcast's apns-request-id).")
+    var apnsID: String?
     @Option(name: .customLong("device-token")) var deviceToken: String?
     @Option(
         name: .customLong("channel-id"),

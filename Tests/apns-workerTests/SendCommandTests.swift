@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import TestPeers
 import Testing
 
 /// `apns-worker send` against the `apns-simulator` binary, both started here as a user would.
@@ -8,9 +9,11 @@ struct SendCommandTests {
     static let token = String(repeating: "ab", count: 32)
     static let goneToken = String(repeating: "cd", count: 32)
 
-    /// The simulator, listening on a free port with its CA in `directory/tls`.
+    /// The simulator, listening on a free port with its CA in `directory/tls`; started with
+    /// posix_spawn (`spawnInBackground`), not Foundation's `Process`, whose `run()` crashes now and
+    /// then on Linux. Dropping it kills the simulator.
     final class Simulator {
-        let process = Process()
+        let program: BackgroundProgram
         let port: Int
         /// The channel-management listener (the startup output's second line).
         let managementPort: Int
@@ -18,22 +21,18 @@ struct SendCommandTests {
         init(directory: String, keyFile: String) throws {
             let binary = ValidateCommandTests.binary.deletingLastPathComponent().appendingPathComponent(
                 "apns-simulator")
-            process.executableURL = binary
-            process.arguments = [
-                "--port", "0", "--tls-dir", directory + "/tls", "--token-key", "ABCDE12345:KEY1234567:\(keyFile)",
-                "--accept-any-device", "--unregistered", "\(SendCommandTests.goneToken)=1700000000",
-            ]
-            let out = Pipe()
-            process.standardOutput = out
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            var output = Data()
-            while output.filter({ $0 == UInt8(ascii: "\n") }).count < 2 {
-                let chunk = out.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                output.append(chunk)
+            program = try spawnInBackground(
+                binary.path,
+                [
+                    "--port", "0", "--tls-dir", directory + "/tls", "--token-key", "ABCDE12345:KEY1234567:\(keyFile)",
+                    "--accept-any-device", "--unregistered", "\(SendCommandTests.goneToken)=1700000000",
+                ])
+            let deadline = Date().addingTimeInterval(30)
+            var lines: [Substring] = []
+            while lines.count < 2, Date() < deadline, program.exitStatus() == nil {
+                lines = program.stdout.split(separator: "\n", omittingEmptySubsequences: true)
+                if lines.count < 2 { usleep(20_000) }
             }
-            let lines = String(decoding: output, as: UTF8.self).split(separator: "\n")
             let first = lines.first ?? ""
             port = try #require(Int(first.split(separator: ":").last ?? ""), "simulator said: \(first)")
             let second = lines.dropFirst().first ?? ""
@@ -41,8 +40,6 @@ struct SendCommandTests {
                 second.hasPrefix("managing channels on") ? Int(second.split(separator: ":").last ?? "") : nil,
                 "simulator said: \(second)")
         }
-
-        deinit { if process.isRunning { process.terminate() } }
     }
 
     @Test("answers print readably: delivered, unregistered with its time; the worker's event rules apply to flags")
@@ -128,5 +125,57 @@ struct SendCommandTests {
         let again = try helper.run(["channels", "get"] + common + ["--channel-id", id])
         #expect(again.status == 1)
         #expect(again.stderr.contains("400 ChannelNotRegistered"), "\(again.stderr)")
+    }
+
+    @Test("send --channel-id broadcasts a Live Activity update to a channel; the worker's broadcast rules apply")
+    func broadcast() throws {
+        let helper = ValidateCommandTests()
+        let key = try helper.temporaryFile("AuthKey.p8", P256.Signing.PrivateKey().pemRepresentation)
+        let directory = URL(fileURLWithPath: key).deletingLastPathComponent().path
+        let simulator = try Simulator(directory: directory, keyFile: key)
+        let credential = [
+            "--ca-file", directory + "/tls/ca.pem", "--key-file", key, "--team-id", "ABCDE12345", "--key-id",
+            "KEY1234567",
+        ]
+        let created = try helper.run(
+            [
+                "channels", "create", "--bundle-id", "com.example.app", "--host", "127.0.0.1", "--port",
+                "\(simulator.managementPort)", "--storage-policy", "0", "--json",
+            ] + credential)
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(created.stdout.utf8)) as? [[String: Any]], "\(created.stderr)")
+        let channel = try #require(object.first?["channelId"] as? String)
+        let update = #"{"aps":{"timestamp":1767225600,"event":"update","content-state":{"score":"1-0"}}}"#
+        let common =
+            [
+                "send", "--host", "127.0.0.1", "--port", "\(simulator.port)", "--topic", "com.example.app",
+                "--push-type",
+                "liveactivity", "--channel-id", channel,
+            ] + credential
+        let sent = try helper.run(
+            common + [
+                "--priority", "10", "--expiration", "0", "--apns-id", "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9",
+                "--payload", update,
+            ])
+        #expect(sent.status == 0, "\(sent.stdout) \(sent.stderr)")
+        #expect(
+            sent.stdout.contains("status: 200\napns-request-id: 0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9\n"),
+            "\(sent.stdout)")
+        #expect(sent.stdout.contains("apns-unique-id: "))
+        #expect(sent.stdout.contains("outcome: delivered"))
+
+        // Refused before sending, located as the worker locates it: a broadcast needs an expiration.
+        let noExpiration = try helper.run(common + ["--priority", "10", "--payload", update])
+        #expect(noExpiration.status == 1)
+        #expect(
+            noExpiration.stderr.contains("(root): required property 'expiration' is missing"), "\(noExpiration.stderr)")
+        // APNs' answer: a channel that stores nothing takes expiration 0 only.
+        let stored = try helper.run(common + ["--priority", "10", "--expiration", "4102444800", "--payload", update])
+        #expect(stored.status == 1)
+        #expect(stored.stdout.contains("reason: BadExpirationDate"), "\(stored.stdout)")
+        // Both targets at once: a usage error.
+        let both = try helper.run(common + ["--device-token", Self.token, "--payload", update])
+        #expect(both.status == 2)
+        #expect(both.stderr.contains("--device-token (or --channel-id)"), "\(both.stderr)")
     }
 }
