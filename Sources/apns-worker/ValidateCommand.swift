@@ -9,7 +9,8 @@ struct ValidateCommand: ParsableCommand {
         abstract: "Check events against the notification-event schema and the APNs rules.",
         discussion: """
             Each FILE holds one JSON event, or one event per line when it is '-' (stdin) or ends in \
-            .ndjson or .jsonl. Every problem prints as FILE[:LINE]: <instance pointer>: <message>.
+            .ndjson or .jsonl. Every problem prints as FILE[:LINE]: <instance pointer>: <message> \
+            [<keyword>] (the schema keyword, json for malformed input, or the code of a rule checked in code).
             Exit status: 0 all valid, 1 some invalid, 2 usage, file or schema error.
             """
     )

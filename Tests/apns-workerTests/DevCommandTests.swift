@@ -1,40 +1,16 @@
 import Foundation
+import TestPeers
 import Testing
 
 /// `apns-worker dev` as a user meets it: start it, follow the instructions it prints (its own kcat
-/// command lines, run by a shell), see the result event, stop it with SIGTERM.
+/// and apns-worker command lines, run by a shell), see the result events, stop it with SIGTERM.
+/// Programs are started with posix_spawn (`spawnInBackground`, `spawnAndWait`), not Foundation's
+/// `Process`, whose `run()` crashes now and then on Linux.
 @Suite("apns-worker dev (the binary)", .timeLimit(.minutes(3)))
 struct DevCommandTests {
-    /// Collects a child's standard output as it arrives.
-    final class Output: @unchecked Sendable {
-        // @unchecked: `text` is only touched under `lock`.
-        private let lock = NSLock()
-        private var text = ""
-
-        func append(_ data: Data) {
-            lock.lock()
-            text += String(decoding: data, as: UTF8.self)
-            lock.unlock()
-        }
-
-        var value: String {
-            lock.lock()
-            defer { lock.unlock() }
-            return text
-        }
-    }
-
     static func shell(_ command: String) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let program = try spawnAndWait("/bin/sh", ["-c", command], timeout: 60)
+        return (program.status, program.stdout)
     }
 
     /// The lines of `text` between the line containing `start` and the one containing `end`.
@@ -46,50 +22,55 @@ struct DevCommandTests {
         return lines[(first + 1)..<last].joined(separator: "\n")
     }
 
-    @Test("the printed kcat commands send an event and show its delivered result; SIGTERM exits 0")
+    @Test(
+        "the printed commands send an event and a Live Activity broadcast, show both delivered results, list the channel; SIGTERM exits 0"
+    )
     func followTheInstructions() async throws {
-        let process = Process()
-        process.executableURL = ValidateCommandTests.binary
-        process.arguments = ["dev"]
-        let out = Pipe()
-        let output = Output()
-        out.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            out.fileHandleForReading.readabilityHandler = nil
-        }
-
+        let dev = try spawnInBackground(ValidateCommandTests.binary.path, ["dev"])
         let deadline = ContinuousClock.now + .seconds(60)
-        while !output.value.contains("Ctrl-C stops everything"), ContinuousClock.now < deadline, process.isRunning {
+        while !dev.stdout.contains("Ctrl-C stops everything"), ContinuousClock.now < deadline, dev.exitStatus() == nil {
             try await Task.sleep(for: .milliseconds(100))
         }
-        let printed = output.value
+        let printed = dev.stdout
         #expect(printed.contains("Kafka bootstrap"), "dev printed: \(printed)")
-        let send = Self.section(printed, from: "Send an event:", to: "Watch the results")
+        let send = Self.section(printed, from: "Send an event:", to: "Broadcast a Live Activity")
+        let broadcast = Self.section(printed, from: "Broadcast a Live Activity", to: "Watch the results")
         let watch =
-            Self.section(printed, from: "Watch the results", to: "Replay dead letters")
+            Self.section(printed, from: "Watch the results", to: "List the app's channels")
             .split(separator: "\n").first.map(String.init) ?? ""
-        try #require(send.contains("kcat") && watch.contains("kcat"), "no kcat commands in: \(printed)")
+        let list = Self.section(printed, from: "List the app's channels", to: "Replay dead letters")
+        try #require(
+            send.contains("kcat") && broadcast.contains("kcat") && watch.contains("kcat")
+                && list.contains("apns-worker channels list"), "not every command in: \(printed)")
+        let channel = try #require(
+            printed.split(separator: "\n").first { $0.contains("broadcast channel") }?.split(separator: " ").dropFirst(
+                2
+            )
+            .first.map(String.init))
 
-        // The user's first command, as printed (a shell joins its continued lines).
+        // The user's commands, as printed (a shell joins the continued lines).
         #expect(try Self.shell(send).status == 0)
-        // The second, bounded: one message, then exit (the printed one follows forever).
-        let once = watch + " -o beginning -c 1 -e"
-        var result = ""
-        while result.isEmpty, ContinuousClock.now < deadline + .seconds(60) {
-            result = try Self.shell(once).output.trimmingCharacters(in: .whitespacesAndNewlines)
-            if result.isEmpty { try await Task.sleep(for: .milliseconds(500)) }
+        #expect(try Self.shell(broadcast).status == 0)
+        // Watching, bounded: two results, then exit (the printed command follows forever).
+        let twice = watch + " -o beginning -c 2 -e"
+        var results: [Substring] = []
+        while results.count < 2, ContinuousClock.now < deadline + .seconds(60) {
+            results = try Self.shell(twice).output.split(separator: "\n")
+            if results.count < 2 { try await Task.sleep(for: .milliseconds(500)) }
         }
-        #expect(result.hasPrefix("e1 "), "result line: \(result)")
-        #expect(result.contains(#""outcome":"delivered""#), "result line: \(result)")
+        let event = results.first { $0.hasPrefix("e1 ") } ?? ""
+        #expect(event.contains(#""outcome":"delivered""#), "results: \(results)")
+        let broadcastResult = results.first { $0.hasPrefix("b1 ") } ?? ""
+        #expect(broadcastResult.contains(#""outcome":"delivered""#), "results: \(results)")
+        #expect(broadcastResult.contains(#""apnsRequestId":""#), "results: \(results)")
+        // The channel the worker broadcast to is the app's, as channel management lists it.
+        let binary = ValidateCommandTests.binary.path
+        let listed = try Self.shell(list.replacingOccurrences(of: "apns-worker channels", with: binary + " channels"))
+        #expect(listed.status == 0 && listed.output.contains(channel), "\(listed.output)")
 
-        kill(process.processIdentifier, SIGTERM)
+        dev.signal(SIGTERM)
         let stopBy = ContinuousClock.now + .seconds(60)
-        while process.isRunning, ContinuousClock.now < stopBy { try await Task.sleep(for: .milliseconds(100)) }
-        #expect(!process.isRunning, "dev did not stop on SIGTERM")
-        if !process.isRunning { #expect(process.terminationStatus == 0) }
+        while dev.exitStatus() == nil, ContinuousClock.now < stopBy { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(dev.exitStatus() == 0, "dev did not stop with 0 on SIGTERM")
     }
 }

@@ -72,7 +72,7 @@ struct ValidateCommandTests {
         let file = try temporaryFile("bad.json", Self.badPriority)
         let r = try run(["validate", file])
         #expect(r.status == 1)
-        #expect(r.stdout == "\(file): /priority: background notifications must not use priority 10\n")
+        #expect(r.stdout == "\(file): /priority: background notifications must not use priority 10 [enum]\n")
     }
 
     @Test("NDJSON on stdin: FILE:LINE for each problem, blank lines skipped")
@@ -81,8 +81,28 @@ struct ValidateCommandTests {
         #expect(r.status == 1)
         let lines = r.stdout.split(separator: "\n")
         #expect(lines.count == 2)
-        #expect(lines.first == "<stdin>:3: /priority: background notifications must not use priority 10")
+        #expect(lines.first == "<stdin>:3: /priority: background notifications must not use priority 10 [enum]")
         #expect(lines.last?.hasPrefix("<stdin>:4: (root): invalid JSON at line 1, column 2") == true)
+        #expect(r.stderr.contains("3 events: 1 valid, 2 invalid"))
+    }
+
+    @Test(
+        "Live Activity start without attributes-type refused, accessory with its suffix accepted; each problem located with its keyword"
+    )
+    func liveActivityAndAccessory() throws {
+        let start =
+            #"{"id":"la-1","deviceToken":"740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad","topic":"com.example.app.push-type.liveactivity","pushType":"liveactivity","priority":10,"payload":{"aps":{"timestamp":1767225600,"event":"start","attributes":{"match":"m-17"},"content-state":{"score":"0-0"},"alert":{"title":"Kick-off"}}}}"#
+        let accessory =
+            #"{"id":"acc-1","deviceToken":"740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad","topic":"com.example.app.push-type.accessory","pushType":"accessory","payload":{"aps":{"alert":"Battery low"}}}"#
+        let bareAccessory = accessory.replacingOccurrences(of: ".push-type.accessory", with: "")
+        let file = try temporaryFile("events.ndjson", [start, accessory, bareAccessory].joined(separator: "\n") + "\n")
+        let r = try run(["validate", file])
+        #expect(r.status == 1)
+        #expect(
+            r.stdout.split(separator: "\n") == [
+                "\(file):1: /payload/aps: required property 'attributes-type' is missing [required]",
+                "\(file):3: /topic: push type 'accessory' needs the topic <bundle id>.push-type.accessory [pattern]",
+            ], "\(r.stdout)")
         #expect(r.stderr.contains("3 events: 1 valid, 2 invalid"))
     }
 
@@ -101,14 +121,14 @@ struct ValidateCommandTests {
         let event = try temporaryFile("e.json", #"{"user": 5}"#)
         let r = try run(["validate", "--schema", schema, event])
         #expect(r.status == 1)
-        #expect(r.stdout == "\(event): /user: expected string, found integer\n")
+        #expect(r.stdout == "\(event): /user: expected string, found integer [type]\n")
         let extended = try temporaryFile(
             "ext.json",
             #"{"allOf": [{"$ref": "urn:apns-worker:schema:notification-event"}, {"required": ["metadata"]}]}"#)
         let ok = try temporaryFile("ok.json", Self.valid)
         let r2 = try run(["validate", "--schema", extended, ok])
         #expect(r2.status == 1)
-        #expect(r2.stdout == "\(ok): (root): required property 'metadata' is missing\n")
+        #expect(r2.stdout == "\(ok): (root): required property 'metadata' is missing [required]\n")
     }
 
     @Test(

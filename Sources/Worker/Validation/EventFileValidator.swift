@@ -4,7 +4,9 @@ import JSONSchema
 /// The logic of `apns-worker validate`: documents in, report lines out.
 ///
 /// A document is one JSON event, or NDJSON (one event per line: stdin, `.ndjson`, `.jsonl`). Each
-/// problem becomes `FILE[:LINE]: <instance pointer>: <message>`.
+/// problem becomes `FILE[:LINE]: <instance pointer>: <message> [<keyword>]`: the schema keyword
+/// (`required`, `pattern`, …), `json` for malformed input, or the code of a rule checked in code
+/// (`payloadTooLarge`, …), so a script can tell problems apart without parsing the sentence.
 public struct EventFileValidator: Sendable {
     /// What events are checked against.
     public enum Target: Sendable {
@@ -59,6 +61,11 @@ public struct EventFileValidator: Sendable {
         return try JSONParser.parse([UInt8](data))
     }
 
+    /// `<pointer>: <message> [<keyword>]`.
+    static func line(_ problem: EventProblem) -> String {
+        "\(problem) [\(problem.keyword)]"
+    }
+
     /// Whether a file is read as NDJSON, by its name (`-` is stdin, always NDJSON).
     public static func isNDJSON(_ name: String) -> Bool {
         name == "-" || name.hasSuffix(".ndjson") || name.hasSuffix(".jsonl")
@@ -69,7 +76,7 @@ public struct EventFileValidator: Sendable {
         var tally = Tally()
         if !ndjson {
             let problems = problems(in: bytes[...])
-            for p in problems { report("\(name): \(p)") }
+            for p in problems { report("\(name): \(Self.line(p))") }
             if problems.isEmpty { tally.valid += 1 } else { tally.invalid += 1 }
             return tally
         }
@@ -82,7 +89,7 @@ public struct EventFileValidator: Sendable {
             start = end + 1
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
             let problems = problems(in: line)
-            for p in problems { report("\(name):\(lineNumber): \(p)") }
+            for p in problems { report("\(name):\(lineNumber): \(Self.line(p))") }
             if problems.isEmpty { tally.valid += 1 } else { tally.invalid += 1 }
         }
         return tally
