@@ -99,7 +99,9 @@ struct FaultServerTests {
         #expect(try server.stats().over_limit == 0)
     }
 
-    @Test("GOAWAY after N requests: streams above last-stream-id come back as not sent, with the reason")
+    @Test(
+        "GOAWAY after N requests, again on every connection: streams refused more often than the pool resends come back as not sent, with the reason"
+    )
     func goAwayHandsBackUnprocessedStreams() async throws {
         let pki = try TestPKI()
         let server = try FaultServer(pki: pki, ["--goaway-after", "10", "--delay-ms", "50"])
@@ -118,6 +120,26 @@ struct FaultServerTests {
         #expect(notSent.allSatisfy { !$0.mayHaveReachedAPNs && $0.isRetriable }, "\(notSent)")
         #expect(notSent.contains { $0.goAwayReason == "Shutdown" })
         #expect(delivered + notSent.count == 60, "\(results.compactMap(\.error))")
+    }
+
+    @Test(
+        "GOAWAY refuses the requests queued behind it: the pool sends them again on a new connection, and all are delivered"
+    )
+    func goAwayRefusedRequestsGoAgain() async throws {
+        let pki = try TestPKI()
+        // Every connection takes 25 requests, then refuses the rest with GOAWAY: 60 requests at once
+        // need three connections. Refused requests were never processed (RFC 9113 §6.8); handing
+        // them back as failures made the worker count an attempt APNs never saw.
+        let server = try FaultServer(pki: pki, ["--goaway-after", "25", "--delay-ms", "50"])
+        defer { server.stop() }
+        let identity = try APNsCertificateIdentity(certificateFile: pki.clientCertificate, keyFile: pki.clientKey)
+        let configuration = ClientFixtures.configuration(port: server.port, pki: pki, host: "127.0.0.1", connections: 1)
+        let results = try await withClient(configuration, credential: .certificate(identity)) { client in
+            try await sendManyDetailed(client, count: 60, token: "0200aa")
+        }
+        #expect(results.count == 60)
+        #expect(results.allSatisfy { $0.status == 200 }, "\(results.compactMap(\.error))")
+        #expect(try server.stats().connections >= 3)
     }
 
     @Test("abrupt close with requests in flight: each fails once, as possibly sent, and is retryable")

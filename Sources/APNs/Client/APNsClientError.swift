@@ -39,6 +39,13 @@ public struct APNsClientError: Error, Hashable, Sendable, CustomStringConvertibl
 
     public let code: Code
     public let message: String
+
+    /// The server never processed the request, which may go again on another connection at once
+    /// (RFC 9113 §6.8): its stream was above a GOAWAY's last-stream-id, it was not written because
+    /// the connection was closing, or the connection it was given to had already gone.
+    public var wasNotProcessed: Bool {
+        !mayHaveReachedAPNs && (code == .goAway || code == .connectionLost)
+    }
     /// Whether the request may have reached APNs (and so may be delivered even though this failed).
     /// `false` means it certainly never left this process, or the server said it did not process it.
     public let mayHaveReachedAPNs: Bool

@@ -60,15 +60,21 @@ final class APNsConnectionPool: Sendable {
     /// `waiterID` names the request while it waits for a stream (see `giveUp`); `nil` picks one.
     func execute(
         _ content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline, waiterID: Int? = nil,
-        completion: @escaping Completion
+        resends: Int = 0, completion: @escaping Completion
     ) {
         acquire(deadline: deadline, waiterID: waiterID) { [self] acquired in
             switch acquired {
             case .success((let id, let outbox)):
                 outbox.send(
-                    request(content, token: token, deadline: deadline, connectionID: id, completion: completion))
+                    request(
+                        content, token: token, deadline: deadline, connectionID: id, resends: resends,
+                        completion: completion))
             case .failure(let error):
-                completion(.failure(error))
+                if error.wasNotProcessed, resends < Self.maximumResends {
+                    execute(content, token: token, deadline: deadline, resends: resends + 1, completion: completion)
+                } else {
+                    completion(.failure(error))
+                }
             }
         }
     }
@@ -104,7 +110,7 @@ final class APNsConnectionPool: Sendable {
             let item = batch[index]
             guard let outbox else {
                 update { $0.release(connectionID: id) }
-                item.completion(.failure(Self.vanished))
+                execute(item.content, token: item.token, deadline: deadline, resends: 1, completion: item.completion)
                 continue
             }
             perConnection.append(
@@ -119,10 +125,18 @@ final class APNsConnectionPool: Sendable {
         }
     }
 
+    /// How often a request the server did not process (`APNsClientError.wasNotProcessed`: refused
+    /// by a GOAWAY, or given to a connection that was closing) goes again on another connection
+    /// before its failure is handed back. A GOAWAY refuses every request queued on its connection at
+    /// once (hundreds under load); handing each back as a failure made callers count an attempt
+    /// APNs never saw, and two GOAWAYs in a row used up a retry budget. Bounded, so that a server
+    /// that refuses everything cannot keep a request circling; the deadline bounds it too.
+    static let maximumResends = 3
+
     /// A request on connection `id`; its answer gives the stream back before `completion` runs.
     private func request(
         _ content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline, connectionID id: Int,
-        completion: @escaping Completion
+        resends: Int = 0, completion: @escaping Completion
     ) -> APNsHTTP2Request {
         APNsHTTP2Request(
             content: content, token: token, deadline: deadline,
@@ -137,6 +151,12 @@ final class APNsConnectionPool: Sendable {
                     update { $0.goingAway(id: id, now: .now()) }
                 }
                 release(connectionID: id)
+                if case .failure(let error) = result, error.wasNotProcessed, resends < Self.maximumResends,
+                    NIODeadline.now() < deadline
+                {
+                    execute(content, token: token, deadline: deadline, resends: resends + 1, completion: completion)
+                    return
+                }
                 completion(result)
             })
     }
