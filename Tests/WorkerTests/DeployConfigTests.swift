@@ -12,7 +12,8 @@ struct DeployConfigTests {
         .deletingLastPathComponent()
 
     @Test func loadsWithTheWorkersLoader() throws {
-        let manifest = try String(contentsOf: Self.root.appendingPathComponent("deploy/kubernetes/configmap.yaml"), encoding: .utf8)
+        let manifest = try String(
+            contentsOf: Self.root.appendingPathComponent("deploy/kubernetes/configmap.yaml"), encoding: .utf8)
         let documents = try Yams.load_all(yaml: manifest).compactMap { $0 as? [String: Any] }
         let configMap = try #require(documents.first { $0["kind"] as? String == "ConfigMap" })
         let text = try #require((configMap["data"] as? [String: Any])?["config.yaml"] as? String)

@@ -10,7 +10,7 @@ struct EventSchemaFileTests {
         return try JSONParser.parse([UInt8](data))
     }
 
-    @Test("the embedded schemas are the files in schemas/ (run `make embed-schemas` after editing)")
+    @Test("the binary carries the files in schemas/ (SwiftPM embeds them through Sources/Worker/Schemas' links)")
     func embedded() throws {
         for name in ["notification-event", "result-event"] {
             let file = try load("\(name).schema.json")

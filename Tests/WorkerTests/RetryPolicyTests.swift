@@ -10,8 +10,11 @@ struct RetryPolicyTests {
         policy.initialBackoff = .milliseconds(100)
         policy.maxBackoff = .seconds(2)
         let ceilings = (1...7).map { policy.backoffCeiling(afterAttempt: $0) }
-        #expect(ceilings == [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800),
-                             .milliseconds(1600), .seconds(2), .seconds(2)])
+        #expect(
+            ceilings == [
+                .milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800),
+                .milliseconds(1600), .seconds(2), .seconds(2),
+            ])
         #expect(policy.backoffCeiling(afterAttempt: 1000) == .seconds(2), "no overflow on huge attempt counts")
     }
 
@@ -22,7 +25,9 @@ struct RetryPolicyTests {
         var random = NotificationEventRobustnessTests.SplitMix64(state: 42)
         var waits: [Duration] = []
         for _ in 0..<2000 {
-            guard case .retry(let wait) = policy.decide(attempts: 1, elapsed: .zero, expiration: nil, now: 0, using: &random)
+            guard
+                case .retry(let wait) = policy.decide(
+                    attempts: 1, elapsed: .zero, expiration: nil, now: 0, using: &random)
             else { Issue.record("expected a retry"); return }
             waits.append(wait)
         }
@@ -38,8 +43,10 @@ struct RetryPolicyTests {
         policy.maxRetryDuration = .seconds(10)
         var random = NotificationEventRobustnessTests.SplitMix64(state: 7)
         #expect(policy.decide(attempts: 3, elapsed: .zero, expiration: nil, now: 0, using: &random) == .exhausted)
-        #expect(policy.decide(attempts: 1, elapsed: .seconds(11), expiration: nil, now: 0, using: &random) == .exhausted)
-        guard case .retry = policy.decide(attempts: 2, elapsed: .seconds(1), expiration: nil, now: 0, using: &random) else {
+        #expect(
+            policy.decide(attempts: 1, elapsed: .seconds(11), expiration: nil, now: 0, using: &random) == .exhausted)
+        guard case .retry = policy.decide(attempts: 2, elapsed: .seconds(1), expiration: nil, now: 0, using: &random)
+        else {
             Issue.record("two attempts of three, one second in: retry")
             return
         }
@@ -50,14 +57,24 @@ struct RetryPolicyTests {
         policy.initialBackoff = .seconds(4)
         var random = NotificationEventRobustnessTests.SplitMix64(state: 1)
         let now: Int64 = 1_000_000
-        #expect(policy.decide(attempts: 1, elapsed: .zero, expiration: .at(secondsSince1970: now), now: now, using: &random) == .expired)
-        #expect(policy.decide(attempts: 1, elapsed: .zero, expiration: .at(secondsSince1970: now - 60), now: now, using: &random) == .expired)
-        guard case .retry = policy.decide(attempts: 1, elapsed: .zero, expiration: .at(secondsSince1970: now + 3600), now: now, using: &random) else {
+        #expect(
+            policy.decide(attempts: 1, elapsed: .zero, expiration: .at(secondsSince1970: now), now: now, using: &random)
+                == .expired)
+        #expect(
+            policy.decide(
+                attempts: 1, elapsed: .zero, expiration: .at(secondsSince1970: now - 60), now: now, using: &random)
+                == .expired)
+        guard
+            case .retry = policy.decide(
+                attempts: 1, elapsed: .zero, expiration: .at(secondsSince1970: now + 3600), now: now, using: &random)
+        else {
             Issue.record("an hour left: retry")
             return
         }
         // 0 means "deliver once, do not store": it never expires while retrying.
-        guard case .retry = policy.decide(attempts: 1, elapsed: .zero, expiration: .immediately, now: now, using: &random) else {
+        guard
+            case .retry = policy.decide(attempts: 1, elapsed: .zero, expiration: .immediately, now: now, using: &random)
+        else {
             Issue.record("apns-expiration 0 does not expire")
             return
         }

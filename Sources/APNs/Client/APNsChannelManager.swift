@@ -72,7 +72,7 @@ public final class APNsChannelManager: Sendable {
         }
         configuration.connectionsPerCredential = 1
         client = try APNsClient(
-            configuration: configuration, defaultCredential: credential, eventLoopGroup: eventLoopGroup, logger: logger)
+            configuration: configuration, credential: credential, eventLoopGroup: eventLoopGroup, logger: logger)
     }
 
     /// Creates a channel; APNs chooses its id.
@@ -122,7 +122,7 @@ public final class APNsChannelManager: Sendable {
         if let requestID { headers.append(("apns-request-id", requestID.uuidString.lowercased())) }
         if !body.isEmpty { headers.append(("content-type", "application/json")) }
         let response = try await client.send(
-            custom: APNsCustomRequest(method: method, path: path, headers: headers, body: body), topic: bundleID)
+            custom: APNsCustomRequest(method: method, path: path, headers: headers, body: body))
         guard (200..<300).contains(response.status) else {
             throw Failure(
                 status: response.status, reason: APNsResponse.parseBody(response.body).reason,

@@ -10,28 +10,26 @@ import NIOPosix
 /// `APNsOutcome.classify` turns either into the action to take.
 public final class APNsClient: Sendable {
     public let configuration: APNsClientConfiguration
-    private let routes: [String: APNsCredential]
-    private let defaultCredential: APNsCredential?
-    private let pools: [ObjectIdentifier: APNsConnectionPool]
+    /// The credential every request is sent with (a worker with several has one client each:
+    /// `APNsSender` routes by topic).
+    public let credential: APNsCredential
+    private let pool: APNsConnectionPool
     private let group: any EventLoopGroup
     private let ownsGroup: Bool
     private let requestTimeout: TimeAmount
 
     /// - Parameters:
-    ///   - credentials: by bundle ID (e.g. `com.example.app`); its voip, complication, … topics follow.
-    ///   - defaultCredential: for topics not listed.
+    ///   - credential: the key or certificate every request is sent with.
     ///   - eventLoopGroup: shared with the caller; `nil` makes `configuration.eventLoopThreads`
     ///     threads the client owns.
     public init(
         configuration: APNsClientConfiguration,
-        credentials: [String: APNsCredential] = [:],
-        defaultCredential: APNsCredential?,
+        credential: APNsCredential,
         eventLoopGroup: (any EventLoopGroup)? = nil,
         logger: Logger = Logger(label: "apns.client")
     ) throws {
         self.configuration = configuration
-        self.routes = credentials
-        self.defaultCredential = defaultCredential
+        self.credential = credential
         self.requestTimeout = TimeAmount(configuration.requestTimeout)
         if let eventLoopGroup {
             self.group = eventLoopGroup
@@ -40,27 +38,22 @@ public final class APNsClient: Sendable {
             self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoopThreads))
             self.ownsGroup = true
         }
-        var pools: [ObjectIdentifier: APNsConnectionPool] = [:]
-        for credential in Array(credentials.values) + (defaultCredential.map { [$0] } ?? [])
-        where pools[credential.identity] == nil {
-            let identity: OpenSSLClientIdentity?
-            if case .certificate(let certificate) = credential {
-                identity = certificate.identity
-            } else {
-                identity = nil
-            }
-            let context: OpenSSLContext
-            do {
-                context = try OpenSSLContext(trust: configuration.tls.trust, identity: identity)
-            } catch {
-                if ownsGroup { try? group.syncShutdownGracefully() }
-                throw error
-            }
-            pools[credential.identity] = APNsConnectionPool(
-                settings: Self.poolSettings(configuration, credential: credential), group: group, sslContext: context,
-                logger: logger)
+        let identity: OpenSSLClientIdentity?
+        if case .certificate(let certificate) = credential {
+            identity = certificate.identity
+        } else {
+            identity = nil
         }
-        self.pools = pools
+        let context: OpenSSLContext
+        do {
+            context = try OpenSSLContext(trust: configuration.tls.trust, identity: identity)
+        } catch {
+            if ownsGroup { try? group.syncShutdownGracefully() }
+            throw error
+        }
+        pool = APNsConnectionPool(
+            settings: Self.poolSettings(configuration, credential: credential), group: group, sslContext: context,
+            logger: logger)
     }
 
     /// One notification, one answer. Validates the notification first (a rule broken throws
@@ -114,20 +107,19 @@ public final class APNsClient: Sendable {
         send(.broadcast(broadcast), completion: completion)
     }
 
-    /// A request by method and path (channel management), with the credential of `topic`.
-    func send(custom request: APNsCustomRequest, topic: String) async throws -> APNsResponse {
-        let (credential, pool) = try route(topic)
-        return try await execute(prepare(.custom(request), credential: credential, pool: pool))
+    /// A request by method and path (channel management).
+    func send(custom request: APNsCustomRequest) async throws -> APNsResponse {
+        try await execute(prepare(.custom(request)))
     }
 
     private func execute(_ prepared: Prepared) async throws -> APNsResponse {
-        let waiterID = prepared.pool.makeWaiterID()
+        let waiterID = pool.makeWaiterID()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 execute(prepared, waiterID: waiterID) { continuation.resume(with: $0) }
             }
         } onCancel: {
-            prepared.pool.giveUp(
+            pool.giveUp(
                 waiterID,
                 APNsClientError(.deadlineExceeded, "cancelled while waiting for a stream", mayHaveReachedAPNs: false))
         }
@@ -155,7 +147,8 @@ public final class APNsClient: Sendable {
     /// that has many at hand: the requests that find a free stream reach each connection in one
     /// hand-over (one event-loop wake-up, one write, one TLS record) instead of one each.
     public func send(_ batch: [BatchItem]) {
-        var perPool = BatchesByDestination<APNsConnectionPool, APNsConnectionPool.BatchItem>(reserving: batch.count)
+        var items: [APNsConnectionPool.BatchItem] = []
+        items.reserveCapacity(batch.count)
         for item in batch {
             let prepared: Prepared
             do {
@@ -164,27 +157,23 @@ public final class APNsClient: Sendable {
                 item.completion(.failure(error))
                 continue
             }
-            let pooled = APNsConnectionPool.BatchItem(
-                content: prepared.content, token: prepared.token,
-                completion: answer(prepared, then: { item.completion($0.mapError { $0 }) }))
-            perPool.append(pooled, to: prepared.pool)
+            items.append(
+                APNsConnectionPool.BatchItem(
+                    content: prepared.content, token: prepared.token,
+                    completion: answer(prepared, then: { item.completion($0.mapError { $0 }) })))
         }
-        let deadline = NIODeadline.now() + requestTimeout
-        for (pool, items) in perPool.batches { pool.execute(items, deadline: deadline) }
+        pool.execute(items, deadline: NIODeadline.now() + requestTimeout)
     }
 
-    /// A notification checked and matched to its pool and token, ready to go.
+    /// A request checked and given its provider token, ready to go.
     private struct Prepared: Sendable {
         var content: APNsRequestContent
-        var credential: APNsCredential
-        var pool: APNsConnectionPool
         var token: APNsProviderToken?
     }
 
     private func prepare(_ notification: APNsNotification) throws -> Prepared {
-        let (credential, pool) = try route(notification.topic)
         try notification.validate(for: credential.kind, checkingPayloadSyntax: false)
-        return try prepare(.notification(notification), credential: credential, pool: pool)
+        return try prepare(.notification(notification))
     }
 
     private func prepare(_ push: APNsPush) throws -> Prepared {
@@ -193,21 +182,11 @@ public final class APNsClient: Sendable {
             return try prepare(notification)
         case .broadcast(let broadcast):
             try broadcast.validate()
-            let (credential, pool) = try route(broadcast.bundleID)
-            return try prepare(.custom(broadcast.request), credential: credential, pool: pool)
+            return try prepare(.custom(broadcast.request))
         }
     }
 
-    private func route(_ topic: String) throws(APNsClientError) -> (APNsCredential, APNsConnectionPool) {
-        guard let credential = credential(for: topic), let pool = pools[credential.identity] else {
-            throw APNsClientError(.noCredentialForTopic, "no credential for topic \(topic)", mayHaveReachedAPNs: false)
-        }
-        return (credential, pool)
-    }
-
-    private func prepare(_ content: APNsRequestContent, credential: APNsCredential, pool: APNsConnectionPool) throws
-        -> Prepared
-    {
+    private func prepare(_ content: APNsRequestContent) throws -> Prepared {
         var token: APNsProviderToken?
         if case .token(let authenticator) = credential {
             do {
@@ -216,7 +195,7 @@ public final class APNsClient: Sendable {
                 throw APNsClientError(.credentialUnusable, "\(error)", mayHaveReachedAPNs: false)
             }
         }
-        return Prepared(content: content, credential: credential, pool: pool, token: token)
+        return Prepared(content: content, token: token)
     }
 
     private func execute(
@@ -224,7 +203,7 @@ public final class APNsClient: Sendable {
         completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     ) {
         let deadline = NIODeadline.now() + requestTimeout
-        prepared.pool.execute(
+        pool.execute(
             prepared.content, token: prepared.token, deadline: deadline, waiterID: waiterID,
             completion: answer(prepared, then: completion))
     }
@@ -233,7 +212,7 @@ public final class APNsClient: Sendable {
     private func answer(
         _ prepared: Prepared, then completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     ) -> APNsConnectionPool.Completion {
-        guard case .token(let authenticator) = prepared.credential, let token = prepared.token else {
+        guard case .token(let authenticator) = credential, let token = prepared.token else {
             return completion
         }
         return { result in
@@ -246,29 +225,14 @@ public final class APNsClient: Sendable {
         }
     }
 
-    /// The connections, streams and waiting requests of all its pools, now.
-    public var statistics: APNsPoolStatistics {
-        pools.values.reduce(APNsPoolStatistics()) { $0 + $1.statistics }
-    }
+    /// The connections, streams and waiting requests of its pool, now.
+    public var statistics: APNsPoolStatistics { pool.statistics }
 
     /// Takes no new notifications, lets those in flight finish, closes every connection, and stops
     /// the event loop if the client made it.
     public func shutdown() async {
-        for pool in pools.values { await pool.shutdown() }
+        await pool.shutdown()
         if ownsGroup { try? await group.shutdownGracefully() }
-    }
-
-    private func credential(for topic: String) -> APNsCredential? {
-        if routes.isEmpty { return defaultCredential }
-        if let exact = routes[topic] { return exact }
-        for pushType in APNsPushType.allCases {
-            if let suffix = pushType.topicSuffix, topic.hasSuffix(suffix),
-                let credential = routes[String(topic.dropLast(suffix.count))]
-            {
-                return credential
-            }
-        }
-        return defaultCredential
     }
 
     private static func poolSettings(_ configuration: APNsClientConfiguration, credential: APNsCredential)

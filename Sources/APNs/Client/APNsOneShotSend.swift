@@ -69,7 +69,7 @@ public struct APNsOneShotSend: Sendable {
             configuration.proxy = proxy
             configuration.requestTimeout = timeout
             configuration.reconnectMaximum = .seconds(1)
-            client = try APNsClient(configuration: configuration, defaultCredential: try credential())
+            client = try APNsClient(configuration: configuration, credential: try credential())
         } catch let error as APNsNotificationError {
             return Result(exitCode: 1, lines: ["invalid notification: \(error)"])
         } catch {

@@ -22,7 +22,9 @@ enum RDKafkaProduce {
                                 count += 1
                             }
                             append(RD_KAFKA_VTYPE_TOPIC) { $0.u.cstr = topic }
-                            if let partition = message.partition { append(RD_KAFKA_VTYPE_PARTITION) { $0.u.i32 = partition } }
+                            if let partition = message.partition {
+                                append(RD_KAFKA_VTYPE_PARTITION) { $0.u.i32 = partition }
+                            }
                             if let key {
                                 append(RD_KAFKA_VTYPE_KEY) {
                                     $0.u.mem.ptr = UnsafeMutableRawPointer(mutating: key.baseAddress)
@@ -84,12 +86,13 @@ enum RDKafkaProduce {
         }
         return names.withUnsafeBufferPointer { nameBuffer in
             values.withUnsafeBytes { valueBuffer in
-                body(spans.map { span in
-                    CHeader(
-                        name: nameBuffer.baseAddress! + span.name,
-                        value: span.value < 0 ? nil : valueBuffer.baseAddress! + span.value,
-                        size: span.size)
-                })
+                body(
+                    spans.map { span in
+                        CHeader(
+                            name: nameBuffer.baseAddress! + span.name,
+                            value: span.value < 0 ? nil : valueBuffer.baseAddress! + span.value,
+                            size: span.size)
+                    })
             }
         }
     }

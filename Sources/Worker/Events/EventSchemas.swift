@@ -1,8 +1,15 @@
 import JSONSchema
 
-/// The event schemas of schemas/, embedded (their text: `notificationEventText`, `resultEventText`)
-/// and compiled once per process.
+/// The event schemas of schemas/, embedded in the binary at build time (SwiftPM's `embedInCode`
+/// resources; `Sources/Worker/Schemas/` links to the files) and compiled once per process.
 public enum EventSchemas {
+    /// schemas/notification-event.schema.json, as the binary carries it.
+    public static let notificationEventText = String(
+        decoding: PackageResources.notification_event_schema_json, as: UTF8.self)
+
+    /// schemas/result-event.schema.json, as the binary carries it.
+    public static let resultEventText = String(decoding: PackageResources.result_event_schema_json, as: UTF8.self)
+
     /// `notification-event.schema.json`, compiled. Its validity is a build property (tested), so a
     /// failure here is a defect, not an input error.
     public static let notificationEvent: JSONSchema = compile(notificationEventText)

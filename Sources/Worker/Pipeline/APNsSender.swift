@@ -169,7 +169,7 @@ public final class APNsSender: NotificationSending {
             configuration.requestTimeout = settings.requestTimeout
             configuration.proxy = try settings.proxy(forHost: endpoint.host, environment: self.environment)
             let client = try APNsClient(
-                configuration: configuration, defaultCredential: route.credential, eventLoopGroup: group,
+                configuration: configuration, credential: route.credential, eventLoopGroup: group,
                 logger: logger)
             clients[key] = client
             let via = configuration.proxy.map { " via proxy \($0)" } ?? ""

@@ -38,7 +38,7 @@ func withClient<T>(
     _ configuration: APNsClientConfiguration, credential: APNsCredential,
     _ body: (APNsClient) async throws -> T
 ) async throws -> T {
-    let client = try APNsClient(configuration: configuration, defaultCredential: credential)
+    let client = try APNsClient(configuration: configuration, credential: credential)
     do {
         let result = try await body(client)
         await client.shutdown()
