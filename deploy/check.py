@@ -9,9 +9,9 @@ Exits 1 and names every problem found.
 What it checks:
   1. Every .yaml/.yml/.json file under deploy/ parses (all documents of multi-document YAML).
   2. Every metric name in the alert rules and in the Grafana dashboard is one the worker exports
-     (METRICS below, the table of the contract), or a listed external one (kube-state-metrics);
-     METRICS names the same metrics as the worker's own list (WorkerMetrics.help in
-     Sources/Worker/Operations/WorkerMetrics.swift).
+     (METRICS below, the metrics table of docs/deployment.md), or a listed external one
+     (kube-state-metrics); METRICS names the same metrics as the worker's own list (WorkerMetrics.help
+     in Sources/Worker/Operations/WorkerMetrics.swift).
   3. The ConfigMap's config.yaml, as the worker itself loads it: `apns-worker check --offline` (every
      key, type, range, librdkafka property and topic rule of `run`; no key files, secrets or broker)
      with the Deployment's literal APNS_WORKER_* values; each `valueFrom` one (its value unknown) is
@@ -25,7 +25,8 @@ What it checks:
      the dashboard's queries, and the alert unit tests in deploy/tests/; skipped with a notice
      otherwise.
 
-`--spec FILE` also compares METRICS with the metrics table of a markdown spec (the contract).
+`--spec FILE` also compares METRICS with the metrics table of a markdown file (`--spec
+docs/deployment.md`: the table METRICS copies).
 `--self-test` runs the checker's own negative tests (also run by every normal run).
 """
 

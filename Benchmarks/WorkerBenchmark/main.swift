@@ -50,10 +50,9 @@ for round in 0..<rounds {
     for mode in modes {
         let topic = resultsTopic(mode, round)
         // Fresh peers (mock cluster, simulator, backlog) for every run, so that each starts from the same
-        // state. One mock broker holding every run's results topic (32 partitions each) served every run
-        // more slowly, the first one included: 3 rounds x 2 modes measured 29,000 to 30,000 events/s
-        // (instant pipeline 40,000) where fresh peers give the same binary 36,000 to 40,000 (53,000 to
-        // 55,000). That was the harness's cost, not the worker's.
+        // state. One mock broker holding every run's results topic (32 partitions each) serves every run
+        // more slowly, the first one included: the harness's cost, not the worker's (figures in
+        // Benchmarks/README.md).
         let peersChild = try Child(["--peers", topic])
         var peers = Peers.Addresses()
         while let line = peersChild.readLine(), !peers.read(line) {}

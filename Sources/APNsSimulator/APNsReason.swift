@@ -30,8 +30,8 @@ public struct APNsReason: Error, Hashable, Sendable, CustomStringConvertible {
     public static let deviceTokenNotForTopic = APNsReason("DeviceTokenNotForTopic", status: 400)
     public static let duplicateHeaders = APNsReason("DuplicateHeaders", status: 400)
     public static let idleTimeout = APNsReason("IdleTimeout", status: 400)
-    /// Not in the stored documents: Apple's current response table lists it for an `apns-push-type`
-    /// value it does not know. The simulator answers it for such values.
+    /// Apple's current response table lists it for an `apns-push-type` value it does not know. The
+    /// simulator answers it for such values (docs/simulator.md).
     public static let invalidPushType = APNsReason("InvalidPushType", status: 400)
     public static let missingDeviceToken = APNsReason("MissingDeviceToken", status: 400)
     public static let missingTopic = APNsReason("MissingTopic", status: 400)

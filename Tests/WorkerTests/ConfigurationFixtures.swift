@@ -18,7 +18,8 @@ enum ConfigurationFixtures {
               token: { teamId: ABCDE12345, keyId: KEY1234567, keyFile: /keys/AuthKey.p8 }
         """
 
-    /// The spec's example file, every key set (to values other than the defaults where possible).
+    /// docs/configuration.md's example file, extended so that every key is set (to values other than
+    /// the defaults where possible).
     static let fullYAML = """
         kafka:
           bootstrap.servers: "kafka-0:9092,kafka-1:9092"

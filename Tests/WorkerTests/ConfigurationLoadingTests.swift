@@ -7,7 +7,7 @@ import Testing
 
 @Suite("Configuration loading")
 struct ConfigurationLoadingTests {
-    @Test("a minimal file gets every default of the spec")
+    @Test("a minimal file gets every documented default")
     func defaults() throws {
         let configuration = try WorkerConfiguration.parse(ConfigurationFixtures.minimalYAML)
         #expect(configuration.kafka == ["bootstrap.servers": "kafka-0:9092"])

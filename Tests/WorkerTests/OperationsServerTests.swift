@@ -162,7 +162,7 @@ struct OperationsServerTests {
         }
     }
 
-    @Test("/metrics serves Prometheus text with every metric of the spec")
+    @Test("/metrics serves Prometheus text with every metric the worker exports")
     func metrics() async throws {
         let registry = PrometheusCollectorRegistry()
         let metrics = WorkerMetrics(registry: registry)

@@ -3,7 +3,8 @@ import Logging
 /// Everything `apns-worker run` is configured with: the file (YAML or JSON) plus `APNS_WORKER_*`
 /// environment overrides, typed and validated. docs/configuration.md documents every key.
 ///
-/// Load it with `WorkerConfiguration.load(path:environment:)`; the defaults below are the spec's.
+/// Load it with `WorkerConfiguration.load(path:environment:)`; the defaults below are the ones
+/// docs/configuration.md lists.
 public struct WorkerConfiguration: Sendable {
     /// librdkafka properties for both the consumer and the producer (`bootstrap.servers` required).
     public var kafka: [String: String]
@@ -80,7 +81,7 @@ public struct DeliverySettings: Sendable, Hashable {
     public var maxInFlightBytes: Int = 64 * 1024 * 1024
     /// Period of offset commits (plus one at revocation and at shutdown).
     public var commitInterval: Duration = .seconds(1)
-    /// `delivery.retry`: its defaults are `RetryPolicy`'s, which are the spec's.
+    /// `delivery.retry`: its defaults are `RetryPolicy`'s, as docs/configuration.md lists them.
     public var retry: RetryPolicy = RetryPolicy()
     /// How long a revoked partition's in-flight events may take before it is let go.
     public var revocationTimeout: Duration = .seconds(30)

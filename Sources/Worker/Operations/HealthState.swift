@@ -20,7 +20,8 @@ public final class HealthState: Sendable {
     private let state: NIOLockedValueBox<HealthStateMachine>
 
     /// - Parameters:
-    ///   - livenessWindow: the spec's 60 s; the pipeline loop calls `heartbeat()` on progress and
+    ///   - livenessWindow: 60 s by default (`WorkerRuntime` passes twice `delivery.retry.maxBackoff`
+    ///     when that is longer; docs/worker.md); the pipeline loop calls `heartbeat()` on progress and
     ///     while idle-waiting, well within it.
     ///   - now, wallClock: injectable for tests (the wall clock only stamps "since" in readiness).
     public init(

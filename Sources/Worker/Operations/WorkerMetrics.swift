@@ -3,8 +3,8 @@ import CoreMetrics
 import NIOConcurrencyHelpers
 import Prometheus
 
-/// Every metric of the spec, with its exact name and labels, so the pipeline calls
-/// `metrics.completed(outcome: "delivered")` instead of spelling names.
+/// Every metric of the table in docs/deployment.md, with its exact name and labels, so the
+/// pipeline calls `metrics.completed(outcome: "delivered")` instead of spelling names.
 ///
 /// Built on swift-metrics with an explicit factory: tests give each instance its own Prometheus
 /// registry instead of going through the global, bootstrap-once `MetricsSystem`.
