@@ -1,4 +1,4 @@
-import Atomics
+import Synchronization
 import Foundation
 import NIOCore
 import NIOHPACK
@@ -37,7 +37,7 @@ public final class APNsSimulator: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let serverChannel: any Channel
     private let managementChannel: any Channel
-    private let stopped = ManagedAtomic(false)
+    private let stopped = Synchronization.Atomic(false)
 
     /// Binds and starts serving. Throws when the TLS material cannot be read or the port is taken.
     public static func start(_ configuration: APNsSimulatorConfiguration) async throws -> APNsSimulator {

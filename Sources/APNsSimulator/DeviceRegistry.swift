@@ -1,4 +1,4 @@
-import Atomics
+import Synchronization
 import NIOConcurrencyHelpers
 
 /// Device tokens the simulated APNs knows, per topic and environment, and those it has seen go away.
@@ -46,12 +46,12 @@ public final class DeviceRegistry: Sendable {
     private let state: NIOLockedValueBox<State>
     /// Bumped after every change, so a connection may keep the verdict for the token and topic it saw last
     /// (every request of a benchmark) until the registry changes, without the lock and the token's hash.
-    private let changes = ManagedAtomic<Int>(0)
+    private let changes = Synchronization.Atomic<Int>(0)
 
     /// The count of changes so far; read it before ``verdict(token:topic:environment:)`` to keep that verdict.
     var generation: Int { changes.load(ordering: .acquiring) }
 
-    private func changed() { changes.wrappingIncrement(ordering: .releasing) }
+    private func changed() { changes.wrappingAdd(1, ordering: .releasing) }
 
     public init(policy: UnknownDevicePolicy = .reject) {
         self.state = NIOLockedValueBox(State(policy: policy))

@@ -1,4 +1,4 @@
-import Atomics
+import Synchronization
 import NIOConcurrencyHelpers
 
 /// Faults the simulator injects, set at start and changeable at any time from any thread; every request
@@ -50,7 +50,7 @@ public final class FaultInjector: Sendable {
 
     private let state: NIOLockedValueBox<State>
     /// False while no fault at all is set: requests then skip the lock.
-    private let active = ManagedAtomic(false)
+    private let active = Synchronization.Atomic(false)
 
     /// `seed` makes rate-based faults reproducible.
     public init(seed: UInt64 = 0x5EED) {

@@ -1,4 +1,4 @@
-import Atomics
+import Synchronization
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -18,8 +18,8 @@ final class SimulatorCore: Sendable {
     let faults: FaultInjector
     let observation: SimulatorObservation
     let clock: any SimulatorClock
-    private let maxStreams: ManagedAtomic<UInt32>
-    private let nextConnectionID = ManagedAtomic<Int>(1)
+    private let maxStreams: Synchronization.Atomic<UInt32>
+    private let nextConnectionID = Synchronization.Atomic<Int>(1)
     private let connections = NIOLockedValueBox<[Int: ConnectionControl]>([:])
 
     init(configuration: APNsSimulatorConfiguration) throws {
@@ -49,7 +49,7 @@ final class SimulatorCore: Sendable {
         self.faults = FaultInjector(seed: configuration.faultSeed)
         self.observation = SimulatorObservation(recordLimit: configuration.recordLimit)
         self.clock = configuration.clock
-        self.maxStreams = ManagedAtomic(configuration.maxConcurrentStreams)
+        self.maxStreams = Synchronization.Atomic(configuration.maxConcurrentStreams)
     }
 
     var maxConcurrentStreams: UInt32 { maxStreams.load(ordering: .relaxed) }
@@ -64,7 +64,7 @@ final class SimulatorCore: Sendable {
     // MARK: live connections
 
     func register(_ control: ConnectionControl) -> Int {
-        let id = nextConnectionID.loadThenWrappingIncrement(ordering: .relaxed)
+        let id = nextConnectionID.wrappingAdd(1, ordering: .relaxed).oldValue
         connections.withLockedValue { $0[id] = control }
         return id
     }

@@ -1,4 +1,4 @@
-import Atomics
+import Synchronization
 import NIOConcurrencyHelpers
 import NIOCore
 
@@ -61,19 +61,19 @@ public final class SimulatorObservation: Sendable {
     }
 
     private let recorded: NIOLockedValueBox<Recorded>
-    private let connections = ManagedAtomic<Int>(0)
-    private let streams = ManagedAtomic<Int>(0)
-    private let connectionsTotal = ManagedAtomic<Int>(0)
-    private let goAwaysSent = ManagedAtomic<Int>(0)
+    private let connections = Synchronization.Atomic<Int>(0)
+    private let streams = Synchronization.Atomic<Int>(0)
+    private let connectionsTotal = Synchronization.Atomic<Int>(0)
+    private let goAwaysSent = Synchronization.Atomic<Int>(0)
     /// 200s counted without the lock while nothing is recorded: the benchmark's hot path.
-    private let unrecordedSuccesses = ManagedAtomic<Int>(0)
-    private let recording: ManagedAtomic<Bool>
+    private let unrecordedSuccesses = Synchronization.Atomic<Int>(0)
+    private let recording: Synchronization.Atomic<Bool>
 
     /// `recordLimit`: most recent accepted notifications kept (older ones are dropped); 0 switches
     /// recording off, which benchmarks want.
     public init(recordLimit: Int) {
         self.recorded = NIOLockedValueBox(Recorded(limit: max(0, recordLimit)))
-        self.recording = ManagedAtomic(recordLimit > 0)
+        self.recording = Synchronization.Atomic(recordLimit > 0)
     }
 
     /// Accepted notifications, oldest first (at most the record limit).
@@ -165,7 +165,7 @@ public final class SimulatorObservation: Sendable {
 
     func answered(status: Int, reason: APNsReason?, record: @autoclosure () -> NotificationRecord?) {
         if status == 200, !recording.load(ordering: .relaxed) {
-            unrecordedSuccesses.wrappingIncrement(ordering: .relaxed)
+            unrecordedSuccesses.wrappingAdd(1, ordering: .relaxed)
             return
         }
         recorded.withLockedValue { state in
@@ -193,11 +193,11 @@ public final class SimulatorObservation: Sendable {
     }
 
     func connectionOpened() {
-        connections.wrappingIncrement(ordering: .relaxed)
-        connectionsTotal.wrappingIncrement(ordering: .relaxed)
+        connections.wrappingAdd(1, ordering: .relaxed)
+        connectionsTotal.wrappingAdd(1, ordering: .relaxed)
     }
-    func connectionClosed() { connections.wrappingDecrement(ordering: .relaxed) }
-    func streamOpened() { streams.wrappingIncrement(ordering: .relaxed) }
-    func streamsClosed(_ n: Int) { streams.wrappingDecrement(by: n, ordering: .relaxed) }
-    func goAwaySent() { goAwaysSent.wrappingIncrement(ordering: .relaxed) }
+    func connectionClosed() { connections.wrappingSubtract(1, ordering: .relaxed) }
+    func streamOpened() { streams.wrappingAdd(1, ordering: .relaxed) }
+    func streamsClosed(_ n: Int) { streams.wrappingSubtract(n, ordering: .relaxed) }
+    func goAwaySent() { goAwaysSent.wrappingAdd(1, ordering: .relaxed) }
 }

@@ -109,7 +109,7 @@ public final class APNsClient: Sendable {
 
     /// A request by method and path (channel management).
     func send(custom request: APNsCustomRequest) async throws -> APNsResponse {
-        try await execute(prepare(.custom(request)))
+        try await execute(prepare(content: .custom(request)))
     }
 
     private func execute(_ prepared: Prepared) async throws -> APNsResponse {
@@ -173,7 +173,7 @@ public final class APNsClient: Sendable {
 
     private func prepare(_ notification: APNsNotification) throws -> Prepared {
         try notification.validate(for: credential.kind, checkingPayloadSyntax: false)
-        return try prepare(.notification(notification))
+        return try prepare(content: .notification(notification))
     }
 
     private func prepare(_ push: APNsPush) throws -> Prepared {
@@ -182,11 +182,11 @@ public final class APNsClient: Sendable {
             return try prepare(notification)
         case .broadcast(let broadcast):
             try broadcast.validate()
-            return try prepare(.custom(broadcast.request))
+            return try prepare(content: .custom(broadcast.request))
         }
     }
 
-    private func prepare(_ content: APNsRequestContent) throws -> Prepared {
+    private func prepare(content: APNsRequestContent) throws -> Prepared {
         var token: APNsProviderToken?
         if case .token(let authenticator) = credential {
             do {

@@ -33,9 +33,9 @@ final class OpenSSLConnection {
             SSL_free(ssl)
             throw OpenSSLError(.allocationFailed, "BIO_new failed")
         }
-        // An empty memory BIO must say "retry later", not "end of file" (BIO_set_mem_eof_return).
-        BIO_ctrl(readBIO, BIO_C_SET_BUF_MEM_EOF_RETURN, -1, nil)
-        BIO_ctrl(writeBIO, BIO_C_SET_BUF_MEM_EOF_RETURN, -1, nil)
+        // An empty memory BIO must say "retry later", not "end of file".
+        apns_BIO_set_mem_eof_return(readBIO, -1)
+        apns_BIO_set_mem_eof_return(writeBIO, -1)
         SSL_set_bio(ssl, readBIO, writeBIO)
         self.ssl = ssl
         self.readBIO = readBIO
@@ -49,12 +49,8 @@ final class OpenSSLConnection {
             }
             return
         }
-        // SNI (SSL_set_tlsext_host_name is a macro over SSL_ctrl) and host name verification.
-        let sni = serverName.withCString {
-            SSL_ctrl(
-                ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, Int(TLSEXT_NAMETYPE_host_name), UnsafeMutableRawPointer(mutating: $0)
-            )
-        }
+        // SNI and host name verification.
+        let sni = serverName.withCString { apns_SSL_set_tlsext_host_name(ssl, $0) }
         guard sni == 1, SSL_set1_host(ssl, serverName) == 1 else {
             throw OpenSSLError(.contextSetupFailed, "cannot set the server name \(serverName)")
         }

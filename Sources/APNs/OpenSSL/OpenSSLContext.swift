@@ -16,8 +16,7 @@ final class OpenSSLContext: @unchecked Sendable {
             throw OpenSSLError(.allocationFailed, "SSL_CTX_new failed")
         }
         self.pointer = context
-        // SSL_CTX_set_min_proto_version is a macro over SSL_CTX_ctrl.
-        guard SSL_CTX_ctrl(context, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil) == 1 else {
+        guard apns_SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION) == 1 else {
             throw OpenSSLError(.contextSetupFailed, "cannot require TLS 1.2")
         }
         // The wire format "\x02h2": a length-prefixed list with the one protocol APNs speaks.
@@ -49,10 +48,8 @@ final class OpenSSLContext: @unchecked Sendable {
                 && identity.key.withPointer { SSL_CTX_use_PrivateKey(context, $0) } == 1
             guard ok else { throw OpenSSLError(.contextSetupFailed, "cannot use the client certificate") }
             for certificate in identity.chain {
-                // SSL_CTX_add1_chain_cert is a macro over SSL_CTX_ctrl; "add1" takes its own reference.
-                let added = certificate.withPointer {
-                    SSL_CTX_ctrl(context, SSL_CTRL_CHAIN_CERT, 1, UnsafeMutableRawPointer($0))
-                }
+                // "add1": the context takes its own reference.
+                let added = certificate.withPointer { apns_SSL_CTX_add1_chain_cert(context, $0) }
                 guard added == 1 else { throw OpenSSLError(.contextSetupFailed, "cannot add a chain certificate") }
             }
         }
