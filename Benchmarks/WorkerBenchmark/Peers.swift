@@ -59,7 +59,7 @@ enum Peers {
         try cluster.createTopic(deadLetterTopic, partitions: 1)
         for topic in resultsTopics { try cluster.createTopic(topic, partitions: resultsPartitions) }
 
-        var configuration = APNsSimulatorConfiguration(tls: .directory(directory + "/tls"))
+        var configuration = SimulatorConfiguration(tls: .directory(directory + "/tls"))
         configuration.tokenKeys = [ProviderTokenKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey)]
         configuration.unknownDevices = .accept  // made-up tokens, as a load test sends
         configuration.recordLimit = 0  // keep nothing: the simulator's memory stays flat
@@ -69,7 +69,7 @@ enum Peers {
         if let threads = Int(ProcessInfo.processInfo.environment["WORKER_BENCH_SIMULATOR_THREADS"] ?? "") {
             configuration.threads = threads
         }
-        let simulator = try await APNsSimulator.start(configuration)
+        let simulator = try await Simulator.start(configuration)
         // WORKER_BENCH_APNS_LATENCY_MS: APNs answering slowly, as the real one does from afar.
         if let milliseconds = Int(ProcessInfo.processInfo.environment["WORKER_BENCH_APNS_LATENCY_MS"] ?? "") {
             simulator.faults.latency = .fixed(.milliseconds(milliseconds))

@@ -7,7 +7,7 @@ extension APNsConnectionHandler {
     /// An answer ready to be written.
     struct Response {
         var status: Int
-        var reason: APNsReason?
+        var reason: SimulatorReason?
         /// The id answered: `apns-id` for a device push, `apns-request-id` (``namesRequestID``) otherwise.
         var apnsID: String
         var uniqueID: String?
@@ -104,7 +104,7 @@ extension APNsConnectionHandler {
     }
 
     /// Carries out a channel-management call; the reason when the registry changed in the meantime.
-    private func perform(_ plan: ManagementPlan, into response: inout Response) -> APNsReason? {
+    private func perform(_ plan: ManagementPlan, into response: inout Response) -> SimulatorReason? {
         let channels = core.channels
         switch plan.call {
         case .create:
@@ -238,7 +238,7 @@ extension APNsConnectionHandler {
 
     /// GOAWAY with `{"reason": …}`; streams up to the last one received are still answered, then the
     /// connection closes.
-    func goAway(reason: APNsReason) {
+    func goAway(reason: SimulatorReason) {
         guard goAwayLastStreamID == nil, let context else { return }
         goAwayLastStreamID = highestStreamID
         var data = context.channel.allocator.buffer(capacity: 32)

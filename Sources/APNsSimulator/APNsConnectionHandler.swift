@@ -251,7 +251,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     /// The provider token (through the connection's state machine) or the client certificate.
-    private func authorize(_ head: RequestHead) -> Result<RequestAuthorization, APNsReason> {
+    private func authorize(_ head: RequestHead) -> Result<RequestAuthorization, SimulatorReason> {
         switch auth.authorize(header: head.authorization, now: core.clock.now(), verifier: core.verifier) {
         case .refuse(let reason):
             return .failure(reason)
@@ -269,7 +269,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     /// Empty, too large, or not a JSON object.
-    private func checkPayload(_ stream: PendingStream, limit: Int) -> APNsReason? {
+    private func checkPayload(_ stream: PendingStream, limit: Int) -> SimulatorReason? {
         if let body = stream.body {
             return body.withUnsafeReadableBytes { RequestRules.checkPayload($0, size: stream.size, limit: limit) }
         }
@@ -350,7 +350,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     /// What broadcasts and channel management check after the line: the credential, the app against
     /// the credential, and the app's broadcast capability.
-    private func checkCallerAndApp(_ head: RequestHead, bundleID: String) -> APNsReason? {
+    private func checkCallerAndApp(_ head: RequestHead, bundleID: String) -> SimulatorReason? {
         let authorization: RequestAuthorization
         switch authorize(head) {
         case .failure(let reason): return reason
@@ -391,7 +391,7 @@ extension APNsConnectionHandler {
     struct Outcome {
         var deviceToken: String?
         var request: CheckedRequest?
-        var reason: APNsReason?
+        var reason: SimulatorReason?
         var unregisteredSince: Double?
         /// A broadcast or a channel-management call; `nil` for a device push.
         var other: Other?
@@ -403,7 +403,7 @@ extension APNsConnectionHandler {
             return ""
         }
 
-        mutating func refused(_ reason: APNsReason) -> Outcome {
+        mutating func refused(_ reason: SimulatorReason) -> Outcome {
             self.reason = reason
             return self
         }

@@ -3,9 +3,9 @@ import ServiceLifecycle
 /// A started simulator as a swift-service-lifecycle `Service`: it serves until graceful shutdown (or
 /// cancellation), then closes its connections and event loops. Put it in the demo's `ServiceGroup`.
 public struct APNsSimulatorService: Service {
-    public let simulator: APNsSimulator
+    public let simulator: Simulator
 
-    public init(_ simulator: APNsSimulator) {
+    public init(_ simulator: Simulator) {
         self.simulator = simulator
     }
 

@@ -43,7 +43,7 @@ package enum BroadcastRules {
     }
 
     /// Duplicates, method and path; gives the bundle ID of `/4/broadcasts/apps/<bundle ID>`.
-    package static func checkBroadcastLine(_ head: RequestHead) -> Result<String, APNsReason> {
+    package static func checkBroadcastLine(_ head: RequestHead) -> Result<String, SimulatorReason> {
         if head.hasDuplicates { return .failure(.duplicateHeaders) }
         guard head.method == "POST" else { return .failure(.methodNotAllowed) }
         guard let path = head.path, path.hasPrefix(broadcastPrefix) else { return .failure(.badPath) }
@@ -58,7 +58,7 @@ package enum BroadcastRules {
         _ head: RequestHead,
         bundleID: String,
         acceptUppercaseRequestID: Bool
-    ) -> Result<BroadcastRequest, APNsReason> {
+    ) -> Result<BroadcastRequest, SimulatorReason> {
         if let reason = checkRequestID(head, acceptUppercase: acceptUppercaseRequestID) { return .failure(reason) }
         let channelID: String
         switch checkChannelID(head) {
@@ -80,7 +80,7 @@ package enum BroadcastRules {
     }
 
     /// A broadcast to `channel`: a channel that stores no message takes only `apns-expiration: 0`.
-    static func checkExpiration(_ request: BroadcastRequest, channel: ChannelRegistry.Channel) -> APNsReason? {
+    static func checkExpiration(_ request: BroadcastRequest, channel: ChannelRegistry.Channel) -> SimulatorReason? {
         channel.storagePolicy == .noMessageStored && request.expiration != 0 ? .badExpirationDate : nil
     }
 
@@ -88,7 +88,7 @@ package enum BroadcastRules {
 
     /// Duplicates, path, then method (the methods a path takes depend on the path): gives the bundle ID
     /// and the call.
-    package static func checkManagementLine(_ head: RequestHead) -> Result<(String, ManagementCall), APNsReason> {
+    package static func checkManagementLine(_ head: RequestHead) -> Result<(String, ManagementCall), SimulatorReason> {
         if head.hasDuplicates { return .failure(.duplicateHeaders) }
         guard let path = head.path, path.hasPrefix(managementPrefix) else { return .failure(.badPath) }
         let parts = path.dropFirst(managementPrefix.count).split(separator: "/", omittingEmptySubsequences: false)
@@ -107,7 +107,7 @@ package enum BroadcastRules {
     /// The create body: `{"message-storage-policy": 0|1, "push-type": "LiveActivity"}`. Not a JSON object:
     /// BadRequestPayload; another attribute, or a policy that is missing or not 0 or 1: BadRequestParams;
     /// `push-type` missing: MissingPushType, not LiveActivity (any case): InvalidPushType.
-    package static func checkCreateBody(_ bytes: [UInt8]) -> Result<ChannelRegistry.StoragePolicy, APNsReason> {
+    package static func checkCreateBody(_ bytes: [UInt8]) -> Result<ChannelRegistry.StoragePolicy, SimulatorReason> {
         guard let object = try? JSONDecoder().decode([String: JSONScalar].self, from: Data(bytes)) else {
             return .failure(.badRequestPayload)
         }
@@ -126,7 +126,7 @@ package enum BroadcastRules {
 
     /// The app in the path against the credential: a bundle ID with a push-type suffix is
     /// TopicDisallowed; one the token's key or the client certificate does not cover is TopicMismatch.
-    package static func checkApp(_ bundleID: String, authorization: RequestAuthorization) -> APNsReason? {
+    package static func checkApp(_ bundleID: String, authorization: RequestAuthorization) -> SimulatorReason? {
         if PushType.implied(byTopic: bundleID) != nil { return .topicDisallowed }
         switch authorization {
         case .none:
@@ -141,14 +141,14 @@ package enum BroadcastRules {
     }
 
     /// `apns-request-id`, when present, is a UUID in canonical lowercase form (BadMessageId otherwise).
-    package static func checkRequestID(_ head: RequestHead, acceptUppercase: Bool) -> APNsReason? {
+    package static func checkRequestID(_ head: RequestHead, acceptUppercase: Bool) -> SimulatorReason? {
         guard let id = head.requestID else { return nil }
         return RequestRules.isCanonicalUUID(id, allowUppercase: acceptUppercase) ? nil : .badMessageId
     }
 
     /// `apns-channel-id` of a broadcast, a read or a delete: present (MissingChannelId) and well-formed
     /// (BadChannelId).
-    package static func checkChannelID(_ head: RequestHead) -> Result<String, APNsReason> {
+    package static func checkChannelID(_ head: RequestHead) -> Result<String, SimulatorReason> {
         guard let id = head.channelID else { return .failure(.missingChannelId) }
         return isChannelIDSyntax(id) ? .success(id) : .failure(.badChannelId)
     }

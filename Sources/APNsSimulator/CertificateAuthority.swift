@@ -72,7 +72,7 @@ public struct SimulatorCertificateAuthority: Sendable {
     /// `validFor` lets tests make an expired one (a negative interval).
     public func issueClientCertificate(
         topics: [String],
-        environment: APNsEnvironment? = nil,
+        environment: SimulatorEnvironment? = nil,
         validFor: TimeInterval = 365 * 86400
     ) throws -> IssuedCertificate {
         let value = try Self.encodeTopics(topics)

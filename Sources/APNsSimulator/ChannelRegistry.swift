@@ -91,11 +91,11 @@ public final class ChannelRegistry: Sendable {
     /// CannotCreateChannelConfig at the app's limit, or BadChannelId for a given id that is not
     /// well-formed, already taken or deleted before.
     @discardableResult
-    public func create(bundleID: String, storagePolicy: StoragePolicy, id: String? = nil) throws(APNsReason)
+    public func create(bundleID: String, storagePolicy: StoragePolicy, id: String? = nil) throws(SimulatorReason)
         -> Channel
     {
         if let id, !BroadcastRules.isChannelIDSyntax(id) { throw .badChannelId }
-        let result = state.withLockedValue { state -> Result<Channel, APNsReason> in
+        let result = state.withLockedValue { state -> Result<Channel, SimulatorReason> in
             if state.disabled.contains(bundleID) { return .failure(.featureNotEnabled) }
             if state.byApp[bundleID, default: []].count >= state.limit { return .failure(.cannotCreateChannelConfig) }
             let channelID: String

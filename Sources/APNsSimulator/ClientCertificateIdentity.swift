@@ -31,7 +31,7 @@ package struct ClientCertificateIdentity: Sendable {
     static func read(
         leafDER: [UInt8],
         authority: Certificate,
-        environment: APNsEnvironment,
+        environment: SimulatorEnvironment,
         configuredTopics: [String],
         now: Date
     ) -> ClientCertificateIdentity {

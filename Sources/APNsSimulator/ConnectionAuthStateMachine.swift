@@ -23,7 +23,7 @@ package struct ConnectionAuthStateMachine {
     package enum Action {
         /// Go on with the request. `raiseStreamLimit` is true exactly once: for the first authorized request.
         case authorized(RequestAuthorization, raiseStreamLimit: Bool)
-        case refuse(APNsReason)
+        case refuse(SimulatorReason)
     }
 
     private let mode: Mode

@@ -15,8 +15,8 @@ public final class DeviceRegistry: Sendable {
     /// A device: the app topic (bundle ID) it registered for and its environment (`nil`: any).
     public struct Device: Sendable, Equatable {
         public var topic: String?
-        public var environment: APNsEnvironment?
-        public init(topic: String? = nil, environment: APNsEnvironment? = nil) {
+        public var environment: SimulatorEnvironment?
+        public init(topic: String? = nil, environment: SimulatorEnvironment? = nil) {
             self.topic = topic
             self.environment = environment
         }
@@ -25,7 +25,7 @@ public final class DeviceRegistry: Sendable {
     /// The registry's answer for one request.
     enum Verdict: Equatable {
         case deliver
-        case reject(APNsReason)
+        case reject(SimulatorReason)
         /// 410 Unregistered with the time (seconds since 1970) APNs last saw the token invalid.
         case unregistered(since: Double)
     }
@@ -58,7 +58,7 @@ public final class DeviceRegistry: Sendable {
     }
 
     /// Registers (or re-registers) a token; it stops being unregistered.
-    public func register(_ token: String, topic: String? = nil, environment: APNsEnvironment? = nil) {
+    public func register(_ token: String, topic: String? = nil, environment: SimulatorEnvironment? = nil) {
         let key = token.lowercased()
         let entry = Entry(
             device: Device(topic: topic, environment: environment),
@@ -93,7 +93,7 @@ public final class DeviceRegistry: Sendable {
     }
 
     /// `token` is lowercase hex already (the validator normalises it).
-    func verdict(token: String, topic: String, environment: APNsEnvironment) -> Verdict {
+    func verdict(token: String, topic: String, environment: SimulatorEnvironment) -> Verdict {
         let requestBundleID = PushType.bundleID(ofTopic: topic)
         return state.withLockedValue { state in
             let entry = state.entries[token]

@@ -16,7 +16,7 @@ public final class FaultInjector: Sendable {
     public struct ConnectionFaults: Sendable, Equatable {
         /// Send GOAWAY (with `goAwayReason`) after this many requests on a connection.
         public var goAwayAfter: Int?
-        public var goAwayReason: APNsReason = .shutdown
+        public var goAwayReason: SimulatorReason = .shutdown
         /// Close the TCP connection abruptly (no GOAWAY, no answer) on this request number.
         public var closeAfter: Int?
         /// After answering anything but 200, lower MAX_CONCURRENT_STREAMS to this value, as APNs does.
@@ -26,7 +26,7 @@ public final class FaultInjector: Sendable {
 
     /// What one request gets.
     struct Decision {
-        var reason: APNsReason?
+        var reason: SimulatorReason?
         var delayNanoseconds: Int64
         var connection: ConnectionFaults
     }
@@ -40,9 +40,9 @@ public final class FaultInjector: Sendable {
     }
 
     private struct State {
-        var rates: [(APNsReason, Double)] = []
-        var scripts: [String: [APNsReason?]] = [:]
-        var script: [APNsReason?] = []
+        var rates: [(SimulatorReason, Double)] = []
+        var scripts: [String: [SimulatorReason?]] = [:]
+        var script: [SimulatorReason?] = []
         var latency: Latency = .none
         var connection = ConnectionFaults()
         var random: SplitMix64
@@ -58,7 +58,7 @@ public final class FaultInjector: Sendable {
     }
 
     /// Answer `reason` to this fraction (0...1) of otherwise successful requests; 0 removes it.
-    public func setRate(_ reason: APNsReason, _ rate: Double) {
+    public func setRate(_ reason: SimulatorReason, _ rate: Double) {
         state.withLockedValue { state in
             state.rates.removeAll { $0.0 == reason }
             if rate > 0 { state.rates.append((reason, min(rate, 1))) }
@@ -66,19 +66,19 @@ public final class FaultInjector: Sendable {
         refresh()
     }
 
-    public var rates: [APNsReason: Double] {
+    public var rates: [SimulatorReason: Double] {
         state.withLockedValue { Dictionary($0.rates.map { ($0.0, $0.1) }, uniquingKeysWith: { $1 }) }
     }
 
     /// The next requests to `deviceToken` get these answers in order (`nil`: no fault), then rates apply again.
-    public func script(deviceToken: String, _ steps: [APNsReason?]) {
+    public func script(deviceToken: String, _ steps: [SimulatorReason?]) {
         state.withLockedValue { $0.scripts[deviceToken.lowercased()] = steps }
         refresh()
     }
 
     /// The next broadcasts to `channelID` (compared exactly: base64 is case-sensitive) get these answers
     /// in order (`nil`: no fault), then rates apply again.
-    public func script(channelID: String, _ steps: [APNsReason?]) {
+    public func script(channelID: String, _ steps: [SimulatorReason?]) {
         state.withLockedValue { $0.scripts[Self.channelTarget(channelID)] = steps }
         refresh()
     }
@@ -87,7 +87,7 @@ public final class FaultInjector: Sendable {
     static func channelTarget(_ channelID: String) -> String { "channel:" + channelID }
 
     /// The next requests, whatever their token or listener, get these answers in order (`nil`: no fault).
-    public func script(_ steps: [APNsReason?]) {
+    public func script(_ steps: [SimulatorReason?]) {
         state.withLockedValue { $0.script = steps }
         refresh()
     }
@@ -129,7 +129,7 @@ public final class FaultInjector: Sendable {
             return Decision(reason: nil, delayNanoseconds: 0, connection: ConnectionFaults())
         }
         return state.withLockedValue { state in
-            var reason: APNsReason?
+            var reason: SimulatorReason?
             if !eligible {
                 // no reason drawn: the request already has one
             } else if var steps = state.scripts[deviceToken], !steps.isEmpty {

@@ -12,7 +12,7 @@ public struct ProviderTokenKey: Sendable {
     public var topics: Set<String>?
     /// The environment the key is restricted to (Apple's keys for Sandbox only or Production only); a
     /// token it signed on the other environment is 403 BadEnvironmentKeyIdInToken. `nil`: both.
-    public var environment: APNsEnvironment?
+    public var environment: SimulatorEnvironment?
     /// The key id of the one key this key is related to (Apple allows a topic-specific key one related
     /// key). A connection takes tokens of its first token's key and of that key's related key; any other
     /// key of the team is 403 UnrelatedKeyIdInToken. The relation goes both ways: either key may name it.
@@ -23,7 +23,7 @@ public struct ProviderTokenKey: Sendable {
         keyID: String,
         publicKey: P256.Signing.PublicKey,
         topics: Set<String>? = nil,
-        environment: APNsEnvironment? = nil,
+        environment: SimulatorEnvironment? = nil,
         relatedKeyID: String? = nil
     ) {
         self.teamID = teamID
@@ -41,7 +41,7 @@ public struct ProviderTokenKey: Sendable {
         keyID: String,
         pem: String,
         topics: Set<String>? = nil,
-        environment: APNsEnvironment? = nil,
+        environment: SimulatorEnvironment? = nil,
         relatedKeyID: String? = nil
     ) throws {
         let key: P256.Signing.PublicKey
@@ -77,9 +77,9 @@ package struct ProviderTokenVerifier: Sendable {
 
     private let keys: [String: ProviderTokenKey]
     /// The environment served; `nil` checks no key's environment.
-    private let environment: APNsEnvironment?
+    private let environment: SimulatorEnvironment?
 
-    package init(keys: [ProviderTokenKey], environment: APNsEnvironment? = nil) {
+    package init(keys: [ProviderTokenKey], environment: SimulatorEnvironment? = nil) {
         var byID: [String: ProviderTokenKey] = [:]
         for key in keys { byID[key.keyID] = key }
         self.keys = byID
@@ -95,7 +95,7 @@ package struct ProviderTokenVerifier: Sendable {
     }
 
     /// Checks signature and claims; returns the reason APNs would answer when the token is refused.
-    package func verify(authorization: String, now: Double) -> Result<VerifiedProviderToken, APNsReason> {
+    package func verify(authorization: String, now: Double) -> Result<VerifiedProviderToken, SimulatorReason> {
         guard let token = Self.bearerToken(authorization) else { return .failure(.invalidProviderToken) }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3,

@@ -70,6 +70,6 @@ public enum PushType: String, Sendable, CaseIterable {
 
 /// The APNs environment the simulator plays: production (`api.push.apple.com`) or development
 /// (`api.sandbox.push.apple.com`). Device tokens and certificates belong to one of them.
-public enum APNsEnvironment: String, Sendable {
+public enum SimulatorEnvironment: String, Sendable {
     case production, development
 }

@@ -113,7 +113,7 @@ package enum RequestRules {
     static let maximumCollapseIDBytes = 64
 
     /// Duplicates, method and path; gives the device token (lowercase hex).
-    package static func checkLine(_ head: RequestHead) -> Result<String, APNsReason> {
+    package static func checkLine(_ head: RequestHead) -> Result<String, SimulatorReason> {
         if head.hasDuplicates { return .failure(.duplicateHeaders) }
         guard head.method == "POST" else { return .failure(.methodNotAllowed) }
         guard let path = head.path else { return .failure(.badPath) }
@@ -131,7 +131,7 @@ package enum RequestRules {
     /// The path rules on raw bytes for an all-ASCII path (where bytes and characters agree), making the
     /// token string once and lowercasing only when needed; `nil` for any other path (the caller then takes
     /// the character-based way). `/3/device` and `/3/device/` were answered before.
-    private static func checkASCIIPath(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<String, APNsReason>? {
+    private static func checkASCIIPath(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<String, SimulatorReason>? {
         let prefix: StaticString = "/3/device/"
         let prefixCount = prefix.utf8CodeUnitCount
         var hasUppercase = false
@@ -158,7 +158,7 @@ package enum RequestRules {
         deviceToken: String,
         authorization: RequestAuthorization,
         acceptUppercaseMessageID: Bool
-    ) -> Result<CheckedRequest, APNsReason> {
+    ) -> Result<CheckedRequest, SimulatorReason> {
         if let id = head.apnsID, !isCanonicalUUID(id, allowUppercase: acceptUppercaseMessageID) {
             return .failure(.badMessageId)
         }
@@ -199,14 +199,14 @@ package enum RequestRules {
     }
 
     /// Empty, too large, or not a JSON object.
-    package static func checkPayload(_ bytes: UnsafeRawBufferPointer, size: Int, limit: Int) -> APNsReason? {
+    package static func checkPayload(_ bytes: UnsafeRawBufferPointer, size: Int, limit: Int) -> SimulatorReason? {
         if size == 0 { return .payloadEmpty }
         if size > limit { return .payloadTooLarge }
         return JSONSyntax.isObject(bytes) ? nil : .badPayload
     }
 
     private static func resolveTopic(_ topic: String?, authorization: RequestAuthorization) -> Result<
-        String, APNsReason
+        String, SimulatorReason
     > {
         if let topic { return .success(topic) }
         switch authorization {
@@ -232,7 +232,7 @@ package enum RequestRules {
 
     /// voip needs `.voip`, complication `.complication`, and so on; alert and background need the bare
     /// bundle ID. A mismatch is a topic the push type cannot use: BadTopic.
-    private static func checkPushTypeAgainstTopic(_ pushType: PushType?, topic: String) -> APNsReason? {
+    private static func checkPushTypeAgainstTopic(_ pushType: PushType?, topic: String) -> SimulatorReason? {
         guard let pushType, pushType != .mdm else { return nil }
         if let suffix = pushType.topicSuffix {
             // The topic passed the syntax check: ASCII only, so bytes count as characters.
@@ -247,7 +247,7 @@ package enum RequestRules {
         _ topic: String,
         pushType: PushType?,
         authorization: RequestAuthorization
-    ) -> APNsReason? {
+    ) -> SimulatorReason? {
         switch authorization {
         case .none:
             return nil

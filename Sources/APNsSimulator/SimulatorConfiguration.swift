@@ -2,9 +2,9 @@ import Foundation
 import NIOCore
 
 /// Everything the simulator is started with. Faults, devices, channels and the stream limit can also be
-/// changed while it runs (``APNsSimulator/faults``, ``APNsSimulator/devices``, ``APNsSimulator/channels``,
-/// ``APNsSimulator/setMaxConcurrentStreams(_:)``).
-public struct APNsSimulatorConfiguration: Sendable {
+/// changed while it runs (``Simulator/faults``, ``Simulator/devices``, ``Simulator/channels``,
+/// ``Simulator/setMaxConcurrentStreams(_:)``).
+public struct SimulatorConfiguration: Sendable {
     /// Where the server's certificate and key come from.
     public enum TLSSource: Sendable {
         /// `DIR/server.pem` + `DIR/server-key.pem`; when missing, a CA is generated at `DIR/ca.pem`
@@ -15,15 +15,15 @@ public struct APNsSimulatorConfiguration: Sendable {
     }
 
     public var host = "127.0.0.1"
-    /// The push listener (device pushes and broadcasts); 0 picks a free port, ``APNsSimulator/port``
+    /// The push listener (device pushes and broadcasts); 0 picks a free port, ``Simulator/port``
     /// tells which.
     public var port = 0
     /// The channel-management listener, on the same host with the same TLS material and trust; 0 picks a
-    /// free port, ``APNsSimulator/managementPort`` tells which.
+    /// free port, ``Simulator/managementPort`` tells which.
     public var managementPort = 0
     public var tls: TLSSource
     /// Production or development; development adds `apns-unique-id` to 200 answers.
-    public var environment: APNsEnvironment = .production
+    public var environment: SimulatorEnvironment = .production
     /// Provider token keys the simulator trusts (token-based trust); each may be restricted to one
     /// environment and name a related key.
     public var tokenKeys: [ProviderTokenKey] = []

@@ -8,12 +8,12 @@ import X509
 /// device and channel registries, the fault settings, the observation, and the table of live connections
 /// for run-time control.
 final class SimulatorCore: Sendable {
-    let configuration: APNsSimulatorConfiguration
+    let configuration: SimulatorConfiguration
     let verifier: ProviderTokenVerifier
     let clientAuthority: Certificate?
     let devices: DeviceRegistry
     let channels: ChannelRegistry
-    /// The channels made from ``APNsSimulatorConfiguration/channels``, in its order.
+    /// The channels made from ``SimulatorConfiguration/channels``, in its order.
     let presetChannels: [ChannelRegistry.Channel]
     let faults: FaultInjector
     let observation: SimulatorObservation
@@ -22,7 +22,7 @@ final class SimulatorCore: Sendable {
     private let nextConnectionID = Synchronization.Atomic<Int>(1)
     private let connections = NIOLockedValueBox<[Int: ConnectionControl]>([:])
 
-    init(configuration: APNsSimulatorConfiguration) throws {
+    init(configuration: SimulatorConfiguration) throws {
         self.configuration = configuration
         self.verifier = ProviderTokenVerifier(keys: configuration.tokenKeys, environment: configuration.environment)
         self.clientAuthority = try configuration.clientCertificateAuthorityPEM.map { try Certificate(pemEncoded: $0) }

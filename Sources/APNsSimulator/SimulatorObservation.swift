@@ -123,12 +123,12 @@ public final class SimulatorObservation: Sendable {
     }
 
     /// Answers with this status (and reason, when given).
-    public func count(status: Int, reason: APNsReason? = nil) -> Int {
+    public func count(status: Int, reason: SimulatorReason? = nil) -> Int {
         counters.filter { $0.key.status == status && (reason == nil || $0.key.reason == reason?.rawValue) }
             .reduce(0) { $0 + $1.value }
     }
 
-    public func count(_ reason: APNsReason) -> Int { count(status: reason.status, reason: reason) }
+    public func count(_ reason: SimulatorReason) -> Int { count(status: reason.status, reason: reason) }
 
     public var liveConnections: Int { connections.load(ordering: .relaxed) }
     public var liveStreams: Int { streams.load(ordering: .relaxed) }
@@ -163,7 +163,7 @@ public final class SimulatorObservation: Sendable {
 
     // MARK: recording (from the connections)
 
-    func answered(status: Int, reason: APNsReason?, record: @autoclosure () -> NotificationRecord?) {
+    func answered(status: Int, reason: SimulatorReason?, record: @autoclosure () -> NotificationRecord?) {
         if status == 200, !recording.load(ordering: .relaxed) {
             unrecordedSuccesses.wrappingAdd(1, ordering: .relaxed)
             return

@@ -8,7 +8,7 @@ struct TLSMaterial {
     /// The CA a client should trust, when the simulator generated one.
     var authorityPath: String?
 
-    static func load(_ source: APNsSimulatorConfiguration.TLSSource) throws -> TLSMaterial {
+    static func load(_ source: SimulatorConfiguration.TLSSource) throws -> TLSMaterial {
         switch source {
         case .files(let chain, let key):
             return TLSMaterial(

@@ -34,12 +34,12 @@ public final class EmbeddedStack: Sendable {
     public let cluster: any EmbeddedKafkaCluster
     /// The cluster when it is librdkafka's mock (which can inject broker faults).
     public var mockCluster: KafkaMockCluster? { cluster as? KafkaMockCluster }
-    public let simulator: APNsSimulator
+    public let simulator: Simulator
     /// Holds the signing key and the simulator's CA; removed by `shutdown()`.
     public let directory: String
     public let keyFile: String
 
-    private init(cluster: any EmbeddedKafkaCluster, simulator: APNsSimulator, directory: String, keyFile: String) {
+    private init(cluster: any EmbeddedKafkaCluster, simulator: Simulator, directory: String, keyFile: String) {
         self.cluster = cluster
         self.simulator = simulator
         self.directory = directory
@@ -71,11 +71,11 @@ public final class EmbeddedStack: Sendable {
         try await cluster.create(topic: resultsTopic, partitions: partitions)
         try await cluster.create(topic: deadLetterTopic, partitions: 1)
 
-        var configuration = APNsSimulatorConfiguration(tls: .directory(directory + "/tls"))
+        var configuration = SimulatorConfiguration(tls: .directory(directory + "/tls"))
         configuration.tokenKeys = [ProviderTokenKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey)]
         configuration.threads = 1
         configuration.recordLimit = 100_000
-        let simulator = try await APNsSimulator.start(configuration)
+        let simulator = try await Simulator.start(configuration)
         return EmbeddedStack(cluster: cluster, simulator: simulator, directory: directory, keyFile: keyFile)
     }
 

@@ -25,7 +25,7 @@ public struct SampleBatch: Sendable {
 
     /// `count` events in these proportions: 70% alerts, 8% background, 7% VoIP, 4% throttled then
     /// accepted, 3% unregistered token, 3% unknown token, 3% not JSON, 2% schema-invalid.
-    public static func mixed(count: Int, topic: String, simulator: APNsSimulator, seed: UInt64 = 1) -> SampleBatch {
+    public static func mixed(count: Int, topic: String, simulator: Simulator, seed: UInt64 = 1) -> SampleBatch {
         var batch = SampleBatch()
         var random = SplitMix(state: seed)
         let bundle = EmbeddedStack.bundleID

@@ -70,7 +70,7 @@ struct SimulatorCommand: AsyncParsableCommand {
     @Flag(help: "Play the development environment (adds apns-unique-id).") var development = false
 
     func run() async throws {
-        var config = APNsSimulatorConfiguration(tls: .directory(tlsDir))
+        var config = SimulatorConfiguration(tls: .directory(tlsDir))
         config.host = host
         config.port = port
         config.managementPort = managePort
@@ -104,10 +104,10 @@ struct SimulatorCommand: AsyncParsableCommand {
             let (token, since) = Self.split(spec)
             config.unregisteredDevices[token] = since.flatMap(Double.init) ?? Date().timeIntervalSince1970
         }
-        let simulator = try await APNsSimulator.start(config)
+        let simulator = try await Simulator.start(config)
         for spec in fault {
             let (name, rate) = Self.split(spec)
-            guard let reason = APNsReason(named: name), let rate = rate.flatMap(Double.init) else {
+            guard let reason = SimulatorReason(named: name), let rate = rate.flatMap(Double.init) else {
                 throw ValidationError("--fault wants REASON=RATE with a reason from Apple's table, got \(spec)")
             }
             simulator.faults.setRate(reason, rate)
@@ -145,8 +145,9 @@ struct SimulatorCommand: AsyncParsableCommand {
         guard parts.count == 3 else {
             throw ValidationError("--token-key wants TEAM:KEYID:PEMFILE[:development|production], got \(spec)")
         }
-        var environment: APNsEnvironment?
-        for candidate in [APNsEnvironment.development, .production] where parts[2].hasSuffix(":" + candidate.rawValue) {
+        var environment: SimulatorEnvironment?
+        for candidate in [SimulatorEnvironment.development, .production]
+        where parts[2].hasSuffix(":" + candidate.rawValue) {
             environment = candidate
             parts[2] = String(parts[2].dropLast(candidate.rawValue.count + 1))
         }

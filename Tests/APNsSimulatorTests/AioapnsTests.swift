@@ -39,7 +39,7 @@ struct AioapnsRun: Decodable {
     var ids_ok: Bool
 }
 
-func runAioapns(_ simulator: APNsSimulator, key: TestSigningKey, dir: String, count: Int) async throws -> AioapnsRun {
+func runAioapns(_ simulator: Simulator, key: TestSigningKey, dir: String, count: Int) async throws -> AioapnsRun {
     let script = dir + "/send.py"
     try aioapnsScript.write(toFile: script, atomically: true, encoding: .utf8)
     let keyFile = dir + "/AuthKey.p8"

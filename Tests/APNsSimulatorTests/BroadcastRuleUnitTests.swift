@@ -88,15 +88,15 @@ struct BroadcastRuleUnitTests {
             "BadEnvironmentKeyIdInToken": 403,
         ]
         for (name, status) in expected {
-            #expect(APNsReason(named: name)?.status == status, "\(name)")
-            #expect(APNsReason.all.contains { $0.rawValue == name })
+            #expect(SimulatorReason(named: name)?.status == status, "\(name)")
+            #expect(SimulatorReason.all.contains { $0.rawValue == name })
         }
-        #expect(Set(APNsReason.all.map(\.rawValue)).count == APNsReason.all.count, "no reason twice")
-        let spaced = APNsReason(named: "Service Unavailable")
+        #expect(Set(SimulatorReason.all.map(\.rawValue)).count == SimulatorReason.all.count, "no reason twice")
+        let spaced = SimulatorReason(named: "Service Unavailable")
         #expect(spaced?.status == 503)
         #expect(spaced?.rawValue == "Service Unavailable")
-        #expect(APNsReason(named: "ServiceUnavailable") == .serviceUnavailable)
-        #expect(!APNsReason.all.contains { $0.rawValue == "Service Unavailable" }, "never answered on its own")
+        #expect(SimulatorReason(named: "ServiceUnavailable") == .serviceUnavailable)
+        #expect(!SimulatorReason.all.contains { $0.rawValue == "Service Unavailable" }, "never answered on its own")
     }
 
     @Test("the key of a connection's first token decides which keys may follow")
@@ -112,7 +112,7 @@ struct BroadcastRuleUnitTests {
         #expect(!verifier.areRelated(a.keyID, c.keyID))
         let now = Date().timeIntervalSince1970
         var machine = ConnectionAuthStateMachine(mode: .token, tokenUpdateWindow: 0)
-        func reason(_ key: TestSigningKey) -> APNsReason? {
+        func reason(_ key: TestSigningKey) -> SimulatorReason? {
             if case .refuse(let reason) = machine.authorize(
                 header: key.authorization(iat: now), now: now, verifier: verifier)
             {

@@ -20,7 +20,7 @@ extension Fixture {
 
     /// The broadcast setup: the key may push to `topic`, `otherApp` and `noBroadcastApp`; the three
     /// channels above exist; `noBroadcastApp` has no broadcast capability.
-    static func broadcastSetup(_ key: TestSigningKey) -> (inout APNsSimulatorConfiguration) -> Void {
+    static func broadcastSetup(_ key: TestSigningKey) -> (inout SimulatorConfiguration) -> Void {
         { config in
             config.tokenKeys = [key.trusted(topics: [topic, otherApp, noBroadcastApp])]
             config.channels = [
@@ -81,8 +81,8 @@ extension RawHTTP2Client {
 /// Simulator with the broadcast setup + a raw connection to each listener, all cleaned up.
 func withBroadcastConnections(
     key: TestSigningKey = TestSigningKey(),
-    _ adjust: (inout APNsSimulatorConfiguration) throws -> Void = { _ in },
-    _ body: (APNsSimulator, _ push: RawHTTP2Client, _ management: RawHTTP2Client) async throws -> Void
+    _ adjust: (inout SimulatorConfiguration) throws -> Void = { _ in },
+    _ body: (Simulator, _ push: RawHTTP2Client, _ management: RawHTTP2Client) async throws -> Void
 ) async throws {
     try await withSimulator(
         key: key,

@@ -277,7 +277,7 @@ struct BroadcastTests {
 
             simulator.faults.script([.channelNotRegistered])
             #expect(try await send().reason == "ChannelNotRegistered")
-            simulator.faults.setRate(try #require(APNsReason(named: "Service Unavailable")), 1)
+            simulator.faults.setRate(try #require(SimulatorReason(named: "Service Unavailable")), 1)
             let unavailable = try await send()
             #expect(unavailable.status == 503)
             #expect(unavailable.body == #"{"reason":"Service Unavailable"}"#)

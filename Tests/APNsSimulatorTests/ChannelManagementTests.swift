@@ -240,10 +240,10 @@ struct ChannelManagementTests {
         let chosen = try registry.create(bundleID: Fixture.topic, storagePolicy: .noMessageStored, id: "QUJD")
         #expect(chosen.id == "QUJD")
         registry.delete("QUJD", bundleID: Fixture.topic)
-        #expect(throws: APNsReason.badChannelId) {
+        #expect(throws: SimulatorReason.badChannelId) {
             try registry.create(bundleID: Fixture.topic, storagePolicy: .noMessageStored, id: "QUJD")
         }
-        #expect(throws: APNsReason.badChannelId) {
+        #expect(throws: SimulatorReason.badChannelId) {
             try registry.create(bundleID: Fixture.topic, storagePolicy: .noMessageStored, id: "not base64")
         }
     }
@@ -275,7 +275,7 @@ struct ChannelManagementTests {
                     bundleID: Fixture.topic, storagePolicy: .noMessageStored, id: Fixture.storedChannel)
                 Issue.record("a deleted id came back")
             } catch {
-                #expect(error as? APNsReason == .badChannelId, "a deleted id stays retired")
+                #expect(error as? SimulatorReason == .badChannelId, "a deleted id stays retired")
             }
         }
     }
@@ -332,8 +332,8 @@ struct ChannelManagementTests {
     @Test("a preset channel that cannot be made stops the start with a message")
     func badPreset() async throws {
         let dir = try TemporaryDirectory()
-        var config = APNsSimulatorConfiguration(tls: .directory(dir.path + "/tls"))
+        var config = SimulatorConfiguration(tls: .directory(dir.path + "/tls"))
         config.channels = [.init(bundleID: Fixture.topic, storagePolicy: .noMessageStored, id: "no!")]
-        await #expect(throws: APNsSimulatorConfigurationError.self) { _ = try await APNsSimulator.start(config) }
+        await #expect(throws: APNsSimulatorConfigurationError.self) { _ = try await Simulator.start(config) }
     }
 }

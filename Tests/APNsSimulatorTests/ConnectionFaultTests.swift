@@ -14,7 +14,7 @@ struct ConnectionFaultTests {
 
     @Test func goAwayAfterNRequestsCarriesReasonAndLastStreamID() async throws {
         try await withRawConnection(key: key, { _ in }) {
-            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+            (simulator: Simulator, client: RawHTTP2Client) async throws in
             var faults = FaultInjector.ConnectionFaults()
             faults.goAwayAfter = 2
             simulator.faults.connection = faults
@@ -34,7 +34,7 @@ struct ConnectionFaultTests {
 
     @Test func goAwayOnDemandAnswersStreamsUpToLastStreamID() async throws {
         try await withRawConnection(key: key, { _ in }) {
-            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+            (simulator: Simulator, client: RawHTTP2Client) async throws in
             push(client, 1)
             #expect(try await client.response(stream: 1).status == 200)
             simulator.faults.latency = .fixed(.seconds(3))
@@ -52,7 +52,7 @@ struct ConnectionFaultTests {
 
     @Test func abruptCloseAnswersNothing() async throws {
         try await withRawConnection(key: key, { _ in }) {
-            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+            (simulator: Simulator, client: RawHTTP2Client) async throws in
             var faults = FaultInjector.ConnectionFaults()
             faults.closeAfter = 2
             simulator.faults.connection = faults
@@ -67,7 +67,7 @@ struct ConnectionFaultTests {
 
     @Test func closeAllConnectionsOnDemand() async throws {
         try await withRawConnection(key: key, { _ in }) {
-            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+            (simulator: Simulator, client: RawHTTP2Client) async throws in
             push(client, 1)
             #expect(try await client.response(stream: 1).status == 200)
             #expect(simulator.observation.liveConnections == 1)
@@ -79,7 +79,7 @@ struct ConnectionFaultTests {
 
     @Test func idleConnectionGetsGoAwayIdleTimeout() async throws {
         try await withRawConnection(key: key, { $0.idleTimeout = .milliseconds(300) }) {
-            (_: APNsSimulator, client: RawHTTP2Client) async throws in
+            (_: Simulator, client: RawHTTP2Client) async throws in
             #expect(try await eventually { client.goAway != nil })
             #expect(client.goAway?.reason == #"{"reason":"IdleTimeout"}"#)
             #expect(client.goAway?.lastStreamID == HTTP2StreamID(0))
@@ -89,7 +89,7 @@ struct ConnectionFaultTests {
 
     @Test func maxConcurrentStreamsChangesMidConnection() async throws {
         try await withRawConnection(key: key, { _ in }) {
-            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+            (simulator: Simulator, client: RawHTTP2Client) async throws in
             push(client, 1)
             #expect(try await client.response(stream: 1).status == 200)
             #expect(try await eventually { client.maxConcurrentStreams == 1000 })
@@ -100,7 +100,7 @@ struct ConnectionFaultTests {
 
     @Test func streamsDropToOneAfterARejectionAndComeBackAfterASuccess() async throws {
         try await withRawConnection(key: key, { _ in }) {
-            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+            (simulator: Simulator, client: RawHTTP2Client) async throws in
             var faults = FaultInjector.ConnectionFaults()
             faults.dropStreamsAfterRejection = 1
             simulator.faults.connection = faults
@@ -118,7 +118,7 @@ struct ConnectionFaultTests {
 
     @Test func latencyDelaysTheAnswer() async throws {
         try await withRawConnection(key: key, { _ in }) {
-            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+            (simulator: Simulator, client: RawHTTP2Client) async throws in
             push(client, 1)
             _ = try await client.response(stream: 1)
             simulator.faults.latency = .uniform(.milliseconds(200), .milliseconds(250))
@@ -131,7 +131,7 @@ struct ConnectionFaultTests {
 
     @Test func rateFaultsFollowTheConfiguredShare() async throws {
         try await withRawConnection(key: key, { _ in }) {
-            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+            (simulator: Simulator, client: RawHTTP2Client) async throws in
             simulator.faults.setRate(.tooManyRequests, 0.3)
             simulator.faults.setRate(.internalServerError, 0.1)
             for i in 0..<400 { push(client, 1 + 2 * i) }
@@ -149,7 +149,7 @@ struct ConnectionFaultTests {
 
     @Test func acceptedNotificationsAreRecordedWithinTheLimit() async throws {
         try await withRawConnection(key: key, { $0.recordLimit = 3 }) {
-            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+            (simulator: Simulator, client: RawHTTP2Client) async throws in
             for i in 0..<5 {
                 client.send(
                     stream: 1 + 2 * i,
@@ -180,20 +180,20 @@ struct ConnectionFaultTests {
 
     @Test func developmentAddsUniqueID() async throws {
         try await withRawConnection(key: key, { $0.environment = .development }) {
-            (_: APNsSimulator, client: RawHTTP2Client) async throws in
+            (_: Simulator, client: RawHTTP2Client) async throws in
             push(client, 1)
             let answer = try await client.response(stream: 1)
             #expect(answer.status == 200)
             #expect(answer.headers.first(name: "apns-unique-id")?.count == 36)
         }
-        try await withRawConnection(key: key, { _ in }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { _ in }) { (_: Simulator, client: RawHTTP2Client) async throws in
             push(client, 1)
             #expect(try await client.response(stream: 1).headers.first(name: "apns-unique-id") == nil)
         }
     }
 
     @Test func apnsIDIsEchoedOrMadeUp() async throws {
-        try await withRawConnection(key: key, { _ in }) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key, { _ in }) { (_: Simulator, client: RawHTTP2Client) async throws in
             let id = "eabeae54-14a8-11e5-b60b-1697f925ec7b"
             client.send(
                 stream: 1,
@@ -210,7 +210,7 @@ struct ConnectionFaultTests {
 
     @Test func unknownDevicesCanBeAcceptedAndRegistryChangesAtRunTime() async throws {
         try await withRawConnection(key: key, { _ in }) {
-            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+            (simulator: Simulator, client: RawHTTP2Client) async throws in
             push(client, 1, token: "abcd")
             #expect(try await client.response(stream: 1).reason == "BadDeviceToken")
             simulator.devices.policy = .accept

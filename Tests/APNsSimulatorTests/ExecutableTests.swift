@@ -80,7 +80,7 @@ struct ExecutableTests {
 struct SimulatorServiceTests {
     @Test func cancellationShutsTheSimulatorDown() async throws {
         let dir = try TemporaryDirectory()
-        let simulator = try await APNsSimulator.start(APNsSimulatorConfiguration(tls: .directory(dir.path + "/tls")))
+        let simulator = try await Simulator.start(SimulatorConfiguration(tls: .directory(dir.path + "/tls")))
         let task = Task { try await APNsSimulatorService(simulator).run() }
         try await withClientGroup { group in
             let client = try await RawHTTP2Client.connect(

@@ -19,7 +19,7 @@ struct ReasonCase: Sendable, CustomTestStringConvertible {
     /// nil: no body, GET (nghttp sends POST only with data).
     var body: String? = Fixture.payload
     var auth = Auth.valid
-    var fault: APNsReason?
+    var fault: SimulatorReason?
     var status: Int
     var reason: String?
     var testDescription: String { "\(name) → \(status) \(reason ?? "")" }

@@ -21,8 +21,8 @@ func withClientGroup<T>(_ body: (MultiThreadedEventLoopGroup) async throws -> T)
 /// Simulator + one raw client connection, both cleaned up.
 func withRawConnection(
     key: TestSigningKey = TestSigningKey(),
-    _ adjust: (inout APNsSimulatorConfiguration) throws -> Void = { _ in },
-    _ body: (APNsSimulator, RawHTTP2Client) async throws -> Void
+    _ adjust: (inout SimulatorConfiguration) throws -> Void = { _ in },
+    _ body: (Simulator, RawHTTP2Client) async throws -> Void
 ) async throws {
     try await withSimulator(key: key, adjust) { simulator, _ in
         try await withClientGroup { group in
@@ -68,7 +68,7 @@ struct MalformedRequestTests {
     func answers(_ index: Int) async throws {
         let (name, headers, status, reason) = Self.cases[index]
         let key = TestSigningKey()
-        try await withRawConnection(key: key) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+        try await withRawConnection(key: key) { (_: Simulator, client: RawHTTP2Client) async throws in
             client.send(
                 stream: 1,
                 headers: headers + [
@@ -127,7 +127,7 @@ struct TokenConnectionTests {
     @Test func oneStreamUntilTheFirstValidTokenThenTheConfiguredLimit() async throws {
         let key = TestSigningKey()
         try await withRawConnection(key: key, { $0.maxConcurrentStreams = 321 }) {
-            (_: APNsSimulator, client: RawHTTP2Client) async throws in
+            (_: Simulator, client: RawHTTP2Client) async throws in
             client.send(stream: 1, headers: RawHTTP2Client.apnsHeaders(authorization: nil))
             #expect(try await client.response(stream: 1).reason == "MissingProviderToken")
             #expect(client.maxConcurrentStreams == 1)
@@ -141,7 +141,7 @@ struct TokenConnectionTests {
         let key = TestSigningKey()
         let clock = ManualSimulatorClock()
         try await withRawConnection(key: key, { $0.clock = clock }) {
-            (simulator: APNsSimulator, client: RawHTTP2Client) async throws in
+            (simulator: Simulator, client: RawHTTP2Client) async throws in
             func push(_ stream: Int, iat: Double) async throws -> RawResponse {
                 client.send(
                     stream: stream, headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization(iat: iat)))
@@ -168,7 +168,7 @@ struct TokenConnectionTests {
     @Test func tokenUpdateWindowIsConfigurable() async throws {
         let key = TestSigningKey()
         try await withRawConnection(key: key, { $0.tokenUpdateWindow = 0 }) {
-            (_: APNsSimulator, client: RawHTTP2Client) async throws in
+            (_: Simulator, client: RawHTTP2Client) async throws in
             for (i, age) in [0.0, 1, 2, 3].enumerated() {
                 let stream = 1 + 2 * i
                 client.send(
@@ -184,7 +184,7 @@ struct TokenConnectionTests {
         let key = TestSigningKey()
         let clock = ManualSimulatorClock()
         try await withRawConnection(key: key, { $0.clock = clock }) {
-            (_: APNsSimulator, client: RawHTTP2Client) async throws in
+            (_: Simulator, client: RawHTTP2Client) async throws in
             let token = key.authorization(iat: clock.now())
             client.send(stream: 1, headers: RawHTTP2Client.apnsHeaders(authorization: token))
             #expect(try await client.response(stream: 1).status == 200)
@@ -204,7 +204,7 @@ struct TokenConnectionTests {
             {
                 $0.tokenKeys.append(other.trusted()); $0.tokenUpdateWindow = 0
             }
-        ) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+        ) { (_: Simulator, client: RawHTTP2Client) async throws in
             client.send(stream: 1, headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization()))
             #expect(try await client.response(stream: 1).status == 200)
             client.send(stream: 3, headers: RawHTTP2Client.apnsHeaders(authorization: other.authorization()))

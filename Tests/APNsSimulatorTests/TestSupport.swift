@@ -75,11 +75,11 @@ enum Fixture {
 /// Starts a simulator with generated TLS material in a scratch directory, runs `body`, shuts it down.
 func withSimulator<T>(
     key: TestSigningKey = TestSigningKey(),
-    _ adjust: (inout APNsSimulatorConfiguration) throws -> Void = { _ in },
-    _ body: (APNsSimulator, String) async throws -> T
+    _ adjust: (inout SimulatorConfiguration) throws -> Void = { _ in },
+    _ body: (Simulator, String) async throws -> T
 ) async throws -> T {
     let dir = try TemporaryDirectory()
-    var config = APNsSimulatorConfiguration(tls: .directory(dir.path + "/tls"))
+    var config = SimulatorConfiguration(tls: .directory(dir.path + "/tls"))
     config.threads = 1
     config.tokenKeys = [key.trusted()]
     config.devices = [
@@ -88,7 +88,7 @@ func withSimulator<T>(
     ]
     config.unregisteredDevices = [Fixture.goneDevice: Fixture.goneSince]
     try adjust(&config)
-    let simulator = try await APNsSimulator.start(config)
+    let simulator = try await Simulator.start(config)
     do {
         let result = try await body(simulator, dir.path)
         try await simulator.shutdown()

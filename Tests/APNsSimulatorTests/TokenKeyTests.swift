@@ -9,7 +9,7 @@ struct TokenKeyTests {
 
     /// Pushes with `authorizations` in order on one connection; the answers' (status, reason).
     func pushes(
-        _ authorizations: [String], _ adjust: (inout APNsSimulatorConfiguration) -> Void
+        _ authorizations: [String], _ adjust: (inout SimulatorConfiguration) -> Void
     ) async throws -> [(Int, String?)] {
         var answers: [(Int, String?)] = []
         try await withRawConnection(
@@ -18,7 +18,7 @@ struct TokenKeyTests {
                 $0.tokenUpdateWindow = 0
                 adjust(&$0)
             }
-        ) { (_: APNsSimulator, client: RawHTTP2Client) async throws in
+        ) { (_: Simulator, client: RawHTTP2Client) async throws in
             for (i, authorization) in authorizations.enumerated() {
                 client.send(stream: 1 + 2 * i, headers: RawHTTP2Client.apnsHeaders(authorization: authorization))
                 let answer = try await client.response(stream: 1 + 2 * i)
@@ -67,8 +67,8 @@ struct TokenKeyTests {
     }
 
     struct EnvironmentCase: Sendable, CustomTestStringConvertible {
-        var key: APNsEnvironment?
-        var served: APNsEnvironment
+        var key: SimulatorEnvironment?
+        var served: SimulatorEnvironment
         var status: Int
         var testDescription: String { "key \(key?.rawValue ?? "both") on \(served.rawValue) → \(status)" }
     }

@@ -1,20 +1,14 @@
-// The simulator's module has types named like the client's (APNsReason, APNsEnvironment) and a type
-// named like itself, so its names are reached through these aliases from files that import the client.
+// Starting the APNs simulator for the client's tests.
 import APNsSimulator
 import Foundation
 
-typealias Simulator = APNsSimulator
-typealias SimulatorReason = APNsReason
-typealias SimulatorConfiguration = APNsSimulatorConfiguration
-typealias SimulatorTokenKey = ProviderTokenKey
-
-extension APNsSimulator {
+extension Simulator {
     /// A development-environment simulator on 127.0.0.1:0, trusting `tokenKeyPEM` for team
     /// TEAM123456 / key KEY1234567 and, when given, client certificates signed by `clientCAPEM`.
     static func startForTests(
-        pki: TestPKI, clientCAPEM: String? = nil, configure: (inout APNsSimulatorConfiguration) -> Void = { _ in }
-    ) async throws -> APNsSimulator {
-        var configuration = APNsSimulatorConfiguration(
+        pki: TestPKI, clientCAPEM: String? = nil, configure: (inout SimulatorConfiguration) -> Void = { _ in }
+    ) async throws -> Simulator {
+        var configuration = SimulatorConfiguration(
             tls: .files(certificateChain: pki.serverCertificate, privateKey: pki.serverKey))
         configuration.environment = .development
         configuration.threads = 1
@@ -29,12 +23,6 @@ extension APNsSimulator {
             configuration.clientCertificateTopics = ["com.example.app"]
         }
         configure(&configuration)
-        return try await APNsSimulator.start(configuration)
+        return try await Simulator.start(configuration)
     }
 }
-
-extension SimulatorReason {
-    static func named(_ name: String) -> SimulatorReason? { SimulatorReason(named: name) }
-}
-
-typealias SimulatorManualClock = ManualSimulatorClock

@@ -53,12 +53,12 @@ public enum FuzzSimulator {
             input.headers.map { ($0.name, $0.value.hasPrefix("bearer sign:") ? signed($0.value) : $0.value) })
         let reason = evaluate(RequestHead(headers), body: input.body, open: open)
         if let reason {
-            fuzzCheck(APNsReason(named: reason.rawValue) == reason, "a reason outside Apple's table: \(reason)")
+            fuzzCheck(SimulatorReason(named: reason.rawValue) == reason, "a reason outside Apple's table: \(reason)")
         }
     }
 
     /// What `APNsConnectionHandler` does with a request's head and body, before the registry and faults.
-    static func evaluate(_ head: RequestHead, body: [UInt8], open: Bool) -> APNsReason? {
+    static func evaluate(_ head: RequestHead, body: [UInt8], open: Bool) -> SimulatorReason? {
         if let path = head.path, path.hasPrefix("/4/") { return evaluateBroadcast(head, body: body, open: open) }
         if let path = head.path, path.hasPrefix("/1/") { return evaluateManagement(head, body: body, open: open) }
         let token: String
@@ -91,7 +91,7 @@ public enum FuzzSimulator {
     }
 
     /// A broadcast on the push listener, before the channel registry and faults.
-    static func evaluateBroadcast(_ head: RequestHead, body: [UInt8], open: Bool) -> APNsReason? {
+    static func evaluateBroadcast(_ head: RequestHead, body: [UInt8], open: Bool) -> SimulatorReason? {
         let bundleID: String
         switch BroadcastRules.checkBroadcastLine(head) {
         case .failure(let reason): return reason
@@ -116,7 +116,7 @@ public enum FuzzSimulator {
     }
 
     /// A channel-management request, before the channel registry and faults.
-    static func evaluateManagement(_ head: RequestHead, body: [UInt8], open: Bool) -> APNsReason? {
+    static func evaluateManagement(_ head: RequestHead, body: [UInt8], open: Bool) -> SimulatorReason? {
         let bundleID: String
         let call: ManagementCall
         switch BroadcastRules.checkManagementLine(head) {

@@ -41,7 +41,7 @@ public final class Rig: Sendable {
     private let state = NIOLockedValueBox(State())
 
     private struct State {
-        var simulator: APNsSimulator?
+        var simulator: Simulator?
         var workers: [InProcessWorker] = []
         var processes: [Process] = []
         var faultCleared: ContinuousClock.Instant?
@@ -49,7 +49,7 @@ public final class Rig: Sendable {
     }
 
     public var mock: KafkaMockCluster? { stack.mockCluster }
-    public var simulator: APNsSimulator { state.withLockedValue { $0.simulator } ?? stack.simulator }
+    public var simulator: Simulator { state.withLockedValue { $0.simulator } ?? stack.simulator }
     public var bootstrapServers: String { stack.cluster.bootstrapServers }
 
     private init(
@@ -182,7 +182,7 @@ public final class Rig: Sendable {
         let old = simulator
         try await old.shutdown()
         try await Task.sleep(for: downtime)
-        let fresh = try await APNsSimulator.start(old.configuration)
+        let fresh = try await Simulator.start(old.configuration)
         fresh.devices.policy = .accept
         state.withLockedValue { $0.simulator = fresh }
         await apnsProxy.setUpstream(port: fresh.port)

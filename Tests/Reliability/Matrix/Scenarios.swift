@@ -367,7 +367,7 @@ extension Scenario {
         }
     }
 
-    static func storm(_ name: String, _ reason: APNsReason, rate: Double) -> Scenario {
+    static func storm(_ name: String, _ reason: SimulatorReason, rate: Double) -> Scenario {
         Scenario(
             name, .apns,
             shows: """

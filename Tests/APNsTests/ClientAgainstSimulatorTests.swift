@@ -1,3 +1,4 @@
+import APNsSimulator
 import Foundation
 import NIOConcurrencyHelpers
 import Testing
@@ -7,7 +8,7 @@ import Testing
 /// The client against the APNs simulator (SwiftNIO HTTP/2 + NIOSSL + swift-crypto, a stack
 /// independent of nghttp2 and OpenSSL), in process, over TLS, with token and certificate auth.
 @Suite("Client against the APNs simulator", .timeLimit(.minutes(3)))
-struct SimulatorTests {
+struct ClientAgainstSimulatorTests {
     private func withSimulator<T>(
         clientCA: Bool = false, configure: (inout SimulatorConfiguration) -> Void = { _ in },
         _ body: (Simulator, TestPKI) async throws -> T
@@ -93,10 +94,10 @@ struct SimulatorTests {
     @Test("every scripted APNs reason classifies into its outcome-table row")
     func outcomeTable() async throws {
         try await withSimulator { simulator, pki in
-            let rows = FaultServerTests.rows.filter { SimulatorReason.named($0.reason) != nil }
+            let rows = FaultServerTests.rows.filter { SimulatorReason(named: $0.reason) != nil }
             for (index, row) in rows.enumerated() {
                 simulator.faults.script(
-                    deviceToken: String(format: "%04x", index) + "aabb", [SimulatorReason.named(row.reason)!])
+                    deviceToken: String(format: "%04x", index) + "aabb", [SimulatorReason(named: row.reason)!])
             }
             simulator.devices.unregister("dead0000", at: 1_700_000_000)
             try await withClient(configuration(simulator, pki), credential: ClientFixtures.tokenCredential(pki)) {
@@ -139,7 +140,7 @@ struct SimulatorTests {
     @Test("token refresh over the wire, on manual clocks: a new token at 50 minutes, never TooManyProviderTokenUpdates")
     func tokenRefreshTiming() async throws {
         let epoch = 1_800_000_000.0
-        let simulatorClock = SimulatorManualClock(epoch)
+        let simulatorClock = ManualSimulatorClock(epoch)
         let clientClock = ManualClock()
         try await withSimulator(configure: { $0.clock = simulatorClock }) { simulator, pki in
             let authenticator = try APNsTokenAuthenticator(

@@ -11,19 +11,19 @@ import NIOTLS
 /// certificate trust, a device registry, broadcast channels, fault injection and observation. Start it,
 /// point a client at ``host``:``port`` (device pushes and broadcasts) and ``host``:``managementPort``
 /// (channel management) trusting ``certificateAuthorityPath``, and shut it down when done.
-public final class APNsSimulator: Sendable {
+public final class Simulator: Sendable {
     /// Devices known to the simulated APNs; change them at any time.
     public var devices: DeviceRegistry { core.devices }
     /// Broadcast channels and which apps may broadcast; change them at any time.
     public var channels: ChannelRegistry { core.channels }
-    /// The channels made at start from ``APNsSimulatorConfiguration/channels``, in its order (with the
+    /// The channels made at start from ``SimulatorConfiguration/channels``, in its order (with the
     /// ids made up for presets that had none).
     public var presetChannels: [ChannelRegistry.Channel] { core.presetChannels }
     /// Faults; change them at any time.
     public var faults: FaultInjector { core.faults }
     /// Accepted notifications, counters, live connections and streams.
     public var observation: SimulatorObservation { core.observation }
-    public let configuration: APNsSimulatorConfiguration
+    public let configuration: SimulatorConfiguration
     /// The address actually bound.
     public let host: String
     /// The push listener's port: device pushes and broadcasts.
@@ -40,7 +40,7 @@ public final class APNsSimulator: Sendable {
     private let stopped = Synchronization.Atomic(false)
 
     /// Binds and starts serving. Throws when the TLS material cannot be read or the port is taken.
-    public static func start(_ configuration: APNsSimulatorConfiguration) async throws -> APNsSimulator {
+    public static func start(_ configuration: SimulatorConfiguration) async throws -> Simulator {
         let core = try SimulatorCore(configuration: configuration)
         let material = try TLSMaterial.load(configuration.tls)
         var tls = TLSConfiguration.makeServerConfiguration(
@@ -75,7 +75,7 @@ public final class APNsSimulator: Sendable {
                     .get()
                 bound.append(channel)
             }
-            return APNsSimulator(
+            return Simulator(
                 configuration: configuration,
                 core: core,
                 group: group,
@@ -91,7 +91,7 @@ public final class APNsSimulator: Sendable {
     }
 
     private init(
-        configuration: APNsSimulatorConfiguration,
+        configuration: SimulatorConfiguration,
         core: SimulatorCore,
         group: MultiThreadedEventLoopGroup,
         channel: any Channel,
@@ -121,7 +121,7 @@ public final class APNsSimulator: Sendable {
 
     /// Sends GOAWAY with `{"reason": …}` on every live connection (both listeners); each finishes the streams it has
     /// already received (up to its last-stream-id), then closes.
-    public func goAway(reason: APNsReason = .shutdown) {
+    public func goAway(reason: SimulatorReason = .shutdown) {
         core.forEachConnection { $0.run { $0.goAway(reason: reason) } }
     }
 
