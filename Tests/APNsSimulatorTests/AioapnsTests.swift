@@ -60,7 +60,8 @@ func runAioapns(_ simulator: Simulator, key: TestSigningKey, dir: String, count:
 
 @Suite("aioapns against the simulator")
 struct AioapnsTests {
-    @Test func thousandNotificationsWithTokenAuthAllSucceed() async throws {
+    @Test("1,000 notifications from aioapns with token auth all get 200, each with its own apns-id")
+    func thousandNotificationsWithTokenAuthAllSucceed() async throws {
         let key = TestSigningKey()
         try await withSimulator(key: key) { simulator, dir in
             let result = try await runAioapns(simulator, key: key, dir: dir, count: 1000)
@@ -73,7 +74,8 @@ struct AioapnsTests {
         }
     }
 
-    @Test func withFaultsItSeesTheConfiguredReasons() async throws {
+    @Test("with 429, 503 and 500 faults set, aioapns sees each reason at about its configured share")
+    func withFaultsItSeesTheConfiguredReasons() async throws {
         let key = TestSigningKey()
         try await withSimulator(key: key) { simulator, dir in
             simulator.faults.setRate(.tooManyRequests, 0.1)
@@ -92,7 +94,8 @@ struct AioapnsTests {
         }
     }
 
-    @Test func unregisteredReasonReachesTheClient() async throws {
+    @Test("410 Unregistered for an unregistered device reaches aioapns")
+    func unregisteredReasonReachesTheClient() async throws {
         let key = TestSigningKey()
         try await withSimulator(key: key, { $0.unregisteredDevices[Fixture.device] = 1_700_000_000 }) {
             simulator, dir in

@@ -35,7 +35,8 @@ struct CertificateTrustTests {
         return try #require(result)
     }
 
-    @Test func validCertificatePushesItsTopicsWithoutAToken() async throws {
+    @Test("a valid client certificate pushes to its topics without a token, with no single-stream phase")
+    func validCertificatePushesItsTopicsWithoutAToken() async throws {
         let authority = try SimulatorCertificateAuthority()
         let cert = try authority.issueClientCertificate(topics: [Fixture.topic, Fixture.topic + ".voip"])
         let (response, streams) = try await answer(authority: authority, certificate: cert)
@@ -46,7 +47,8 @@ struct CertificateTrustTests {
         #expect(voip.0.status == 200)
     }
 
-    @Test func authorizationHeaderIsIgnoredWithACertificate() async throws {
+    @Test("an authorization header is ignored on a certificate connection")
+    func authorizationHeaderIsIgnoredWithACertificate() async throws {
         let authority = try SimulatorCertificateAuthority()
         let cert = try authority.issueClientCertificate(topics: [Fixture.topic])
         let (response, _) = try await answer(
@@ -54,19 +56,22 @@ struct CertificateTrustTests {
         #expect(response.status == 200)
     }
 
-    @Test func singleTopicCertificateNeedsNoTopicHeader() async throws {
+    @Test("a single-topic certificate needs no apns-topic header")
+    func singleTopicCertificateNeedsNoTopicHeader() async throws {
         let authority = try SimulatorCertificateAuthority()
         let cert = try authority.issueClientCertificate(topics: [Fixture.topic])
         #expect(try await answer(authority: authority, certificate: cert, topic: nil).0.status == 200)
     }
 
-    @Test func multiTopicCertificateNeedsTheTopicHeader() async throws {
+    @Test("a multi-topic certificate without apns-topic is MissingTopic")
+    func multiTopicCertificateNeedsTheTopicHeader() async throws {
         let authority = try SimulatorCertificateAuthority()
         let cert = try authority.issueClientCertificate(topics: [Fixture.topic, "com.example.second"])
         #expect(try await answer(authority: authority, certificate: cert, topic: nil).0.reason == "MissingTopic")
     }
 
-    @Test func topicOutsideTheCertificateIsDisallowed() async throws {
+    @Test("a topic the certificate does not name is 400 TopicDisallowed")
+    func topicOutsideTheCertificateIsDisallowed() async throws {
         let authority = try SimulatorCertificateAuthority()
         let cert = try authority.issueClientCertificate(topics: ["com.example.second"])
         let (response, _) = try await answer(authority: authority, certificate: cert)
@@ -74,7 +79,8 @@ struct CertificateTrustTests {
         #expect(response.reason == "TopicDisallowed")
     }
 
-    @Test func locationNeedsTokenTrust() async throws {
+    @Test("location pushes need token trust: over a certificate they are TopicDisallowed")
+    func locationNeedsTokenTrust() async throws {
         let authority = try SimulatorCertificateAuthority()
         let cert = try authority.issueClientCertificate(topics: [Fixture.topic + ".location-query"])
         let (response, _) = try await answer(
@@ -82,7 +88,8 @@ struct CertificateTrustTests {
         #expect(response.reason == "TopicDisallowed")
     }
 
-    @Test func certificateFromAnotherAuthorityIsBad() async throws {
+    @Test("a certificate from another authority is 403 BadCertificate")
+    func certificateFromAnotherAuthorityIsBad() async throws {
         let authority = try SimulatorCertificateAuthority()
         let stranger = try SimulatorCertificateAuthority(commonName: "Somebody Else")
         let cert = try stranger.issueClientCertificate(topics: [Fixture.topic])
@@ -91,13 +98,15 @@ struct CertificateTrustTests {
         #expect(response.reason == "BadCertificate")
     }
 
-    @Test func expiredCertificateIsBad() async throws {
+    @Test("an expired client certificate is BadCertificate")
+    func expiredCertificateIsBad() async throws {
         let authority = try SimulatorCertificateAuthority()
         let cert = try authority.issueClientCertificate(topics: [Fixture.topic], validFor: -3600)
         #expect(try await answer(authority: authority, certificate: cert).0.reason == "BadCertificate")
     }
 
-    @Test func developmentCertificateOnProductionIsTheWrongEnvironment() async throws {
+    @Test("a development certificate on a production server is 403 BadCertificateEnvironment")
+    func developmentCertificateOnProductionIsTheWrongEnvironment() async throws {
         let authority = try SimulatorCertificateAuthority()
         let cert = try authority.issueClientCertificate(topics: [Fixture.topic], environment: .development)
         let (response, _) = try await answer(authority: authority, certificate: cert)
@@ -105,7 +114,8 @@ struct CertificateTrustTests {
         #expect(response.reason == "BadCertificateEnvironment")
     }
 
-    @Test func nghttpWithAClientCertificate() async throws {
+    @Test("nghttp with a client certificate gets 200, and the record shows the certificate's topic")
+    func nghttpWithAClientCertificate() async throws {
         let authority = try SimulatorCertificateAuthority()
         let cert = try authority.issueClientCertificate(topics: [Fixture.topic])
         try await withSimulator({ $0.clientCertificateAuthorityPEM = try authority.certificatePEM }) { simulator, dir in

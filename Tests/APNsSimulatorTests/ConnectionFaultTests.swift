@@ -12,7 +12,8 @@ struct ConnectionFaultTests {
             stream: stream, headers: RawHTTP2Client.apnsHeaders(token: token, authorization: key.authorization()))
     }
 
-    @Test func goAwayAfterNRequestsCarriesReasonAndLastStreamID() async throws {
+    @Test("GOAWAY after N requests carries NO_ERROR, the Shutdown reason and the last stream ID, then closes")
+    func goAwayAfterNRequestsCarriesReasonAndLastStreamID() async throws {
         try await withRawConnection(key: key, { _ in }) {
             (simulator: Simulator, client: RawHTTP2Client) async throws in
             var faults = FaultInjector.ConnectionFaults()
@@ -32,7 +33,8 @@ struct ConnectionFaultTests {
         }
     }
 
-    @Test func goAwayOnDemandAnswersStreamsUpToLastStreamID() async throws {
+    @Test("GOAWAY on demand still answers the streams up to its last stream ID, then closes")
+    func goAwayOnDemandAnswersStreamsUpToLastStreamID() async throws {
         try await withRawConnection(key: key, { _ in }) {
             (simulator: Simulator, client: RawHTTP2Client) async throws in
             push(client, 1)
@@ -50,7 +52,8 @@ struct ConnectionFaultTests {
         }
     }
 
-    @Test func abruptCloseAnswersNothing() async throws {
+    @Test("an abrupt close sends no GOAWAY and leaves the request in flight unanswered")
+    func abruptCloseAnswersNothing() async throws {
         try await withRawConnection(key: key, { _ in }) {
             (simulator: Simulator, client: RawHTTP2Client) async throws in
             var faults = FaultInjector.ConnectionFaults()
@@ -65,7 +68,8 @@ struct ConnectionFaultTests {
         }
     }
 
-    @Test func closeAllConnectionsOnDemand() async throws {
+    @Test("closing all connections on demand closes the client's and leaves none live")
+    func closeAllConnectionsOnDemand() async throws {
         try await withRawConnection(key: key, { _ in }) {
             (simulator: Simulator, client: RawHTTP2Client) async throws in
             push(client, 1)
@@ -77,7 +81,8 @@ struct ConnectionFaultTests {
         }
     }
 
-    @Test func idleConnectionGetsGoAwayIdleTimeout() async throws {
+    @Test("an idle connection gets GOAWAY IdleTimeout with last stream ID 0, then closes")
+    func idleConnectionGetsGoAwayIdleTimeout() async throws {
         try await withRawConnection(key: key, { $0.idleTimeout = .milliseconds(300) }) {
             (_: Simulator, client: RawHTTP2Client) async throws in
             #expect(try await eventually { client.goAway != nil })
@@ -87,7 +92,8 @@ struct ConnectionFaultTests {
         }
     }
 
-    @Test func maxConcurrentStreamsChangesMidConnection() async throws {
+    @Test("a stream limit changed at run time reaches a connection already open")
+    func maxConcurrentStreamsChangesMidConnection() async throws {
         try await withRawConnection(key: key, { _ in }) {
             (simulator: Simulator, client: RawHTTP2Client) async throws in
             push(client, 1)
@@ -98,7 +104,8 @@ struct ConnectionFaultTests {
         }
     }
 
-    @Test func streamsDropToOneAfterARejectionAndComeBackAfterASuccess() async throws {
+    @Test("the stream limit drops to 1 after a rejection and comes back to 1000 after a success")
+    func streamsDropToOneAfterARejectionAndComeBackAfterASuccess() async throws {
         try await withRawConnection(key: key, { _ in }) {
             (simulator: Simulator, client: RawHTTP2Client) async throws in
             var faults = FaultInjector.ConnectionFaults()
@@ -116,7 +123,8 @@ struct ConnectionFaultTests {
         }
     }
 
-    @Test func latencyDelaysTheAnswer() async throws {
+    @Test("configured latency delays the answer by at least its lower bound")
+    func latencyDelaysTheAnswer() async throws {
         try await withRawConnection(key: key, { _ in }) {
             (simulator: Simulator, client: RawHTTP2Client) async throws in
             push(client, 1)
@@ -129,7 +137,8 @@ struct ConnectionFaultTests {
         }
     }
 
-    @Test func rateFaultsFollowTheConfiguredShare() async throws {
+    @Test("429 and 500 faults follow their configured share of 400 requests; once cleared, requests succeed")
+    func rateFaultsFollowTheConfiguredShare() async throws {
         try await withRawConnection(key: key, { _ in }) {
             (simulator: Simulator, client: RawHTTP2Client) async throws in
             simulator.faults.setRate(.tooManyRequests, 0.3)
@@ -147,7 +156,8 @@ struct ConnectionFaultTests {
         }
     }
 
-    @Test func acceptedNotificationsAreRecordedWithinTheLimit() async throws {
+    @Test("accepted notifications are recorded with headers and payload, keeping only the latest recordLimit")
+    func acceptedNotificationsAreRecordedWithinTheLimit() async throws {
         try await withRawConnection(key: key, { $0.recordLimit = 3 }) {
             (simulator: Simulator, client: RawHTTP2Client) async throws in
             for i in 0..<5 {
@@ -178,7 +188,8 @@ struct ConnectionFaultTests {
         }
     }
 
-    @Test func developmentAddsUniqueID() async throws {
+    @Test("the development environment adds apns-unique-id; production does not")
+    func developmentAddsUniqueID() async throws {
         try await withRawConnection(key: key, { $0.environment = .development }) {
             (_: Simulator, client: RawHTTP2Client) async throws in
             push(client, 1)
@@ -192,7 +203,8 @@ struct ConnectionFaultTests {
         }
     }
 
-    @Test func apnsIDIsEchoedOrMadeUp() async throws {
+    @Test("apns-id is echoed when sent, or made up as a lowercase version-4 UUID")
+    func apnsIDIsEchoedOrMadeUp() async throws {
         try await withRawConnection(key: key, { _ in }) { (_: Simulator, client: RawHTTP2Client) async throws in
             let id = "eabeae54-14a8-11e5-b60b-1697f925ec7b"
             client.send(
@@ -208,7 +220,8 @@ struct ConnectionFaultTests {
         }
     }
 
-    @Test func unknownDevicesCanBeAcceptedAndRegistryChangesAtRunTime() async throws {
+    @Test("unknown devices can be accepted, and devices unregistered, registered and removed at run time")
+    func unknownDevicesCanBeAcceptedAndRegistryChangesAtRunTime() async throws {
         try await withRawConnection(key: key, { _ in }) {
             (simulator: Simulator, client: RawHTTP2Client) async throws in
             push(client, 1, token: "abcd")

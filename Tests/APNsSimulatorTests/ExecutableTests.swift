@@ -15,7 +15,8 @@ func simulatorExecutable() throws -> String {
 
 @Suite("apns-simulator executable and h2load")
 struct ExecutableTests {
-    @Test func flagsFirstLineAndCountersOnSIGTERM() async throws {
+    @Test("the executable takes its flags, prints where it listens first, and its counters on SIGTERM")
+    func flagsFirstLineAndCountersOnSIGTERM() async throws {
         let dir = try TemporaryDirectory()
         let key = TestSigningKey()
         let keyFile = try dir.write("AuthKey.p8", key.p8)
@@ -49,7 +50,8 @@ struct ExecutableTests {
         #expect(text.contains("410 Unregistered 1"), "\(text)")
     }
 
-    @Test func h2loadGetsOnly200AndRecordingStaysBounded() async throws {
+    @Test("h2load gets only 200s, and recording stays bounded")
+    func h2loadGetsOnly200AndRecordingStaysBounded() async throws {
         let key = TestSigningKey()
         try await withSimulator(
             key: key,
@@ -78,7 +80,8 @@ struct ExecutableTests {
 
 @Suite("APNsSimulatorService")
 struct SimulatorServiceTests {
-    @Test func cancellationShutsTheSimulatorDown() async throws {
+    @Test("cancelling the service shuts the simulator down and closes its connections")
+    func cancellationShutsTheSimulatorDown() async throws {
         let dir = try TemporaryDirectory()
         let simulator = try await Simulator.start(SimulatorConfiguration(tls: .directory(dir.path + "/tls")))
         let task = Task { try await APNsSimulatorService(simulator).run() }

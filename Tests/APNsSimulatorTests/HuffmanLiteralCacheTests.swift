@@ -81,7 +81,9 @@ struct HuffmanLiteralCacheTests {
         }
     }
 
-    @Test(arguments: [1, 7, 64, 100_000])
+    @Test(
+        "in any chunking, rewritten header blocks decode to the same headers, and other frames pass byte for byte",
+        arguments: [1, 7, 64, 100_000])
     func sameHeadersOtherFramesUntouched(chunk: Int) throws {
         var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
         let first = try Self.block(&encoder)
@@ -120,7 +122,9 @@ struct HuffmanLiteralCacheTests {
         #expect(got[2].contains("authorization: \(Self.token)x (\(HPACKIndexing.neverIndexed))"))
     }
 
-    @Test func unknownBytesPassUntouched() throws {
+    @Test(
+        "bytes the cache cannot parse pass untouched: no preface, a cut or continued block, a huge frame, bad Huffman")
+    func unknownBytesPassUntouched() throws {
         var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
         let block = try Self.block(&encoder)
         let headers = Self.frame(type: 0x1, flags: 0x4, stream: 1, block)
@@ -197,7 +201,8 @@ struct HuffmanLiteralCacheTests {
         }
     }
 
-    @Test func integersRoundTrip() {
+    @Test("HPACK integers with a 7-bit prefix round-trip through write and read")
+    func integersRoundTrip() {
         for value in [0, 1, 14, 15, 126, 127, 128, 300, 16_384, 1 << 20] {
             var buffer = ByteBuffer()
             HuffmanLiteralRewriter.writeInteger(value, prefix: 7, flags: 0, to: &buffer)

@@ -123,7 +123,9 @@ func padded(_ size: Int) -> String {
 
 @Suite("Every reason, through nghttp")
 struct NghttpReasonTests {
-    @Test(arguments: reasonCases)
+    @Test(
+        "each request nghttp sends gets the status and reason Apple's tables give, an apns-id, and is counted once",
+        arguments: reasonCases)
     func answers(_ c: ReasonCase) async throws {
         let key = TestSigningKey()
         try await withSimulator(key: key, { $0.tokenKeys = [key.trusted(topics: [Fixture.topic])] }) { simulator, dir in

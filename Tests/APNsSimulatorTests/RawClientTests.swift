@@ -64,7 +64,9 @@ struct MalformedRequestTests {
         ("token with a slash", [(":method", "POST"), (":path", "/3/device/aa/bb")], 404, "BadPath"),
     ]
 
-    @Test(arguments: cases.indices)
+    @Test(
+        "a malformed request (duplicate headers, bad method or path) gets its status and JSON reason, and an apns-id",
+        arguments: cases.indices)
     func answers(_ index: Int) async throws {
         let (name, headers, status, reason) = Self.cases[index]
         let key = TestSigningKey()
@@ -84,7 +86,8 @@ struct MalformedRequestTests {
 
     /// ALPN offers only h2: a client offering h2 gets it; one offering only http/1.1 gets no protocol,
     /// and its HTTP/1.1 request is refused (connection closed without an HTTP/1.1 answer).
-    @Test func alpnIsH2Only() async throws {
+    @Test("ALPN offers only h2, and an HTTP/1.1 request is refused without an answer")
+    func alpnIsH2Only() async throws {
         try await withSimulator { simulator, dir in
             let script = """
                 import socket, ssl, sys
@@ -124,7 +127,8 @@ struct MalformedRequestTests {
 
 @Suite("Provider token rules on one connection")
 struct TokenConnectionTests {
-    @Test func oneStreamUntilTheFirstValidTokenThenTheConfiguredLimit() async throws {
+    @Test("one stream until the first valid provider token, then the configured limit")
+    func oneStreamUntilTheFirstValidTokenThenTheConfiguredLimit() async throws {
         let key = TestSigningKey()
         try await withRawConnection(key: key, { $0.maxConcurrentStreams = 321 }) {
             (_: Simulator, client: RawHTTP2Client) async throws in
@@ -137,7 +141,8 @@ struct TokenConnectionTests {
         }
     }
 
-    @Test func tokenChangesAtMostOncePerWindow() async throws {
+    @Test("the provider token changes at most once per window; another change is 429 TooManyProviderTokenUpdates")
+    func tokenChangesAtMostOncePerWindow() async throws {
         let key = TestSigningKey()
         let clock = ManualSimulatorClock()
         try await withRawConnection(key: key, { $0.clock = clock }) {
@@ -165,7 +170,8 @@ struct TokenConnectionTests {
         }
     }
 
-    @Test func tokenUpdateWindowIsConfigurable() async throws {
+    @Test("with a token update window of 0, the token may change on every request")
+    func tokenUpdateWindowIsConfigurable() async throws {
         let key = TestSigningKey()
         try await withRawConnection(key: key, { $0.tokenUpdateWindow = 0 }) {
             (_: Simulator, client: RawHTTP2Client) async throws in
@@ -180,7 +186,8 @@ struct TokenConnectionTests {
         }
     }
 
-    @Test func cachedTokenExpiresAfterAnHour() async throws {
+    @Test("a cached provider token expires after an hour: 403 ExpiredProviderToken")
+    func cachedTokenExpiresAfterAnHour() async throws {
         let key = TestSigningKey()
         let clock = ManualSimulatorClock()
         try await withRawConnection(key: key, { $0.clock = clock }) {
@@ -196,7 +203,8 @@ struct TokenConnectionTests {
         }
     }
 
-    @Test func oneTeamPerConnection() async throws {
+    @Test("one team per connection: another team's token is 403 InvalidProviderToken")
+    func oneTeamPerConnection() async throws {
         let key = TestSigningKey()
         let other = TestSigningKey(teamID: "OTHERTEAM1", keyID: "OTHERKEY12")
         try await withRawConnection(

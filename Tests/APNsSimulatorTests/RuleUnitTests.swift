@@ -4,19 +4,22 @@ import Testing
 
 @Suite("Rules without a network")
 struct RuleUnitTests {
-    @Test(arguments: [
-        (#"{}"#, true), (#" {"a":[1,2.5e-3,true,false,null,"x\u00e9\n"]} "#, true), (#"{"a":{"b":{}}}"#, true),
-        (#"[]"#, false), (#""s""#, false), (#"{"a":}"#, false), (#"{"a":1,}"#, false), (#"{'a':1}"#, false),
-        (#"{"a":01}"#, false), (#"{"a":1} x"#, false), (#"{"a":"\x"}"#, false), ("{\"a\":\"\u{01}\"}", false),
-        (#"{"a":tru}"#, false),
-        (String(repeating: "{\"a\":", count: 100) + "1" + String(repeating: "}", count: 100), false),
-    ])
+    @Test(
+        "the JSON check accepts only well-formed objects: no arrays, strings, bad escapes or 100-deep nesting",
+        arguments: [
+            (#"{}"#, true), (#" {"a":[1,2.5e-3,true,false,null,"x\u00e9\n"]} "#, true), (#"{"a":{"b":{}}}"#, true),
+            (#"[]"#, false), (#""s""#, false), (#"{"a":}"#, false), (#"{"a":1,}"#, false), (#"{'a':1}"#, false),
+            (#"{"a":01}"#, false), (#"{"a":1} x"#, false), (#"{"a":"\x"}"#, false), ("{\"a\":\"\u{01}\"}", false),
+            (#"{"a":tru}"#, false),
+            (String(repeating: "{\"a\":", count: 100) + "1" + String(repeating: "}", count: 100), false),
+        ])
     func jsonObjectScanner(_ text: String, _ isObject: Bool) {
         let result = Array(text.utf8).withUnsafeBytes { JSONSyntax.isObject($0) }
         #expect(result == isObject, "\(text)")
     }
 
-    @Test func pushTypeSuffixes() {
+    @Test("topic suffixes imply their push type and strip to the bundle ID; VoIP allows 5120 bytes, others 4096")
+    func pushTypeSuffixes() {
         #expect(PushType.implied(byTopic: "com.a.push-type.liveactivity") == .liveactivity)
         #expect(PushType.implied(byTopic: "com.a.voip-ptt") == .pushtotalk)
         #expect(PushType.implied(byTopic: "com.a.voip") == .voip)
@@ -26,7 +29,8 @@ struct RuleUnitTests {
         #expect(PushType.alert.maximumPayloadSize == 4096)
     }
 
-    @Test func uuidAndExpirationSyntax() {
+    @Test("apns-id must be a hyphenated UUID, lowercase unless allowed; apns-expiration non-negative epoch seconds")
+    func uuidAndExpirationSyntax() {
         #expect(RequestRules.isCanonicalUUID("123e4567-e89b-12d3-a456-4266554400a0", allowUppercase: false))
         #expect(!RequestRules.isCanonicalUUID("123E4567-E89B-12D3-A456-4266554400A0", allowUppercase: false))
         #expect(RequestRules.isCanonicalUUID("123E4567-E89B-12D3-A456-4266554400A0", allowUppercase: true))
@@ -36,7 +40,8 @@ struct RuleUnitTests {
         #expect(!RequestRules.isEpochSeconds(""))
     }
 
-    @Test func madeUpMessageIDsAreCanonicalVersion4() {
+    @Test("made-up apns-ids are unique, lowercase, canonical version-4 UUIDs")
+    func madeUpMessageIDsAreCanonicalVersion4() {
         var generator = MessageIDGenerator()
         let ids = (0..<1000).map { _ in generator.next() }
         #expect(Set(ids).count == 1000)
@@ -47,7 +52,8 @@ struct RuleUnitTests {
             })
     }
 
-    @Test func tokenVerifierRejectsOtherAlgorithmsAndTeams() {
+    @Test("the token verifier takes only ES256 tokens of the key's team, not future-dated; over an hour old is expired")
+    func tokenVerifierRejectsOtherAlgorithmsAndTeams() {
         let key = TestSigningKey()
         let verifier = ProviderTokenVerifier(keys: [key.trusted()])
         let now = Date().timeIntervalSince1970
@@ -70,7 +76,8 @@ struct RuleUnitTests {
         #expect(verifier.verify(authorization: "Basic abc", now: now) == .failure(.invalidProviderToken))
     }
 
-    @Test func providerKeyFromP8OrPublicPEM() throws {
+    @Test("a provider token key loads from a .p8 private key or a public-key PEM")
+    func providerKeyFromP8OrPublicPEM() throws {
         let key = TestSigningKey()
         let fromP8 = try ProviderTokenKey(teamID: "T", keyID: "K", pem: key.p8)
         let fromPublic = try ProviderTokenKey(teamID: "T", keyID: "K", pem: key.privateKey.publicKey.pemRepresentation)
@@ -78,7 +85,8 @@ struct RuleUnitTests {
         #expect(fromPublic.publicKey.rawRepresentation == key.privateKey.publicKey.rawRepresentation)
     }
 
-    @Test func topicsExtensionRoundTrips() throws {
+    @Test("the certificate's APNs topics extension round-trips through encode and decode")
+    func topicsExtensionRoundTrips() throws {
         let topics = ["com.example.app", "com.example.app.voip", "com.example.app.complication"]
         let bytes = try SimulatorCertificateAuthority.encodeTopics(topics)
         #expect(try ClientCertificateIdentity.decodeTopics(bytes[...]) == topics)

@@ -29,7 +29,8 @@ struct NotificationRulesTests {
         }
     }
 
-    @Test func aValidAlertPasses() throws {
+    @Test("a valid alert passes, also with priority 10 and a 64-byte collapse ID")
+    func aValidAlertPasses() throws {
         try alert().validate(for: .token)
         try alert(priority: .immediate, collapseID: String(repeating: "c", count: 64)).validate()
     }
@@ -50,7 +51,8 @@ struct NotificationRulesTests {
         if valid { #expect(try APNsDeviceToken(input).hex == input.lowercased()) }
     }
 
-    @Test func deviceTokenIsNeverPrintedWhole() throws {
+    @Test("a device token is never printed whole, only its ends; its request path carries all of it")
+    func deviceTokenIsNeverPrintedWhole() throws {
         let token = try APNsDeviceToken(Self.token)
         #expect("\(token)" == "00fc13ad…e8f0")
         #expect(!"\(token)".contains(Self.token))
@@ -71,7 +73,8 @@ struct NotificationRulesTests {
         }
     }
 
-    @Test func suffixesAreApples() {
+    @Test("each push type's topic suffix is the one Apple documents")
+    func suffixesAreApples() {
         let expected: [APNsPushType: String?] = [
             .alert: nil, .background: nil, .mdm: nil, .voip: ".voip", .complication: ".complication",
             .fileprovider: ".pushkit.fileprovider", .liveactivity: ".push-type.liveactivity",
@@ -82,7 +85,8 @@ struct NotificationRulesTests {
         for type in APNsPushType.allCases { #expect(type.topicSuffix == expected[type]!) }
     }
 
-    @Test func topicMustBeAHeaderSafeName() {
+    @Test("a topic must be a header-safe name: empty is MissingTopic, a space or non-ASCII letter is BadTopic")
+    func topicMustBeAHeaderSafeName() {
         #expect(violation { try alert(topic: "").validate() }?.code == .missingTopic)
         #expect(violation { try alert(topic: "com.example app").validate() }?.code == .badTopic)
         #expect(violation { try alert(topic: "com.exämple").validate() }?.code == .badTopic)
@@ -97,7 +101,8 @@ struct NotificationRulesTests {
         try alert(topic: topic, pushType: .liveactivity, priority: .powerConsidered).validate()
     }
 
-    @Test func backgroundNeverUsesPriority10() throws {
+    @Test("background pushes never use priority 10: asking for it is BadPriority, and none given means 5")
+    func backgroundNeverUsesPriority10() throws {
         let error = violation { try alert(pushType: .background, priority: .immediate).validate() }
         #expect(error?.code == .badPriority)
         #expect(error?.field == .priority)
@@ -108,13 +113,15 @@ struct NotificationRulesTests {
         #expect(try alert(pushType: .alert).headerPriority == nil)
     }
 
-    @Test func locationNeedsTokenAuthentication() throws {
+    @Test("location pushes need token authentication and are refused over a certificate")
+    func locationNeedsTokenAuthentication() throws {
         let location = try alert(topic: "com.example.app.location-query", pushType: .location)
         try location.validate(for: .token)
         #expect(violation { try location.validate(for: .certificate) }?.code == .tokenAuthenticationRequired)
     }
 
-    @Test func collapseIDIsAtMost64Bytes() {
+    @Test("a collapse ID is 1 to 64 bytes, counted in UTF-8 bytes, not characters; else BadCollapseId")
+    func collapseIDIsAtMost64Bytes() {
         let tooLong = violation { try alert(collapseID: String(repeating: "c", count: 65)).validate() }
         #expect(tooLong?.code == .badCollapseID)
         #expect(tooLong?.apnsReason == "BadCollapseId")
@@ -124,7 +131,8 @@ struct NotificationRulesTests {
         #expect(violation { try alert(collapseID: "").validate() }?.code == .badCollapseID)
     }
 
-    @Test func payloadLimitsAre4096And5120ForVoIP() throws {
+    @Test("payloads may be 4096 bytes, 5120 for VoIP; one byte more is PayloadTooLarge")
+    func payloadLimitsAre4096And5120ForVoIP() throws {
         func payload(bytes: Int) -> String {
             let filler = String(repeating: "x", count: bytes - #"{"aps":{},"f":""}"#.utf8.count)
             return #"{"aps":{},"f":"\#(filler)"}"#
@@ -140,7 +148,8 @@ struct NotificationRulesTests {
         #expect(bigVoIP?.code == .payloadTooLarge)
     }
 
-    @Test func payloadMustBeAPlainJSONObject() {
+    @Test("a payload must be a plain JSON object: not empty, not an array, not malformed, not gzip-compressed")
+    func payloadMustBeAPlainJSONObject() {
         #expect(violation { try alert(payload: "").validate() }?.code == .payloadEmpty)
         #expect(violation { try alert(payload: "[1]").validate() }?.code == .payloadNotJSONObject)
         #expect(violation { try alert(payload: #"{"aps": }"#).validate() }?.code == .payloadNotJSONObject)
@@ -149,7 +158,8 @@ struct NotificationRulesTests {
         #expect(violation { try gzip.validate() }?.code == .payloadCompressed)
     }
 
-    @Test func expirationAndMessageID() throws {
+    @Test("a negative expiration is refused and 0 means immediately; apns-id takes only hyphenated UUIDs, lowercased")
+    func expirationAndMessageID() throws {
         var notification = try alert()
         notification.expiration = .at(secondsSince1970: -5)
         #expect(violation { try notification.validate() }?.code == .badExpirationDate)

@@ -11,7 +11,8 @@ struct DeployConfigTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    @Test func loadsWithTheWorkersLoader() throws {
+    @Test("the ConfigMap's config.yaml loads with the worker's own loader and the Deployment's environment")
+    func loadsWithTheWorkersLoader() throws {
         let manifest = try String(
             contentsOf: Self.root.appendingPathComponent("deploy/kubernetes/configmap.yaml"), encoding: .utf8)
         let documents = try Yams.load_all(yaml: manifest).compactMap { $0 as? [String: Any] }

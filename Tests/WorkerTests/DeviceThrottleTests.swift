@@ -6,7 +6,8 @@ import Testing
 struct DeviceThrottleTests {
     let start = ContinuousClock.now
 
-    @Test func onlyTheThrottledTokenWaits() {
+    @Test("only the throttled device token waits, and only until its deadline")
+    func onlyTheThrottledTokenWaits() {
         var throttle = DeviceThrottle<ContinuousClock.Instant>()
         throttle.throttle("aa", now: start, wait: .seconds(2))
         #expect(throttle.delay(for: "aa", now: start) == .seconds(2))
@@ -15,14 +16,16 @@ struct DeviceThrottleTests {
         #expect(throttle.delay(for: "bb", now: start) == nil)
     }
 
-    @Test func aShorterThrottleNeverShortensALongerOne() {
+    @Test("a shorter throttle never shortens a longer one for the same token")
+    func aShorterThrottleNeverShortensALongerOne() {
         var throttle = DeviceThrottle<ContinuousClock.Instant>()
         throttle.throttle("aa", now: start, wait: .seconds(10))
         throttle.throttle("aa", now: start, wait: .seconds(1))
         #expect(throttle.delay(for: "aa", now: start) == .seconds(10))
     }
 
-    @Test func theTableStaysBounded() {
+    @Test("the throttle table stays bounded, keeping the latest deadlines, and pruning empties it")
+    func theTableStaysBounded() {
         var throttle = DeviceThrottle<ContinuousClock.Instant>(capacity: 100)
         for index in 0..<1_000 {
             throttle.throttle("token\(index)", now: start, wait: .seconds(Double(index)))

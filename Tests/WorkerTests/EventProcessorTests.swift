@@ -98,7 +98,8 @@ struct EventProcessorTests {
 
     static let valid = EventFixtures.event(["expiration": nil])
 
-    @Test func aDeliveredEventEndsAtOnceWithOneAttempt() throws {
+    @Test("a delivered event ends at once with one attempt, status 200 and no dead letter")
+    func aDeliveredEventEndsAtOnceWithOneAttempt() throws {
         let sender = ScriptedSender([ScriptedSender.answer(200)])
         let scheduler = ManualScheduler()
         let results = Results()
@@ -158,7 +159,8 @@ struct EventProcessorTests {
         #expect(!first.contains("replays"), "absent when never replayed")
     }
 
-    @Test func theFirstRequestJoinsTheCallersBatchAndRetriesGoThroughTheSender() throws {
+    @Test("the first request waits in the caller's batch; its retry after a 503 goes through the sender on its own")
+    func theFirstRequestJoinsTheCallersBatchAndRetriesGoThroughTheSender() throws {
         let sender = ScriptedSender([ScriptedSender.answer(503, .serviceUnavailable), ScriptedSender.answer(200)])
         let scheduler = ManualScheduler()
         let results = Results()
@@ -183,7 +185,8 @@ struct EventProcessorTests {
         #expect(delivered.attempts == 2)
     }
 
-    @Test func anInvalidEventIsNeverSent() throws {
+    @Test("an invalid event is never sent: it ends at once with 0 attempts and a malformed-JSON dead letter")
+    func anInvalidEventIsNeverSent() throws {
         let sender = ScriptedSender([])
         let results = Results()
         Self.processor(sender, ManualScheduler()).process(Self.record(Array("{\"id\": 1,".utf8))) { results.append($0) }
@@ -194,7 +197,8 @@ struct EventProcessorTests {
         #expect(sender.sent.withLockedValue { $0.isEmpty })
     }
 
-    @Test func a503IsRetriedAfterABackoffWithinTheCeiling() throws {
+    @Test("a 503 is retried after a backoff within the ceiling, and delivered on the second attempt")
+    func a503IsRetriedAfterABackoffWithinTheCeiling() throws {
         let sender = ScriptedSender([ScriptedSender.answer(503, .serviceUnavailable), ScriptedSender.answer(200)])
         let scheduler = ManualScheduler()
         var policy = RetryPolicy()
@@ -211,7 +215,8 @@ struct EventProcessorTests {
         #expect(result.firstFailureAt != nil)
     }
 
-    @Test func aTooManyRequestsThrottlesEveryEventForThatToken() throws {
+    @Test("a 429 holds back every event for that device token, unsent, until the throttle ends")
+    func aTooManyRequestsThrottlesEveryEventForThatToken() throws {
         let sender = ScriptedSender([ScriptedSender.answer(429, .tooManyRequests)])
         let scheduler = ManualScheduler()
         let processor = Self.processor(sender, scheduler)
@@ -231,7 +236,8 @@ struct EventProcessorTests {
         #expect(second.only??.attempts == 1)
     }
 
-    @Test func retriesStopAtMaxAttemptsWithADeadLetter() throws {
+    @Test("retries stop at maxAttempts, and the event fails with a retries-exhausted dead letter")
+    func retriesStopAtMaxAttemptsWithADeadLetter() throws {
         var policy = RetryPolicy()
         policy.maxAttempts = 3
         let sender = ScriptedSender(Array(repeating: ScriptedSender.answer(500, .internalServerError), count: 3))
@@ -247,7 +253,8 @@ struct EventProcessorTests {
         #expect(sender.sent.withLockedValue { $0.count } == 3)
     }
 
-    @Test func aLostConnectionIsRetried() throws {
+    @Test("a lost connection is retried, and the event is delivered on the second attempt")
+    func aLostConnectionIsRetried() throws {
         let lost = APNsClientError(.connectionLost, "reset", mayHaveReachedAPNs: true)
         let sender = ScriptedSender([ScriptedSender.failure(lost), ScriptedSender.answer(200)])
         let scheduler = ManualScheduler()
@@ -258,7 +265,8 @@ struct EventProcessorTests {
         #expect(results.only??.attempts == 2)
     }
 
-    @Test func anExpiredProviderTokenIsRetriedAtOnce() throws {
+    @Test("403 ExpiredProviderToken is retried at once, without a backoff")
+    func anExpiredProviderTokenIsRetriedAtOnce() throws {
         let sender = ScriptedSender([ScriptedSender.answer(403, .expiredProviderToken), ScriptedSender.answer(200)])
         let scheduler = ManualScheduler()
         let results = Results()
@@ -287,7 +295,8 @@ struct EventProcessorTests {
         #expect(results.only??.attempts == 4)
     }
 
-    @Test func brokenCredentialsFailWithACredentialsDeadLetter() throws {
+    @Test("403 InvalidProviderToken fails the event with a credentials dead letter")
+    func brokenCredentialsFailWithACredentialsDeadLetter() throws {
         let sender = ScriptedSender([ScriptedSender.answer(403, .invalidProviderToken)])
         let results = Results()
         Self.processor(sender, ManualScheduler()).process(Self.record(Self.valid)) { results.append($0) }
@@ -297,7 +306,8 @@ struct EventProcessorTests {
         #expect(result.reason == "InvalidProviderToken")
     }
 
-    @Test func unregisteredAndRejectedEndWithoutRetry() throws {
+    @Test("410 Unregistered and 400 BadDeviceToken end without a retry; Unregistered keeps APNs's timestamp")
+    func unregisteredAndRejectedEndWithoutRetry() throws {
         let sender = ScriptedSender([
             ScriptedSender.answer(410, .unregistered, timestamp: 1_700_000_000_000),
             ScriptedSender.answer(400, .badDeviceToken),
@@ -313,7 +323,8 @@ struct EventProcessorTests {
         #expect(results.values[1]?.reason == "BadDeviceToken")
     }
 
-    @Test func anEventWhoseExpirationPassesWhileWaitingExpires() throws {
+    @Test("an event whose expiration passes while it waits for a retry ends expired")
+    func anEventWhoseExpirationPassesWhileWaitingExpires() throws {
         // Expires 5 s after "now"; the backoff is 60 s: APNs would drop it anyway.
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let event = EventFixtures.event(["expiration": .number(JSONNumber(int64: 1_800_000_005))])
@@ -333,7 +344,8 @@ struct EventProcessorTests {
         #expect(result.outcome == .expired || result.attempts >= 2)
     }
 
-    @Test func aCancelledSchedulerAbandonsTheWaitingEvent() {
+    @Test("a cancelled scheduler abandons the waiting event: no result, so its offset stays uncommitted")
+    func aCancelledSchedulerAbandonsTheWaitingEvent() {
         let sender = ScriptedSender([ScriptedSender.answer(503, .serviceUnavailable)])
         let scheduler = ManualScheduler()
         let results = Results()
@@ -343,7 +355,8 @@ struct EventProcessorTests {
         #expect(results.values.first! == nil, "abandoned: no result, the offset stays uncommitted")
     }
 
-    @Test func theRealSchedulerRunsWorkAfterItsDelayAndCancelsTheRest() async throws {
+    @Test("the event-loop scheduler runs work after its delay; after cancelAll, waiting and new work run cancelled")
+    func theRealSchedulerRunsWorkAfterItsDelayAndCancelsTheRest() async throws {
         let scheduler = EventLoopDelayScheduler()
         let fired = NIOLockedValueBox<[Bool]>([])
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in

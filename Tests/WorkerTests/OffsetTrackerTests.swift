@@ -8,7 +8,8 @@ struct OffsetTrackerTests {
     let p0 = KafkaTopicPartition(topic: "events", partition: 0)
     let p1 = KafkaTopicPartition(topic: "events", partition: 1)
 
-    @Test func commitsTheLowestOffsetStillInFlight() {
+    @Test("the commit offset is the lowest one still in flight, and is committed only once")
+    func commitsTheLowestOffsetStillInFlight() {
         var tracker = OffsetTracker()
         for offset in 10..<15 { tracker.start(p0, offset: Int64(offset)) }
         #expect(tracker.inFlight == 5)
@@ -30,7 +31,8 @@ struct OffsetTrackerTests {
         #expect(tracker.inFlight == 0)
     }
 
-    @Test func gapsInOffsetsDoNotBlockTheCommit() {
+    @Test("gaps between offsets do not hold back the commit")
+    func gapsInOffsetsDoNotBlockTheCommit() {
         var tracker = OffsetTracker()
         for offset: Int64 in [3, 7, 8, 20] { tracker.start(p0, offset: offset) }
         tracker.finish(p0, offset: 3)
@@ -41,7 +43,8 @@ struct OffsetTrackerTests {
         #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p0, offset: 21)])
     }
 
-    @Test func partitionsAreIndependentAndRevokedOnesAreForgotten() {
+    @Test("partitions commit independently; a revoked one is forgotten and its late results refused")
+    func partitionsAreIndependentAndRevokedOnesAreForgotten() {
         var tracker = OffsetTracker()
         tracker.start(p0, offset: 0)
         tracker.start(p1, offset: 0)
@@ -62,7 +65,8 @@ struct OffsetTrackerTests {
         #expect(tracker.inFlight == 0)
     }
 
-    @Test func aRepeatedOrOlderOffsetIsIgnored() {
+    @Test("a repeated or older offset is not tracked again, and finishing one twice is refused")
+    func aRepeatedOrOlderOffsetIsIgnored() {
         var tracker = OffsetTracker()
         tracker.start(p0, offset: 5)
         tracker.start(p0, offset: 5)

@@ -20,7 +20,8 @@ struct PipelineStateMachineTests {
         return nil
     }
 
-    @Test func pausesAtTheBoundAndResumesAtHalf() async {
+    @Test("input pauses when events in flight reach the bound and resumes when they fall to half")
+    func pausesAtTheBoundAndResumesAtHalf() async {
         var (state, leases) = owning([p0], maxInFlight: 4)
         let admitted = (0..<4).map { ran(state.admit(p0, offset: Int64($0), lease: leases[0])) }
         #expect(admitted == [false, false, false, true], "the fourth fills the bound")
@@ -58,7 +59,8 @@ struct PipelineStateMachineTests {
         #expect(!state.paused && state.runningBytes == 300_000)
     }
 
-    @Test func aRevocationWaitsOnlyForItsOwnPartitions() async {
+    @Test("a revocation waits only for its own partitions to drain; with nothing running it drains at once")
+    func aRevocationWaitsOnlyForItsOwnPartitions() async {
         var (state, leases) = owning([p0, p1], maxInFlight: 100)
         _ = state.admit(p0, offset: 0, lease: leases[0])
         _ = state.admit(p1, offset: 0, lease: leases[1])
@@ -78,7 +80,8 @@ struct PipelineStateMachineTests {
         }
     }
 
-    @Test func aForgottenPartitionsLateEventsStillCountForBackpressureButNotForCommits() {
+    @Test("a forgotten partition's late events still count for backpressure, but are never committed")
+    func aForgottenPartitionsLateEventsStillCountForBackpressureButNotForCommits() {
         var (state, leases) = owning([p0], maxInFlight: 2)
         _ = state.admit(p0, offset: 5, lease: leases[0])
         state.revoke([p0])
@@ -91,7 +94,8 @@ struct PipelineStateMachineTests {
         #expect(state.commitCandidates(in: [p0]).isEmpty)
     }
 
-    @Test func aTimedOutDrainWaitCanBeCancelled() async {
+    @Test("a drain wait that timed out can be cancelled, resuming its waiter")
+    func aTimedOutDrainWaitCanBeCancelled() async {
         var (state, leases) = owning([p0], maxInFlight: 10)
         _ = state.admit(p0, offset: 0, lease: leases[0])
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in

@@ -5,7 +5,8 @@ import Testing
 
 @Suite("Retry policy: exponential backoff, full jitter, limits, expiration")
 struct RetryPolicyTests {
-    @Test func ceilingDoublesUpToTheCap() {
+    @Test("the backoff ceiling doubles from the initial backoff up to the cap, without overflow")
+    func ceilingDoublesUpToTheCap() {
         var policy = RetryPolicy()
         policy.initialBackoff = .milliseconds(100)
         policy.maxBackoff = .seconds(2)
@@ -18,7 +19,8 @@ struct RetryPolicyTests {
         #expect(policy.backoffCeiling(afterAttempt: 1000) == .seconds(2), "no overflow on huge attempt counts")
     }
 
-    @Test func jitterIsSpreadOverTheWholeRange() {
+    @Test("full jitter: waits are spread over the whole range from zero to the ceiling")
+    func jitterIsSpreadOverTheWholeRange() {
         var policy = RetryPolicy()
         policy.initialBackoff = .seconds(1)
         policy.maxAttempts = 100
@@ -37,7 +39,8 @@ struct RetryPolicyTests {
         #expect(waits.filter { $0 > .milliseconds(750) }.count > 300)
     }
 
-    @Test func attemptsAndTimeAreBounded() {
+    @Test("retries stop after maxAttempts attempts or maxRetryDuration, whichever comes first")
+    func attemptsAndTimeAreBounded() {
         var policy = RetryPolicy()
         policy.maxAttempts = 3
         policy.maxRetryDuration = .seconds(10)
@@ -52,7 +55,8 @@ struct RetryPolicyTests {
         }
     }
 
-    @Test func aNotificationThatExpiresBeforeTheNextAttemptIsExpired() {
+    @Test("a notification that expires before the next attempt ends expired; apns-expiration 0 never does")
+    func aNotificationThatExpiresBeforeTheNextAttemptIsExpired() {
         var policy = RetryPolicy()
         policy.initialBackoff = .seconds(4)
         var random = NotificationEventRobustnessTests.SplitMix64(state: 1)
