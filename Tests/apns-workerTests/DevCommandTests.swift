@@ -26,7 +26,7 @@ struct DevCommandTests {
         "the printed commands send an event and a Live Activity broadcast, show both delivered results, list the channel; SIGTERM exits 0"
     )
     func followTheInstructions() async throws {
-        let dev = try spawnInBackground(ValidateCommandTests.binary.path, ["dev"])
+        let dev = try spawnInBackground(WorkerCommand.binary.path, ["dev"])
         let deadline = ContinuousClock.now + .seconds(60)
         while !dev.stdout.contains("Ctrl-C stops everything"), ContinuousClock.now < deadline, dev.exitStatus() == nil {
             try await Task.sleep(for: .milliseconds(100))
@@ -64,7 +64,7 @@ struct DevCommandTests {
         #expect(broadcastResult.contains(#""outcome":"delivered""#), "results: \(results)")
         #expect(broadcastResult.contains(#""apnsRequestId":""#), "results: \(results)")
         // The channel the worker broadcast to is the app's, as channel management lists it.
-        let binary = ValidateCommandTests.binary.path
+        let binary = WorkerCommand.binary.path
         let listed = try Self.shell(list.replacingOccurrences(of: "apns-worker channels", with: binary + " channels"))
         #expect(listed.status == 0 && listed.output.contains(channel), "\(listed.output)")
 

@@ -35,7 +35,7 @@ struct RunCommandTests {
     }
 
     func configuration(host: String, port: Int, kafkaExtra: String = "") throws -> String {
-        let helper = ValidateCommandTests()
+        let helper = WorkerCommand()
         let key = try helper.temporaryFile("AuthKey.p8", P256.Signing.PrivateKey().pemRepresentation)
         return try helper.temporaryFile(
             "worker.yaml",
@@ -66,7 +66,7 @@ struct RunCommandTests {
         let taken = try OccupiedPort()
         for (host, port) in [("127.0.0.1", taken.port), ("192.0.2.1", 8080)] {
             let path = try configuration(host: host, port: port)
-            let run = try ValidateCommandTests().run(["run", "--config", path])
+            let run = try WorkerCommand().run(["run", "--config", path])
             #expect(run.status == 2, "\(host):\(port): \(run.stderr)")
             #expect(run.stderr.contains("http.host/http.port: cannot listen on \(host):\(port)"), "\(run.stderr)")
         }
@@ -77,12 +77,12 @@ struct RunCommandTests {
         let path = try configuration(
             host: "127.0.0.1", port: 0, kafkaExtra: "\n  linger.ms: soon\n  sasl.password: hunter2")
         for command in [["run", "--config", path], ["check", "--offline", "--config", path]] {
-            let run = try ValidateCommandTests().run(command)
+            let run = try WorkerCommand().run(command)
             #expect(run.status == 2, "\(command[0]): \(run.stderr)")
             #expect(run.stderr.contains("kafka.linger.ms: librdkafka refused it"), "\(command[0]): \(run.stderr)")
             #expect(!run.stderr.contains("hunter2"))
         }
-        let valid = try ValidateCommandTests().run([
+        let valid = try WorkerCommand().run([
             "check", "--offline", "--config", try configuration(host: "127.0.0.1", port: 0),
         ])
         #expect(valid.status == 0, "\(valid.stderr)")

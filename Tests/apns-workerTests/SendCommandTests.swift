@@ -19,7 +19,7 @@ struct SendCommandTests {
         let managementPort: Int
 
         init(directory: String, keyFile: String) throws {
-            let binary = ValidateCommandTests.binary.deletingLastPathComponent().appendingPathComponent(
+            let binary = WorkerCommand.binary.deletingLastPathComponent().appendingPathComponent(
                 "apns-simulator")
             program = try spawnInBackground(
                 binary.path,
@@ -44,7 +44,7 @@ struct SendCommandTests {
 
     @Test("answers print readably: delivered, unregistered with its time; the worker's event rules apply to flags")
     func readableOutcomes() throws {
-        let helper = ValidateCommandTests()
+        let helper = WorkerCommand()
         let key = try helper.temporaryFile("AuthKey.p8", P256.Signing.PrivateKey().pemRepresentation)
         let directory = URL(fileURLWithPath: key).deletingLastPathComponent().path
         let simulator = try Simulator(directory: directory, keyFile: key)
@@ -80,7 +80,7 @@ struct SendCommandTests {
 
     @Test("two credentials, an unknown flag, a bad --apns-id: usage errors (exit 2) that say so")
     func usageErrors() throws {
-        let helper = ValidateCommandTests()
+        let helper = WorkerCommand()
         let both = try helper.run([
             "send", "--key-file", "k.p8", "--cert-file", "c.pem", "--topic", "t", "--device-token", "ab", "--payload",
             "{}",
@@ -99,7 +99,7 @@ struct SendCommandTests {
 
     @Test("channels create, get, list and delete against the simulator, as a table and as JSON; APNs' refusal exits 1")
     func channels() throws {
-        let helper = ValidateCommandTests()
+        let helper = WorkerCommand()
         let key = try helper.temporaryFile("AuthKey.p8", P256.Signing.PrivateKey().pemRepresentation)
         let directory = URL(fileURLWithPath: key).deletingLastPathComponent().path
         let simulator = try Simulator(directory: directory, keyFile: key)
@@ -129,7 +129,7 @@ struct SendCommandTests {
 
     @Test("send --channel-id broadcasts a Live Activity update to a channel; the worker's broadcast rules apply")
     func broadcast() throws {
-        let helper = ValidateCommandTests()
+        let helper = WorkerCommand()
         let key = try helper.temporaryFile("AuthKey.p8", P256.Signing.PrivateKey().pemRepresentation)
         let directory = URL(fileURLWithPath: key).deletingLastPathComponent().path
         let simulator = try Simulator(directory: directory, keyFile: key)

@@ -10,7 +10,7 @@ struct UnprivilegedTests {
     // option 1, SO_DEBUG, which only root may set. /health gave empty replies, APNs requests failed.
     @Test("demo as uid 10001: every event ends as expected (exit 0), the Live Activity broadcast included")
     func demoAsAnUnprivilegedUser() throws {
-        let binary = ValidateCommandTests.binary.path
+        let binary = WorkerCommand.binary.path
         let (path, arguments) =
             geteuid() == 0
             ? ("/usr/bin/setpriv", ["--reuid=10001", "--regid=10001", "--clear-groups", "--", binary, "demo"])

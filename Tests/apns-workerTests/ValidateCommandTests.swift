@@ -1,44 +1,9 @@
 import Foundation
-import TestPeers
 import Testing
 
 /// Runs the built `apns-worker` binary as a user would: exit codes, output format, stdin.
 @Suite("apns-worker validate (the binary)")
 struct ValidateCommandTests {
-    static let binary: URL = {
-        // The test bundle sits in the same build folder as the executable.
-        var dir = Bundle.main.bundleURL
-        for _ in 0..<4 {
-            let candidate = dir.appendingPathComponent("apns-worker")
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-            dir = dir.deletingLastPathComponent()
-        }
-        return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent(".build/debug/apns-worker")
-    }()
-
-    struct Run {
-        let status: Int32
-        let stdout: String
-        let stderr: String
-    }
-
-    /// The binary with `arguments` (and `stdin`), to its end; spawned without Foundation's
-    /// `Process`, whose `run()` crashes now and then on Linux (see `spawnAndWait`).
-    func run(_ arguments: [String], stdin: String? = nil) throws -> Run {
-        let program = try spawnAndWait(Self.binary.path, arguments, stdin: Array((stdin ?? "").utf8), timeout: 120)
-        return Run(status: program.status, stdout: program.stdout, stderr: program.stderr)
-    }
-
-    func temporaryFile(_ name: String, _ contents: String) throws -> String {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "apns-worker-tests-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let url = dir.appendingPathComponent(name)
-        try contents.write(to: url, atomically: true, encoding: .utf8)
-        return url.path
-    }
-
     static let valid =
         #"{"id":"e1","deviceToken":"abcd","topic":"com.example.app","pushType":"alert","payload":{"aps":{"alert":"hi"}}}"#
     static let badPriority =
@@ -46,8 +11,8 @@ struct ValidateCommandTests {
 
     @Test("valid events exit 0 and print nothing on stdout")
     func valid() throws {
-        let file = try temporaryFile("ok.json", Self.valid)
-        let r = try run(["validate", file])
+        let file = try WorkerCommand().temporaryFile("ok.json", Self.valid)
+        let r = try WorkerCommand().run(["validate", file])
         #expect(r.status == 0)
         #expect(r.stdout.isEmpty)
         #expect(r.stderr.contains("1 valid, 0 invalid"))
@@ -55,7 +20,7 @@ struct ValidateCommandTests {
 
     @Test("--version prints the release CHANGELOG.md names first")
     func version() throws {
-        let r = try run(["--version"])
+        let r = try WorkerCommand().run(["--version"])
         #expect(r.status == 0)
         let changelog = try String(
             contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
@@ -69,15 +34,15 @@ struct ValidateCommandTests {
 
     @Test("an invalid event exits 1 with FILE: pointer: message")
     func invalid() throws {
-        let file = try temporaryFile("bad.json", Self.badPriority)
-        let r = try run(["validate", file])
+        let file = try WorkerCommand().temporaryFile("bad.json", Self.badPriority)
+        let r = try WorkerCommand().run(["validate", file])
         #expect(r.status == 1)
         #expect(r.stdout == "\(file): /priority: background notifications must not use priority 10 [enum]\n")
     }
 
     @Test("NDJSON on stdin: FILE:LINE for each problem, blank lines skipped")
     func ndjsonStdin() throws {
-        let r = try run(["validate", "-"], stdin: Self.valid + "\n\n" + Self.badPriority + "\n{oops\n")
+        let r = try WorkerCommand().run(["validate", "-"], stdin: Self.valid + "\n\n" + Self.badPriority + "\n{oops\n")
         #expect(r.status == 1)
         let lines = r.stdout.split(separator: "\n")
         #expect(lines.count == 2)
@@ -95,8 +60,9 @@ struct ValidateCommandTests {
         let accessory =
             #"{"id":"acc-1","deviceToken":"740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad","topic":"com.example.app.push-type.accessory","pushType":"accessory","payload":{"aps":{"alert":"Battery low"}}}"#
         let bareAccessory = accessory.replacingOccurrences(of: ".push-type.accessory", with: "")
-        let file = try temporaryFile("events.ndjson", [start, accessory, bareAccessory].joined(separator: "\n") + "\n")
-        let r = try run(["validate", file])
+        let file = try WorkerCommand().temporaryFile(
+            "events.ndjson", [start, accessory, bareAccessory].joined(separator: "\n") + "\n")
+        let r = try WorkerCommand().run(["validate", file])
         #expect(r.status == 1)
         #expect(
             r.stdout.split(separator: "\n") == [
@@ -108,25 +74,25 @@ struct ValidateCommandTests {
 
     @Test(".ndjson files are read line by line")
     func ndjsonFile() throws {
-        let file = try temporaryFile("events.ndjson", Self.valid + "\n" + Self.valid + "\n")
-        let r = try run(["validate", file])
+        let file = try WorkerCommand().temporaryFile("events.ndjson", Self.valid + "\n" + Self.valid + "\n")
+        let r = try WorkerCommand().run(["validate", file])
         #expect(r.status == 0)
         #expect(r.stderr.contains("2 events: 2 valid, 0 invalid"))
     }
 
     @Test("--schema validates against any draft-07 schema")
     func customSchema() throws {
-        let schema = try temporaryFile(
+        let schema = try WorkerCommand().temporaryFile(
             "s.json", #"{"type": "object", "required": ["user"], "properties": {"user": {"type": "string"}}}"#)
-        let event = try temporaryFile("e.json", #"{"user": 5}"#)
-        let r = try run(["validate", "--schema", schema, event])
+        let event = try WorkerCommand().temporaryFile("e.json", #"{"user": 5}"#)
+        let r = try WorkerCommand().run(["validate", "--schema", schema, event])
         #expect(r.status == 1)
         #expect(r.stdout == "\(event): /user: expected string, found integer [type]\n")
-        let extended = try temporaryFile(
+        let extended = try WorkerCommand().temporaryFile(
             "ext.json",
             #"{"allOf": [{"$ref": "urn:apns-worker:schema:notification-event"}, {"required": ["metadata"]}]}"#)
-        let ok = try temporaryFile("ok.json", Self.valid)
-        let r2 = try run(["validate", "--schema", extended, ok])
+        let ok = try WorkerCommand().temporaryFile("ok.json", Self.valid)
+        let r2 = try WorkerCommand().run(["validate", "--schema", extended, ok])
         #expect(r2.status == 1)
         #expect(r2.stdout == "\(ok): (root): required property 'metadata' is missing [required]\n")
     }
@@ -140,16 +106,16 @@ struct ValidateCommandTests {
             ["validate", "--schema", "/nonexistent/schema.json", "x"],
         ])
     func usage(arguments: [String]) throws {
-        let r = try run(arguments)
+        let r = try WorkerCommand().run(arguments)
         #expect(r.status == 2, "\(r.stderr)")
         #expect(!r.stderr.isEmpty)
     }
 
     @Test("a schema with a $ref cycle is a schema error (exit 2)")
     func cyclicSchema() throws {
-        let schema = try temporaryFile("cycle.json", ##"{"$ref": "#"}"##)
-        let event = try temporaryFile("e.json", "{}")
-        let r = try run(["validate", "--schema", schema, event])
+        let schema = try WorkerCommand().temporaryFile("cycle.json", ##"{"$ref": "#"}"##)
+        let event = try WorkerCommand().temporaryFile("e.json", "{}")
+        let r = try WorkerCommand().run(["validate", "--schema", schema, event])
         #expect(r.status == 2)
         #expect(r.stderr.contains("reference cycle"))
     }

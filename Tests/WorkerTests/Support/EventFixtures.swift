@@ -7,7 +7,7 @@ import Worker
 /// Builds events from a valid base, changed one field at a time, so each test breaks one rule.
 enum EventFixtures {
     static let repositoryRoot = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     static func schemaFile(_ name: String) -> URL {
         repositoryRoot.appendingPathComponent("schemas").appendingPathComponent(name)
