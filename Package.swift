@@ -114,7 +114,7 @@ let package = Package(
         .testTarget(
             name: "WorkerTests",
             dependencies: [
-                "Worker", "Kafka", "APNs", "JSONSchema",
+                "Worker", "Kafka", "APNs", "JSONSchema", "TestPeers",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),

@@ -9,23 +9,10 @@ import Testing
 struct KcatInteropTests {
     /// Runs kcat with `arguments`, feeding `input`, and returns its standard output.
     func kcat(_ arguments: [String], input: String = "") throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/kcat")
-        process.arguments = arguments
-        let stdin = Pipe()
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = stderr
-        try process.run()
-        stdin.fileHandleForWriting.write(Data(input.utf8))
-        try stdin.fileHandleForWriting.close()
-        let output = stdout.fileHandleForReading.readDataToEndOfFile()
-        let errors = stderr.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "kcat failed: \(String(decoding: errors, as: UTF8.self))")
-        return String(decoding: output, as: UTF8.self)
+        // posix_spawn, not Foundation's Process, whose run() crashes now and then on Linux.
+        let kcat = try spawnAndWait("/usr/bin/kcat", arguments, stdin: Array(input.utf8), timeout: 60)
+        #expect(kcat.status == 0, "kcat failed: \(kcat.stderr)")
+        return kcat.stdout
     }
 
     @Test("kcat produces, our consumer reads keys, values and headers", arguments: Broker.allCases)

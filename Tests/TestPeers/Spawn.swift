@@ -150,6 +150,21 @@ public final class BackgroundProgram: @unchecked Sendable {
     /// Everything printed so far.
     public var stdout: String { output.lock.withLock { String(decoding: output.bytes, as: UTF8.self) } }
 
+    /// The process id, as `kill` takes it.
+    public var processIdentifier: pid_t { pid }
+
+    /// Whether it has not exited yet (a stopped program is still running).
+    public var isRunning: Bool { exitStatus() == nil }
+
+    /// Waits for the program to exit and returns its exit code (128 + the signal when killed).
+    @discardableResult
+    public func waitUntilExit() -> Int32 {
+        while true {
+            if let status = exitStatus() { return status }
+            usleep(10_000)
+        }
+    }
+
     /// Sends `signal` (SIGTERM by default) unless the program has been reaped.
     public func signal(_ signal: Int32 = SIGTERM) {
         lock.withLock {

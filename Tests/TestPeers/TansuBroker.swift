@@ -21,17 +21,17 @@ public enum Broker: String, CaseIterable, Sendable, CustomStringConvertible {
 public final class TansuBroker: Sendable {
     public let proxy: FaultProxy
     public let brokerPort: Int
-    private let process: Process
+    private let program: BackgroundProgram
     private let logFile: String
     private let binary: String
 
     /// The address clients use (the proxy's).
     public var bootstrapServers: String { proxy.address }
 
-    private init(proxy: FaultProxy, brokerPort: Int, process: Process, logFile: String, binary: String) {
+    private init(proxy: FaultProxy, brokerPort: Int, program: BackgroundProgram, logFile: String, binary: String) {
         self.proxy = proxy
         self.brokerPort = brokerPort
-        self.process = process
+        self.program = program
         self.logFile = logFile
         self.binary = binary
     }
@@ -70,9 +70,9 @@ public final class TansuBroker: Sendable {
         for _ in 0..<5 {
             let port = try freeLoopbackPort()
             do {
-                let (process, log) = try await launch(binary: binary, port: port, advertised: proxy.port)
+                let (program, log) = try await launch(binary: binary, port: port, advertised: proxy.port)
                 await proxy.setUpstream(port: port)
-                return TansuBroker(proxy: proxy, brokerPort: port, process: process, logFile: log, binary: binary)
+                return TansuBroker(proxy: proxy, brokerPort: port, program: program, logFile: log, binary: binary)
             } catch {
                 lastError = error
             }
@@ -81,58 +81,51 @@ public final class TansuBroker: Sendable {
         throw lastError ?? Failure(description: "Tansu did not start")
     }
 
-    private static func launch(binary: String, port: Int, advertised: Int) async throws -> (Process, String) {
+    /// Started through `sh -c 'exec tansu … >LOG 2>&1'` with posix_spawn (`spawnInBackground`), not
+    /// Foundation's `Process`, whose `run()` crashes now and then on Linux: the shell only redirects
+    /// both streams to the log file and becomes Tansu.
+    private static func launch(binary: String, port: Int, advertised: Int) async throws -> (BackgroundProgram, String) {
         let log = FileManager.default.temporaryDirectory
             .appendingPathComponent("tansu-\(getpid())-\(port)-\(UUID().uuidString.prefix(6)).log").path
         _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = [
-            "broker",
+        let arguments = [
+            binary, "broker",
             "--listener-url", "tcp://127.0.0.1:\(port)",
             "--advertised-listener-url", "tcp://127.0.0.1:\(advertised)",
             "--storage-engine", "memory://tansu/",
         ]
-        process.standardOutput = handle
-        process.standardError = handle
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        try? handle.close()
+        let command =
+            "exec " + arguments.map(shellQuoted).joined(separator: " ") + " </dev/null >" + shellQuoted(log)
+            + " 2>&1"
+        let program = try spawnInBackground("/bin/sh", ["-c", command])
         // Ready is a line on stdout, not an open port: with its port taken Tansu never prints it and
         // exits 0.
         let deadline = ContinuousClock.now + .seconds(15)
         while ContinuousClock.now < deadline {
             if let text = try? String(contentsOfFile: log, encoding: .utf8), text.contains("ready in") {
-                return (process, log)
+                return (program, log)
             }
-            if !process.isRunning {
+            if let status = program.exitStatus() {
                 let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
                 try? FileManager.default.removeItem(atPath: log)
                 throw Failure(
-                    description: "Tansu on port \(port) exited (\(process.terminationStatus)): \(text.suffix(500))")
+                    description: "Tansu on port \(port) exited (\(status)): \(text.suffix(500))")
             }
             try await Task.sleep(for: .milliseconds(10))
         }
-        process.interrupt()
+        program.signal(SIGINT)
         throw Failure(description: "Tansu on port \(port) not ready after 15 s")
     }
 
     /// Creates a topic (talking to the broker's own port: the admin tool needs no proxy).
     public func createTopic(_ name: String, partitions: Int) async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = [
-            "topic", "create", "--broker", "tcp://127.0.0.1:\(brokerPort)", "--partitions", "\(partitions)", name,
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw Failure(description: "tansu topic create \(name): exit \(process.terminationStatus): \(text)")
+        let program = try spawnAndWait(
+            binary,
+            ["topic", "create", "--broker", "tcp://127.0.0.1:\(brokerPort)", "--partitions", "\(partitions)", name],
+            timeout: 30)
+        guard program.status == 0 else {
+            throw Failure(
+                description: "tansu topic create \(name): exit \(program.status): \(program.stdout)\(program.stderr)")
         }
     }
 
@@ -141,11 +134,13 @@ public final class TansuBroker: Sendable {
 
     /// Stops the broker (SIGINT: SIGTERM waits while clients are connected) and the proxy.
     public func shutdown() async {
-        if process.isRunning {
-            process.interrupt()
+        if program.exitStatus() == nil {
+            program.signal(SIGINT)
             let deadline = ContinuousClock.now + .seconds(5)
-            while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            while program.exitStatus() == nil, ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            if program.exitStatus() == nil { program.signal(SIGKILL) }
         }
         await proxy.shutdown()
         try? FileManager.default.removeItem(atPath: logFile)
@@ -186,4 +181,9 @@ func canBind(_ port: Int) -> Bool {
     return withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     } == 0
+}
+
+/// `text` as one word for `sh`.
+private func shellQuoted(_ text: String) -> String {
+    "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }

@@ -6,7 +6,7 @@ import Foundation
 public final class TinyProxy: @unchecked Sendable {
     public let port: Int
     public let logFile: String
-    private let process: Process
+    private let program: BackgroundProgram
     private let directory: URL
 
     public static let binary = ProcessInfo.processInfo.environment["TINYPROXY_BIN"] ?? "/usr/bin/tinyproxy"
@@ -30,15 +30,10 @@ public final class TinyProxy: @unchecked Sendable {
         if let username, let password { configuration += "BasicAuth \(username) \(password)\n" }
         let configurationFile = directory.appendingPathComponent("tinyproxy.conf")
         try configuration.write(to: configurationFile, atomically: true, encoding: .utf8)
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["-d", "-c", configurationFile.path]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        program = try spawnInBackground(Self.binary, ["-d", "-c", configurationFile.path])
         let deadline = Date().addingTimeInterval(10)
         while !Self.accepts(port) {
-            guard process.isRunning, Date() < deadline else {
+            guard program.exitStatus() == nil, Date() < deadline else {
                 stop()
                 throw TinyProxyError(description: "tinyproxy did not listen on 127.0.0.1:\(port): \(log)")
             }
@@ -55,12 +50,12 @@ public final class TinyProxy: @unchecked Sendable {
 
     /// SIGTERM, then SIGKILL after two seconds: tinyproxy waits for its open tunnels on SIGTERM.
     public func stop() {
-        if process.isRunning {
-            process.terminate()
+        if program.exitStatus() == nil {
+            program.signal(SIGTERM)
             let deadline = Date().addingTimeInterval(2)
-            while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
+            while program.exitStatus() == nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+            if program.exitStatus() == nil { program.signal(SIGKILL) }
+            while program.exitStatus() == nil { Thread.sleep(forTimeInterval: 0.01) }
         }
         try? FileManager.default.removeItem(at: directory)
     }

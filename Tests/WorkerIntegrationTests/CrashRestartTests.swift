@@ -20,14 +20,9 @@ struct CrashRestartTests {
             .deletingLastPathComponent().appendingPathComponent(".build/debug/apns-worker")
     }()
 
-    func start(config: String) throws -> Process {
-        let process = Process()
-        process.executableURL = Self.binary
-        process.arguments = ["run", "--config", config]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return process
+    /// posix_spawn, not Foundation's Process, whose run() crashes now and then on Linux.
+    func start(config: String) throws -> BackgroundProgram {
+        try spawnInBackground(Self.binary.path, ["run", "--config", config])
     }
 
     @Test(
@@ -49,8 +44,7 @@ struct CrashRestartTests {
             try await harness.allRecords(of: EmbeddedStack.resultsTopic).count >= 500
         }
         kill(first.processIdentifier, SIGKILL)
-        first.waitUntilExit()
-        #expect(first.terminationReason == .uncaughtSignal)
+        #expect(first.waitUntilExit() == 128 + SIGKILL)
         // What the group had committed when the worker died: everything below it is done for good.
         let committedAtKill = try await harness.commitProgress(group: "crash").map { $0.committed ?? 0 }
         let beforeRestart = try await harness.allRecords(of: EmbeddedStack.resultsTopic).map(ResultRecord.init)
@@ -62,8 +56,7 @@ struct CrashRestartTests {
             try await harness.commitProgress(group: "crash").allSatisfy { $0.committed == $0.end }
         }
         kill(second.processIdentifier, SIGTERM)
-        second.waitUntilExit()
-        #expect(second.terminationStatus == 0, "SIGTERM drains, commits and exits 0")
+        #expect(second.waitUntilExit() == 0, "SIGTERM drains, commits and exits 0")
 
         #expect(Set(results.map(\.sourceKey)).count == 3_000, "no event without a result")
         let counts = results.reduce(into: [ResultOutcome: Int]()) { $0[$1.outcome, default: 0] += 1 }

@@ -1,5 +1,6 @@
 import APNs
 import Foundation
+import TestPeers
 import Testing
 
 @testable import Worker
@@ -12,17 +13,13 @@ struct CertificateCredentialTests {
     static func makeIdentity(in directory: URL, password: String?) throws -> (certificate: String, key: String) {
         let certificate = directory.appendingPathComponent("cert.pem").path
         let key = directory.appendingPathComponent("key.pem").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments =
+        let openssl = try spawnAndWait(
+            "/usr/bin/openssl",
             [
                 "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-keyout", key, "-out",
                 certificate, "-days", "1", "-subj", "/CN=Apple Push Services: com.example.app",
-            ] + (password.map { ["-passout", "pass:\($0)"] } ?? ["-noenc"])
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        try #require(process.terminationStatus == 0)
+            ] + (password.map { ["-passout", "pass:\($0)"] } ?? ["-noenc"]))
+        try #require(openssl.status == 0, "\(openssl.stderr)")
         return (certificate, key)
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import TestPeers
 import Testing
 
 @testable import Worker
@@ -35,12 +36,9 @@ struct ConfigurationCheckTests {
 
     static func keyFile() throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("key-\(UUID().uuidString).p8").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path]
-        try process.run()
-        process.waitUntilExit()
-        try #require(process.terminationStatus == 0)
+        let openssl = try spawnAndWait(
+            "/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path])
+        try #require(openssl.status == 0, "\(openssl.stderr)")
         return path
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import JSONSchema
+import TestPeers
 import Testing
 import Worker
 
@@ -42,18 +43,12 @@ struct PythonOracleTests {
         let eventsFile = dir.appendingPathComponent("events.ndjson")
         try (lines.joined(separator: "\n") + "\n").write(to: eventsFile, atomically: true, encoding: .utf8)
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.python)
-        process.arguments = [
-            "-c", Self.script, EventFixtures.schemaFile("notification-event.schema.json").path, eventsFile.path,
-        ]
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        try #require(process.terminationStatus == 0, "python3 with jsonschema is needed: make deps-test")
-        let verdicts = String(decoding: data, as: UTF8.self).split(separator: "\n").map { $0 == "valid" }
+        let python = try spawnAndWait(
+            Self.python,
+            ["-c", Self.script, EventFixtures.schemaFile("notification-event.schema.json").path, eventsFile.path],
+            timeout: 300)
+        try #require(python.status == 0, "python3 with jsonschema is needed: make deps-test (\(python.stderr))")
+        let verdicts = python.stdout.split(separator: "\n").map { $0 == "valid" }
         try #require(verdicts.count == events.count)
 
         let schema = EventSchemas.notificationEvent

@@ -1,4 +1,5 @@
 import Foundation
+import TestPeers
 
 /// `Tests/Peers/apns_fault_server.py`: a scripted APNs look-alike on Python's hyper-h2 (an HTTP/2
 /// stack shared with neither the client nor the simulator), started per test on port 0 and killed by
@@ -6,7 +7,8 @@ import Foundation
 final class FaultServer: @unchecked Sendable {
     // @unchecked Sendable: every stored property is set in init and only read afterwards.
     let port: Int
-    private let process: Process
+    /// Started with posix_spawn (`spawnInBackground`), not Foundation's `Process`.
+    private let process: BackgroundProgram
 
     static var scriptPath: String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -14,26 +16,23 @@ final class FaultServer: @unchecked Sendable {
     }
 
     init(pki: TestPKI, _ arguments: [String] = []) throws {
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [Self.scriptPath, "--cert", pki.serverCertificate, "--key", pki.serverKey] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        process = try spawnInBackground(
+            "/usr/bin/python3", [Self.scriptPath, "--cert", pki.serverCertificate, "--key", pki.serverKey] + arguments)
         // The first line is "LISTENING <port>".
-        var line = Data()
-        let handle = output.fileHandleForReading
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = handle.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
+        let deadline = Date().addingTimeInterval(30)
+        var line = ""
+        while Date() < deadline, process.isRunning {
+            if let end = process.stdout.firstIndex(of: "\n") {
+                line = String(process.stdout[..<end])
+                break
+            }
+            usleep(10_000)
         }
-        let words = String(decoding: line, as: UTF8.self).split(whereSeparator: \.isWhitespace)
+        let words = line.split(whereSeparator: \.isWhitespace)
         guard words.count >= 2, words[0] == "LISTENING", let port = Int(words[1]) else {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.signal(SIGKILL)
             process.waitUntilExit()
-            throw TestFailure("fault server did not start: \(String(decoding: line, as: UTF8.self))")
+            throw TestFailure("fault server did not start: \(process.stdout)")
         }
         self.port = port
     }
@@ -54,7 +53,7 @@ final class FaultServer: @unchecked Sendable {
 
     func stop() {
         guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
+        process.signal(SIGKILL)
         process.waitUntilExit()
     }
 

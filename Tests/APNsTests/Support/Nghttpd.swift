@@ -1,4 +1,5 @@
 import Foundation
+import TestPeers
 
 /// Debian's `nghttpd` (nghttp2-server) as an independent HTTP/2 + TLS peer, started per test on a
 /// free port with the test PKI's server certificate, stopped (killed and reaped) by `stop()`.
@@ -7,10 +8,12 @@ import Foundation
 /// with the file), none for 404, and a FIFO for a token whose request hangs the server (nghttpd
 /// blocks opening it: no answer, no PING ACK), for deadline and PING-timeout tests.
 final class Nghttpd: @unchecked Sendable {
-    // @unchecked Sendable: `process` is set in init and only read afterwards.
+    // @unchecked Sendable: `program` is set in init and only read afterwards.
     let port: Int
     let documentRoot: TemporaryDirectory
-    private let process: Process
+    /// Started with posix_spawn (`spawnInBackground`), not Foundation's `Process`, whose `run()`
+    /// crashes now and then on Linux.
+    private let program: BackgroundProgram
 
     static let deliveredToken = "00aa11bb22cc33dd44ee55ff66778899aabbccddeeff00112233445566778899"
     static let hangingToken = "deadbeefdeadbeefdeadbeefdeadbeefdeadbeefdeadbeefdeadbeefdeadbeef"
@@ -25,37 +28,33 @@ final class Nghttpd: @unchecked Sendable {
         // nghttpd exits while the port answers for the other server. Try again on another port.
         for _ in 0..<5 {
             let candidate = try port ?? freePort()
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments =
+            let program = try spawnInBackground(
+                "/usr/bin/env",
                 ["nghttpd"] + arguments + [
                     "-d", documentRoot.path, String(candidate), pki.serverKey, pki.serverCertificate,
-                ]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+                ])
             var listening = false
             for _ in 0..<300 where !listening {
                 listening = isListening(candidate)
                 if !listening { usleep(10_000) }
             }
             usleep(50_000)
-            if listening, process.isRunning {
+            if listening, program.exitStatus() == nil {
                 self.port = candidate
-                self.process = process
+                self.program = program
                 return
             }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
+            program.signal(SIGKILL)
+            while program.exitStatus() == nil { usleep(10_000) }
         }
         throw TestFailure("nghttpd did not start")
     }
 
     /// Kills the server (SIGKILL: a blocked server ignores nothing) and reaps it.
     func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        guard program.exitStatus() == nil else { return }
+        program.signal(SIGKILL)
+        while program.exitStatus() == nil { usleep(10_000) }
     }
 
     deinit {

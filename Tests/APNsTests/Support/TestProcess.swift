@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+import TestPeers
 
 #if canImport(Glibc)
     import Glibc
@@ -27,28 +28,15 @@ struct TestFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Runs a command to completion; throws with its stderr if it fails.
+/// Runs a command (looked up on PATH) to completion; throws with its stderr if it fails. Spawned with
+/// posix_spawn (`spawnAndWait`), not Foundation's `Process`, whose `run()` crashes now and then on Linux.
 @discardableResult
 func runCommand(_ arguments: [String], input: Data? = nil) throws -> Data {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    let stdin = Pipe()
-    process.standardInput = stdin
-    try process.run()
-    if let input { stdin.fileHandleForWriting.write(input) }
-    try stdin.fileHandleForWriting.close()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw TestFailure("\(arguments.joined(separator: " ")) failed: \(errorText)")
+    let program = try spawnAndWait("/usr/bin/env", arguments, stdin: Array(input ?? Data()), timeout: 120)
+    guard program.status == 0 else {
+        throw TestFailure("\(arguments.joined(separator: " ")) failed (\(program.status)): \(program.stderr)")
     }
-    return data
+    return Data(program.stdout.utf8)
 }
 
 /// Ports already handed out in this test process: the kernel may give a released port again, and two

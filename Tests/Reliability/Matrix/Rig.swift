@@ -43,7 +43,7 @@ public final class Rig: Sendable {
     private struct State {
         var simulator: Simulator?
         var workers: [InProcessWorker] = []
-        var processes: [Process] = []
+        var processes: [BackgroundProgram] = []
         var faultCleared: ContinuousClock.Instant?
         var configFiles = 0
     }
@@ -125,7 +125,8 @@ public final class Rig: Sendable {
 
     /// `apns-worker run --config FILE` as its own process (for signals), reaching APNs through the proxy.
     /// `extra` is appended to the configuration file (YAML).
-    public func startProcess(group: String = "reliability", maxInFlight: Int = 20, extra: String = "") throws -> Process
+    public func startProcess(group: String = "reliability", maxInFlight: Int = 20, extra: String = "") throws
+        -> BackgroundProgram
     {
         let file = state.withLockedValue { state in
             state.configFiles += 1
@@ -133,12 +134,8 @@ public final class Rig: Sendable {
         }
         let text = stack.configurationText(group: group, maxInFlight: maxInFlight, apnsPort: apnsProxy.port)
         try (text + "\n" + extra).write(toFile: file, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = try Self.workerBinary()
-        process.arguments = ["run", "--config", file]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        // posix_spawn, not Foundation's Process, whose run() crashes now and then on Linux.
+        let process = try spawnInBackground(try Self.workerBinary().path, ["run", "--config", file])
         state.withLockedValue { $0.processes.append(process) }
         return process
     }
@@ -303,7 +300,7 @@ public final class Rig: Sendable {
         for worker in workers { try? await worker.stop() }
         for process in processes where process.isRunning {
             kill(process.processIdentifier, SIGCONT)
-            process.terminate()
+            process.signal(SIGTERM)
             let deadline = ContinuousClock.now + .seconds(40)
             while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }

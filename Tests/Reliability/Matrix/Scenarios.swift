@@ -427,12 +427,11 @@ extension Scenario {
             let worker = try rig.startProcess()
             try await rig.waitForResults(scale.events / 20)
             let signalled = ContinuousClock.now
-            worker.terminate()
+            worker.signal(SIGTERM)
             try await rig.waitUntil(30, "the worker to exit") { !worker.isRunning }
             let took = ContinuousClock.now - signalled
-            guard worker.terminationReason == .exit, worker.terminationStatus == 0 else {
-                throw ScenarioFailure("SIGTERM: exit \(worker.terminationStatus) (\(worker.terminationReason))")
-            }
+            let status = worker.waitUntilExit()
+            guard status == 0 else { throw ScenarioFailure("SIGTERM: exit \(status) (128 + N: killed by signal N)") }
             guard took < .seconds(10) else { throw ScenarioFailure("SIGTERM took \(took), past the 10 s grace period") }
             rig.simulator.faults.setRate(.serviceUnavailable, 0)
             _ = try rig.startProcess()
