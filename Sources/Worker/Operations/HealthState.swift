@@ -5,16 +5,16 @@ import NIOConcurrencyHelpers
 ///
 /// Thread-safe: the pipeline's tasks call the `mark…` methods and `heartbeat()` from anywhere; the
 /// HTTP server reads from its event loop. Readiness red never stops the worker; it pages a human.
-public final class HealthState: Sendable {
+package final class HealthState: Sendable {
     /// What `/health/ready` reports: each check is `"ok"` or why not.
-    public struct Readiness: Sendable, Hashable {
-        public var kafka: String
-        public var credentials: String
-        public var isReady: Bool { kafka == "ok" && credentials == "ok" }
+    package struct Readiness: Sendable, Hashable {
+        package var kafka: String
+        package var credentials: String
+        package var isReady: Bool { kafka == "ok" && credentials == "ok" }
     }
 
     /// Liveness fails when no heartbeat came for this long.
-    public let livenessWindow: Duration
+    package let livenessWindow: Duration
     private let now: @Sendable () -> ContinuousClock.Instant
     private let wallClock: @Sendable () -> Date
     private let state: NIOLockedValueBox<HealthStateMachine>
@@ -24,7 +24,7 @@ public final class HealthState: Sendable {
     ///     when that is longer; docs/worker.md); the pipeline loop calls `heartbeat()` on progress and
     ///     while idle-waiting, well within it.
     ///   - now, wallClock: injectable for tests (the wall clock only stamps "since" in readiness).
-    public init(
+    package init(
         livenessWindow: Duration = .seconds(60),
         now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now },
         wallClock: @escaping @Sendable () -> Date = { Date() }
@@ -37,53 +37,49 @@ public final class HealthState: Sendable {
     }
 
     /// The pipeline made progress, or is idle-waiting for input.
-    public func heartbeat() {
+    package func heartbeat() {
         let instant = now()
-        state.withLockedValue { $0.lastHeartbeat = instant }
+        state.withLockedValue { $0.heartbeat(now: instant) }
     }
 
     /// The consumer was assigned partitions by its group.
-    public func markConsumerJoined() {
-        state.withLockedValue { $0.consumerJoined = true }
+    package func markConsumerJoined() {
+        state.withLockedValue { $0.consumerJoined() }
     }
 
     /// The consumer left its group (shutdown, or lost the group).
-    public func markConsumerLeft() {
-        state.withLockedValue { $0.consumerJoined = false }
+    package func markConsumerLeft() {
+        state.withLockedValue { $0.consumerLeft() }
     }
 
     /// librdkafka reported a fatal producer error: results cannot be published any more.
-    public func markProducerFatal(_ reason: String) {
-        state.withLockedValue { $0.producerFatal = reason }
+    package func markProducerFatal(_ reason: String) {
+        state.withLockedValue { $0.producerFailed(reason) }
     }
 
     /// Results can be published again after a producer failure.
-    public func markProducerHealthy() {
-        state.withLockedValue { $0.producerFatal = nil }
+    package func markProducerHealthy() {
+        state.withLockedValue { $0.producerRecovered() }
     }
 
     /// APNs refused this credential (InvalidProviderToken, BadCertificate, …). The first reason and
     /// time are kept until it is healthy again, so "since" tells how long it has been broken.
-    public func markCredentialBroken(name: String, reason: String) {
+    package func markCredentialBroken(name: String, reason: String) {
         let since = Self.timestamp(wallClock())
-        state.withLockedValue { state in
-            if state.brokenCredentials[name] == nil {
-                state.brokenCredentials[name] = .init(reason: reason, since: since)
-            }
-        }
+        state.withLockedValue { $0.credentialBroken(name, reason: reason, since: since) }
     }
 
     /// A request with this credential succeeded again.
-    public func markCredentialHealthy(name: String) {
-        state.withLockedValue { _ = $0.brokenCredentials.removeValue(forKey: name) }
+    package func markCredentialHealthy(name: String) {
+        state.withLockedValue { $0.credentialHealthy(name) }
     }
 
-    public var isLive: Bool {
+    package var isLive: Bool {
         let instant = now()
         return state.withLockedValue { $0.isLive(now: instant, window: livenessWindow) }
     }
 
-    public var readiness: Readiness {
+    package var readiness: Readiness {
         state.withLockedValue { $0.readiness }
     }
 
