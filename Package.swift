@@ -11,7 +11,14 @@ let package = Package(
     name: "apns-worker",
     platforms: [.macOS(.v15)],
     products: [
-        // MARK: APNs simulator
+        // The worker.
+        .executable(name: "apns-worker", targets: ["apns-worker"]),
+        // The APNs provider client (HTTP/2 over nghttp2 and OpenSSL, token and certificate
+        // credentials, connection pool, broadcasts and channel management, outcome table), usable
+        // without the worker. Kafka, JSONSchema and Worker stay internal targets: their API is
+        // shaped by the worker and may change in any release (docs/compatibility.md).
+        .library(name: "APNs", targets: ["APNs"]),
+        // The APNs simulator, for other projects' tests.
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
         .executable(name: "apns-simulator", targets: ["apns-simulator"]),
     ],

@@ -1,5 +1,5 @@
 /// How much a validation run reports.
-public enum ValidationMode: Sendable {
+package enum ValidationMode: Sendable {
     /// Stop at the first failure and report it (the hot path).
     case firstError
     /// Report every failure (for people: the CLI, tests).

@@ -1,6 +1,6 @@
 /// The `format` values checked when format assertion is turned on (it is off by default, as
 /// draft-07 makes it an annotation). Unknown formats are ignored, as the specification says.
-public enum Format: String, Sendable, CaseIterable {
+package enum Format: String, Sendable, CaseIterable {
     case dateTime = "date-time"
     case date
     case time
@@ -19,7 +19,7 @@ public enum Format: String, Sendable, CaseIterable {
     case jsonPointer = "json-pointer"
     case relativeJSONPointer = "relative-json-pointer"
 
-    public func accepts(_ s: String) -> Bool {
+    package func accepts(_ s: String) -> Bool {
         switch self {
         case .dateTime: return FormatCheck.dateTime(s)
         case .date: return FormatCheck.date(Array(s.utf8)[...])

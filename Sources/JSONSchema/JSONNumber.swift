@@ -4,7 +4,7 @@
 /// anything else as a normalized decimal: a sign, a significand's digits with no leading or trailing
 /// zeros, and a power of ten. Every value has exactly one form, so equality and hashing are
 /// structural, `1.0 == 1`, and `0.1` really is a tenth when `multipleOf` divides by it.
-public struct JSONNumber: Sendable, Hashable {
+package struct JSONNumber: Sendable, Hashable {
     enum Storage: Sendable, Hashable {
         case int(Int64)
         /// value = (negative ? -1 : 1) * digits * 10^exponent; digits non-empty, no leading or
@@ -21,11 +21,11 @@ public struct JSONNumber: Sendable, Hashable {
     /// 10^18: integers strictly below this magnitude are stored as `Int64`.
     static let smallIntLimit: Int64 = 1_000_000_000_000_000_000
 
-    public init(_ value: Int) {
+    package init(_ value: Int) {
         self.init(int64: Int64(value))
     }
 
-    public init(int64 value: Int64) {
+    package init(int64 value: Int64) {
         if value > -Self.smallIntLimit && value < Self.smallIntLimit {
             self.init(storage: .int(value))
         } else {
@@ -36,7 +36,7 @@ public struct JSONNumber: Sendable, Hashable {
     }
 
     /// A number from the shortest decimal that round-trips `value`. Not finite values are not JSON.
-    public init?(_ value: Double) {
+    package init?(_ value: Double) {
         guard value.isFinite else { return nil }
         guard let parsed = try? JSONParser.parse(Array(value.description.utf8)), case .number(let n) = parsed else {
             return nil
@@ -70,7 +70,7 @@ public struct JSONNumber: Sendable, Hashable {
     }
 
     /// True when the value has no fractional part (`1.0` is an integer, as JSON Schema says).
-    public var isInteger: Bool {
+    package var isInteger: Bool {
         switch storage {
         case .int: return true
         case .decimal(_, _, let exponent): return exponent >= 0
@@ -78,7 +78,7 @@ public struct JSONNumber: Sendable, Hashable {
     }
 
     /// The value when it is an integer that fits in `Int64`.
-    public var int64Value: Int64? {
+    package var int64Value: Int64? {
         switch storage {
         case .int(let v): return v
         case .decimal(let negative, let digits, let exponent):
@@ -99,24 +99,24 @@ public struct JSONNumber: Sendable, Hashable {
         }
     }
 
-    public var intValue: Int? { int64Value.map { Int($0) } }
+    package var intValue: Int? { int64Value.map { Int($0) } }
 
     /// The nearest `Double` (may round or overflow to infinity for extreme values).
-    public var doubleValue: Double {
+    package var doubleValue: Double {
         switch storage {
         case .int(let v): return Double(v)
         case .decimal: return Double(scientificDescription) ?? .nan
         }
     }
 
-    public var isNegative: Bool {
+    package var isNegative: Bool {
         switch storage {
         case .int(let v): return v < 0
         case .decimal(let negative, _, _): return negative
         }
     }
 
-    public var isZero: Bool {
+    package var isZero: Bool {
         if case .int(0) = storage { return true }
         return false
     }
@@ -148,7 +148,7 @@ public struct JSONNumber: Sendable, Hashable {
 }
 
 extension JSONNumber: Comparable {
-    public static func < (lhs: JSONNumber, rhs: JSONNumber) -> Bool {
+    package static func < (lhs: JSONNumber, rhs: JSONNumber) -> Bool {
         compare(lhs, rhs) < 0
     }
 
@@ -186,7 +186,7 @@ extension JSONNumber {
     /// Whether `self / divisor` is an integer, computed exactly when the divisor's significand
     /// (scaled to the common exponent) has at most 37 digits, which covers every practical
     /// `multipleOf`. Beyond that it falls back to `Double` division, as most validators do everywhere.
-    public func isMultiple(of divisor: JSONNumber) -> Bool {
+    package func isMultiple(of divisor: JSONNumber) -> Bool {
         if isZero { return true }
         if divisor.isZero { return false }
         if case .int(let a) = storage, case .int(let b) = divisor.storage {
@@ -234,7 +234,7 @@ extension JSONNumber {
 
 extension JSONNumber: CustomStringConvertible {
     /// Plain notation where it stays short, scientific otherwise.
-    public var description: String {
+    package var description: String {
         switch storage {
         case .int(let v): return String(v)
         case .decimal(let negative, let digits, let exponent):

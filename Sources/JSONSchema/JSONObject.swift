@@ -2,20 +2,20 @@
 ///
 /// Lookups are linear for small objects (the common case for events: a linear scan of a dozen
 /// short keys beats hashing) and go through an index built once for larger ones.
-public struct JSONObject: Sendable {
-    public private(set) var keys: [String]
-    public private(set) var values: [JSONValue]
+package struct JSONObject: Sendable {
+    package private(set) var keys: [String]
+    package private(set) var values: [JSONValue]
     private var index: [String: Int]?
 
     private static let indexThreshold = 12
 
-    public init() {
+    package init() {
         keys = []
         values = []
     }
 
     /// Members in order; a repeated key keeps its last value.
-    public init<S: Sequence>(_ members: S) where S.Element == (String, JSONValue) {
+    package init<S: Sequence>(_ members: S) where S.Element == (String, JSONValue) {
         self.init()
         for (k, v) in members { self[k] = v }
     }
@@ -27,10 +27,10 @@ public struct JSONObject: Sendable {
         if keys.count > Self.indexThreshold { buildIndex() }
     }
 
-    public var count: Int { keys.count }
-    public var isEmpty: Bool { keys.isEmpty }
+    package var count: Int { keys.count }
+    package var isEmpty: Bool { keys.isEmpty }
 
-    public func position(of key: String) -> Int? {
+    package func position(of key: String) -> Int? {
         if let index { return index[key] }
         // Lengths first: O(1) for native strings, and most keys differ in length.
         let length = key.utf8.count
@@ -38,7 +38,7 @@ public struct JSONObject: Sendable {
         return nil
     }
 
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         get { position(of: key).map { values[$0] } }
         set {
             if let i = position(of: key) {
@@ -63,7 +63,7 @@ public struct JSONObject: Sendable {
     }
 
     /// Members in document order.
-    public var members: Zip2Sequence<[String], [JSONValue]> { zip(keys, values) }
+    package var members: Zip2Sequence<[String], [JSONValue]> { zip(keys, values) }
 
     private mutating func buildIndex() {
         var idx = [String: Int](minimumCapacity: keys.count)
@@ -73,7 +73,7 @@ public struct JSONObject: Sendable {
 }
 
 extension JSONObject: Hashable {
-    public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
+    package static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
         guard lhs.count == rhs.count else { return false }
         for (k, v) in lhs.members {
             guard let other = rhs[k], other == v else { return false }
@@ -82,7 +82,7 @@ extension JSONObject: Hashable {
     }
 
     /// Order-independent, so equal objects hash alike whatever their member order.
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         var combined = 0
         for (k, v) in members {
             var h = Hasher()

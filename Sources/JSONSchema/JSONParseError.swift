@@ -1,12 +1,12 @@
 /// Why a document is not JSON, and where: a byte offset plus the 1-based line and column
 /// (in Unicode scalars) a person can find in an editor.
-public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let message: String
-    public let offset: Int
-    public let line: Int
-    public let column: Int
+package struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    package let message: String
+    package let offset: Int
+    package let line: Int
+    package let column: Int
 
-    public var description: String { "line \(line), column \(column): \(message)" }
+    package var description: String { "line \(line), column \(column): \(message)" }
 
     init(_ message: String, at offset: Int, in bytes: UnsafeBufferPointer<UInt8>) {
         self.message = message

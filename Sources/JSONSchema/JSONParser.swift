@@ -4,17 +4,17 @@
 /// surrogate escapes, duplicate keys (which other parsers resolve differently) and nesting beyond
 /// `maxDepth` are errors with a line and column, never a crash. Numbers keep their exact value.
 /// A leading UTF-8 byte order mark is skipped.
-public enum JSONParser {
+package enum JSONParser {
     /// The default nesting limit: far beyond any event, far below what could exhaust a stack.
-    public static let defaultMaxDepth = 256
+    package static let defaultMaxDepth = 256
 
-    public static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(JSONParseError) -> JSONValue {
+    package static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(JSONParseError) -> JSONValue {
         try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) in
             try parse(buffer, maxDepth: maxDepth)
         }
     }
 
-    public static func parse(_ bytes: ArraySlice<UInt8>, maxDepth: Int = defaultMaxDepth) throws(JSONParseError)
+    package static func parse(_ bytes: ArraySlice<UInt8>, maxDepth: Int = defaultMaxDepth) throws(JSONParseError)
         -> JSONValue
     {
         try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) in
@@ -22,11 +22,11 @@ public enum JSONParser {
         }
     }
 
-    public static func parse(_ text: String, maxDepth: Int = defaultMaxDepth) throws(JSONParseError) -> JSONValue {
+    package static func parse(_ text: String, maxDepth: Int = defaultMaxDepth) throws(JSONParseError) -> JSONValue {
         try parse(Array(text.utf8), maxDepth: maxDepth)
     }
 
-    public static func parse(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int = defaultMaxDepth)
+    package static func parse(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int = defaultMaxDepth)
         throws(JSONParseError) -> JSONValue
     {
         var reader = JSONReader(buffer, maxDepth: maxDepth)

@@ -1,18 +1,18 @@
 /// RFC 6901 JSON pointers: building them token by token and following them into a value.
-public enum JSONPointer {
+package enum JSONPointer {
     /// Escapes one reference token (`~` → `~0`, `/` → `~1`).
-    public static func escape(_ token: String) -> String {
+    package static func escape(_ token: String) -> String {
         guard token.contains(where: { $0 == "~" || $0 == "/" }) else { return token }
         return token.replacingTildeAndSlash()
     }
 
     /// A pointer from tokens: `["payload", "aps"]` → `/payload/aps`.
-    public static func from(_ tokens: [String]) -> String {
+    package static func from(_ tokens: [String]) -> String {
         tokens.map { "/" + escape($0) }.joined()
     }
 
     /// The unescaped tokens of `pointer`, or nil when it is not a pointer.
-    public static func tokens(_ pointer: String) -> [String]? {
+    package static func tokens(_ pointer: String) -> [String]? {
         if pointer.isEmpty { return [] }
         guard pointer.hasPrefix("/") else { return nil }
         var result: [String] = []
@@ -36,7 +36,7 @@ public enum JSONPointer {
     }
 
     /// The value `pointer` designates in `root`, or nil.
-    public static func resolve(_ pointer: String, in root: JSONValue) -> JSONValue? {
+    package static func resolve(_ pointer: String, in root: JSONValue) -> JSONValue? {
         guard let tokens = tokens(pointer) else { return nil }
         var current = root
         for token in tokens {

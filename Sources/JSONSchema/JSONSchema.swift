@@ -9,17 +9,17 @@
 /// let schema = try JSONSchema(JSONParser.parse(schemaText))
 /// let errors = schema.validate(try JSONParser.parse(eventBytes), mode: .allErrors)
 /// ```
-public struct JSONSchema: Sendable {
+package struct JSONSchema: Sendable {
     /// Returns the document at an absolute URI (no fragment), or nil when it is unknown.
-    public typealias Resolver = (_ uri: String) throws -> JSONValue?
+    package typealias Resolver = (_ uri: String) throws -> JSONValue?
 
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// Treat `format` as an assertion (draft-07 makes it an annotation by default).
-        public var formatAssertion: Bool
+        package var formatAssertion: Bool
         /// The base URI of the root schema when it has no `$id` of its own.
-        public var baseURI: String
+        package var baseURI: String
 
-        public init(formatAssertion: Bool = false, baseURI: String = "") {
+        package init(formatAssertion: Bool = false, baseURI: String = "") {
             self.formatAssertion = formatAssertion
             self.baseURI = baseURI
         }
@@ -27,13 +27,13 @@ public struct JSONSchema: Sendable {
 
     let program: Program
 
-    public init(_ schema: JSONValue, options: Options = Options(), resolver: Resolver? = nil) throws(SchemaError) {
+    package init(_ schema: JSONValue, options: Options = Options(), resolver: Resolver? = nil) throws(SchemaError) {
         var compiler = SchemaCompiler(resolver: resolver, formatAssertion: options.formatAssertion)
         program = try compiler.compile(root: schema, baseURI: options.baseURI)
     }
 
     /// Parses and compiles schema text.
-    public init(text: String, options: Options = Options(), resolver: Resolver? = nil) throws(SchemaError) {
+    package init(text: String, options: Options = Options(), resolver: Resolver? = nil) throws(SchemaError) {
         let value: JSONValue
         do {
             value = try JSONParser.parse(text)
@@ -44,14 +44,14 @@ public struct JSONSchema: Sendable {
     }
 
     /// The failures of `instance`, empty when it is valid. `.firstError` returns at most one.
-    public func validate(_ instance: JSONValue, mode: ValidationMode = .firstError) -> [ValidationError] {
+    package func validate(_ instance: JSONValue, mode: ValidationMode = .firstError) -> [ValidationError] {
         var evaluation = Evaluation(mode: mode == .firstError ? .first : .all)
         if program.validate(program.root, instance, &evaluation) { return [] }
         return evaluation.errors.map { $0.finished() }
     }
 
     /// The verdict alone: the cheapest way to ask.
-    public func isValid(_ instance: JSONValue) -> Bool {
+    package func isValid(_ instance: JSONValue) -> Bool {
         var evaluation = Evaluation(mode: .verdict)
         return program.validate(program.root, instance, &evaluation)
     }

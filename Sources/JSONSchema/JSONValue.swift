@@ -3,7 +3,7 @@
 ///
 /// Equality is JSON equality as JSON Schema defines it: `1` equals `1.0`, and objects compare
 /// without regard to member order.
-public enum JSONValue: Sendable {
+package enum JSONValue: Sendable {
     case null
     case bool(Bool)
     case number(JSONNumber)
@@ -12,7 +12,7 @@ public enum JSONValue: Sendable {
     case object(JSONObject)
 
     /// The JSON Schema type name of this value ("integer" is reported as "number" here).
-    public var typeName: String {
+    package var typeName: String {
         switch self {
         case .null: return "null"
         case .bool: return "boolean"
@@ -23,40 +23,40 @@ public enum JSONValue: Sendable {
         }
     }
 
-    public var stringValue: String? {
+    package var stringValue: String? {
         if case .string(let s) = self { return s }
         return nil
     }
 
-    public var numberValue: JSONNumber? {
+    package var numberValue: JSONNumber? {
         if case .number(let n) = self { return n }
         return nil
     }
 
-    public var boolValue: Bool? {
+    package var boolValue: Bool? {
         if case .bool(let b) = self { return b }
         return nil
     }
 
-    public var arrayValue: [JSONValue]? {
+    package var arrayValue: [JSONValue]? {
         if case .array(let a) = self { return a }
         return nil
     }
 
-    public var objectValue: JSONObject? {
+    package var objectValue: JSONObject? {
         if case .object(let o) = self { return o }
         return nil
     }
 
     /// The member named `key` when this is an object.
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         if case .object(let o) = self { return o[key] }
         return nil
     }
 }
 
 extension JSONValue: Equatable {
-    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+    package static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
         case (.bool(let a), .bool(let b)): return a == b
@@ -70,7 +70,7 @@ extension JSONValue: Equatable {
 }
 
 extension JSONValue: Hashable {
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         switch self {
         case .null: hasher.combine(0)
         case .bool(let b): hasher.combine(1); hasher.combine(b)
@@ -85,12 +85,12 @@ extension JSONValue: Hashable {
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
     ExpressibleByNilLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
 {
-    public init(stringLiteral value: String) { self = .string(value) }
-    public init(integerLiteral value: Int) { self = .number(JSONNumber(value)) }
-    public init(booleanLiteral value: Bool) { self = .bool(value) }
-    public init(nilLiteral: ()) { self = .null }
-    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
-    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+    package init(stringLiteral value: String) { self = .string(value) }
+    package init(integerLiteral value: Int) { self = .number(JSONNumber(value)) }
+    package init(booleanLiteral value: Bool) { self = .bool(value) }
+    package init(nilLiteral: ()) { self = .null }
+    package init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    package init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(JSONObject(elements))
     }
 }

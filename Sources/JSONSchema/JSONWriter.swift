@@ -2,7 +2,7 @@ extension JSONValue {
     /// Compact UTF-8 JSON (no whitespace), members in their order; the exact bytes a payload is
     /// sent as, so size limits are measured on what goes on the wire. Numbers print in their exact
     /// canonical form (`1.0` → `1`, `1e2` → `100`).
-    public func serialized() -> [UInt8] {
+    package func serialized() -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(256)
         write(into: &out)
@@ -10,10 +10,10 @@ extension JSONValue {
     }
 
     /// ``serialized()`` as a `String`.
-    public var jsonText: String { String(decoding: serialized(), as: UTF8.self) }
+    package var jsonText: String { String(decoding: serialized(), as: UTF8.self) }
 
     /// Appends the compact serialization to `out` (for writers that build a document around it).
-    public func write(into out: inout [UInt8]) {
+    package func write(into out: inout [UInt8]) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
@@ -39,7 +39,7 @@ extension JSONValue {
     }
 
     /// Appends `s` as a JSON string literal, quotes included.
-    public static func writeString(_ s: String, into out: inout [UInt8]) {
+    package static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escape: copy those in one go.
         let copied = s.utf8.withContiguousStorageIfAvailable { bytes -> Bool in

@@ -1,16 +1,16 @@
 /// One reason an instance does not match a schema.
-public struct ValidationError: Error, Sendable, Equatable, CustomStringConvertible {
+package struct ValidationError: Error, Sendable, Equatable, CustomStringConvertible {
     /// JSON pointer into the instance ("" is the whole document).
-    public let instanceLocation: String
+    package let instanceLocation: String
     /// URI of the failing keyword in the schema: the schema's base URI plus a JSON-pointer fragment,
     /// e.g. `#/properties/priority/enum`.
-    public let schemaLocation: String
+    package let schemaLocation: String
     /// The keyword that failed, e.g. `required`.
-    public let keyword: String
+    package let keyword: String
     /// A sentence for a person: "required property 'alert' is missing".
-    public let message: String
+    package let message: String
 
-    public init(instanceLocation: String, schemaLocation: String, keyword: String, message: String) {
+    package init(instanceLocation: String, schemaLocation: String, keyword: String, message: String) {
         self.instanceLocation = instanceLocation
         self.schemaLocation = schemaLocation
         self.keyword = keyword
@@ -18,7 +18,7 @@ public struct ValidationError: Error, Sendable, Equatable, CustomStringConvertib
     }
 
     /// `/payload/aps: required property 'alert' is missing`; the document itself shows as `(root)`.
-    public var description: String {
+    package var description: String {
         "\(instanceLocation.isEmpty ? "(root)" : instanceLocation): \(message)"
     }
 }

@@ -1,5 +1,5 @@
 /// How a consumer group spreads partitions over its members.
-public enum KafkaPartitionAssignment: String, Sendable, Hashable, CaseIterable {
+package enum KafkaPartitionAssignment: String, Sendable, Hashable, CaseIterable {
     /// Incremental rebalancing: only moved partitions stop. The right default for a scaled-out worker.
     case cooperativeSticky = "cooperative-sticky"
     case range
@@ -7,7 +7,7 @@ public enum KafkaPartitionAssignment: String, Sendable, Hashable, CaseIterable {
 }
 
 /// Where a consumer starts in a partition that has no committed offset.
-public enum KafkaAutoOffsetReset: String, Sendable, Hashable {
+package enum KafkaAutoOffsetReset: String, Sendable, Hashable {
     case earliest
     case latest
     /// Fail rather than guess.
@@ -17,27 +17,27 @@ public enum KafkaAutoOffsetReset: String, Sendable, Hashable {
 /// A consumer-group member's settings: typed fields for what the worker relies on, and `properties`
 /// for any other librdkafka property (`security.protocol`, `sasl.*`, `ssl.*`, …), which wins over
 /// the typed fields when both name the same key.
-public struct KafkaConsumerConfiguration: Sendable {
-    public var bootstrapServers: String
-    public var groupID: String
-    public var clientID: String = "apns-worker"
-    public var partitionAssignment: KafkaPartitionAssignment = .cooperativeSticky
-    public var autoOffsetReset: KafkaAutoOffsetReset = .earliest
+package struct KafkaConsumerConfiguration: Sendable {
+    package var bootstrapServers: String
+    package var groupID: String
+    package var clientID: String = "apns-worker"
+    package var partitionAssignment: KafkaPartitionAssignment = .cooperativeSticky
+    package var autoOffsetReset: KafkaAutoOffsetReset = .earliest
     /// The broker drops a member it has not heard from for this long.
-    public var sessionTimeout: Duration = .seconds(45)
+    package var sessionTimeout: Duration = .seconds(45)
     /// The longest gap allowed between polls (and the longest a rebalance handler may take).
-    public var maxPollInterval: Duration = .seconds(300)
+    package var maxPollInterval: Duration = .seconds(300)
     /// How often librdkafka reports statistics (lag per partition); `nil` turns them off.
-    public var statisticsInterval: Duration? = nil
+    package var statisticsInterval: Duration? = nil
     /// Records handed over by librdkafka and not yet taken by the reader. At this many the consumer
     /// pauses its partitions, and resumes at half: memory stays bounded whatever the backlog.
-    public var bufferCapacity: Int = 2048
+    package var bufferCapacity: Int = 2048
     /// The same bound in bytes (keys, values, headers): large records reach it before the count.
-    public var bufferByteCapacity: Int = 32 * 1024 * 1024
+    package var bufferByteCapacity: Int = 32 * 1024 * 1024
     /// Any librdkafka consumer property, passed through as is.
-    public var properties: [String: String] = [:]
+    package var properties: [String: String] = [:]
 
-    public init(bootstrapServers: String, groupID: String) {
+    package init(bootstrapServers: String, groupID: String) {
         self.bootstrapServers = bootstrapServers
         self.groupID = groupID
     }
@@ -70,21 +70,21 @@ public struct KafkaConsumerConfiguration: Sendable {
 
 /// A producer's settings. Idempotent by default (`enable.idempotence=true`, hence `acks=all`): a
 /// retried send is never stored twice and order per partition holds.
-public struct KafkaProducerConfiguration: Sendable {
-    public var bootstrapServers: String
-    public var clientID: String = "apns-worker"
-    public var idempotent: Bool = true
+package struct KafkaProducerConfiguration: Sendable {
+    package var bootstrapServers: String
+    package var clientID: String = "apns-worker"
+    package var idempotent: Bool = true
     /// How long a record may wait in the local queue for more to batch with it.
-    public var linger: Duration = .milliseconds(5)
+    package var linger: Duration = .milliseconds(5)
     /// A record not acknowledged within this time fails with `messageTimedOut` (librdkafka retries
     /// until then: a broker that is down and comes back in time loses nothing).
-    public var deliveryTimeout: Duration = .seconds(300)
+    package var deliveryTimeout: Duration = .seconds(300)
     /// `none`, `gzip`, `snappy`, `lz4` or `zstd`.
-    public var compression: String = "lz4"
+    package var compression: String = "lz4"
     /// Any librdkafka producer property, passed through as is.
-    public var properties: [String: String] = [:]
+    package var properties: [String: String] = [:]
 
-    public init(bootstrapServers: String) {
+    package init(bootstrapServers: String) {
         self.bootstrapServers = bootstrapServers
     }
 
@@ -105,14 +105,14 @@ public struct KafkaProducerConfiguration: Sendable {
 extension KafkaConsumerConfiguration {
     /// Has librdkafka check every property, without connecting: an unknown property or a value it
     /// refuses throws `invalidArgument` naming the property (a secret's value is never quoted).
-    public func validate() throws(KafkaError) {
+    package func validate() throws(KafkaError) {
         _ = try RDKafkaConfig(properties: librdkafkaProperties)
     }
 }
 
 extension KafkaProducerConfiguration {
     /// Has librdkafka check every property, without connecting (see the consumer's).
-    public func validate() throws(KafkaError) {
+    package func validate() throws(KafkaError) {
         _ = try RDKafkaConfig(properties: librdkafkaProperties)
     }
 }

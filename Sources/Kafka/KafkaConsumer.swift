@@ -16,15 +16,15 @@ import Synchronization
 ///
 /// Call `close()` before dropping the consumer: it leaves the group cleanly (running the rebalance
 /// handler's revocation) and stops the poll thread, which otherwise keeps the consumer alive.
-public final class KafkaConsumer: Sendable {
+package final class KafkaConsumer: Sendable {
     private let client: RDKafkaClient
     private let core: KafkaConsumerCore
     /// Blocking librdkafka calls made for async callers (commits, committed-offset queries) run here,
     /// in order: a later commit can never land before an earlier one.
     private let blockingQueue: DispatchQueue
-    public let messages: KafkaConsumerMessages
+    package let messages: KafkaConsumerMessages
 
-    public init(
+    package init(
         configuration: KafkaConsumerConfiguration,
         rebalanceHandler: (any KafkaRebalanceHandler)? = nil,
         statisticsHandler: (@Sendable (KafkaConsumerStatistics) -> Void)? = nil,
@@ -59,7 +59,7 @@ public final class KafkaConsumer: Sendable {
     }
 
     /// Joins the group for these topics (replacing any earlier subscription).
-    public func subscribe(topics: [String]) throws(KafkaError) {
+    package func subscribe(topics: [String]) throws(KafkaError) {
         let list = RDKafkaTopicPartitionList(topics: topics)
         let err = list.withPointer { rd_kafka_subscribe(client.handle, $0) }
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
@@ -68,7 +68,7 @@ public final class KafkaConsumer: Sendable {
     /// Reads these partitions from these offsets without joining a group (no rebalances; the group ID
     /// is only used if the caller commits). Use `KafkaOffset.beginning`/`.end` for the ends.
     /// Replaces any earlier manual assignment.
-    public func assign(_ start: [KafkaTopicPartitionOffset]) throws(KafkaError) {
+    package func assign(_ start: [KafkaTopicPartitionOffset]) throws(KafkaError) {
         let list = RDKafkaTopicPartitionList(start)
         let err = list.withPointer { rd_kafka_assign(client.handle, $0) }
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
@@ -81,7 +81,7 @@ public final class KafkaConsumer: Sendable {
     }
 
     /// The partition IDs of a topic, from the cluster's metadata.
-    public func partitions(of topic: String, timeout: Duration = .seconds(10)) async throws -> [Int32] {
+    package func partitions(of topic: String, timeout: Duration = .seconds(10)) async throws -> [Int32] {
         let client = self.client
         return try await onBlockingQueue { () throws(KafkaError) in try client.partitionIDs(of: topic, timeout: timeout)
         }
@@ -89,13 +89,13 @@ public final class KafkaConsumer: Sendable {
 
     /// Every topic the cluster has. Unlike `partitions(of:)`, asking never creates a topic on a
     /// broker that creates topics on first use.
-    public func topicNames(timeout: Duration = .seconds(10)) async throws -> Set<String> {
+    package func topicNames(timeout: Duration = .seconds(10)) async throws -> Set<String> {
         let client = self.client
         return try await onBlockingQueue { () throws(KafkaError) in try client.topicNames(timeout: timeout) }
     }
 
     /// The first offset still stored in a partition and one past its last (its end).
-    public func watermarks(
+    package func watermarks(
         of partition: KafkaTopicPartition, timeout: Duration = .seconds(10)
     ) async throws -> (low: Int64, high: Int64) {
         let client = self.client
@@ -108,40 +108,40 @@ public final class KafkaConsumer: Sendable {
     /// until this consumer has fetched from it. Unlike `watermarks(of:)` (a ListOffsets request), it
     /// is right on brokers whose ListOffsets answer lags (Tansu 0.6 reports the start of the last
     /// record batch there).
-    public func fetchedHighWatermark(of partition: KafkaTopicPartition) -> Int64? {
+    package func fetchedHighWatermark(of partition: KafkaTopicPartition) -> Int64? {
         client.fetchedHighWatermark(of: partition)
     }
 
     /// The partitions currently assigned to this member.
-    public var assignment: Set<KafkaTopicPartition> {
+    package var assignment: Set<KafkaTopicPartition> {
         core.state.withLock { $0.assigned }
     }
 
     /// How long ago the poll thread last went round its loop: it serves rebalances and heartbeats,
     /// so a value far above 100 ms (its poll time-out) means it is stuck.
-    public var sincePolled: Duration { core.sincePolled }
+    package var sincePolled: Duration { core.sincePolled }
 
     /// Records handed over by librdkafka and waiting for the reader (at most about `bufferCapacity`).
-    public var bufferedCount: Int {
+    package var bufferedCount: Int {
         core.state.withLock { $0.bufferedCount }
     }
 
     /// Stops fetching from these partitions until `resume(_:)`. Records already handed over to the
     /// buffer may still arrive.
-    public func pause(_ partitions: [KafkaTopicPartition]) {
+    package func pause(_ partitions: [KafkaTopicPartition]) {
         core.state.withLock { $0.pause(partitions) }
         core.applyPauses(client.handle)
     }
 
     /// Fetches again from partitions paused with `pause(_:)`.
-    public func resume(_ partitions: [KafkaTopicPartition]) {
+    package func resume(_ partitions: [KafkaTopicPartition]) {
         core.state.withLock { $0.resume(partitions) }
         core.applyPauses(client.handle)
     }
 
     /// Commits these offsets (each the *next* offset to read) and returns once the group coordinator
     /// has stored them. Safe inside a rebalance handler.
-    public func commit(_ offsets: [KafkaTopicPartitionOffset]) async throws {
+    package func commit(_ offsets: [KafkaTopicPartitionOffset]) async throws {
         guard !offsets.isEmpty else { return }
         let client = self.client
         try await onBlockingQueue { () throws(KafkaError) in
@@ -153,7 +153,7 @@ public final class KafkaConsumer: Sendable {
     }
 
     /// The group's committed offsets for these partitions (`nil` where none is stored).
-    public func committedOffsets(
+    package func committedOffsets(
         for partitions: [KafkaTopicPartition], timeout: Duration = .seconds(10)
     ) async throws -> [KafkaTopicPartition: Int64?] {
         let client = self.client
@@ -171,7 +171,7 @@ public final class KafkaConsumer: Sendable {
 
     /// Leaves the group: the rebalance handler sees its partitions revoked (and commits), the message
     /// sequence ends, the poll thread stops. Idempotent.
-    public func close() async {
+    package func close() async {
         await core.close()
     }
 

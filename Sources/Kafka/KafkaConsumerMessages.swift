@@ -2,24 +2,24 @@
 ///
 /// The sequence ends (`nil`) when the consumer is closed and throws a fatal `KafkaError` if librdkafka
 /// raises one. A cancelled reader gets `nil`.
-public struct KafkaConsumerMessages: AsyncSequence, Sendable {
-    public typealias Element = KafkaConsumerMessage
+package struct KafkaConsumerMessages: AsyncSequence, Sendable {
+    package typealias Element = KafkaConsumerMessage
 
     let core: KafkaConsumerCore
     let client: RDKafkaClient
 
-    public func makeAsyncIterator() -> AsyncIterator {
+    package func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(core: core, client: client)
     }
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    package struct AsyncIterator: AsyncIteratorProtocol {
         let core: KafkaConsumerCore
         let client: RDKafkaClient
 
         /// The next record if one is already buffered, else `nil` at once (no wait, no error: the end of
         /// the sequence and a failure are `next()`'s to report). For readers that handle records in
         /// batches: take one with `next()`, then what else has arrived with this, and act on the lot.
-        public mutating func nextIfBuffered() -> KafkaConsumerMessage? {
+        package mutating func nextIfBuffered() -> KafkaConsumerMessage? {
             guard
                 case .message(let message, let pausesChanged, let wakePoller) = core.state.withLock({
                     $0.takeBuffered()
@@ -29,7 +29,7 @@ public struct KafkaConsumerMessages: AsyncSequence, Sendable {
             return message
         }
 
-        public mutating func next() async throws -> KafkaConsumerMessage? {
+        package mutating func next() async throws -> KafkaConsumerMessage? {
             switch core.state.withLock({ $0.take() }) {
             case .message(let message, let pausesChanged, let wakePoller):
                 core.tookRecord(pausesChanged: pausesChanged, wakePoller: wakePoller, client: client)

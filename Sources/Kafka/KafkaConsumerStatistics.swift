@@ -2,23 +2,23 @@ import Foundation
 
 /// What librdkafka's statistics say about this consumer's partitions: lag is the number of records
 /// between the last committed offset and the partition's end.
-public struct KafkaConsumerStatistics: Sendable, Hashable {
-    public struct Partition: Sendable, Hashable {
+package struct KafkaConsumerStatistics: Sendable, Hashable {
+    package struct Partition: Sendable, Hashable {
         /// Records not yet consumed-and-committed; `nil` while librdkafka does not know.
-        public var consumerLag: Int64?
-        public var committedOffset: Int64?
-        public var highWatermark: Int64?
+        package var consumerLag: Int64?
+        package var committedOffset: Int64?
+        package var highWatermark: Int64?
     }
 
-    public var partitions: [KafkaTopicPartition: Partition]
+    package var partitions: [KafkaTopicPartition: Partition]
 
     /// The sum of known lags.
-    public var totalLag: Int64 {
+    package var totalLag: Int64 {
         partitions.values.reduce(0) { $0 + max($1.consumerLag ?? 0, 0) }
     }
 
     /// Parses librdkafka's statistics JSON (`statistics.interval.ms`); `nil` if it is not that JSON.
-    public init?(json: String) {
+    package init?(json: String) {
         guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any],
             let topics = object["topics"] as? [String: Any]
         else { return nil }

@@ -2,61 +2,62 @@ import CRdKafka
 
 /// An error from Kafka or from librdkafka itself: librdkafka's error code, its message, and what the
 /// caller can do about it.
-public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
     /// librdkafka's `rd_kafka_resp_err_t`: negative values are client-side (`-1xx`), positive ones come
     /// from the broker's protocol.
-    public struct Code: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
-        public let rawValue: Int32
-        public init(rawValue: Int32) { self.rawValue = rawValue }
+    package struct Code: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        package let rawValue: Int32
+        package init(rawValue: Int32) { self.rawValue = rawValue }
 
         /// librdkafka's symbolic name, e.g. `_MSG_TIMED_OUT` or `NOT_LEADER_FOR_PARTITION`.
-        public var name: String { String(cString: rd_kafka_err2name(rd_kafka_resp_err_t(rawValue))) }
-        public var description: String { "\(name) (\(rawValue))" }
+        package var name: String { String(cString: rd_kafka_err2name(rd_kafka_resp_err_t(rawValue))) }
+        package var description: String { "\(name) (\(rawValue))" }
 
-        public static let invalidArgument = Code(RD_KAFKA_RESP_ERR__INVALID_ARG)
-        public static let unknownTopicOrPartition = Code(RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
-        public static let notLeaderForPartition = Code(RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION)
-        public static let requestTimedOut = Code(RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT)
-        public static let messageTimedOut = Code(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
-        public static let queueFull = Code(RD_KAFKA_RESP_ERR__QUEUE_FULL)
-        public static let purged = Code(RD_KAFKA_RESP_ERR__PURGE_QUEUE)
-        public static let purgedInFlight = Code(RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
-        public static let transport = Code(RD_KAFKA_RESP_ERR__TRANSPORT)
-        public static let allBrokersDown = Code(RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
-        public static let timedOut = Code(RD_KAFKA_RESP_ERR__TIMED_OUT)
-        public static let fatal = Code(RD_KAFKA_RESP_ERR__FATAL)
-        public static let state = Code(RD_KAFKA_RESP_ERR__STATE)
-        public static let destroyed = Code(RD_KAFKA_RESP_ERR__DESTROY)
-        public static let notCoordinator = Code(RD_KAFKA_RESP_ERR_NOT_COORDINATOR)
-        public static let coordinatorNotAvailable = Code(RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE)
-        public static let rebalanceInProgress = Code(RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS)
-        public static let illegalGeneration = Code(RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION)
-        public static let unknownMemberID = Code(RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID)
-        public static let noOffset = Code(RD_KAFKA_RESP_ERR__NO_OFFSET)
-        public static let messageSizeTooLarge = Code(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
-        public static let recordListTooLarge = Code(RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE)
-        public static let invalidRecord = Code(RD_KAFKA_RESP_ERR_INVALID_RECORD)
-        public static let topicException = Code(RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION)
-        public static let topicAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
-        public static let clusterAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED)
-        public static let unknownTopic = Code(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
-        public static let unknownPartition = Code(RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
+        package static let invalidArgument = Code(RD_KAFKA_RESP_ERR__INVALID_ARG)
+        package static let unknownTopicOrPartition = Code(RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+        package static let notLeaderForPartition = Code(RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION)
+        package static let requestTimedOut = Code(RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT)
+        package static let messageTimedOut = Code(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
+        package static let queueFull = Code(RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        package static let purged = Code(RD_KAFKA_RESP_ERR__PURGE_QUEUE)
+        package static let purgedInFlight = Code(RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
+        package static let transport = Code(RD_KAFKA_RESP_ERR__TRANSPORT)
+        package static let allBrokersDown = Code(RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+        package static let timedOut = Code(RD_KAFKA_RESP_ERR__TIMED_OUT)
+        package static let fatal = Code(RD_KAFKA_RESP_ERR__FATAL)
+        package static let state = Code(RD_KAFKA_RESP_ERR__STATE)
+        package static let destroyed = Code(RD_KAFKA_RESP_ERR__DESTROY)
+        package static let notCoordinator = Code(RD_KAFKA_RESP_ERR_NOT_COORDINATOR)
+        package static let coordinatorNotAvailable = Code(RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE)
+        package static let rebalanceInProgress = Code(RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS)
+        package static let illegalGeneration = Code(RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION)
+        package static let unknownMemberID = Code(RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID)
+        package static let noOffset = Code(RD_KAFKA_RESP_ERR__NO_OFFSET)
+        package static let messageSizeTooLarge = Code(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+        package static let recordListTooLarge = Code(RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE)
+        package static let invalidRecord = Code(RD_KAFKA_RESP_ERR_INVALID_RECORD)
+        package static let topicException = Code(RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION)
+        package static let topicAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
+        package static let clusterAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED)
+        package static let unknownTopic = Code(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
+        package static let unknownPartition = Code(RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
 
         init(_ err: rd_kafka_resp_err_t) { self.rawValue = err.rawValue }
     }
 
-    public let code: Code
+    package let code: Code
     /// librdkafka's own explanation, or ours where the error is found on this side.
-    public let message: String
+    package let message: String
     /// The configuration property at fault, for configuration errors.
-    public let property: String?
+    package let property: String?
     /// The client's state is unusable: an idempotent producer lost its guarantees, the consumer was
     /// fenced. Only a new client recovers.
-    public let isFatal: Bool
+    package let isFatal: Bool
     /// Trying the same operation again may succeed.
-    public let isRetriable: Bool
+    package let isRetriable: Bool
 
-    public init(code: Code, message: String, property: String? = nil, isFatal: Bool = false, isRetriable: Bool? = nil) {
+    package init(code: Code, message: String, property: String? = nil, isFatal: Bool = false, isRetriable: Bool? = nil)
+    {
         self.code = code
         self.message = message
         self.property = property
@@ -87,7 +88,7 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// How far a failure to produce a record reaches, for a producer that must decide whether
     /// trying the same record again can ever succeed.
-    public enum ProduceFailureScope: Sendable, Hashable {
+    package enum ProduceFailureScope: Sendable, Hashable {
         /// A passing condition (a broker away, a leader moving, a time-out): the same record again.
         case transient
         /// This record as it is will never be stored (too large, refused by the topic's rules); a
@@ -100,7 +101,7 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// What this error means for the record whose production it failed.
-    public var produceFailureScope: ProduceFailureScope {
+    package var produceFailureScope: ProduceFailureScope {
         if isFatal { return .fatal }
         switch code {
         case .messageSizeTooLarge, .recordListTooLarge, .invalidRecord: return .record
@@ -111,7 +112,7 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    public var description: String {
+    package var description: String {
         var text = "Kafka error \(code.name): \(message)"
         if let property { text += " [property \(property)]" }
         if isFatal { text += " (fatal)" }

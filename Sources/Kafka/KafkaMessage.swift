@@ -1,52 +1,52 @@
 /// A record header. Kafka allows repeated keys and `nil` values; order is kept.
-public struct KafkaHeader: Sendable, Hashable {
-    public var key: String
-    public var value: [UInt8]?
+package struct KafkaHeader: Sendable, Hashable {
+    package var key: String
+    package var value: [UInt8]?
 
-    public init(key: String, value: [UInt8]?) {
+    package init(key: String, value: [UInt8]?) {
         self.key = key
         self.value = value
     }
 
-    public init(key: String, string: String) {
+    package init(key: String, string: String) {
         self.init(key: key, value: Array(string.utf8))
     }
 
     /// The value as UTF-8 text, when it is valid UTF-8.
-    public var stringValue: String? {
+    package var stringValue: String? {
         value.flatMap { String(validating: $0, as: UTF8.self) }
     }
 }
 
 extension Array where Element == KafkaHeader {
     /// The last value for `key` (Kafka keeps repeats; the latest one wins, as for HTTP-style lookups).
-    public func last(_ key: String) -> [UInt8]? {
+    package func last(_ key: String) -> [UInt8]? {
         last(where: { $0.key == key })?.value ?? nil
     }
 
     /// The last value for `key` as UTF-8 text.
-    public func lastString(_ key: String) -> String? {
+    package func lastString(_ key: String) -> String? {
         last(where: { $0.key == key })?.stringValue
     }
 }
 
 /// A record read by a consumer: its bytes exactly as they are stored, and where they came from.
-public struct KafkaConsumerMessage: Sendable, Hashable {
+package struct KafkaConsumerMessage: Sendable, Hashable {
     /// What the record holds in memory, roughly: key, value and header bytes.
-    public var byteCount: Int {
+    package var byteCount: Int {
         (key?.count ?? 0) + (value?.count ?? 0) + headers.reduce(0) { $0 + $1.key.utf8.count + ($1.value?.count ?? 0) }
     }
 
-    public var topic: String
-    public var partition: Int32
-    public var offset: Int64
-    public var key: [UInt8]?
-    public var value: [UInt8]?
-    public var headers: [KafkaHeader]
+    package var topic: String
+    package var partition: Int32
+    package var offset: Int64
+    package var key: [UInt8]?
+    package var value: [UInt8]?
+    package var headers: [KafkaHeader]
     /// Milliseconds since the UNIX epoch (create or log-append time), when the broker gave one.
-    public var timestampMilliseconds: Int64?
+    package var timestampMilliseconds: Int64?
 
-    public init(
+    package init(
         topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?,
         headers: [KafkaHeader] = [], timestampMilliseconds: Int64? = nil
     ) {
@@ -59,19 +59,19 @@ public struct KafkaConsumerMessage: Sendable, Hashable {
         self.timestampMilliseconds = timestampMilliseconds
     }
 
-    public var topicPartition: KafkaTopicPartition { KafkaTopicPartition(topic: topic, partition: partition) }
+    package var topicPartition: KafkaTopicPartition { KafkaTopicPartition(topic: topic, partition: partition) }
 }
 
 /// A record to produce. `partition` `nil` lets the partitioner choose (by key hash when there is a key).
-public struct KafkaProducerMessage: Sendable, Hashable {
-    public var topic: String
-    public var partition: Int32?
-    public var key: [UInt8]?
-    public var value: [UInt8]?
-    public var headers: [KafkaHeader]
-    public var timestampMilliseconds: Int64?
+package struct KafkaProducerMessage: Sendable, Hashable {
+    package var topic: String
+    package var partition: Int32?
+    package var key: [UInt8]?
+    package var value: [UInt8]?
+    package var headers: [KafkaHeader]
+    package var timestampMilliseconds: Int64?
 
-    public init(
+    package init(
         topic: String, partition: Int32? = nil, key: [UInt8]? = nil, value: [UInt8]?,
         headers: [KafkaHeader] = [], timestampMilliseconds: Int64? = nil
     ) {
@@ -85,9 +85,9 @@ public struct KafkaProducerMessage: Sendable, Hashable {
 }
 
 /// Kafka's acknowledgement of a produced record: where it was stored.
-public struct KafkaDeliveryReport: Sendable, Hashable {
-    public var topic: String
-    public var partition: Int32
-    public var offset: Int64
-    public var timestampMilliseconds: Int64?
+package struct KafkaDeliveryReport: Sendable, Hashable {
+    package var topic: String
+    package var partition: Int32
+    package var offset: Int64
+    package var timestampMilliseconds: Int64?
 }

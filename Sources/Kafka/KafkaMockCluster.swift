@@ -7,9 +7,9 @@ import Logging
 /// Limits worth knowing (librdkafka 2.0): a partition keeps about 5 MiB or 100,000 records at most
 /// (older ones are dropped); unknown topics are auto-created with 4 partitions; the first group join
 /// takes about 3 s.
-public final class KafkaMockCluster: Sendable {
+package final class KafkaMockCluster: Sendable {
     /// The Kafka API keys that fault injection can target.
-    public enum API: Int16, Sendable, CaseIterable {
+    package enum API: Int16, Sendable, CaseIterable {
         case produce = 0
         case fetch = 1
         case listOffsets = 2
@@ -29,10 +29,10 @@ public final class KafkaMockCluster: Sendable {
     /// The cluster itself; why sharing it across threads is safe is said at `MockClusterPointer`.
     private let cluster: MockClusterPointer
     /// `host:port,host:port,…` to give clients as `bootstrap.servers`.
-    public let bootstrapServers: String
-    public let brokerCount: Int
+    package let bootstrapServers: String
+    package let brokerCount: Int
 
-    public init(brokers: Int = 1, logger: Logger = Logger(label: "kafka.mock")) throws(KafkaError) {
+    package init(brokers: Int = 1, logger: Logger = Logger(label: "kafka.mock")) throws(KafkaError) {
         let config = try RDKafkaConfig(properties: [("client.id", "mock-cluster-owner")])
         self.owner = try RDKafkaClient(
             type: RD_KAFKA_PRODUCER, config: config, callbacks: RDKafkaCallbacks(logger: logger))
@@ -49,12 +49,12 @@ public final class KafkaMockCluster: Sendable {
         rd_kafka_mock_cluster_destroy(cluster.pointer)
     }
 
-    public func createTopic(_ name: String, partitions: Int, replicationFactor: Int = 1) throws(KafkaError) {
+    package func createTopic(_ name: String, partitions: Int, replicationFactor: Int = 1) throws(KafkaError) {
         try check(rd_kafka_mock_topic_create(cluster.pointer, name, Int32(partitions), Int32(replicationFactor)))
     }
 
     /// Makes the next `errors.count` requests of `api` fail with these errors, in order.
-    public func failNextRequests(_ api: API, with errors: [KafkaError.Code]) {
+    package func failNextRequests(_ api: API, with errors: [KafkaError.Code]) {
         let codes = errors.map { rd_kafka_resp_err_t($0.rawValue) }
         codes.withUnsafeBufferPointer {
             rd_kafka_mock_push_request_errors_array(cluster.pointer, api.rawValue, $0.count, $0.baseAddress)
@@ -62,23 +62,23 @@ public final class KafkaMockCluster: Sendable {
     }
 
     /// Takes a broker down (its listener closes connections) or brings it back. IDs start at 1.
-    public func setBroker(_ id: Int32, up: Bool) throws(KafkaError) {
+    package func setBroker(_ id: Int32, up: Bool) throws(KafkaError) {
         try check(
             up ? rd_kafka_mock_broker_set_up(cluster.pointer, id) : rd_kafka_mock_broker_set_down(cluster.pointer, id))
     }
 
     /// Adds this round-trip time to every response from a broker.
-    public func setRoundTripTime(broker id: Int32, _ rtt: Duration) throws(KafkaError) {
+    package func setRoundTripTime(broker id: Int32, _ rtt: Duration) throws(KafkaError) {
         try check(rd_kafka_mock_broker_set_rtt(cluster.pointer, id, Int32(rtt.milliseconds)))
     }
 
     /// Moves a partition's leadership to a broker.
-    public func setLeader(topic: String, partition: Int32, broker id: Int32) throws(KafkaError) {
+    package func setLeader(topic: String, partition: Int32, broker id: Int32) throws(KafkaError) {
         try check(rd_kafka_mock_partition_set_leader(cluster.pointer, topic, partition, id))
     }
 
     /// Makes a broker the coordinator of a consumer group.
-    public func setGroupCoordinator(group: String, broker id: Int32) throws(KafkaError) {
+    package func setGroupCoordinator(group: String, broker id: Int32) throws(KafkaError) {
         try check(rd_kafka_mock_coordinator_set(cluster.pointer, "group", group, id))
     }
 

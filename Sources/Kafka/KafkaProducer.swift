@@ -9,7 +9,7 @@ import Synchronization
 /// Every send ends in exactly one delivery result: the partition and offset Kafka stored the record
 /// at, or the error that made librdkafka give up (after its own retries, within `deliveryTimeout`).
 /// Delivery results are served by a poll loop on a thread of its own.
-public final class KafkaProducer: Sendable {
+package final class KafkaProducer: Sendable {
     private let client: RDKafkaClient
     private let poller: ProducerPoller
     private let blockingQueue = DispatchQueue(label: "kafka.producer.blocking")
@@ -19,7 +19,7 @@ public final class KafkaProducer: Sendable {
     /// - Parameter onFatalError: called (on librdkafka's thread) when the producer raises a fatal
     ///   error: an idempotent producer that lost its guarantees, or a fenced one. Every later send
     ///   fails with it; only a new producer recovers.
-    public init(
+    package init(
         configuration: KafkaProducerConfiguration, logger: Logger = Logger(label: "kafka.producer"),
         onFatalError: (@Sendable (KafkaError) -> Void)? = nil
     ) throws(KafkaError) {
@@ -47,7 +47,7 @@ public final class KafkaProducer: Sendable {
     /// it or librdkafka gave up. Keep it short. Waits (without blocking a thread) while the local queue
     /// is full. Throws only when the record cannot be enqueued at all (unknown partition, record too
     /// large, producer closed or fenced); then `onDelivery` is never called.
-    public func send(
+    package func send(
         _ message: KafkaProducerMessage,
         onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
     ) async throws(KafkaError) {
@@ -68,7 +68,7 @@ public final class KafkaProducer: Sendable {
     /// Enqueues a record without waiting: as `send(_:onDelivery:)`, except that a full local queue
     /// throws `queueFull` at once (the caller decides when to try again). For callers that keep
     /// thousands of records in flight and cannot afford a task each.
-    public func trySend(
+    package func trySend(
         _ message: KafkaProducerMessage,
         onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
     ) throws(KafkaError) {
@@ -76,7 +76,7 @@ public final class KafkaProducer: Sendable {
     }
 
     /// Sends a record and returns once Kafka has stored it.
-    public func send(_ message: KafkaProducerMessage) async throws -> KafkaDeliveryReport {
+    package func send(_ message: KafkaProducerMessage) async throws -> KafkaDeliveryReport {
         var deadline: ContinuousClock.Instant?  // read the clock only once the queue is full
         while true {
             let report: KafkaDeliveryReport? = try await withCheckedThrowingContinuation { continuation in
@@ -97,7 +97,7 @@ public final class KafkaProducer: Sendable {
     }
 
     /// Waits until every enqueued record has its delivery result, or throws `timedOut`.
-    public func flush(timeout: Duration) async throws {
+    package func flush(timeout: Duration) async throws {
         let handle = client
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             blockingQueue.async {
@@ -113,7 +113,7 @@ public final class KafkaProducer: Sendable {
     }
 
     /// Flushes (bounded by `timeout`), then fails whatever is left with `purged` and stops. Later sends throw.
-    public func close(timeout: Duration = .seconds(30)) async {
+    package func close(timeout: Duration = .seconds(30)) async {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         do {
             try await flush(timeout: timeout)
@@ -130,7 +130,7 @@ public final class KafkaProducer: Sendable {
     }
 
     /// Records enqueued and not yet acknowledged or failed.
-    public var pendingCount: Int {
+    package var pendingCount: Int {
         Int(rd_kafka_outq_len(client.handle))
     }
 

@@ -4,7 +4,7 @@
 /// finish in-flight work and commit before the partitions go. So they must not wait for anything that
 /// needs the poll thread: `KafkaConsumer.commit` is fine (it does not use it), `close()` is not.
 /// They are bounded by `maxPollInterval`; past it the consumer logs an error and lets go anyway.
-public protocol KafkaRebalanceHandler: Sendable {
+package protocol KafkaRebalanceHandler: Sendable {
     /// The partitions are now this member's. Reading starts at their committed offsets (or at
     /// `autoOffsetReset`) once this returns.
     func partitionsAssigned(_ partitions: [KafkaTopicPartition]) async

@@ -8,24 +8,24 @@ import ServiceLifecycle
 /// Runs the worker as `apns-worker run` does: the pipeline and the operations endpoint in one
 /// service group, until SIGTERM or SIGINT (graceful: drain, commit, leave the group). A second
 /// signal exits at once.
-public enum WorkerRuntime {
+package enum WorkerRuntime {
     /// The pieces, built from a configuration; `run()` runs them.
-    public struct Assembly: Sendable {
-        public let pipeline: WorkerPipeline
-        public let operations: OperationsServer
-        public let health: HealthState
-        public let metrics: WorkerMetrics
-        public let registry: PrometheusCollectorRegistry
+    package struct Assembly: Sendable {
+        package let pipeline: WorkerPipeline
+        package let operations: OperationsServer
+        package let health: HealthState
+        package let metrics: WorkerMetrics
+        package let registry: PrometheusCollectorRegistry
         /// Sets the gauges read at scrape time (the APNs pools'); `/metrics` calls it before each answer.
-        public let beforeScrape: @Sendable () -> Void
-        public let logger: Logger
+        package let beforeScrape: @Sendable () -> Void
+        package let logger: Logger
 
-        public func run(handlingSignals: Bool = true) async throws {
+        package func run(handlingSignals: Bool = true) async throws {
             try await serviceGroup(handlingSignals: handlingSignals).run()
         }
 
         /// The service group `run` runs; `triggerGracefulShutdown()` on it stops the worker cleanly.
-        public func serviceGroup(handlingSignals: Bool) -> ServiceGroup {
+        package func serviceGroup(handlingSignals: Bool) -> ServiceGroup {
             ServiceGroup(
                 configuration: ServiceGroupConfiguration(
                     // The operations endpoint first: services stop in reverse order, so /metrics and
@@ -38,7 +38,7 @@ public enum WorkerRuntime {
 
     /// Builds everything a configuration describes. Keys and certificates are loaded here, so a bad
     /// file fails before anything connects.
-    public static func assemble(
+    package static func assemble(
         _ configuration: WorkerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
     ) throws -> Assembly {
@@ -97,7 +97,7 @@ public enum WorkerRuntime {
 
     /// A second SIGTERM or SIGINT while draining ends the process at once (exit 130), for an operator
     /// who does not want to wait. The first one is the service group's graceful shutdown.
-    public static func exitOnSecondSignal() {
+    package static func exitOnSecondSignal() {
         let count = SignalCounter()
         for signalNumber in [SIGTERM, SIGINT] {
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())

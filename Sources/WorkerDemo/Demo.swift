@@ -7,41 +7,41 @@ import Worker
 
 /// `apns-worker demo`: the embedded stack, a mixed batch of events, the real pipeline over them until
 /// every event has its result, and a summary of what came out.
-public enum Demo {
-    public struct Failure: Error, CustomStringConvertible {
-        public let description: String
+package enum Demo {
+    package struct Failure: Error, CustomStringConvertible {
+        package let description: String
     }
 
     /// What the results topic and the dead-letter topic hold after the run.
-    public struct Summary: Sendable {
-        public var events = 0
-        public var outcomes: [ResultOutcome: Int] = [:]
-        public var expected: [ResultOutcome: Int] = [:]
-        public var attempts: [ResultOutcome: Int] = [:]
-        public var latenciesMs: [Double] = []
-        public var deadLetters: [String: Int] = [:]
+    package struct Summary: Sendable {
+        package var events = 0
+        package var outcomes: [ResultOutcome: Int] = [:]
+        package var expected: [ResultOutcome: Int] = [:]
+        package var attempts: [ResultOutcome: Int] = [:]
+        package var latenciesMs: [Double] = []
+        package var deadLetters: [String: Int] = [:]
         /// Events whose outcome is not the one the batch was built for.
-        public var mismatches: [String] = []
-        public var retried = 0
-        public var elapsed: Duration = .zero
-        public var simulatorCounters: [String: Int] = [:]
-        public var metricsPort: Int?
-        public var bootstrapServers = ""
-        public var simulatorAddress = ""
+        package var mismatches: [String] = []
+        package var retried = 0
+        package var elapsed: Duration = .zero
+        package var simulatorCounters: [String: Int] = [:]
+        package var metricsPort: Int?
+        package var bootstrapServers = ""
+        package var simulatorAddress = ""
         /// The broadcast channel created at start (channel management), and each broadcast's result:
         /// event id, outcome, apns-request-id.
-        public var broadcastChannel: String?
-        public var broadcasts: [(id: String, outcome: ResultOutcome, requestID: String?)] = []
+        package var broadcastChannel: String?
+        package var broadcasts: [(id: String, outcome: ResultOutcome, requestID: String?)] = []
         /// Broadcasts the simulator accepted on the channel.
-        public var broadcastsAccepted = 0
+        package var broadcastsAccepted = 0
 
-        public var isExpected: Bool { mismatches.isEmpty && outcomes == expected }
+        package var isExpected: Bool { mismatches.isEmpty && outcomes == expected }
     }
 
     /// Live Activity updates broadcast to the demo's channel, besides the device events.
-    public static let broadcastCount = 4
+    package static let broadcastCount = 4
 
-    public static func run(events count: Int = 200, logger: Logger) async throws -> Summary {
+    package static func run(events count: Int = 200, logger: Logger) async throws -> Summary {
         let stack = try await EmbeddedStack.start(logger: logger)
         do {
             let summary = try await run(count, on: stack, logger: logger)
@@ -128,7 +128,7 @@ public enum Demo {
 
     /// Reads a topic from its beginning until `count` records arrived, one per source record (a
     /// redelivered duplicate counts once).
-    public static func readTopic(
+    package static func readTopic(
         _ topic: String, from stack: EmbeddedStack, until count: Int, timeout: Duration, logger: Logger
     ) async throws -> [KafkaConsumerMessage] {
         guard count > 0 else { return [] }

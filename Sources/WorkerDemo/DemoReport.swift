@@ -3,7 +3,7 @@ import Worker
 
 extension Demo.Summary {
     /// The table `apns-worker demo` prints.
-    public var report: String {
+    package var report: String {
         var lines: [String] = []
         lines.append("apns-worker demo: \(events) events through the real pipeline")
         lines.append("  Kafka (librdkafka mock cluster)  \(bootstrapServers)")

@@ -5,8 +5,8 @@ import Worker
 
 /// `apns-worker dev`: the demo's embedded pieces, kept running with the worker over them, so a user
 /// can produce events with kcat and watch the results arrive. Ends on SIGINT/SIGTERM.
-public enum DevEnvironment {
-    public static func run(logger: Logger, print: @escaping @Sendable (String) -> Void) async throws {
+package enum DevEnvironment {
+    package static func run(logger: Logger, print: @escaping @Sendable (String) -> Void) async throws {
         let stack = try await EmbeddedStack.start(logger: logger)
         // Devices are made up on the spot in dev: any token is accepted, as if registered.
         stack.simulator.devices.policy = .accept

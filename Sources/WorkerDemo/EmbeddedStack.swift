@@ -8,13 +8,13 @@ import Worker
 
 /// The Kafka cluster an embedded stack runs on: librdkafka's mock cluster (the default), or a broker
 /// a test started (the integration tests also run on Tansu).
-public protocol EmbeddedKafkaCluster: Sendable {
+package protocol EmbeddedKafkaCluster: Sendable {
     var bootstrapServers: String { get }
     func create(topic: String, partitions: Int) async throws
 }
 
 extension KafkaMockCluster: EmbeddedKafkaCluster {
-    public func create(topic: String, partitions: Int) async throws {
+    package func create(topic: String, partitions: Int) async throws {
         try createTopic(topic, partitions: partitions)
     }
 }
@@ -22,22 +22,22 @@ extension KafkaMockCluster: EmbeddedKafkaCluster {
 /// The embedded default: librdkafka's mock cluster and the APNs simulator in this process, a signing
 /// key made for the run and registered with the simulator, and a worker configuration pointing at
 /// them. Used by `apns-worker demo` and `dev`, and by the end-to-end tests.
-public final class EmbeddedStack: Sendable {
-    public static let teamID = "DEMOTEAM01"
-    public static let keyID = "DEMOKEY001"
+package final class EmbeddedStack: Sendable {
+    package static let teamID = "DEMOTEAM01"
+    package static let keyID = "DEMOKEY001"
     /// The demo app's bundle ID; its push-type topics (`.voip`, …) use the same credential.
-    public static let bundleID = "com.example.demo"
-    public static let inputTopic = "notifications"
-    public static let resultsTopic = "notification-results"
-    public static let deadLetterTopic = "notification-dead-letters"
+    package static let bundleID = "com.example.demo"
+    package static let inputTopic = "notifications"
+    package static let resultsTopic = "notification-results"
+    package static let deadLetterTopic = "notification-dead-letters"
 
-    public let cluster: any EmbeddedKafkaCluster
+    package let cluster: any EmbeddedKafkaCluster
     /// The cluster when it is librdkafka's mock (which can inject broker faults).
-    public var mockCluster: KafkaMockCluster? { cluster as? KafkaMockCluster }
-    public let simulator: Simulator
+    package var mockCluster: KafkaMockCluster? { cluster as? KafkaMockCluster }
+    package let simulator: Simulator
     /// Holds the signing key and the simulator's CA; removed by `shutdown()`.
-    public let directory: String
-    public let keyFile: String
+    package let directory: String
+    package let keyFile: String
 
     private init(cluster: any EmbeddedKafkaCluster, simulator: Simulator, directory: String, keyFile: String) {
         self.cluster = cluster
@@ -48,7 +48,7 @@ public final class EmbeddedStack: Sendable {
 
     /// Starts both peers. `partitions` is the input topic's partition count. `kafka`: a cluster to use
     /// instead of a new mock cluster (its topics are created here).
-    public static func start(
+    package static func start(
         partitions: Int = 4, kafka: (any EmbeddedKafkaCluster)? = nil, logger: Logger
     ) async throws -> EmbeddedStack {
         let directory = FileManager.default.temporaryDirectory
@@ -81,7 +81,7 @@ public final class EmbeddedStack: Sendable {
 
     /// The worker's configuration for this stack, as a user would write it. `apnsPort`: where the
     /// worker finds APNs, when not at the simulator itself (a proxy in front of it).
-    public func configurationText(
+    package func configurationText(
         group: String = "apns-worker-demo", maxInFlight: Int = 2000, apnsPort: Int? = nil
     ) -> String {
         let apnsPort = apnsPort ?? simulator.port
@@ -120,7 +120,7 @@ public final class EmbeddedStack: Sendable {
             """
     }
 
-    public func configuration(
+    package func configuration(
         group: String = "apns-worker-demo", maxInFlight: Int = 2000, apnsPort: Int? = nil
     ) throws -> WorkerConfiguration {
         try WorkerConfiguration.parse(
@@ -130,7 +130,7 @@ public final class EmbeddedStack: Sendable {
     /// Creates a broadcast channel for the demo app as a provider would: a channel-management request
     /// (`APNsChannelManager`, the stack's signing key, TLS verified against the simulator's CA) to
     /// the simulator's management listener. Returns the channel id APNs (the simulator) chose.
-    public func createChannel(storagePolicy: APNsChannelManager.StoragePolicy = .noMessageStored) async throws
+    package func createChannel(storagePolicy: APNsChannelManager.StoragePolicy = .noMessageStored) async throws
         -> String
     {
         var configuration = APNsClientConfiguration(
@@ -150,7 +150,7 @@ public final class EmbeddedStack: Sendable {
         }
     }
 
-    public func shutdown() async {
+    package func shutdown() async {
         try? await simulator.shutdown()
         try? FileManager.default.removeItem(atPath: directory)
     }

@@ -6,26 +6,26 @@ import Worker
 /// A mixed batch of notification events, with the outcome each should end in, and the simulator
 /// set up to give those outcomes: registered devices, an unregistered one, unknown ones, and tokens
 /// that are throttled (429) before they are accepted.
-public struct SampleBatch: Sendable {
+package struct SampleBatch: Sendable {
     /// Records for the input topic, keyed by event id.
-    public var records: [KafkaProducerMessage] = []
+    package var records: [KafkaProducerMessage] = []
     /// What each event id should end as.
-    public var expected: [String: ResultOutcome] = [:]
+    package var expected: [String: ResultOutcome] = [:]
     /// Event ids expected to need more than one attempt (throttled first).
-    public var throttled: Set<String> = []
+    package var throttled: Set<String> = []
 
-    public var expectedCounts: [ResultOutcome: Int] {
+    package var expectedCounts: [ResultOutcome: Int] {
         expected.values.reduce(into: [:]) { $0[$1, default: 0] += 1 }
     }
 
     /// Event ids whose outcome comes with a dead letter.
-    public var expectedDeadLetters: Int {
+    package var expectedDeadLetters: Int {
         expected.values.filter { $0 == .invalid || $0 == .failed }.count
     }
 
     /// `count` events in these proportions: 70% alerts, 8% background, 7% VoIP, 4% throttled then
     /// accepted, 3% unregistered token, 3% unknown token, 3% not JSON, 2% schema-invalid.
-    public static func mixed(count: Int, topic: String, simulator: Simulator, seed: UInt64 = 1) -> SampleBatch {
+    package static func mixed(count: Int, topic: String, simulator: Simulator, seed: UInt64 = 1) -> SampleBatch {
         var batch = SampleBatch()
         var random = SplitMix(state: seed)
         let bundle = EmbeddedStack.bundleID
@@ -106,7 +106,7 @@ public struct SampleBatch: Sendable {
 
     /// Adds `count` Live Activity updates broadcast to `channel` (a score changing), the last one
     /// ending the activity, each expected `delivered`. Their ids are `broadcast-<n>`.
-    public mutating func addBroadcasts(channel: String, count: Int, topic: String) {
+    package mutating func addBroadcasts(channel: String, count: Int, topic: String) {
         let start = 1_767_225_600
         for index in 0..<count {
             let id = "broadcast-\(index)"

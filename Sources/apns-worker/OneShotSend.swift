@@ -1,52 +1,53 @@
+import APNs
 import Foundation
 
-/// Everything `apns-worker send` needs to push one notification from command-line flags, kept here
-/// so the executable only parses flags and prints. (The JSON event file form belongs to the
-/// worker's event decoder and is not handled here.)
-public struct APNsOneShotSend: Sendable {
-    public var environment: APNsEnvironment = .production
-    public var host: String?
-    public var port: Int = APNsEnvironment.defaultPort
-    public var caFile: String?
+/// What `apns-worker send` does once its flags are parsed: build the client, push one notification
+/// (or broadcast), and describe the answer as lines and an exit code. The APNs library has no part
+/// of this; the event file form is decoded by the worker's event decoder before it gets here.
+struct OneShotSend: Sendable {
+    var environment: APNsEnvironment = .production
+    var host: String?
+    var port: Int = APNsEnvironment.defaultPort
+    var caFile: String?
     /// Tunnel through this HTTP proxy.
-    public var proxy: APNsProxy?
+    var proxy: APNsProxy?
     // Token authentication.
-    public var teamID: String?
-    public var keyID: String?
-    public var keyFile: String?
+    var teamID: String?
+    var keyID: String?
+    var keyFile: String?
     // Certificate authentication.
-    public var certificateFile: String?
-    public var certificateKeyFile: String?
-    public var pkcs12File: String?
-    public var pkcs12Password: String = ""
+    var certificateFile: String?
+    var certificateKeyFile: String?
+    var pkcs12File: String?
+    var pkcs12Password: String = ""
     // The notification.
-    public var topic: String = ""
-    public var pushType: APNsPushType = .alert
-    public var priority: APNsPriority?
-    public var expiration: Int64?
-    public var collapseID: String?
-    public var apnsID: String?
-    public var deviceToken: String = ""
-    public var payload: String = ""
-    public var timeout: Duration = .seconds(30)
+    var topic: String = ""
+    var pushType: APNsPushType = .alert
+    var priority: APNsPriority?
+    var expiration: Int64?
+    var collapseID: String?
+    var apnsID: String?
+    var deviceToken: String = ""
+    var payload: String = ""
+    var timeout: Duration = .seconds(30)
 
-    public init() {}
+    init() {}
 
     /// What happened, for printing; `exitCode` is 0 on 200, 1 when APNs (or a local rule) rejected
     /// the notification, 2 for usage, configuration and connection errors.
-    public struct Result: Sendable {
-        public var exitCode: Int32
-        public var lines: [String]
-        public var response: APNsResponse?
+    struct Result: Sendable {
+        var exitCode: Int32
+        var lines: [String]
+        var response: APNsResponse?
     }
 
-    public func credential() throws -> APNsCredential {
+    func credential() throws -> APNsCredential {
         try APNsCredential.load(
             keyFile: keyFile, teamID: teamID, keyID: keyID, certificateFile: certificateFile,
             certificateKeyFile: certificateKeyFile, pkcs12File: pkcs12File, password: pkcs12Password)
     }
 
-    public func notification() throws -> APNsNotification {
+    func notification() throws -> APNsNotification {
         APNsNotification(
             deviceToken: try APNsDeviceToken(deviceToken), topic: topic, pushType: pushType, priority: priority,
             expiration: expiration.map(APNsExpiration.init(secondsSince1970:)), collapseID: collapseID,
@@ -56,7 +57,7 @@ public struct APNsOneShotSend: Sendable {
     /// Sends and describes the answer. Never throws: every failure becomes lines and an exit code.
     /// `prepared` replaces the notification the flags describe (an event file decoded by the worker,
     /// which may be a broadcast).
-    public func run(_ prepared: APNsPush? = nil) async -> Result {
+    func run(_ prepared: APNsPush? = nil) async -> Result {
         let push: APNsPush
         let client: APNsClient
         do {

@@ -77,7 +77,7 @@ struct SendCommand: AsyncParsableCommand {
 
     func run() async throws {
         try checkFlags()
-        var send = APNsOneShotSend()
+        var send = OneShotSend()
         send.environment = environment
         send.host = host
         send.port = port

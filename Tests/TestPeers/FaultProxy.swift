@@ -10,8 +10,8 @@ import NIOPosix
 ///
 /// Everything runs on one event loop thread of its own: the proxy copies no byte it does not have
 /// to and keeps its state confined to that thread.
-public final class FaultProxy: @unchecked Sendable {
-    public enum Framing: Sendable {
+package final class FaultProxy: @unchecked Sendable {
+    package enum Framing: Sendable {
         /// Bytes pass as they come.
         case raw
         /// Kafka frames: ApiVersions v3+ answers are rewritten for librdkafka before 2.2.0.
@@ -19,17 +19,17 @@ public final class FaultProxy: @unchecked Sendable {
     }
 
     /// Counters, read on the proxy's thread.
-    public struct Statistics: Sendable, Equatable {
-        public var accepted = 0
-        public var open = 0
-        public var cut = 0
-        public var bytesUp = 0
-        public var bytesDown = 0
-        public var rewritten = 0
+    package struct Statistics: Sendable, Equatable {
+        package var accepted = 0
+        package var open = 0
+        package var cut = 0
+        package var bytesUp = 0
+        package var bytesDown = 0
+        package var rewritten = 0
     }
 
-    public let port: Int
-    public var address: String { "127.0.0.1:\(port)" }
+    package let port: Int
+    package var address: String { "127.0.0.1:\(port)" }
 
     private let group: MultiThreadedEventLoopGroup
     let loop: any EventLoop
@@ -60,7 +60,7 @@ public final class FaultProxy: @unchecked Sendable {
 
     /// Listens on `127.0.0.1:port` (0: a free port below the ephemeral range, see
     /// `freeLoopbackPort`) and forwards each connection to the upstream.
-    public static func start(
+    package static func start(
         upstreamHost: String = "127.0.0.1", upstreamPort: Int, framing: Framing = .raw, port: Int = 0
     ) async throws -> FaultProxy {
         guard port == 0 else {
@@ -109,25 +109,25 @@ public final class FaultProxy: @unchecked Sendable {
     // MARK: Faults
 
     /// Where new connections go (a broker started after its proxy learns its port here).
-    public func setUpstream(port: Int) async {
+    package func setUpstream(port: Int) async {
         await onLoop { $0.upstreamPort = port }
     }
 
     /// Every byte, both ways, arrives this much later (order kept).
-    public func setLatency(_ latency: Duration) async {
+    package func setLatency(_ latency: Duration) async {
         let (seconds, attoseconds) = latency.components
         let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
         await onLoop { $0.latency = .nanoseconds(nanoseconds) }
     }
 
     /// Resets every open connection, both sides (the peers see ECONNRESET).
-    public func cutConnections() async {
+    package func cutConnections() async {
         await onLoop { $0.cutAll() }
     }
 
     /// Bytes stop moving both ways and nothing closes; new connections are accepted and held.
     /// Healing lets everything held through, in order, as TCP would after a partition.
-    public func setBlackHole(_ on: Bool) async {
+    package func setBlackHole(_ on: Bool) async {
         await onLoop { proxy in
             proxy.blackHoled = on
             for pair in proxy.pairs.values {
@@ -139,7 +139,7 @@ public final class FaultProxy: @unchecked Sendable {
 
     /// A black hole for `duration`, then healed (the returned task ends when it is).
     @discardableResult
-    public func partition(for duration: Duration) async -> Task<Void, Never> {
+    package func partition(for duration: Duration) async -> Task<Void, Never> {
         await setBlackHole(true)
         return Task {
             try? await Task.sleep(for: duration)
@@ -148,18 +148,18 @@ public final class FaultProxy: @unchecked Sendable {
     }
 
     /// Unreachable: open connections are reset and new ones refused (reset at once), until set back.
-    public func setUnreachable(_ on: Bool) async {
+    package func setUnreachable(_ on: Bool) async {
         await onLoop { proxy in
             proxy.refusing = on
             if on { proxy.cutAll() }
         }
     }
 
-    public var currentStatistics: Statistics {
+    package var currentStatistics: Statistics {
         get async { await onLoop { $0.statistics } }
     }
 
-    public func shutdown() async {
+    package func shutdown() async {
         await onLoop { proxy in
             for pair in proxy.pairs.values { pair.close() }
         }

@@ -12,11 +12,11 @@ import NIOCore
 /// Kafka frames both ways: a 4-byte big-endian size, then that many bytes. A request header starts
 /// `int16 api_key, int16 api_version, int32 correlation_id`; an ApiVersions response uses header v0
 /// (the correlation id, no tags) whatever its version.
-public enum KafkaApiVersionsRewrite {
-    public static let apiVersionsKey: Int16 = 18
+package enum KafkaApiVersionsRewrite {
+    package static let apiVersionsKey: Int16 = 18
 
     /// The correlation id of a request frame (without its size prefix) whose answer must be rewritten.
-    public static func correlationToRewrite(request frame: ByteBuffer) -> Int32? {
+    package static func correlationToRewrite(request frame: ByteBuffer) -> Int32? {
         guard let key = frame.getInteger(at: frame.readerIndex, as: Int16.self),
             let version = frame.getInteger(at: frame.readerIndex + 2, as: Int16.self),
             let correlation = frame.getInteger(at: frame.readerIndex + 4, as: Int32.self),
@@ -26,7 +26,7 @@ public enum KafkaApiVersionsRewrite {
     }
 
     /// The correlation id a response frame (without its size prefix) answers.
-    public static func correlation(response frame: ByteBuffer) -> Int32? {
+    package static func correlation(response frame: ByteBuffer) -> Int32? {
         frame.getInteger(at: frame.readerIndex, as: Int32.self)
     }
 
@@ -35,7 +35,7 @@ public enum KafkaApiVersionsRewrite {
     ///
     /// Layout: correlation_id int32, error_code int16, api_keys compact array (uvarint count + 1) of
     /// { api_key int16, min int16, max int16, tags }, throttle_time_ms int32, tags.
-    public static func rewrite(response frame: ByteBuffer) -> ByteBuffer? {
+    package static func rewrite(response frame: ByteBuffer) -> ByteBuffer? {
         var input = frame
         guard let header = input.readSlice(length: 6), let countPlusOne = readUVarint(&input), countPlusOne >= 1 else {
             return nil

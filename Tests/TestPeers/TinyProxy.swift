@@ -3,16 +3,16 @@ import Foundation
 /// Debian's tinyproxy (package tinyproxy-bin) as an HTTP CONNECT proxy for tests: started on a free
 /// loopback port with a configuration of its own, optionally demanding Basic authentication, logging
 /// every connection to a file the test reads. Stopped with SIGTERM.
-public final class TinyProxy: @unchecked Sendable {
-    public let port: Int
-    public let logFile: String
+package final class TinyProxy: @unchecked Sendable {
+    package let port: Int
+    package let logFile: String
     private let program: BackgroundProgram
     private let directory: URL
 
-    public static let binary = ProcessInfo.processInfo.environment["TINYPROXY_BIN"] ?? "/usr/bin/tinyproxy"
+    package static let binary = ProcessInfo.processInfo.environment["TINYPROXY_BIN"] ?? "/usr/bin/tinyproxy"
 
     /// `username`/`password`: the proxy answers 407 to a CONNECT without them.
-    public init(username: String? = nil, password: String? = nil) throws {
+    package init(username: String? = nil, password: String? = nil) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("tinyproxy-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         logFile = directory.appendingPathComponent("tinyproxy.log").path
@@ -41,15 +41,15 @@ public final class TinyProxy: @unchecked Sendable {
         }
     }
 
-    public struct TinyProxyError: Error, CustomStringConvertible {
-        public let description: String
+    package struct TinyProxyError: Error, CustomStringConvertible {
+        package let description: String
     }
 
     /// What tinyproxy logged so far.
-    public var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
+    package var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
 
     /// SIGTERM, then SIGKILL after two seconds: tinyproxy waits for its open tunnels on SIGTERM.
-    public func stop() {
+    package func stop() {
         if program.exitStatus() == nil {
             program.signal(SIGTERM)
             let deadline = Date().addingTimeInterval(2)

@@ -78,6 +78,35 @@ struct SendCommandTests {
             background.stderr.contains("/payload/aps: must not have 'alert', 'sound', 'badge'"), "\(background.stderr)")
     }
 
+    @Test("a server certificate nobody trusts, or a key file that is not there: exit 2 saying why, nothing sent")
+    func connectionAndConfigurationErrors() throws {
+        let helper = WorkerCommand()
+        let key = try helper.temporaryFile("AuthKey.p8", P256.Signing.PrivateKey().pemRepresentation)
+        let directory = URL(fileURLWithPath: key).deletingLastPathComponent().path
+        let simulator = try Simulator(directory: directory, keyFile: key)
+        let notification = [
+            "--topic", "com.example.app", "--device-token", Self.token, "--payload", #"{"aps":{"alert":"hi"}}"#,
+        ]
+        // No --ca-file: the simulator's certificate is checked against the system's roots, and fails.
+        let untrusted = try helper.run(
+            [
+                "send", "--host", "localhost", "--port", "\(simulator.port)", "--key-file", key, "--team-id",
+                "ABCDE12345",
+                "--key-id", "KEY1234567",
+            ] + notification)
+        #expect(untrusted.status == 2, "\(untrusted.stdout) \(untrusted.stderr)")
+        #expect(untrusted.stdout.contains("serverCertificateRejected"), "\(untrusted.stdout)")
+        let missingKey = try helper.run(
+            [
+                "send", "--host", "localhost", "--port", "\(simulator.port)", "--ca-file", directory + "/tls/ca.pem",
+                "--key-file", directory + "/missing.p8", "--team-id", "ABCDE12345", "--key-id", "KEY1234567",
+            ]
+                + notification)
+        #expect(missingKey.status == 2)
+        #expect(missingKey.stdout.contains("configuration error"), "\(missingKey.stdout)")
+        #expect(missingKey.stdout.contains("missing.p8"), "\(missingKey.stdout)")
+    }
+
     @Test("two credentials, an unknown flag, a bad --apns-id: usage errors (exit 2) that say so")
     func usageErrors() throws {
         let helper = WorkerCommand()

@@ -1,22 +1,22 @@
 import APNs
 
 /// `apns:` — plain data; the pipeline maps it to the APNs client.
-public struct APNsSettings: Sendable, Hashable {
-    public var connectionsPerCredential: Int = 4
-    public var requestTimeout: Duration = .seconds(15)
+package struct APNsSettings: Sendable, Hashable {
+    package var connectionsPerCredential: Int = 4
+    package var requestTimeout: Duration = .seconds(15)
     /// Threads that run every APNs connection's I/O, TLS and HTTP/2, and the answers' callbacks;
     /// `nil`: one per core, at most 4.
-    public var eventLoopThreads: Int? = nil
+    package var eventLoopThreads: Int? = nil
     /// Extra trust anchors (PEM) on top of the system store, e.g. a TLS-inspecting egress proxy's
     /// CA or the simulator's; `nil`: the system store alone.
-    public var caFile: String? = nil
+    package var caFile: String? = nil
 
     /// `proxy`: how APNs connections reach the internet. `environment` (the default) tunnels through
     /// `HTTPS_PROXY` (or `https_proxy`) unless `NO_PROXY` (or `no_proxy`) exempts the host, as curl
     /// and Go do; `none` connects directly; a URL names the proxy for every APNs host.
-    public var proxy: ProxySetting = .environment
+    package var proxy: ProxySetting = .environment
 
-    public enum ProxySetting: Sendable, Hashable {
+    package enum ProxySetting: Sendable, Hashable {
         case environment
         case none
         case url(APNsProxy)
@@ -24,7 +24,7 @@ public struct APNsSettings: Sendable, Hashable {
 
     /// The proxy a connection to `host` goes through, if any; `environment` is the process's.
     /// Throws when `HTTPS_PROXY` is not a proxy URL (the message names the variable, not its value).
-    public func proxy(forHost host: String, environment: [String: String]) throws -> APNsProxy? {
+    package func proxy(forHost host: String, environment: [String: String]) throws -> APNsProxy? {
         switch proxy {
         case .none: return nil
         case .url(let proxy): return proxy
@@ -47,52 +47,52 @@ public struct APNsSettings: Sendable, Hashable {
     }
 
     /// What a connection verifies APNs' certificate against: the system store, plus `caFile`.
-    public var tlsTrust: APNsTLSConfiguration.Trust { caFile.map { .systemAnd(caFile: $0) } ?? .system }
-    public var endpoints: Endpoints = Endpoints()
+    package var tlsTrust: APNsTLSConfiguration.Trust { caFile.map { .systemAnd(caFile: $0) } ?? .system }
+    package var endpoints: Endpoints = Endpoints()
     /// At least one; chosen by topic, first match wins.
-    public var credentials: [CredentialSettings]
+    package var credentials: [CredentialSettings]
 
-    public init(credentials: [CredentialSettings]) { self.credentials = credentials }
+    package init(credentials: [CredentialSettings]) { self.credentials = credentials }
 
-    public struct Endpoint: Sendable, Hashable {
-        public var host: String
-        public var port: Int
+    package struct Endpoint: Sendable, Hashable {
+        package var host: String
+        package var port: Int
 
-        public init(host: String, port: Int = 443) {
+        package init(host: String, port: Int = 443) {
             self.host = host
             self.port = port
         }
     }
 
     /// Apple's hosts unless overridden (the simulator, a proxy).
-    public struct Endpoints: Sendable, Hashable {
-        public var production = Endpoint(host: "api.push.apple.com")
-        public var development = Endpoint(host: "api.sandbox.push.apple.com")
+    package struct Endpoints: Sendable, Hashable {
+        package var production = Endpoint(host: "api.push.apple.com")
+        package var development = Endpoint(host: "api.sandbox.push.apple.com")
 
-        public init() {}
+        package init() {}
     }
 
     /// The first credential one of whose patterns matches `topic` and that serves `environment`
     /// (any, when `nil`), in file order.
-    public func credential(forTopic topic: String, environment: APNsEnvironment? = nil) -> CredentialSettings? {
+    package func credential(forTopic topic: String, environment: APNsEnvironment? = nil) -> CredentialSettings? {
         credentials.first { $0.matches(topic: topic) && (environment.map($0.serves) ?? true) }
     }
 }
 
 /// One entry of `apns.credentials`.
-public struct CredentialSettings: Sendable, Hashable {
+package struct CredentialSettings: Sendable, Hashable {
     /// Names the credential in logs, metrics (`credential` label) and readiness.
-    public var name: String
+    package var name: String
     /// Exact topics, or prefixes ending in `.*` (`com.example.app.*` matches `com.example.app.voip`
     /// but not `com.example.app` itself: list both when both are wanted).
-    public var topics: [String]
-    public var kind: Kind
+    package var topics: [String]
+    package var kind: Kind
     /// `environment`: the one APNs environment this credential serves (a sandbox-only certificate,
     /// a token key scoped to one environment); `nil`: both. Events for the other environment look
     /// further down the list.
-    public var environment: APNsEnvironment?
+    package var environment: APNsEnvironment?
 
-    public init(name: String, topics: [String], kind: Kind, environment: APNsEnvironment? = nil) {
+    package init(name: String, topics: [String], kind: Kind, environment: APNsEnvironment? = nil) {
         self.name = name
         self.topics = topics
         self.kind = kind
@@ -100,11 +100,11 @@ public struct CredentialSettings: Sendable, Hashable {
     }
 
     /// Whether events for `environment` may use this credential.
-    public func serves(_ environment: APNsEnvironment) -> Bool {
+    package func serves(_ environment: APNsEnvironment) -> Bool {
         self.environment == nil || self.environment == environment
     }
 
-    public enum Kind: Sendable, Hashable {
+    package enum Kind: Sendable, Hashable {
         case token(TokenCredentialSettings)
         case certificate(CertificateCredentialSettings)
     }
@@ -115,7 +115,7 @@ public struct CredentialSettings: Sendable, Hashable {
         return pattern.hasSuffix(".*") && pattern.count > 2 && !pattern.dropLast(2).contains("*")
     }
 
-    public func matches(topic: String) -> Bool {
+    package func matches(topic: String) -> Bool {
         topics.contains { pattern in
             if pattern.hasSuffix(".*") {
                 let prefix = pattern.dropLast(1)  // keeps the dot: "com.example.app."
@@ -127,19 +127,19 @@ public struct CredentialSettings: Sendable, Hashable {
 }
 
 /// Token (JWT, ES256) authentication: one .p8 key of one team.
-public struct TokenCredentialSettings: Sendable, Hashable {
-    public var teamID: String
-    public var keyID: String
-    public var key: KeySource
+package struct TokenCredentialSettings: Sendable, Hashable {
+    package var teamID: String
+    package var keyID: String
+    package var key: KeySource
 
-    public init(teamID: String, keyID: String, key: KeySource) {
+    package init(teamID: String, keyID: String, key: KeySource) {
         self.teamID = teamID
         self.keyID = keyID
         self.key = key
     }
 
     /// Where the PEM text of the signing key is.
-    public enum KeySource: Sendable, Hashable {
+    package enum KeySource: Sendable, Hashable {
         /// `keyFile`: a path.
         case file(String)
         /// `keyEnv`: the name of an environment variable holding the PEM text itself.
@@ -148,17 +148,17 @@ public struct TokenCredentialSettings: Sendable, Hashable {
 }
 
 /// Certificate (mutual TLS) authentication.
-public struct CertificateCredentialSettings: Sendable, Hashable {
-    public var source: Source
+package struct CertificateCredentialSettings: Sendable, Hashable {
+    package var source: Source
     /// `passwordEnv`: the environment variable holding the key's or the PKCS#12's password.
-    public var passwordEnvironmentVariable: String?
+    package var passwordEnvironmentVariable: String?
 
-    public init(source: Source, passwordEnvironmentVariable: String? = nil) {
+    package init(source: Source, passwordEnvironmentVariable: String? = nil) {
         self.source = source
         self.passwordEnvironmentVariable = passwordEnvironmentVariable
     }
 
-    public enum Source: Sendable, Hashable {
+    package enum Source: Sendable, Hashable {
         /// `certificateFile` + `privateKeyFile`, both PEM.
         case pem(certificateFile: String, privateKeyFile: String)
         /// `p12File`.

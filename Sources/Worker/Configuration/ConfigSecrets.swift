@@ -1,9 +1,9 @@
 /// Which keys hold secrets, so that their values stay out of errors and logs.
-public enum ConfigSecrets {
+package enum ConfigSecrets {
     /// `sasl.password`, `ssl.key.password`, any key whose name contains `password` or `secret`
     /// (case-insensitive), wherever it is in the tree, and librdkafka's properties that hold key
     /// material or token settings inline (`ssl.key.pem`, `sasl.oauthbearer.config`, …).
-    public static func isSecret(key: String) -> Bool {
+    package static func isSecret(key: String) -> Bool {
         let lowered = key.lowercased()
         return lowered.contains("password") || lowered.contains("secret")
             || inlineSecrets.contains { lowered.hasSuffix($0) }
@@ -13,7 +13,7 @@ public enum ConfigSecrets {
     static let inlineSecrets = ["ssl.key.pem", "ssl_key.pem", "sasl.oauthbearer.config", "ssl.keystore.location"]
 
     /// `properties` with every secret value replaced by `<redacted>`, for logging the configuration.
-    public static func redacted(_ properties: [String: String]) -> [String: String] {
+    package static func redacted(_ properties: [String: String]) -> [String: String] {
         properties.reduce(into: [:]) { result, pair in
             result[pair.key] = isSecret(key: pair.key) ? "<redacted>" : pair.value
         }

@@ -5,21 +5,21 @@ import Logging
 /// What `apns-worker check` finds: the configuration loaded and checked as `run` would, each
 /// credential's key or certificate opened, and the topics looked up on the broker when it answers;
 /// a redacted summary for people; every problem. Nothing is consumed or produced.
-public struct ConfigurationCheck: Sendable {
+package struct ConfigurationCheck: Sendable {
     /// The summary, one line per section, with every secret redacted.
-    public var summary: [String] = []
+    package var summary: [String] = []
     /// What stops `run` (exit 2 when not empty).
-    public var problems: [String] = []
+    package var problems: [String] = []
     /// What could not be checked (the broker did not answer), said but not a failure.
-    public var notes: [String] = []
+    package var notes: [String] = []
 
-    public var isValid: Bool { problems.isEmpty }
+    package var isValid: Bool { problems.isEmpty }
 
     /// - Parameters:
     ///   - offline: check only the file: no broker, no key files, no secrets from the environment
     ///     (a configuration checked away from where it runs, as `deploy/check.py` does).
     ///   - brokerTimeout: how long the broker has to answer the metadata request.
-    public static func run(
+    package static func run(
         path: String, environment: [String: String] = ProcessInfo.processInfo.environment, offline: Bool = false,
         brokerTimeout: Duration = .seconds(10), logger: Logger = Logger(label: "apns-worker.check")
     ) async -> ConfigurationCheck {

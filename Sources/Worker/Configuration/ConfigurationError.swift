@@ -2,39 +2,39 @@
 ///
 /// The message never quotes the value of a secret (`sasl.password`, `*password*`, `*secret*`): see
 /// `ConfigSecrets`. Syntax errors carry the parser's problem and position, never the offending line.
-public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What kind of problem; compare with the static constants.
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
+    package struct Code: Sendable, Hashable, CustomStringConvertible {
         let name: String
-        public var description: String { name }
+        package var description: String { name }
 
         /// The file cannot be read.
-        public static let unreadableFile = Code(name: "unreadableFile")
+        package static let unreadableFile = Code(name: "unreadableFile")
         /// The file is neither valid YAML nor valid JSON.
-        public static let syntax = Code(name: "syntax")
+        package static let syntax = Code(name: "syntax")
         /// A key the worker does not know (a typo, usually).
-        public static let unknownKey = Code(name: "unknownKey")
+        package static let unknownKey = Code(name: "unknownKey")
         /// A required key is absent.
-        public static let missingKey = Code(name: "missingKey")
+        package static let missingKey = Code(name: "missingKey")
         /// A key holds a value of the wrong type or out of range.
-        public static let invalidValue = Code(name: "invalidValue")
+        package static let invalidValue = Code(name: "invalidValue")
         /// An `APNS_WORKER_*` environment variable that matches no key.
-        public static let unknownEnvironmentVariable = Code(name: "unknownEnvironmentVariable")
+        package static let unknownEnvironmentVariable = Code(name: "unknownEnvironmentVariable")
     }
 
-    public var code: Code
+    package var code: Code
     /// The configuration file, or `nil` when the problem is not in a file.
-    public var file: String?
+    package var file: String?
     /// The dotted key path (`delivery.retry.maxAttempts`, `apns.credentials[1].topics`), if any.
-    public var keyPath: String?
+    package var keyPath: String?
     /// 1-based line in `file`, when the parser knows it.
-    public var line: Int?
+    package var line: Int?
     /// The environment variable the value came from, when it came from one.
-    public var environmentVariable: String?
+    package var environmentVariable: String?
     /// What is wrong or what was expected.
-    public var message: String
+    package var message: String
 
-    public init(
+    package init(
         code: Code, file: String? = nil, keyPath: String? = nil, line: Int? = nil,
         environmentVariable: String? = nil, message: String
     ) {
@@ -48,7 +48,7 @@ public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvert
 
     /// `config.yaml:12: delivery.retry.maxAtempts: unknown key`, or
     /// `APNS_WORKER_HTTP_PORT: http.port: expected an integer from 0 to 65535`.
-    public var description: String {
+    package var description: String {
         var parts: [String] = []
         if let environmentVariable {
             parts.append(environmentVariable)

@@ -1,7 +1,7 @@
 extension WorkerConfiguration: CustomStringConvertible {
     /// A one-line summary for the startup log, with every secret Kafka property redacted. (The
     /// synthesized reflection would print `sasl.password`; this is what `"\(configuration)"` gives.)
-    public var description: String {
+    package var description: String {
         let kafka = ConfigSecrets.redacted(self.kafka).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
         let consumerProperties = ConfigSecrets.redacted(consumer.properties).sorted { $0.key < $1.key }
             .map { "\($0.key)=\($0.value)" }

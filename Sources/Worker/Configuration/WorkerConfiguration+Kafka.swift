@@ -2,7 +2,7 @@ import Kafka
 
 extension WorkerConfiguration {
     /// `kafka` (minus `bootstrap.servers`, a typed field) then `consumer.properties`, which wins.
-    public var kafkaConsumerConfiguration: KafkaConsumerConfiguration {
+    package var kafkaConsumerConfiguration: KafkaConsumerConfiguration {
         var configuration = KafkaConsumerConfiguration(bootstrapServers: bootstrapServers, groupID: consumer.group)
         configuration.bufferCapacity = consumer.bufferCapacity
         configuration.bufferByteCapacity = consumer.bufferBytes
@@ -11,7 +11,7 @@ extension WorkerConfiguration {
     }
 
     /// `kafka` then `producer.properties`; `producer.deliveryTimeout` is librdkafka's message timeout.
-    public var kafkaProducerConfiguration: KafkaProducerConfiguration {
+    package var kafkaProducerConfiguration: KafkaProducerConfiguration {
         var configuration = KafkaProducerConfiguration(bootstrapServers: bootstrapServers)
         configuration.deliveryTimeout = producer.deliveryTimeout
         configuration.properties = sharedKafkaProperties.merging(producer.properties) { _, specific in specific }
@@ -23,7 +23,7 @@ extension WorkerConfiguration {
     ///
     /// `environment`: the variables the configuration was loaded with, so that a property set by an
     /// `APNS_WORKER_KAFKA_*` variable is reported under the variable's name.
-    public func checkKafkaProperties(file: String? = nil, environment: [String: String] = [:])
+    package func checkKafkaProperties(file: String? = nil, environment: [String: String] = [:])
         throws(ConfigurationError)
     {
         do {
@@ -46,7 +46,7 @@ extension WorkerConfiguration {
     }
 
     /// `delivery.retry`.
-    public var retryPolicy: RetryPolicy { delivery.retry }
+    package var retryPolicy: RetryPolicy { delivery.retry }
 
     private var sharedKafkaProperties: [String: String] {
         kafka.filter { $0.key != "bootstrap.servers" }

@@ -5,7 +5,7 @@ extension WorkerConfiguration {
     /// every key and value.
     ///
     /// - Parameter environment: the process environment in production; a dictionary in tests.
-    public static func load(
+    package static func load(
         path: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ConfigurationError) -> WorkerConfiguration {
         let text: String
@@ -19,7 +19,7 @@ extension WorkerConfiguration {
     }
 
     /// `load` for text already in memory; `file` names it in errors.
-    public static func parse(
+    package static func parse(
         _ text: String, file: String = "<config>", environment: [String: String] = [:]
     ) throws(ConfigurationError) -> WorkerConfiguration {
         let parsed = try ConfigNode.parse(text, file: file)

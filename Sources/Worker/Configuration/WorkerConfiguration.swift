@@ -5,18 +5,18 @@ import Logging
 ///
 /// Load it with `WorkerConfiguration.load(path:environment:)`; the defaults below are the ones
 /// docs/configuration.md lists.
-public struct WorkerConfiguration: Sendable {
+package struct WorkerConfiguration: Sendable {
     /// librdkafka properties for both the consumer and the producer (`bootstrap.servers` required).
-    public var kafka: [String: String]
-    public var consumer: ConsumerSettings
-    public var producer: ProducerSettings
-    public var topics: TopicSettings
-    public var apns: APNsSettings
-    public var delivery: DeliverySettings
-    public var http: HTTPSettings
-    public var logging: LoggingSettings
+    package var kafka: [String: String]
+    package var consumer: ConsumerSettings
+    package var producer: ProducerSettings
+    package var topics: TopicSettings
+    package var apns: APNsSettings
+    package var delivery: DeliverySettings
+    package var http: HTTPSettings
+    package var logging: LoggingSettings
 
-    public init(
+    package init(
         kafka: [String: String], consumer: ConsumerSettings, producer: ProducerSettings = ProducerSettings(),
         topics: TopicSettings, apns: APNsSettings, delivery: DeliverySettings = DeliverySettings(),
         http: HTTPSettings = HTTPSettings(), logging: LoggingSettings = LoggingSettings()
@@ -32,93 +32,93 @@ public struct WorkerConfiguration: Sendable {
     }
 
     /// `kafka.bootstrap.servers`.
-    public var bootstrapServers: String { kafka["bootstrap.servers"] ?? "" }
+    package var bootstrapServers: String { kafka["bootstrap.servers"] ?? "" }
 }
 
 /// `consumer:`
-public struct ConsumerSettings: Sendable, Hashable {
+package struct ConsumerSettings: Sendable, Hashable {
     /// Consumer group id.
-    public var group: String = "apns-worker"
+    package var group: String = "apns-worker"
     /// Input topics (at least one).
-    public var topics: [String]
+    package var topics: [String]
     /// Records handed over by librdkafka and not yet dispatched.
-    public var bufferCapacity: Int = 2048
+    package var bufferCapacity: Int = 2048
     /// The same bound in bytes (keys, values, headers).
-    public var bufferBytes: Int = 32 * 1024 * 1024
+    package var bufferBytes: Int = 32 * 1024 * 1024
     /// librdkafka properties for the consumer only (win over `kafka`).
-    public var properties: [String: String] = [:]
+    package var properties: [String: String] = [:]
 
-    public init(topics: [String]) { self.topics = topics }
+    package init(topics: [String]) { self.topics = topics }
 }
 
 /// `producer:`
-public struct ProducerSettings: Sendable, Hashable {
+package struct ProducerSettings: Sendable, Hashable {
     /// A result or dead letter not acknowledged in this time is an error.
-    public var deliveryTimeout: Duration = .seconds(300)
+    package var deliveryTimeout: Duration = .seconds(300)
     /// librdkafka properties for the producer only (win over `kafka`).
-    public var properties: [String: String] = [:]
+    package var properties: [String: String] = [:]
 
-    public init() {}
+    package init() {}
 }
 
 /// `topics:`
-public struct TopicSettings: Sendable, Hashable {
+package struct TopicSettings: Sendable, Hashable {
     /// One result event per input event goes here.
-    public var results: String
-    public var deadLetters: String
+    package var results: String
+    package var deadLetters: String
 
-    public init(results: String, deadLetters: String) {
+    package init(results: String, deadLetters: String) {
         self.results = results
         self.deadLetters = deadLetters
     }
 }
 
 /// `delivery:`
-public struct DeliverySettings: Sendable, Hashable {
+package struct DeliverySettings: Sendable, Hashable {
     /// Events between consumed and result acknowledged; the consumer pauses at this, resumes at half.
-    public var maxInFlight: Int = 2000
+    package var maxInFlight: Int = 2000
     /// The same bound in bytes of the in-flight events' records.
-    public var maxInFlightBytes: Int = 64 * 1024 * 1024
+    package var maxInFlightBytes: Int = 64 * 1024 * 1024
     /// Period of offset commits (plus one at revocation and at shutdown).
-    public var commitInterval: Duration = .seconds(1)
+    package var commitInterval: Duration = .seconds(1)
     /// `delivery.retry`: its defaults are `RetryPolicy`'s, as docs/configuration.md lists them.
-    public var retry: RetryPolicy = RetryPolicy()
+    package var retry: RetryPolicy = RetryPolicy()
     /// How long a revoked partition's in-flight events may take before it is let go.
-    public var revocationTimeout: Duration = .seconds(30)
+    package var revocationTimeout: Duration = .seconds(30)
     /// On SIGTERM everything (drain, commit, closing the APNs connections, flushing the producer)
     /// is done within this; the pod's termination grace period must be longer.
-    public var shutdownTimeout: Duration = .seconds(30)
+    package var shutdownTimeout: Duration = .seconds(30)
     /// An event whose record is older than this (its Kafka timestamp) ends `expired` unsent; `nil`
     /// (`0` in the file) turns the guard off.
-    public var maxEventAge: Duration? = .seconds(6 * 3600)
+    package var maxEventAge: Duration? = .seconds(6 * 3600)
     /// A record whose value is larger than this ends `invalid` (`recordTooLarge`) unsent.
-    public var maxRecordBytes: Int = 256 * 1024
+    package var maxRecordBytes: Int = 256 * 1024
     /// An output topic refusing every record (unknown, not authorized) this long stops the worker.
-    public var publishBlockedLimit: Duration = .seconds(300)
+    package var publishBlockedLimit: Duration = .seconds(300)
 
-    public init() {}
+    package init() {}
 }
 
 /// `http:` — the operations endpoint.
-public struct HTTPSettings: Sendable, Hashable {
-    public var host: String = "0.0.0.0"
+package struct HTTPSettings: Sendable, Hashable {
+    package var host: String = "0.0.0.0"
     /// 0 picks a free port (the server reports the real one).
-    public var port: Int = 8080
+    package var port: Int = 8080
 
-    public init() {}
+    package init() {}
 }
 
 /// `logging:`
-public struct LoggingSettings: Sendable, Hashable {
-    public enum Format: String, Sendable, Hashable, CaseIterable {
+package struct LoggingSettings: Sendable, Hashable {
+    package enum Format: String, Sendable, Hashable, CaseIterable {
         /// One JSON object per line (production).
         case json
         /// swift-log's stream handler (humans).
         case text
     }
 
-    public var level: Logger.Level = .info
-    public var format: Format = .json
+    package var level: Logger.Level = .info
+    package var format: Format = .json
 
-    public init() {}
+    package init() {}
 }

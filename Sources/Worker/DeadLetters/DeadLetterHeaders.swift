@@ -3,31 +3,31 @@ import Kafka
 
 /// The headers a dead letter carries on top of the original record's (see
 /// `schemas/dead-letter-headers.md`). Values are UTF-8 text; times are RFC 3339 UTC with milliseconds.
-public enum DeadLetterHeader {
-    public static let reason = "dlq-reason"
-    public static let detail = "dlq-detail"
-    public static let eventID = "dlq-event-id"
-    public static let sourceTopic = "dlq-source-topic"
-    public static let sourcePartition = "dlq-source-partition"
-    public static let sourceOffset = "dlq-source-offset"
-    public static let consumerGroup = "dlq-consumer-group"
-    public static let attempts = "dlq-attempts"
-    public static let firstFailureAt = "dlq-first-failure-at"
-    public static let lastFailureAt = "dlq-last-failure-at"
+package enum DeadLetterHeader {
+    package static let reason = "dlq-reason"
+    package static let detail = "dlq-detail"
+    package static let eventID = "dlq-event-id"
+    package static let sourceTopic = "dlq-source-topic"
+    package static let sourcePartition = "dlq-source-partition"
+    package static let sourceOffset = "dlq-source-offset"
+    package static let consumerGroup = "dlq-consumer-group"
+    package static let attempts = "dlq-attempts"
+    package static let firstFailureAt = "dlq-first-failure-at"
+    package static let lastFailureAt = "dlq-last-failure-at"
     /// Set on a dead letter Kafka refused as it was (too large for the topic, refused by its
     /// rules): the value is Kafka's error name, and the record carries no value (and, where the
     /// original was missing or too long, a generated key), so it cannot be replayed.
-    public static let degraded = "dlq-degraded"
+    package static let degraded = "dlq-degraded"
     /// With `degraded`: the original value's and key's sizes in bytes.
-    public static let originalValueBytes = "dlq-original-value-bytes"
-    public static let originalKeyBytes = "dlq-original-key-bytes"
+    package static let originalValueBytes = "dlq-original-value-bytes"
+    package static let originalKeyBytes = "dlq-original-key-bytes"
     /// Added by replay, kept through later dead-lettering, so a poison event cannot loop forever.
-    public static let replayCount = "dlq-replay-count"
+    package static let replayCount = "dlq-replay-count"
 
     /// The earlier dead-letterings of a replayed event, oldest first: `reason@last-failure-at`
     /// entries separated by commas, at most `historyLimit` (the oldest are dropped).
-    public static let history = "dlq-history"
-    public static let historyLimit = 10
+    package static let history = "dlq-history"
+    package static let historyLimit = 10
 
     /// `headers`' history with `entry` appended.
     static func appendHistory(_ entry: String, to headers: [KafkaHeader]) -> String {
@@ -37,11 +37,11 @@ public enum DeadLetterHeader {
     }
 
     /// Every header the worker adds starts with this.
-    public static let prefix = "dlq-"
+    package static let prefix = "dlq-"
 }
 
 /// Why an event was dead-lettered: the `dlq-reason` value.
-public enum DeadLetterReason: String, Sendable, Hashable, CaseIterable {
+package enum DeadLetterReason: String, Sendable, Hashable, CaseIterable {
     /// The value is not JSON (or not UTF-8, or nested too deep).
     case malformedJSON = "malformed-json"
     /// The value is larger than `delivery.maxRecordBytes`: never parsed, never sent.
@@ -69,6 +69,6 @@ enum DeadLetterTime {
 }
 
 /// Parses the RFC 3339 times users give on the command line (`--since`, `--until`).
-public enum DeadLetterTimeParsing {
-    public static func date(_ text: String) -> Date? { DeadLetterTime.parse(text) }
+package enum DeadLetterTimeParsing {
+    package static func date(_ text: String) -> Date? { DeadLetterTime.parse(text) }
 }

@@ -4,16 +4,16 @@ import JSONSchema
 
 /// `apns-worker send --event FILE`: one notification event from a JSON file, decoded and checked
 /// exactly as the worker does it.
-public enum EventFile {
-    public struct Problem: Error, CustomStringConvertible {
-        public let description: String
+package enum EventFile {
+    package struct Problem: Error, CustomStringConvertible {
+        package let description: String
     }
 
     /// `apns-worker send`'s flags as a notification event (`id`, `deviceToken`, `topic`, `pushType`,
     /// `payload`, … as members; `payload` as JSON text), decoded and checked exactly as the worker
     /// checks events: a background push with an alert, a priority its push type forbids, are refused
     /// here as they would be from Kafka.
-    public static func notification(flags: [String: String?]) throws(Problem) -> NotificationEvent {
+    package static func notification(flags: [String: String?]) throws(Problem) -> NotificationEvent {
         var members: [(String, JSONValue)] = []
         for (name, text) in flags.sorted(by: { $0.key < $1.key }) {
             guard let text else { continue }
@@ -38,7 +38,7 @@ public enum EventFile {
         }
     }
 
-    public static func notification(at path: String) throws(Problem) -> NotificationEvent {
+    package static func notification(at path: String) throws(Problem) -> NotificationEvent {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw Problem(description: "\(path): cannot read the file")
         }

@@ -2,8 +2,8 @@ import APNs
 import JSONSchema
 
 /// One reason an event cannot be sent, located in the event.
-public struct EventProblem: Sendable, Equatable, CustomStringConvertible {
-    public enum Kind: String, Sendable, Equatable {
+package struct EventProblem: Sendable, Equatable, CustomStringConvertible {
+    package enum Kind: String, Sendable, Equatable {
         /// Not JSON: bad syntax, invalid UTF-8, nesting too deep. `instanceLocation` is "".
         case malformedJSON = "malformed-json"
         /// Fails the schema.
@@ -12,20 +12,20 @@ public struct EventProblem: Sendable, Equatable, CustomStringConvertible {
         case rule
     }
 
-    public let kind: Kind
+    package let kind: Kind
     /// JSON pointer into the event ("" for the whole event).
-    public let instanceLocation: String
+    package let instanceLocation: String
     /// The schema keyword that failed (`required`, `pattern`…), `json` for malformed input, or for a
     /// rule the APNs model's code (`payloadTooLarge`, `badCollapseId`…).
-    public let keyword: String
+    package let keyword: String
     /// For schema problems: where in the schema (`…#/properties/priority/enum`).
-    public let schemaLocation: String?
-    public let message: String
+    package let schemaLocation: String?
+    package let message: String
     /// For malformed JSON: 1-based line and column inside the event's text.
-    public let line: Int?
-    public let column: Int?
+    package let line: Int?
+    package let column: Int?
 
-    public init(
+    package init(
         kind: Kind, instanceLocation: String, keyword: String, schemaLocation: String? = nil, message: String,
         line: Int? = nil, column: Int? = nil
     ) {
@@ -70,7 +70,7 @@ public struct EventProblem: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Where each part of the APNs notification comes from in the event.
-    public static func pointer(for field: APNsNotificationError.Field) -> String {
+    package static func pointer(for field: APNsNotificationError.Field) -> String {
         switch field {
         case .deviceToken: "/deviceToken"
         case .topic: "/topic"
@@ -85,23 +85,23 @@ public struct EventProblem: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// `/payload/aps: required property 'alert' is missing`.
-    public var description: String {
+    package var description: String {
         "\(instanceLocation.isEmpty ? "(root)" : instanceLocation): \(message)"
     }
 }
 
 /// An event that cannot be sent: every problem found, plus the id when one could be read (so an
 /// `invalid` result event can still be keyed).
-public struct EventDecodingError: Error, Sendable, CustomStringConvertible {
-    public let eventID: String?
+package struct EventDecodingError: Error, Sendable, CustomStringConvertible {
+    package let eventID: String?
     /// At least one; the first is the one to report when only one fits (a dead-letter header).
-    public let problems: [EventProblem]
+    package let problems: [EventProblem]
 
     /// `malformed-json`, `schema` or `rule`.
-    public var kind: EventProblem.Kind { problems[0].kind }
+    package var kind: EventProblem.Kind { problems[0].kind }
 
     /// The `dlq-reason` for this event's dead letter.
-    public var deadLetterReason: DeadLetterReason {
+    package var deadLetterReason: DeadLetterReason {
         switch kind {
         case .malformedJSON: .malformedJSON
         case .schema: .schema
@@ -111,7 +111,7 @@ public struct EventDecodingError: Error, Sendable, CustomStringConvertible {
 
     /// The result event's `reason`: `malformedJSON`, `schema`, or the APNs rule's code
     /// (`payloadTooLarge`, `badCollapseId`, …); the keyword and pointer are in `detail`.
-    public var resultReason: String {
+    package var resultReason: String {
         switch kind {
         case .malformedJSON: "malformedJSON"
         case .schema: "schema"
@@ -120,7 +120,7 @@ public struct EventDecodingError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The `dlq-detail` for this event's dead letter: the first problem, `<pointer>: <message>`.
-    public var deadLetterDetail: String { problems[0].description }
+    package var deadLetterDetail: String { problems[0].description }
 
-    public var description: String { problems.map(\.description).joined(separator: "; ") }
+    package var description: String { problems.map(\.description).joined(separator: "; ") }
 }

@@ -7,27 +7,27 @@ import JSONSchema
 /// Three stages, each located in the event: JSON syntax (line and column), the notification-event
 /// schema (JSON pointer, keyword, schema location), then the APNs rules a schema cannot express,
 /// checked by the APNs model (`APNsNotification.validate`), mapped back to the event's pointers.
-public struct NotificationEventDecoder: Sendable {
-    public let schema: JSONSchema
-    public let maxDepth: Int
+package struct NotificationEventDecoder: Sendable {
+    package let schema: JSONSchema
+    package let maxDepth: Int
 
     /// The decoder for `schemas/notification-event.schema.json`.
-    public static let standard = NotificationEventDecoder(schema: EventSchemas.notificationEvent)
+    package static let standard = NotificationEventDecoder(schema: EventSchemas.notificationEvent)
 
     /// A decoder for a schema that extends ours (it must still describe notification events).
-    public init(schema: JSONSchema, maxDepth: Int = JSONParser.defaultMaxDepth) {
+    package init(schema: JSONSchema, maxDepth: Int = JSONParser.defaultMaxDepth) {
         self.schema = schema
         self.maxDepth = maxDepth
     }
 
     /// The event, or an error carrying the first problem (the hot path: stops early).
-    public func decode(_ bytes: [UInt8]) throws(EventDecodingError) -> NotificationEvent {
+    package func decode(_ bytes: [UInt8]) throws(EventDecodingError) -> NotificationEvent {
         try decode(bytes[...], mode: .firstError)
     }
 
     /// Every problem in the event (empty when it is valid). Schema problems are all reported; the
     /// code-checked rules run only on an event that passed the schema, and report the first broken.
-    public func problems(in bytes: ArraySlice<UInt8>) -> [EventProblem] {
+    package func problems(in bytes: ArraySlice<UInt8>) -> [EventProblem] {
         do {
             _ = try decode(bytes, mode: .allErrors)
             return []
@@ -36,7 +36,7 @@ public struct NotificationEventDecoder: Sendable {
         }
     }
 
-    public func decode(_ bytes: ArraySlice<UInt8>, mode: ValidationMode) throws(EventDecodingError)
+    package func decode(_ bytes: ArraySlice<UInt8>, mode: ValidationMode) throws(EventDecodingError)
         -> NotificationEvent
     {
         let value: JSONValue

@@ -8,25 +8,25 @@ import NIOConcurrencyHelpers
 ///
 /// No redaction here: the pipeline passes redacted device tokens and never a JWT; this handler's
 /// job is to escape every string correctly so a log line always parses.
-public struct JSONLogHandler: LogHandler {
-    public var logLevel: Logger.Level = .info
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
+package struct JSONLogHandler: LogHandler {
+    package var logLevel: Logger.Level = .info
+    package var metadata: Logger.Metadata = [:]
+    package var metadataProvider: Logger.MetadataProvider?
     private let label: String
     private let sink: JSONLogSink
 
-    public init(label: String, sink: JSONLogSink = .standardOutput, metadataProvider: Logger.MetadataProvider? = nil) {
+    package init(label: String, sink: JSONLogSink = .standardOutput, metadataProvider: Logger.MetadataProvider? = nil) {
         self.label = label
         self.sink = sink
         self.metadataProvider = metadataProvider
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let own = event.metadata { merged.merge(own) { _, new in new } }
@@ -67,17 +67,17 @@ public struct JSONLogHandler: LogHandler {
 }
 
 /// Where JSON log lines go: standard output in production, a buffer in tests.
-public struct JSONLogSink: Sendable {
+package struct JSONLogSink: Sendable {
     private let writeLine: @Sendable (String) -> Void
 
-    public init(_ writeLine: @escaping @Sendable (String) -> Void) {
+    package init(_ writeLine: @escaping @Sendable (String) -> Void) {
         self.writeLine = writeLine
     }
 
     func write(_ line: String) { writeLine(line) }
 
     /// Whole lines under one lock, so that lines from several threads never interleave.
-    public static let standardOutput: JSONLogSink = {
+    package static let standardOutput: JSONLogSink = {
         let lock = NIOLock()
         return JSONLogSink { line in
             lock.withLock {

@@ -4,7 +4,7 @@ import NIOConcurrencyHelpers
 extension LoggingSettings {
     /// A handler factory for `LoggingSystem.bootstrap`: JSON lines or swift-log's text stream, at
     /// `level`.
-    public func makeLogHandler(label: String, sink: JSONLogSink = .standardOutput) -> any LogHandler {
+    package func makeLogHandler(label: String, sink: JSONLogSink = .standardOutput) -> any LogHandler {
         switch format {
         case .json:
             var handler = JSONLogHandler(label: label, sink: sink)
@@ -22,7 +22,7 @@ extension LoggingSettings {
     /// Installs the handler process-wide, once (`LoggingSystem.bootstrap` traps on a second call).
     /// Returns `false` when logging was already bootstrapped.
     @discardableResult
-    public func bootstrapLoggingSystem() -> Bool {
+    package func bootstrapLoggingSystem() -> Bool {
         let first = Self.bootstrapped.withLockedValue { done in
             defer { done = true }
             return !done

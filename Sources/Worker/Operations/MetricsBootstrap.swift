@@ -4,13 +4,13 @@ import Prometheus
 
 /// Installs the Prometheus factory as swift-metrics' global backend, so that metrics made by other
 /// libraries (without an explicit factory) also reach `/metrics`.
-public enum MetricsBootstrap {
+package enum MetricsBootstrap {
     private static let done = NIOLockedValueBox(false)
 
     /// Bootstraps `MetricsSystem` once per process; later calls do nothing and return `false`
     /// (`MetricsSystem.bootstrap` traps on a second call, which tests would hit).
     @discardableResult
-    public static func bootstrap(registry: PrometheusCollectorRegistry) -> Bool {
+    package static func bootstrap(registry: PrometheusCollectorRegistry) -> Bool {
         let first = done.withLockedValue { done in
             defer { done = true }
             return !done

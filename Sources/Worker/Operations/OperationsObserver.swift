@@ -1,37 +1,37 @@
 import Kafka
 
 /// The pipeline's reports, into Prometheus metrics and the health endpoints.
-public struct OperationsObserver: PipelineObserver {
-    public let metrics: WorkerMetrics
-    public let health: HealthState
+package struct OperationsObserver: PipelineObserver {
+    package let metrics: WorkerMetrics
+    package let health: HealthState
 
-    public init(metrics: WorkerMetrics, health: HealthState) {
+    package init(metrics: WorkerMetrics, health: HealthState) {
         self.metrics = metrics
         self.health = health
     }
 
-    public func consumed(topic: String) { metrics.consumed(topic: topic) }
+    package func consumed(topic: String) { metrics.consumed(topic: topic) }
 
-    public func completed(_ outcome: ResultOutcome, credential: String?, duration: Duration) {
+    package func completed(_ outcome: ResultOutcome, credential: String?, duration: Duration) {
         metrics.completed(outcome: outcome.rawValue, credential: credential)
         metrics.eventFinished(duration: duration)
         health.heartbeat()
     }
 
-    public func deadLettered(_ reason: DeadLetterReason) { metrics.deadLettered(reason: reason.rawValue) }
+    package func deadLettered(_ reason: DeadLetterReason) { metrics.deadLettered(reason: reason.rawValue) }
 
-    public func apnsAnswered(status: Int?, reason: String?, duration: Duration) {
+    package func apnsAnswered(status: Int?, reason: String?, duration: Duration) {
         metrics.apnsRequest(status: status, reason: reason ?? "", duration: duration)
     }
 
-    public func retryScheduled(_ cause: RetryCause) { metrics.retryScheduled(cause: cause.rawValue) }
-    public func inFlightChanged(_ count: Int) { metrics.setInFlight(count) }
-    public func pausedChanged(_ paused: Bool) { metrics.setConsumerPaused(paused) }
-    public func committed(ok: Bool) { metrics.committed(success: ok) }
-    public func consumerJoined() { health.markConsumerJoined() }
-    public func consumerLeft() { health.markConsumerLeft() }
+    package func retryScheduled(_ cause: RetryCause) { metrics.retryScheduled(cause: cause.rawValue) }
+    package func inFlightChanged(_ count: Int) { metrics.setInFlight(count) }
+    package func pausedChanged(_ paused: Bool) { metrics.setConsumerPaused(paused) }
+    package func committed(ok: Bool) { metrics.committed(success: ok) }
+    package func consumerJoined() { health.markConsumerJoined() }
+    package func consumerLeft() { health.markConsumerLeft() }
 
-    public func partitionsRevoked(_ partitions: [KafkaTopicPartition]) {
+    package func partitionsRevoked(_ partitions: [KafkaTopicPartition]) {
         // A partition this member gave up must not keep reporting its last lag: the group's lag
         // would then never fall to zero on this pod's series.
         for partition in partitions {
@@ -39,7 +39,7 @@ public struct OperationsObserver: PipelineObserver {
         }
     }
 
-    public func lag(_ statistics: KafkaConsumerStatistics) {
+    package func lag(_ statistics: KafkaConsumerStatistics) {
         for (partition, stats) in statistics.partitions {
             if let lag = stats.consumerLag {
                 metrics.setConsumerLag(topic: partition.topic, partition: partition.partition, lag: lag)
@@ -47,20 +47,20 @@ public struct OperationsObserver: PipelineObserver {
         }
     }
 
-    public func credentialBroken(_ name: String, reason: String) {
+    package func credentialBroken(_ name: String, reason: String) {
         health.markCredentialBroken(name: name, reason: reason)
         metrics.setCredentialBroken(name, true)
     }
 
-    public func credentialHealthy(_ name: String) {
+    package func credentialHealthy(_ name: String) {
         health.markCredentialHealthy(name: name)
         metrics.setCredentialBroken(name, false)
     }
 
-    public func producerFailing(_ error: any Error) { health.markProducerFatal("\(error)") }
-    public func producerRecovered() { health.markProducerHealthy() }
-    public func publishedDegraded(topic: String, reason: String) {
+    package func producerFailing(_ error: any Error) { health.markProducerFatal("\(error)") }
+    package func producerRecovered() { health.markProducerHealthy() }
+    package func publishedDegraded(topic: String, reason: String) {
         metrics.publishedDegraded(topic: topic, reason: reason)
     }
-    public func heartbeat() { health.heartbeat() }
+    package func heartbeat() { health.heartbeat() }
 }

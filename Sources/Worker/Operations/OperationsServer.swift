@@ -12,9 +12,9 @@ import ServiceLifecycle
 ///
 /// Put it first in the `ServiceGroup`: services shut down in reverse order, so `/metrics` and
 /// `/health/live` keep answering while the pipeline drains.
-public struct OperationsServer: Service {
-    public let host: String
-    public let port: Int
+package struct OperationsServer: Service {
+    package let host: String
+    package let port: Int
     private let router: OperationsRouter
     private let logger: Logger
     private let group: any EventLoopGroup
@@ -30,7 +30,7 @@ public struct OperationsServer: Service {
     ///   - group: defaults to NIO's shared singleton group (no threads of its own to shut down).
     ///   - beforeScrape: runs before each `/metrics` answer, to set gauges read from elsewhere (the
     ///     APNs connection pools).
-    public init(
+    package init(
         host: String, port: Int, health: HealthState, registry: PrometheusCollectorRegistry, logger: Logger,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         beforeScrape: @escaping @Sendable () -> Void = {},
@@ -47,7 +47,7 @@ public struct OperationsServer: Service {
         self.onListening = onListening
     }
 
-    public init(
+    package init(
         settings: HTTPSettings, health: HealthState, registry: PrometheusCollectorRegistry, logger: Logger,
         beforeScrape: @escaping @Sendable () -> Void = {}, onListening: @escaping @Sendable (Int) -> Void = { _ in }
     ) {
@@ -59,7 +59,7 @@ public struct OperationsServer: Service {
     /// Binds the listening socket now, so that a port in use or a host not on this machine fails
     /// the start (the caller exits 2 naming the setting) instead of a service that dies on its own
     /// while the rest of the worker runs on. `run()` binds if this was not called.
-    public func listen() async throws(OperationsServerError) {
+    package func listen() async throws(OperationsServerError) {
         guard listener.withLockedValue({ $0 }) == nil else { return }
         let channel: any Channel
         do {
@@ -70,7 +70,7 @@ public struct OperationsServer: Service {
         listener.withLockedValue { $0 = channel }
     }
 
-    public func run() async throws {
+    package func run() async throws {
         try await listen()
         guard let listener = self.listener.withLockedValue({ $0 }) else { return }
         let connections = self.connections
@@ -117,12 +117,12 @@ public struct OperationsServer: Service {
 }
 
 /// The operations endpoint could not listen where `http.host` and `http.port` say.
-public struct OperationsServerError: Error, CustomStringConvertible {
-    public let host: String
-    public let port: Int
-    public let underlying: String
+package struct OperationsServerError: Error, CustomStringConvertible {
+    package let host: String
+    package let port: Int
+    package let underlying: String
 
-    public var description: String {
+    package var description: String {
         "http.host/http.port: cannot listen on \(host):\(port): \(underlying)"
     }
 }

@@ -8,18 +8,18 @@ import Prometheus
 ///
 /// Built on swift-metrics with an explicit factory: tests give each instance its own Prometheus
 /// registry instead of going through the global, bootstrap-once `MetricsSystem`.
-public final class WorkerMetrics: Sendable {
+package final class WorkerMetrics: Sendable {
     /// Label values known up front; their series exist (at 0) from the start, so dashboards and
     /// alerts see them before the first event.
-    public static let outcomes = ["delivered", "unregistered", "rejected", "failed", "expired", "invalid"]
-    public static let deadLetterReasons = ["malformed-json", "schema", "rule", "credentials", "retries-exhausted"]
-    public static let retryCauses = [
+    package static let outcomes = ["delivered", "unregistered", "rejected", "failed", "expired", "invalid"]
+    package static let deadLetterReasons = ["malformed-json", "schema", "rule", "credentials", "retries-exhausted"]
+    package static let retryCauses = [
         "too-many-requests", "server-error", "unavailable", "transport", "timeout", "provider-token",
     ]
 
     /// Every metric the worker exports, with its `# HELP` text (swift-metrics carries no help text,
     /// so `/metrics` adds these lines itself; see `withHelpLines`).
-    public static let help: [String: String] = [
+    package static let help: [String: String] = [
         "apns_worker_build_info": "Always 1; the version label is this build's release.",
         "apns_worker_events_consumed_total": "Records read from an input topic.",
         "apns_worker_events_completed_total":
@@ -45,7 +45,7 @@ public final class WorkerMetrics: Sendable {
     ]
 
     /// The Prometheus text with a `# HELP` line before each known metric's `# TYPE` line.
-    public static func withHelpLines(_ text: [UInt8]) -> [UInt8] {
+    package static func withHelpLines(_ text: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(text.count + help.count * 80)
         let typePrefix = Array("# TYPE ".utf8)
@@ -63,7 +63,7 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// Buckets for both duration histograms: 1 ms to 60 s (an event may wait out several backoffs).
-    public static let durationBuckets: [Duration] = [
+    package static let durationBuckets: [Duration] = [
         .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
         .milliseconds(2500), .seconds(5), .seconds(10), .seconds(30), .seconds(60),
@@ -99,12 +99,12 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// Metrics into `registry` (served at `/metrics`).
-    public convenience init(registry: PrometheusCollectorRegistry) {
+    package convenience init(registry: PrometheusCollectorRegistry) {
         self.init(factory: Self.prometheusFactory(registry: registry))
     }
 
     /// Metrics into any swift-metrics backend.
-    public init(factory: any MetricsFactory) {
+    package init(factory: any MetricsFactory) {
         self.factory = factory
         apnsRequestDuration = CoreMetrics.Timer(label: "apns_worker_apns_request_duration_seconds", factory: factory)
         eventDuration = CoreMetrics.Timer(label: "apns_worker_event_duration_seconds", factory: factory)
@@ -135,7 +135,7 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// A Prometheus factory for `registry` with this worker's histogram buckets.
-    public static func prometheusFactory(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
+    package static func prometheusFactory(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.durationHistogramBuckets = [
             "apns_worker_apns_request_duration_seconds": durationBuckets,
@@ -147,7 +147,7 @@ public final class WorkerMetrics: Sendable {
     // MARK: Counters
 
     /// A record read from an input topic.
-    public func consumed(topic: String) {
+    package func consumed(topic: String) {
         if let counter = consumedByTopic.withLockedValue({ $0[topic] }) {
             counter.increment()
             return
@@ -159,18 +159,18 @@ public final class WorkerMetrics: Sendable {
 
     /// A result event acknowledged by Kafka; `outcome` is one of `outcomes`. `credential`: the
     /// configured credential it was sent with, if any (`apns_worker_credential_outcomes_total`).
-    public func completed(outcome: String, credential: String? = nil) {
+    package func completed(outcome: String, credential: String? = nil) {
         (completedByOutcome[outcome] ?? counter("apns_worker_events_completed_total", [("outcome", outcome)]))
             .increment()
         if let credential { credentialOutcome(credential, outcome).increment() }
     }
 
     /// The outcomes an event sent with a credential can have (never `invalid`).
-    public static let sentOutcomes = ["delivered", "unregistered", "rejected", "failed", "expired"]
+    package static let sentOutcomes = ["delivered", "unregistered", "rejected", "failed", "expired"]
 
     /// Makes `credential`'s series exist at 0 (its broken gauge and its outcomes), so that dashboards
     /// and alerts see them before the first event.
-    public func register(credential: String) {
+    package func register(credential: String) {
         setCredentialBroken(credential, false)
         for outcome in Self.sentOutcomes { _ = credentialOutcome(credential, outcome) }
     }
@@ -184,13 +184,13 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// A dead letter acknowledged by Kafka; `reason` is one of `deadLetterReasons`.
-    public func deadLettered(reason: String) {
+    package func deadLettered(reason: String) {
         (deadLettersByReason[reason] ?? counter("apns_worker_dead_letters_total", [("reason", reason)])).increment()
     }
 
     /// An APNs answer: `status` is the HTTP status ("200", "429", …) or `nil` for a transport
     /// failure (label "none"); `reason` is APNs's reason, or "" for none. `duration`: sent to answer.
-    public func apnsRequest(status: Int?, reason: String, duration: Duration) {
+    package func apnsRequest(status: Int?, reason: String, duration: Duration) {
         let series = APNsSeries(status: status, reason: reason)
         if let counter = apnsRequests.withLockedValue({ $0[series] }) {
             counter.increment()
@@ -204,43 +204,43 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// A retry scheduled; `cause` is one of `retryCauses`.
-    public func retryScheduled(cause: String) {
+    package func retryScheduled(cause: String) {
         (retriesByCause[cause] ?? counter("apns_worker_retries_total", [("cause", cause)])).increment()
     }
 
     /// An offset commit finished.
     /// `apns_worker_published_degraded_total{topic,reason}`: results and dead letters Kafka refused
     /// as they were and took in their degraded form (`reason`: Kafka's error name).
-    public func publishedDegraded(topic: String, reason: String) {
+    package func publishedDegraded(topic: String, reason: String) {
         counter("apns_worker_published_degraded_total", [("topic", topic), ("reason", reason)]).increment()
     }
 
-    public func committed(success: Bool) {
+    package func committed(success: Bool) {
         counter("apns_worker_commits_total", [("result", success ? "ok" : "error")]).increment()
     }
 
     // MARK: Histograms and gauges
 
     /// Consumed to result acknowledged.
-    public func eventFinished(duration: Duration) {
+    package func eventFinished(duration: Duration) {
         eventDuration.recordNanoseconds(duration.nanoseconds)
     }
 
-    public func setInFlight(_ count: Int) {
+    package func setInFlight(_ count: Int) {
         inFlight.record(count)
     }
 
-    public func setConsumerPaused(_ isPaused: Bool) {
+    package func setConsumerPaused(_ isPaused: Bool) {
         paused.record(isPaused ? 1 : 0)
     }
 
     /// From librdkafka statistics.
-    public func setConsumerLag(topic: String, partition: Int32, lag: Int64) {
+    package func setConsumerLag(topic: String, partition: Int32, lag: Int64) {
         gauge("apns_worker_consumer_lag", [("topic", topic), ("partition", String(partition))]).record(lag)
     }
 
     /// 1 while APNs refuses the credential, 0 once it works again.
-    public func setCredentialBroken(_ name: String, _ isBroken: Bool) {
+    package func setCredentialBroken(_ name: String, _ isBroken: Bool) {
         // Called for every delivered notification: the gauge is found by name alone.
         let gauge =
             credentialGauges.withLockedValue { $0[name] }
@@ -253,7 +253,7 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// One APNs client's connection pool (credential × environment), sampled at scrape time.
-    public func setAPNsPool(credential: String, environment: String, _ statistics: APNsPoolStatistics) {
+    package func setAPNsPool(credential: String, environment: String, _ statistics: APNsPoolStatistics) {
         let labels = [("credential", credential), ("environment", environment)]
         for (state, count) in [
             ("ready", statistics.readyConnections), ("connecting", statistics.connectingConnections),

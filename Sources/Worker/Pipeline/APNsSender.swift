@@ -9,7 +9,7 @@ import NIOPosix
 /// environment), the credential chosen by the notification's topic (a broadcast's bundle ID) as the configuration says
 /// (first match wins). Keys and certificates are loaded at start, so a bad key file stops the
 /// worker at once with a clear error; connections open on the first notification for that pair.
-public final class APNsSender: NotificationSending {
+package final class APNsSender: NotificationSending {
     private struct Route: Sendable {
         let settings: CredentialSettings
         let credential: APNsCredential
@@ -31,7 +31,7 @@ public final class APNsSender: NotificationSending {
 
     /// - Parameters:
     ///   - environment: where `keyEnv` / `passwordEnv` are read (the process environment by default).
-    public init(
+    package init(
         settings: APNsSettings, environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger = Logger(label: "apns-worker.apns")
     ) throws {
@@ -51,7 +51,7 @@ public final class APNsSender: NotificationSending {
             numberOfThreads: settings.eventLoopThreads ?? min(System.coreCount, 4))
     }
 
-    public func send(
+    package func send(
         _ push: APNsPush, environment: APNsEnvironment, completion: @escaping @Sendable (SendAttempt) -> Void
     ) {
         guard let (client, credential) = route(push.topic, environment: environment, completion: completion) else {
@@ -63,7 +63,7 @@ public final class APNsSender: NotificationSending {
         }
     }
 
-    public func send(_ requests: [NotificationRequest]) {
+    package func send(_ requests: [NotificationRequest]) {
         guard requests.count > 1 else {
             if let request = requests.first {
                 send(request.push, environment: request.environment, completion: request.completion)
@@ -141,13 +141,13 @@ public final class APNsSender: NotificationSending {
     }
 
     /// Each client's pool as it is now: one per (credential, environment) that has sent something.
-    public func poolStatistics() -> [(credential: String, environment: APNsEnvironment, APNsPoolStatistics)] {
+    package func poolStatistics() -> [(credential: String, environment: APNsEnvironment, APNsPoolStatistics)] {
         let clients = self.clients.withLockedValue { $0 }
         return clients.map { key, client in (routes[key.route].settings.name, key.environment, client.statistics) }
             .sorted { ($0.credential, $0.environment.rawValue) < ($1.credential, $1.environment.rawValue) }
     }
 
-    public func shutdown() async {
+    package func shutdown() async {
         let all = clients.withLockedValue { clients in
             defer { clients = [:] }
             return Array(clients.values)

@@ -5,7 +5,7 @@ import APNs
 ///
 /// Callback-shaped rather than `async`: the pipeline keeps thousands of notifications in flight,
 /// and a task plus a continuation per notification cost more than the rest of its work.
-public protocol NotificationSending: Sendable {
+package protocol NotificationSending: Sendable {
     /// `completion` runs exactly once, on any thread (the caller's included); it must be quick and
     /// must not block.
     func send(
@@ -20,12 +20,12 @@ public protocol NotificationSending: Sendable {
 }
 
 /// A notification (or broadcast) to send and where its attempt goes (`NotificationSending.send(_:)`).
-public struct NotificationRequest: Sendable {
-    public var push: APNsPush
-    public var environment: APNsEnvironment
-    public var completion: @Sendable (SendAttempt) -> Void
+package struct NotificationRequest: Sendable {
+    package var push: APNsPush
+    package var environment: APNsEnvironment
+    package var completion: @Sendable (SendAttempt) -> Void
 
-    public init(
+    package init(
         _ push: APNsPush, environment: APNsEnvironment, completion: @escaping @Sendable (SendAttempt) -> Void
     ) {
         self.push = push
@@ -36,14 +36,14 @@ public struct NotificationRequest: Sendable {
 
 extension NotificationSending {
     /// One by one, for senders with nothing to gain from a batch.
-    public func send(_ requests: [NotificationRequest]) {
+    package func send(_ requests: [NotificationRequest]) {
         for request in requests {
             send(request.push, environment: request.environment, completion: request.completion)
         }
     }
 
     /// The same, awaited.
-    public func send(_ push: APNsPush, environment: APNsEnvironment) async -> SendAttempt {
+    package func send(_ push: APNsPush, environment: APNsEnvironment) async -> SendAttempt {
         await withCheckedContinuation { continuation in
             send(push, environment: environment) { continuation.resume(returning: $0) }
         }
@@ -51,18 +51,18 @@ extension NotificationSending {
 }
 
 /// One request's fate.
-public struct SendAttempt: Sendable {
+package struct SendAttempt: Sendable {
     /// APNs' answer, when there was one.
-    public var response: APNsResponse?
+    package var response: APNsResponse?
     /// The failure, when there was no answer.
-    public var error: (any Error)?
+    package var error: (any Error)?
     /// What to do about it (the outcome table of docs/worker.md).
-    public var outcome: APNsOutcome
+    package var outcome: APNsOutcome
     /// The configured credential the request used (for readiness), if one matched.
-    public var credential: String?
-    public var duration: Duration
+    package var credential: String?
+    package var duration: Duration
 
-    public init(
+    package init(
         response: APNsResponse?, error: (any Error)?, outcome: APNsOutcome, credential: String?, duration: Duration
     ) {
         self.response = response

@@ -10,17 +10,17 @@ import Synchronization
 /// A lease is also the identity of one assignment: a partition assigned away and back gets a new
 /// lease, so that a record read under the old one is never admitted, finished or committed under
 /// the new one.
-public final class PartitionLease: Sendable {
-    public let partition: KafkaTopicPartition?
+package final class PartitionLease: Sendable {
+    package let partition: KafkaTopicPartition?
     private let active = Atomic<Bool>(true)
 
     /// - Parameter partition: `nil` for a lease that belongs to no partition (tests, one-off sends).
-    public init(_ partition: KafkaTopicPartition? = nil) {
+    package init(_ partition: KafkaTopicPartition? = nil) {
         self.partition = partition
     }
 
     /// False once the partition is gone: the event's work should stop at its next step.
-    public var isActive: Bool { active.load(ordering: .acquiring) }
+    package var isActive: Bool { active.load(ordering: .acquiring) }
 
     func end() {
         active.store(false, ordering: .releasing)

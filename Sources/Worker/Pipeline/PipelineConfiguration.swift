@@ -1,30 +1,30 @@
 /// What the pipeline needs to know beyond Kafka's and APNs' own settings.
-public struct PipelineConfiguration: Sendable {
-    public var inputTopics: [String]
+package struct PipelineConfiguration: Sendable {
+    package var inputTopics: [String]
     /// One result event per input event goes here, keyed by event id.
-    public var resultsTopic: String
-    public var deadLetterTopic: String
+    package var resultsTopic: String
+    package var deadLetterTopic: String
     /// Events between "read" and "result acknowledged"; input pauses at this bound, resumes at half.
-    public var maxInFlight = 2000
+    package var maxInFlight = 2000
     /// The same bound in bytes of the running events' records: large records reach it first.
-    public var maxInFlightBytes = 64 * 1024 * 1024
+    package var maxInFlightBytes = 64 * 1024 * 1024
     /// Offsets are committed this often (and at every revocation, shutdown included).
-    public var commitInterval: Duration = .seconds(1)
+    package var commitInterval: Duration = .seconds(1)
     /// How long a revoked partition's in-flight events may take before the partition is let go.
-    public var revocationTimeout: Duration = .seconds(30)
+    package var revocationTimeout: Duration = .seconds(30)
     /// How long shutdown waits for in-flight events.
-    public var shutdownTimeout: Duration = .seconds(30)
-    public var retryPolicy = RetryPolicy()
+    package var shutdownTimeout: Duration = .seconds(30)
+    package var retryPolicy = RetryPolicy()
     /// An event whose record is older than this (by its Kafka timestamp) ends `expired` unsent;
     /// `nil`: no limit.
-    public var maxEventAge: Duration? = .seconds(6 * 3600)
+    package var maxEventAge: Duration? = .seconds(6 * 3600)
     /// A record whose value is larger than this ends `invalid` unsent (and dead-lettered).
-    public var maxRecordBytes = 256 * 1024
+    package var maxRecordBytes = 256 * 1024
     /// An output topic that refuses every record (unknown, not authorized) this long stops the
     /// worker with an error; until then input is paused and the records are retried.
-    public var publishBlockedLimit: Duration = .seconds(300)
+    package var publishBlockedLimit: Duration = .seconds(300)
 
-    public init(inputTopics: [String], resultsTopic: String, deadLetterTopic: String) {
+    package init(inputTopics: [String], resultsTopic: String, deadLetterTopic: String) {
         self.inputTopics = inputTopics
         self.resultsTopic = resultsTopic
         self.deadLetterTopic = deadLetterTopic

@@ -3,7 +3,7 @@ import Kafka
 /// What the pipeline reports as it works: the operations layer turns these into metrics and
 /// readiness. Every method has an empty default, so a test can observe only what it asserts on.
 /// Called from many tasks at once: implementations must be thread-safe and quick.
-public protocol PipelineObserver: Sendable {
+package protocol PipelineObserver: Sendable {
     /// A record was read from an input topic.
     func consumed(topic: String)
     /// A result event (and its dead letter, if any) was acknowledged by Kafka.
@@ -36,33 +36,33 @@ public protocol PipelineObserver: Sendable {
 }
 
 extension PipelineObserver {
-    public func consumed(topic: String) {}
-    public func completed(_ outcome: ResultOutcome, credential: String?, duration: Duration) {}
-    public func deadLettered(_ reason: DeadLetterReason) {}
-    public func apnsAnswered(status: Int?, reason: String?, duration: Duration) {}
-    public func retryScheduled(_ cause: RetryCause) {}
-    public func inFlightChanged(_ count: Int) {}
-    public func pausedChanged(_ paused: Bool) {}
-    public func committed(ok: Bool) {}
-    public func consumerJoined() {}
-    public func consumerLeft() {}
-    public func partitionsRevoked(_ partitions: [KafkaTopicPartition]) {}
-    public func lag(_ statistics: KafkaConsumerStatistics) {}
-    public func credentialBroken(_ name: String, reason: String) {}
-    public func credentialHealthy(_ name: String) {}
-    public func producerFailing(_ error: any Error) {}
-    public func producerRecovered() {}
-    public func publishedDegraded(topic: String, reason: String) {}
-    public func heartbeat() {}
+    package func consumed(topic: String) {}
+    package func completed(_ outcome: ResultOutcome, credential: String?, duration: Duration) {}
+    package func deadLettered(_ reason: DeadLetterReason) {}
+    package func apnsAnswered(status: Int?, reason: String?, duration: Duration) {}
+    package func retryScheduled(_ cause: RetryCause) {}
+    package func inFlightChanged(_ count: Int) {}
+    package func pausedChanged(_ paused: Bool) {}
+    package func committed(ok: Bool) {}
+    package func consumerJoined() {}
+    package func consumerLeft() {}
+    package func partitionsRevoked(_ partitions: [KafkaTopicPartition]) {}
+    package func lag(_ statistics: KafkaConsumerStatistics) {}
+    package func credentialBroken(_ name: String, reason: String) {}
+    package func credentialHealthy(_ name: String) {}
+    package func producerFailing(_ error: any Error) {}
+    package func producerRecovered() {}
+    package func publishedDegraded(topic: String, reason: String) {}
+    package func heartbeat() {}
 }
 
 /// Observes nothing.
-public struct NoPipelineObserver: PipelineObserver {
-    public init() {}
+package struct NoPipelineObserver: PipelineObserver {
+    package init() {}
 }
 
 /// Why an attempt is retried: the `cause` label of `apns_worker_retries_total`.
-public enum RetryCause: String, Sendable, Hashable, CaseIterable {
+package enum RetryCause: String, Sendable, Hashable, CaseIterable {
     case tooManyRequests = "too-many-requests"
     case serverError = "server-error"
     case unavailable

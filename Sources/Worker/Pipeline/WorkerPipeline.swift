@@ -13,8 +13,8 @@ import Synchronization
 /// in its partition are acknowledged by Kafka. On SIGTERM (graceful shutdown) it stops reading,
 /// lets in-flight events finish (bounded), commits, and leaves the group; a revocation does the same
 /// for the partitions it takes away.
-public final class WorkerPipeline: Service, Sendable {
-    public let configuration: PipelineConfiguration
+package final class WorkerPipeline: Service, Sendable {
+    package let configuration: PipelineConfiguration
     private let consumerConfiguration: KafkaConsumerConfiguration
     private let producerConfiguration: KafkaProducerConfiguration
     private let processor: EventProcessor
@@ -36,7 +36,7 @@ public final class WorkerPipeline: Service, Sendable {
     /// The producer while `run()` runs, for tests that make it fail.
     package var producerForTesting: KafkaProducer? { producerBox.withLockedValue { $0 } }
 
-    public init(
+    package init(
         configuration: PipelineConfiguration, consumer: KafkaConsumerConfiguration,
         producer: KafkaProducerConfiguration,
         sender: any NotificationSending, decoder: NotificationEventDecoder = .standard,
@@ -60,12 +60,12 @@ public final class WorkerPipeline: Service, Sendable {
     }
 
     /// Events consumed and not yet done.
-    public var inFlight: Int { state.withLockedValue { $0.running } }
+    package var inFlight: Int { state.withLockedValue { $0.running } }
 
     /// Input partitions this member owns now (assigned, not being revoked).
-    public var ownedPartitions: Int { state.withLockedValue { $0.owned.count } }
+    package var ownedPartitions: Int { state.withLockedValue { $0.owned.count } }
 
-    public func run() async throws {
+    package func run() async throws {
         let producer = try KafkaProducer(
             configuration: producerConfiguration, logger: logger,
             onFatalError: { [weak self] error in
@@ -157,7 +157,7 @@ public final class WorkerPipeline: Service, Sendable {
     /// Stops reading and leaves the group; the revocation inside `close()` drains and commits.
     /// Everything (drain, commit, the APNs pools, the producer's flush) is bounded by one deadline,
     /// `shutdownTimeout` from now.
-    public func beginShutdown() {
+    package func beginShutdown() {
         let (began, reader) = state.withLockedValue {
             $0.beginStopping(deadline: .now + configuration.shutdownTimeout)
         }
@@ -539,11 +539,11 @@ public final class WorkerPipeline: Service, Sendable {
 }
 
 /// Why the pipeline stopped on its own.
-public enum PipelineError: Error, CustomStringConvertible {
+package enum PipelineError: Error, CustomStringConvertible {
     /// An output topic refused every record for longer than `publishBlockedLimit`.
     case outputTopicBlocked(topic: String, for: Duration)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .outputTopicBlocked(let topic, let duration):
             return "\(topic) refused every record for \(duration); stopping so that a restart (or an operator) can act"

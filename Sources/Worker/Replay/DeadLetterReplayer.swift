@@ -12,19 +12,19 @@ import NIOConcurrencyHelpers
 /// cursors and moves them to where it stopped, so running the same replay twice replays once, and
 /// a run that fails part-way resumes where its last checkpoint was (records after it may be
 /// produced again: at least once). `fromBeginning` ignores the cursors.
-public struct DeadLetterReplayer: Sendable {
-    public var consumerConfiguration: KafkaConsumerConfiguration
-    public var producerConfiguration: KafkaProducerConfiguration
+package struct DeadLetterReplayer: Sendable {
+    package var consumerConfiguration: KafkaConsumerConfiguration
+    package var producerConfiguration: KafkaProducerConfiguration
     /// A run that receives nothing for this long, with dead letters still to read, fails.
-    public var stallTimeout: Duration = .seconds(30)
-    public var logger: Logger
+    package var stallTimeout: Duration = .seconds(30)
+    package var logger: Logger
 
     /// Records replayed between checkpoints (flush, then cursors committed).
-    public var checkpointInterval = 1_000
+    package var checkpointInterval = 1_000
 
     /// `groupID` of the consumer configuration names the cursors' groups (`<groupID>.<reason>`);
     /// replay reads without joining a group.
-    public init(
+    package init(
         consumerConfiguration: KafkaConsumerConfiguration, producerConfiguration: KafkaProducerConfiguration,
         logger: Logger = Logger(label: "apns-worker.replay")
     ) {
@@ -33,13 +33,13 @@ public struct DeadLetterReplayer: Sendable {
         self.logger = logger
     }
 
-    public struct ReplayError: Error, CustomStringConvertible {
-        public let description: String
+    package struct ReplayError: Error, CustomStringConvertible {
+        package let description: String
         /// The request cannot be carried out as given (a topic that does not exist): nothing was replayed.
-        public var isUsageError = false
+        package var isUsageError = false
     }
 
-    public func run(_ request: ReplayRequest) async throws -> ReplayReport {
+    package func run(_ request: ReplayRequest) async throws -> ReplayReport {
         let consumer = try KafkaConsumer(configuration: consumerConfiguration, logger: logger)
         var cursors: [DeadLetterReason: KafkaConsumer] = [:]
         do {
@@ -65,7 +65,7 @@ public struct DeadLetterReplayer: Sendable {
     }
 
     /// The consumer group holding `reason`'s cursor.
-    public static func cursorGroup(_ groupID: String, _ reason: DeadLetterReason) -> String {
+    package static func cursorGroup(_ groupID: String, _ reason: DeadLetterReason) -> String {
         "\(groupID).\(reason.rawValue)"
     }
 

@@ -1,41 +1,41 @@
 import Foundation
 
 /// What `apns-worker replay` should put back.
-public struct ReplayRequest: Sendable {
+package struct ReplayRequest: Sendable {
     /// The dead-letter topic to read.
-    public var deadLetterTopic: String
+    package var deadLetterTopic: String
     /// Where to produce; `nil` sends each dead letter back to its `dlq-source-topic`.
-    public var targetTopic: String?
+    package var targetTopic: String?
     /// Only dead letters with one of these `dlq-reason` values (empty: `replayableByDefault`).
-    public var reasons: Set<DeadLetterReason> = []
+    package var reasons: Set<DeadLetterReason> = []
     /// Only dead letters whose `dlq-last-failure-at` is at or after / before these times.
-    public var since: Date?
-    public var until: Date?
+    package var since: Date?
+    package var until: Date?
     /// Only dead letters that came from one of these topics (empty: all).
-    public var sourceTopics: Set<String> = []
+    package var sourceTopics: Set<String> = []
     /// Report what would be replayed, produce nothing.
-    public var dryRun = false
+    package var dryRun = false
     /// A dead letter already replayed this many times is refused: a poison event cannot loop forever.
-    public var maxReplays = 3
+    package var maxReplays = 3
     /// Ignore what earlier runs replayed and read the dead-letter topic from its beginning again.
-    public var fromBeginning = false
+    package var fromBeginning = false
 
     /// The reasons a replay can fix (the credential, the configuration, APNs' availability), replayed
     /// when none is named. An event that is not JSON, fails the schema or breaks a rule fails the
     /// same way every time: those are replayed only when named (after changing the schema, say).
-    public static let replayableByDefault: Set<DeadLetterReason> = [.credentials, .noCredential, .retriesExhausted]
+    package static let replayableByDefault: Set<DeadLetterReason> = [.credentials, .noCredential, .retriesExhausted]
 
     /// The reasons this run replays.
-    public var effectiveReasons: Set<DeadLetterReason> { reasons.isEmpty ? Self.replayableByDefault : reasons }
+    package var effectiveReasons: Set<DeadLetterReason> { reasons.isEmpty ? Self.replayableByDefault : reasons }
 
-    public init(deadLetterTopic: String) {
+    package init(deadLetterTopic: String) {
         self.deadLetterTopic = deadLetterTopic
     }
 }
 
 /// What a replay did, by reason and destination.
-public struct ReplayReport: Sendable, Equatable {
-    public enum Action: String, Sendable, Hashable, CaseIterable {
+package struct ReplayReport: Sendable, Equatable {
+    package enum Action: String, Sendable, Hashable, CaseIterable {
         case replayed
         case wouldReplay = "would replay"
         /// Left alone by the filters.
@@ -48,26 +48,26 @@ public struct ReplayReport: Sendable, Equatable {
         case noDestination = "refused: no destination"
     }
 
-    public struct Row: Sendable, Hashable, Comparable {
-        public var action: Action
-        public var reason: String
-        public var destination: String
+    package struct Row: Sendable, Hashable, Comparable {
+        package var action: Action
+        package var reason: String
+        package var destination: String
 
-        public static func < (lhs: Row, rhs: Row) -> Bool {
+        package static func < (lhs: Row, rhs: Row) -> Bool {
             (lhs.action.rawValue, lhs.reason, lhs.destination) < (rhs.action.rawValue, rhs.reason, rhs.destination)
         }
     }
 
     /// Dead letters read (up to the end offsets seen at the start).
-    public var scanned = 0
-    public var counts: [Row: Int] = [:]
+    package var scanned = 0
+    package var counts: [Row: Int] = [:]
 
-    public func count(_ action: Action) -> Int {
+    package func count(_ action: Action) -> Int {
         counts.filter { $0.key.action == action }.reduce(0) { $0 + $1.value }
     }
 
     /// A plain-text table, one row per (action, reason, destination).
-    public var table: String {
+    package var table: String {
         var lines = [pad("action", 24) + pad("reason", 20) + pad("destination", 32) + "count"]
         for (row, count) in counts.sorted(by: { $0.key < $1.key }) {
             lines.append(pad(row.action.rawValue, 24) + pad(row.reason, 20) + pad(row.destination, 32) + String(count))

@@ -6,18 +6,18 @@ import APNs
 /// Exponential backoff with full jitter: the wait before attempt n+1 is uniform in
 /// `[0, min(maxBackoff, initialBackoff * 2^(n-1))]`. Full jitter spreads the retries of a burst that
 /// failed together (a 503 storm) instead of bringing them back in lockstep.
-public struct RetryPolicy: Sendable, Hashable {
+package struct RetryPolicy: Sendable, Hashable {
     /// Requests sent for one event at most, the first included.
-    public var maxAttempts: Int = 8
-    public var initialBackoff: Duration = .milliseconds(200)
-    public var maxBackoff: Duration = .seconds(30)
+    package var maxAttempts: Int = 8
+    package var initialBackoff: Duration = .milliseconds(200)
+    package var maxBackoff: Duration = .seconds(30)
     /// How long after its first attempt an event may still be retried.
-    public var maxRetryDuration: Duration = .seconds(600)
+    package var maxRetryDuration: Duration = .seconds(600)
 
-    public init() {}
+    package init() {}
 
     /// Why retrying stops.
-    public enum Decision: Sendable, Hashable {
+    package enum Decision: Sendable, Hashable {
         case retry(after: Duration)
         /// `maxAttempts` or `maxRetryDuration` reached: the event fails and is dead-lettered.
         case exhausted
@@ -27,7 +27,7 @@ public struct RetryPolicy: Sendable, Hashable {
     }
 
     /// The upper bound of the wait after `attempt` attempts (1-based), before jitter.
-    public func backoffCeiling(afterAttempt attempt: Int) -> Duration {
+    package func backoffCeiling(afterAttempt attempt: Int) -> Duration {
         let doublings = max(0, min(attempt - 1, 30))
         let ceiling = initialBackoff * (1 << doublings)
         return min(ceiling, maxBackoff)
@@ -39,7 +39,7 @@ public struct RetryPolicy: Sendable, Hashable {
     ///   - elapsed: time since the first attempt.
     ///   - expiration: the notification's `apns-expiration`, if any.
     ///   - now: UNIX time in seconds, to compare with the expiration.
-    public func decide(
+    package func decide(
         attempts: Int, elapsed: Duration, expiration: APNsExpiration?, now: Int64,
         using random: inout some RandomNumberGenerator
     ) -> Decision {
@@ -51,7 +51,7 @@ public struct RetryPolicy: Sendable, Hashable {
     /// The same with the system's generator. Not `decide(using: &SystemRandomNumberGenerator())`
     /// from the worker: ThreadSanitizer crashes on an `inout` access to that zero-sized value (its
     /// address is not a real one), so the instrumented code never takes one.
-    public func decide(attempts: Int, elapsed: Duration, expiration: APNsExpiration?, now: Int64) -> Decision {
+    package func decide(attempts: Int, elapsed: Duration, expiration: APNsExpiration?, now: Int64) -> Decision {
         decide(attempts: attempts, elapsed: elapsed, expiration: expiration, now: now) { Int64.random(in: 0...$0) }
     }
 

@@ -7,33 +7,33 @@ import JSONSchema
 /// problem becomes `FILE[:LINE]: <instance pointer>: <message> [<keyword>]`: the schema keyword
 /// (`required`, `pattern`, …), `json` for malformed input, or the code of a rule checked in code
 /// (`payloadTooLarge`, …), so a script can tell problems apart without parsing the sentence.
-public struct EventFileValidator: Sendable {
+package struct EventFileValidator: Sendable {
     /// What events are checked against.
-    public enum Target: Sendable {
+    package enum Target: Sendable {
         /// The notification-event schema plus the APNs rules checked in code.
         case notificationEvents(NotificationEventDecoder)
         /// Any draft-07 schema (`--schema FILE`): the schema only.
         case schema(JSONSchema)
     }
 
-    public struct Tally: Sendable, Equatable {
-        public var valid = 0
-        public var invalid = 0
-        public init(valid: Int = 0, invalid: Int = 0) {
+    package struct Tally: Sendable, Equatable {
+        package var valid = 0
+        package var invalid = 0
+        package init(valid: Int = 0, invalid: Int = 0) {
             self.valid = valid
             self.invalid = invalid
         }
     }
 
-    public let target: Target
+    package let target: Target
 
-    public init(target: Target = .notificationEvents(.standard)) {
+    package init(target: Target = .notificationEvents(.standard)) {
         self.target = target
     }
 
     /// Loads and compiles `--schema FILE`. Its `$ref`s to other files (relative or `file:` URIs)
     /// are read from disk; our own schemas are known by their `$id` (`urn:apns-worker:schema:…`).
-    public init(schemaFile path: String) throws(SchemaError) {
+    package init(schemaFile path: String) throws(SchemaError) {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw SchemaError("cannot read schema file '\(path)'")
         }
@@ -67,12 +67,12 @@ public struct EventFileValidator: Sendable {
     }
 
     /// Whether a file is read as NDJSON, by its name (`-` is stdin, always NDJSON).
-    public static func isNDJSON(_ name: String) -> Bool {
+    package static func isNDJSON(_ name: String) -> Bool {
         name == "-" || name.hasSuffix(".ndjson") || name.hasSuffix(".jsonl")
     }
 
     /// Validates one document, calling `report` with each problem line; returns the counts.
-    public func validate(document bytes: [UInt8], name: String, ndjson: Bool, report: (String) -> Void) -> Tally {
+    package func validate(document bytes: [UInt8], name: String, ndjson: Bool, report: (String) -> Void) -> Tally {
         var tally = Tally()
         if !ndjson {
             let problems = problems(in: bytes[...])

@@ -5,13 +5,13 @@ import APNs
 /// `apns-unique-id`), the error body cut where the handler cuts it, `APNsResponse.parseBody`, then the
 /// outcome. The same body is also read as a GOAWAY's debug data. Properties: a reason string read
 /// back gives the same string; a 200 is delivered, a 410 unregistered with the body's timestamp.
-public enum FuzzAPNsResponse {
-    public static func prepare() {}
+package enum FuzzAPNsResponse {
+    package static func prepare() {}
 
     /// `APNsHTTP2Stream.maximumResponseBody`.
     static let maximumResponseBody = 16_384
 
-    public static func run(_ data: UnsafeBufferPointer<UInt8>) {
+    package static func run(_ data: UnsafeBufferPointer<UInt8>) {
         let input = HeaderLinesInput(data)
         var status: Int?
         var apnsID: String?

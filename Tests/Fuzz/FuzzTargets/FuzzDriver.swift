@@ -17,15 +17,15 @@
 /// executable's `LLVMFuzzerTestOneInput` (SwiftPM links an executable's `main` to its module's own
 /// entry point, so libFuzzer's `main` is not the one that runs). In a normal build it replays the
 /// files, and the files in the directories, given as arguments: the corpus replayer.
-public enum FuzzDriver {
+package enum FuzzDriver {
     #if FUZZING
-        public static func main(_ testOneInput: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> Never {
+        package static func main(_ testOneInput: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> Never {
             var argc = CommandLine.argc
             var argv = CommandLine.unsafeArgv
             exit(LLVMFuzzerRunDriver(&argc, &argv, testOneInput))
         }
     #else
-        public static func main(_ testOneInput: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> Never {
+        package static func main(_ testOneInput: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> Never {
             let arguments = CommandLine.arguments.dropFirst()
             guard !arguments.isEmpty else {
                 print("usage: \(CommandLine.arguments[0]) FILE-OR-DIRECTORY...  (replays inputs; build with")
@@ -47,7 +47,7 @@ public enum FuzzDriver {
     #endif
 
     /// The files named, and the regular files directly or deeper inside the directories named, sorted.
-    public static func inputFiles(_ paths: some Sequence<String>) -> [String] {
+    package static func inputFiles(_ paths: some Sequence<String>) -> [String] {
         var files: [String] = []
         for path in paths {
             var isDirectory: ObjCBool = false
@@ -69,7 +69,7 @@ public enum FuzzDriver {
     }
 
     /// Runs `body` over `count` bytes at `data` (nil for an empty input).
-    public static func withInput(
+    package static func withInput(
         _ data: UnsafePointer<UInt8>?, _ count: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Void
     ) {
         body(UnsafeBufferPointer(start: count == 0 ? nil : data, count: count))

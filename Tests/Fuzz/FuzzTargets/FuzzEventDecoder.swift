@@ -7,9 +7,9 @@ import Worker
 /// The path of a Kafka record's value: decoded to a notification or to its problems (both modes must
 /// agree), then the result event the worker publishes for it, which must be valid against
 /// `result-event.schema.json` whatever the record held.
-public enum FuzzEventDecoder {
+package enum FuzzEventDecoder {
     /// Compiles the schemas before the first input, so that no input pays for it.
-    public static func prepare() {
+    package static func prepare() {
         _ = NotificationEventDecoder.standard
         _ = EventSchemas.resultEvent
     }
@@ -17,7 +17,7 @@ public enum FuzzEventDecoder {
     static let source = KafkaConsumerMessage(topic: "notifications", partition: 3, offset: 42, key: nil, value: nil)
     static let completedAt = Date(timeIntervalSince1970: 1_700_000_000.125)
 
-    public static func run(_ data: UnsafeBufferPointer<UInt8>) {
+    package static func run(_ data: UnsafeBufferPointer<UInt8>) {
         let bytes = Array(data)
         let decoder = NotificationEventDecoder.standard
         let problems = decoder.problems(in: bytes[...])

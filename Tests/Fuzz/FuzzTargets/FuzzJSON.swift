@@ -4,14 +4,14 @@ import Worker
 /// The JSON parser and the schema validator: any bytes; those that parse are written back (which must
 /// parse to the same value) and validated against the worker's event schemas in every mode (which must
 /// agree on the verdict).
-public enum FuzzJSON {
+package enum FuzzJSON {
     /// Compiles the schemas before the first input, so that no input pays for it.
-    public static func prepare() {
+    package static func prepare() {
         _ = EventSchemas.notificationEvent
         _ = EventSchemas.resultEvent
     }
 
-    public static func run(_ data: UnsafeBufferPointer<UInt8>) {
+    package static func run(_ data: UnsafeBufferPointer<UInt8>) {
         let value: JSONValue
         do {
             value = try JSONParser.parse(data)

@@ -21,9 +21,9 @@ import NIOHPACK
 ///   preface is reached too) through the HPACK literal rewriter, in one
 ///   piece and in pieces of `(first byte >> 1) + 1` bytes: both must hand on the same bytes, and each
 ///   rewritten HEADERS block must decode to the headers of the original.
-public enum FuzzSimulator {
+package enum FuzzSimulator {
     /// Makes the trusted key before the first input.
-    public static func prepare() {
+    package static func prepare() {
         _ = verifier
     }
 
@@ -34,7 +34,7 @@ public enum FuzzSimulator {
             teamID: "TEAM123456", keyID: "KEY1234567", publicKey: signingKey.publicKey, topics: ["com.example.app"])
     ])
 
-    public static func run(_ data: UnsafeBufferPointer<UInt8>) {
+    package static func run(_ data: UnsafeBufferPointer<UInt8>) {
         guard let selector = data.first else { return }
         let rest = UnsafeBufferPointer(rebasing: data[1...])
         if selector & 1 == 0 {

@@ -3,19 +3,19 @@ import Logging
 import TestPeers
 
 /// One way things go wrong, run as its own bounded run.
-public struct Scenario: Sendable {
-    public enum Area: String, Sendable { case kafka = "Kafka", apns = "APNs", process = "process" }
+package struct Scenario: Sendable {
+    package enum Area: String, Sendable { case kafka = "Kafka", apns = "APNs", process = "process" }
 
-    public let name: String
-    public let area: Area
+    package let name: String
+    package let area: Area
     /// The brokers it applies to (mock-cluster fault injection has no Tansu equivalent).
-    public let brokers: [Broker]
+    package let brokers: [Broker]
     /// What it shows, for docs/reliability.md.
-    public let shows: String
+    package let shows: String
     /// Brokers in the mock cluster.
-    public var mockBrokers = 1
+    package var mockBrokers = 1
     /// How long the rig may take to settle once the scenario's actions are done.
-    public var settleSeconds: Double = 180
+    package var settleSeconds: Double = 180
     /// Sets up, starts workers and injects the fault; the rig then waits and counts.
     let run: @Sendable (Rig, Scale) async throws -> Void
 
@@ -33,42 +33,42 @@ public struct Scenario: Sendable {
 }
 
 /// How big a run is: the full matrix, or the short one `make test` runs.
-public struct Scale: Sendable {
-    public var events: Int
+package struct Scale: Sendable {
+    package var events: Int
     /// Long outages are cut to this fraction.
-    public var outage: Double
+    package var outage: Double
     /// Repetitions (SIGKILLs).
-    public var repeats: Int
+    package var repeats: Int
 
-    public static let full = Scale(events: 2_000, outage: 1, repeats: 10)
-    public static let quick = Scale(events: 600, outage: 0.2, repeats: 3)
+    package static let full = Scale(events: 2_000, outage: 1, repeats: 10)
+    package static let quick = Scale(events: 600, outage: 0.2, repeats: 3)
 
-    public func seconds(_ full: Double) -> Duration { .milliseconds(Int(full * outage * 1000)) }
+    package func seconds(_ full: Double) -> Duration { .milliseconds(Int(full * outage * 1000)) }
 }
 
 /// One row of the table.
-public struct MatrixRow: Sendable {
-    public var scenario: String
-    public var broker: Broker
-    public var eventsIn = 0
-    public var results = 0
-    public var deadLetters = 0
-    public var degradedDeadLetters = 0
-    public var duplicates = 0
+package struct MatrixRow: Sendable {
+    package var scenario: String
+    package var broker: Broker
+    package var eventsIn = 0
+    package var results = 0
+    package var deadLetters = 0
+    package var degradedDeadLetters = 0
+    package var duplicates = 0
     /// Duplicates that are the same result published twice (not the event processed twice).
-    public var republished = 0
-    public var lost = 0
-    public var recovery: Duration?
-    public var elapsed: Duration = .zero
+    package var republished = 0
+    package var lost = 0
+    package var recovery: Duration?
+    package var elapsed: Duration = .zero
     /// The scenario's own check that failed, or the error that ended it.
-    public var failure: String?
+    package var failure: String?
 
-    public var passed: Bool { lost == 0 && failure == nil && eventsIn > 0 }
+    package var passed: Bool { lost == 0 && failure == nil && eventsIn > 0 }
 }
 
-public enum ReliabilityMatrix {
+package enum ReliabilityMatrix {
     /// Runs one scenario on one broker: a fresh rig, the scenario, then the count.
-    public static func run(_ scenario: Scenario, on broker: Broker, scale: Scale, logger: Logger) async -> MatrixRow {
+    package static func run(_ scenario: Scenario, on broker: Broker, scale: Scale, logger: Logger) async -> MatrixRow {
         var row = MatrixRow(scenario: scenario.name, broker: broker)
         let started = ContinuousClock.now
         let rig: Rig
@@ -104,10 +104,10 @@ public enum ReliabilityMatrix {
         return row
     }
 
-    public static let header =
+    package static let header =
         "| scenario | broker | events in | results out | dead letters | duplicates | lost | time to recover | run |"
 
-    public static func line(_ row: MatrixRow) -> String {
+    package static func line(_ row: MatrixRow) -> String {
         let recovery = row.recovery.map { format($0) } ?? "-"
         let duplicates =
             row.republished > 0 ? "\(row.duplicates) (\(row.republished) republished)" : "\(row.duplicates)"
@@ -121,7 +121,7 @@ public enum ReliabilityMatrix {
         return text
     }
 
-    public static func table(_ rows: [MatrixRow]) -> String {
+    package static func table(_ rows: [MatrixRow]) -> String {
         ([header, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"] + rows.map(line)).joined(
             separator: "\n")
     }

@@ -9,32 +9,32 @@ import Worker
 import WorkerDemo
 
 /// Tansu as the embedded stack's Kafka.
-public struct TansuCluster: EmbeddedKafkaCluster {
-    public let tansu: TansuBroker
-    public init(tansu: TansuBroker) { self.tansu = tansu }
-    public var bootstrapServers: String { tansu.bootstrapServers }
-    public func create(topic: String, partitions: Int) async throws {
+package struct TansuCluster: EmbeddedKafkaCluster {
+    package let tansu: TansuBroker
+    package init(tansu: TansuBroker) { self.tansu = tansu }
+    package var bootstrapServers: String { tansu.bootstrapServers }
+    package func create(topic: String, partitions: Int) async throws {
         try await tansu.createTopic(topic, partitions: partitions)
     }
 }
 
 /// A scenario's own check failed: the row shows it, and the matrix fails.
-public struct ScenarioFailure: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct ScenarioFailure: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// Everything one scenario runs on: Kafka (the mock cluster or Tansu behind its proxy), the APNs
 /// simulator behind a proxy of its own, the workers (in this process or as `apns-worker run`
 /// processes), and watchers on the input, result and dead-letter topics that see what a downstream
 /// consumer would.
-public final class Rig: Sendable {
-    public let broker: Broker
-    public let stack: EmbeddedStack
-    public let tansu: TansuBroker?
+package final class Rig: Sendable {
+    package let broker: Broker
+    package let stack: EmbeddedStack
+    package let tansu: TansuBroker?
     /// Between every worker and APNs.
-    public let apnsProxy: FaultProxy
-    public let logger: Logger
+    package let apnsProxy: FaultProxy
+    package let logger: Logger
     let input: TopicWatcher
     let results: TopicWatcher
     let deadLetters: TopicWatcher
@@ -48,9 +48,9 @@ public final class Rig: Sendable {
         var configFiles = 0
     }
 
-    public var mock: KafkaMockCluster? { stack.mockCluster }
-    public var simulator: Simulator { state.withLockedValue { $0.simulator } ?? stack.simulator }
-    public var bootstrapServers: String { stack.cluster.bootstrapServers }
+    package var mock: KafkaMockCluster? { stack.mockCluster }
+    package var simulator: Simulator { state.withLockedValue { $0.simulator } ?? stack.simulator }
+    package var bootstrapServers: String { stack.cluster.bootstrapServers }
 
     private init(
         broker: Broker, stack: EmbeddedStack, tansu: TansuBroker?, apnsProxy: FaultProxy, logger: Logger,
@@ -67,7 +67,7 @@ public final class Rig: Sendable {
     }
 
     /// `mockBrokers`: brokers in the mock cluster (leader changes need more than one).
-    public static func start(broker: Broker, mockBrokers: Int = 1, logger: Logger) async throws -> Rig {
+    package static func start(broker: Broker, mockBrokers: Int = 1, logger: Logger) async throws -> Rig {
         let tansu = broker == .tansu ? try await TansuBroker.start() : nil
         var quiet = logger
         quiet.logLevel = .error
@@ -92,11 +92,11 @@ public final class Rig: Sendable {
 
     /// A mixed batch (alerts, background, VoIP, throttled, unregistered, unknown, not JSON, invalid)
     /// set up on the current simulator.
-    public func mixedBatch(_ count: Int, seed: UInt64 = 1) -> SampleBatch {
+    package func mixedBatch(_ count: Int, seed: UInt64 = 1) -> SampleBatch {
         SampleBatch.mixed(count: count, topic: EmbeddedStack.inputTopic, simulator: simulator, seed: seed)
     }
 
-    public func produce(_ records: [KafkaProducerMessage]) async throws {
+    package func produce(_ records: [KafkaProducerMessage]) async throws {
         var configuration = KafkaProducerConfiguration(bootstrapServers: bootstrapServers)
         configuration.linger = .milliseconds(5)
         let producer = try KafkaProducer(configuration: configuration, logger: logger)
@@ -110,7 +110,7 @@ public final class Rig: Sendable {
     // MARK: Workers
 
     /// A worker as `apns-worker run` assembles it, in this process, reaching APNs through the proxy.
-    public func startWorker(
+    package func startWorker(
         group: String = "reliability", maxInFlight: Int = 20, configure: (inout WorkerConfiguration) -> Void = { _ in }
     ) throws -> InProcessWorker {
         var configuration = try stack.configuration(group: group, maxInFlight: maxInFlight, apnsPort: apnsProxy.port)
@@ -125,7 +125,7 @@ public final class Rig: Sendable {
 
     /// `apns-worker run --config FILE` as its own process (for signals), reaching APNs through the proxy.
     /// `extra` is appended to the configuration file (YAML).
-    public func startProcess(group: String = "reliability", maxInFlight: Int = 20, extra: String = "") throws
+    package func startProcess(group: String = "reliability", maxInFlight: Int = 20, extra: String = "") throws
         -> BackgroundProgram
     {
         let file = state.withLockedValue { state in
@@ -164,18 +164,18 @@ public final class Rig: Sendable {
 
     /// APNs answers after 100 ms: with the workers' 20 events in flight, each does about 200
     /// events/s, so a run lasts long enough for a fault to land in the middle of it.
-    public func pace() {
+    package func pace() {
         simulator.faults.latency = .fixed(.milliseconds(100))
     }
 
     /// The fault is over: recovery is measured from now.
-    public func faultCleared() {
+    package func faultCleared() {
         state.withLockedValue { $0.faultCleared = .now }
     }
 
     /// Stops the simulator (connections drop, the port closes) and after `downtime` starts a new
     /// one with the same CA, keys and port behind the proxy, accepting every device.
-    public func restartSimulator(after downtime: Duration) async throws {
+    package func restartSimulator(after downtime: Duration) async throws {
         let old = simulator
         try await old.shutdown()
         try await Task.sleep(for: downtime)
@@ -188,14 +188,14 @@ public final class Rig: Sendable {
     // MARK: Waiting
 
     /// How many results (one per input record) have arrived.
-    public var resultCount: Int { results.snapshot.seen.count }
+    package var resultCount: Int { results.snapshot.seen.count }
 
     /// Waits until at least `count` input records have a result.
-    public func waitForResults(_ count: Int, within seconds: Double = 120) async throws {
+    package func waitForResults(_ count: Int, within seconds: Double = 120) async throws {
         try await waitUntil(seconds, "\(count) results (have \(resultCount))") { self.resultCount >= count }
     }
 
-    public func waitUntil(_ seconds: Double, _ what: @autoclosure () -> String, _ condition: () async throws -> Bool)
+    package func waitUntil(_ seconds: Double, _ what: @autoclosure () -> String, _ condition: () async throws -> Bool)
         async throws
     {
         let deadline = ContinuousClock.now + .seconds(seconds)
@@ -307,7 +307,7 @@ public final class Rig: Sendable {
         }
     }
 
-    public func shutdown() async {
+    package func shutdown() async {
         await stopWorkers()
         await input.close()
         await results.close()
@@ -321,13 +321,13 @@ public final class Rig: Sendable {
 }
 
 /// A worker running in this process.
-public struct InProcessWorker: Sendable {
-    public let assembly: WorkerRuntime.Assembly
+package struct InProcessWorker: Sendable {
+    package let assembly: WorkerRuntime.Assembly
     let group: ServiceGroup
     let task: Task<Void, any Error>
 
     /// Graceful stop, as SIGTERM would.
-    public func stop() async throws {
+    package func stop() async throws {
         await group.triggerGracefulShutdown()
         try await task.value
     }

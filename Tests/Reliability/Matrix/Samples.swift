@@ -5,10 +5,10 @@ import Worker
 import WorkerDemo
 
 /// Records and settings the scenarios and the integration tests share.
-public enum Samples {
+package enum Samples {
     /// A valid alert event for the demo app (or `topic`) to `deviceToken` (64 hex digits), as a
     /// record of the embedded stack's input topic, keyed by its id.
-    public static func alert(
+    package static func alert(
         id: String, deviceToken: String, topic: String = EmbeddedStack.bundleID, partition: Int32? = nil,
         timestampMilliseconds: Int64? = nil
     ) -> KafkaProducerMessage {
@@ -21,18 +21,18 @@ public enum Samples {
     }
 
     /// The device token `n` as 64 hex digits.
-    public static func deviceToken(_ n: Int) -> String { String(format: "%064x", n) }
+    package static func deviceToken(_ n: Int) -> String { String(format: "%064x", n) }
 
     /// Writes a fresh signing key APNs does not know into `directory` and returns its path: a
     /// worker using it gets 403 InvalidProviderToken for every request.
-    public static func unknownKeyFile(in directory: String) throws -> String {
+    package static func unknownKeyFile(in directory: String) throws -> String {
         let path = directory + "/unknown-key.p8"
         try P256.Signing.PrivateKey().pemRepresentation.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
 
     /// Signs with the key in `file` instead of the configured one (the first credential).
-    public static func use(key file: String, in configuration: inout WorkerConfiguration) {
+    package static func use(key file: String, in configuration: inout WorkerConfiguration) {
         guard case .token(var token) = configuration.apns.credentials[0].kind else { return }
         token.key = .file(file)
         configuration.apns.credentials[0].kind = .token(token)

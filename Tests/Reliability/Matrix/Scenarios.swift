@@ -7,10 +7,10 @@ import WorkerDemo
 
 extension Scenario {
     /// Every scenario of the matrix, in the order the table lists them.
-    public static let all: [Scenario] = kafka + apns + process
+    package static let all: [Scenario] = kafka + apns + process
 
     /// The short run `make test` includes: one of each kind of fault, on both brokers where it applies.
-    public static let quick: [String] = [
+    package static let quick: [String] = [
         "Kafka unreachable, then back", "rebalance in a retry storm", "APNs path black-holed",
         "SIGKILL at random points",
     ]
