@@ -92,6 +92,32 @@ struct ResultEventTests {
         }
     }
 
+    @Test("an invalid event whose member name has spaces or a line break still gets a result its schema accepts")
+    func memberNamesWithSpaces() throws {
+        // Found by the event decoder's fuzzer: a JSON pointer may hold any character, and the
+        // schema's pattern for an invalid result's detail allowed none after the first space.
+        for name in ["         priority", "a\nb", "x: y"] {
+            let event = Array(
+                #"{"id":"e1","deviceToken":"abcd","topic":"com.example.app","pushType":"alert","payload":{"aps":{"alert":"hi"}}}"#
+                    .utf8)
+            var object = try #require(try JSONParser.parse(event).objectValue)
+            object[name] = 10
+            var result = EventResult(eventID: "e1", outcome: .invalid, attempts: 0)
+            do {
+                _ = try NotificationEventDecoder.standard.decode(JSONValue.object(object).serialized())
+                Issue.record("accepted a member named \(name)")
+            } catch {
+                result.reason = error.resultReason
+                result.detail = error.deadLetterDetail
+            }
+            #expect(result.detail?.hasPrefix("/" + name + ": ") == true, "\(result.detail ?? "")")
+            let message = ResultEvent.message(
+                for: result, source: Self.source, latency: .microseconds(1), completedAt: Date(), topic: "results")
+            let value = try JSONParser.parse(message.value ?? [])
+            #expect(EventSchemas.resultEvent.validate(value, mode: .allErrors).isEmpty, "\(name)")
+        }
+    }
+
     @Test(
         "timestamps as Foundation's ISO 8601 formatter writes them",
         arguments: [
