@@ -1,14 +1,8 @@
 import DequeModule
 
-/// The consumer's shared state: the hand-over between the poll thread and the reader, the
+/// The consumer's shared state: the hand-over buffer between the poll thread and the reader, the
 /// assignment, and which partitions should be paused. Pure: every method returns what to do, and the
 /// caller does it outside the lock.
-///
-/// The hand-over is one `State`: open, with records buffered *or* the reader waiting (never both),
-/// and the poll thread polling, waiting for room *or* holding everything paused (one of the three);
-/// or finished, with nothing buffered and nobody waiting. The assignment and the caller's pauses
-/// outlive the hand-over (a rebalance may still arrive while the consumer closes), so they are kept
-/// beside it.
 struct KafkaConsumerStateMachine {
     typealias Waiter = CheckedContinuation<KafkaConsumerMessage?, any Error>
 
@@ -17,44 +11,22 @@ struct KafkaConsumerStateMachine {
         case failed(KafkaError)
     }
 
-    /// Between the poll thread and the reader.
-    enum HandOver {
-        /// Records not yet taken (possibly none), and their bytes.
-        case buffered(Deque<KafkaConsumerMessage>, bytes: Int)
-        /// The reader waits for the next record; nothing is buffered.
-        case readerWaiting(Waiter)
-    }
-
-    /// The poll thread and a full buffer.
-    enum Flow: Equatable {
-        /// It polls: there is room, or it has not looked yet.
-        case polling
-        /// It waits for the reader to free `wakeBatch` slots (the reader signals).
-        case pollerWaiting
-        /// The buffer stayed full: every assigned partition is paused until the reader has drained it
-        /// to half.
-        case paused
-    }
-
-    enum State {
-        case open(HandOver, Flow)
-        /// Ended: records not yet handed over were dropped (never seen, never committed).
-        case finished(Termination)
-        /// Only inside a method that changes the buffer in place, so the buffer is never copied.
-        case modifying
-    }
-
     /// Records are buffered up to `capacity`. A full buffer first holds the poll thread back for a
     /// moment (a reader that is only briefly behind costs nothing); if it stays full, every assigned
     /// partition is paused until the reader has drained it to `capacity / 2`.
     let capacity: Int
     /// The same in bytes (`KafkaConsumerMessage.byteCount`): a few large records fill it first.
     let byteCapacity: Int
-    /// Free slots that wake a poller waiting for room.
-    let wakeBatch: Int
-    private var state: State = .open(.buffered([], bytes: 0), .polling)
+    private var buffer: Deque<KafkaConsumerMessage> = []
+    private(set) var bufferedBytes = 0
+    private var waiter: Waiter?
+    private var termination: Termination?
     private(set) var assigned: Set<KafkaTopicPartition> = []
     private var pausedByCaller: Set<KafkaTopicPartition> = []
+    /// The buffer stayed full: everything is paused until the reader catches up.
+    private(set) var pausedForFlow = false
+    /// The poll thread waits for the reader to make room.
+    private var pollerWaiting = false
 
     init(capacity: Int, byteCapacity: Int = .max) {
         self.capacity = max(capacity, 2)
@@ -62,31 +34,15 @@ struct KafkaConsumerStateMachine {
         self.wakeBatch = min(64, self.capacity / 2)
     }
 
-    /// The buffer stayed full: everything is paused until the reader catches up.
-    var pausedForFlow: Bool {
-        if case .open(_, .paused) = state { return true }
-        return false
-    }
+    /// Free slots that wake a poller waiting for room.
+    let wakeBatch: Int
 
     /// The partitions that should be paused right now.
     var desiredPaused: Set<KafkaTopicPartition> {
         pausedForFlow ? assigned : assigned.intersection(pausedByCaller)
     }
 
-    var bufferedCount: Int {
-        if case .open(.buffered(let buffer, _), _) = state { return buffer.count }
-        return 0
-    }
-
-    var bufferedBytes: Int {
-        if case .open(.buffered(_, let bytes), _) = state { return bytes }
-        return 0
-    }
-
-    /// Full by count or by bytes.
-    private func isFull(count: Int, bytes: Int) -> Bool {
-        count >= capacity || bytes >= byteCapacity
-    }
+    var bufferedCount: Int { buffer.count }
 
     // MARK: poll thread
 
@@ -97,20 +53,14 @@ struct KafkaConsumerStateMachine {
     }
 
     mutating func push(_ message: KafkaConsumerMessage) -> PushAction {
-        switch state {
-        case .open(.buffered(var buffer, let bytes), let flow):
-            state = .modifying
-            buffer.append(message)
-            state = .open(.buffered(buffer, bytes: bytes + message.byteCount), flow)
-            return .buffered
-        case .open(.readerWaiting(let waiter), let flow):
-            state = .open(.buffered([], bytes: 0), flow)
+        guard termination == nil else { return .dropped }
+        if let waiter {
+            self.waiter = nil
             return .deliver(waiter, message)
-        case .finished:
-            return .dropped
-        case .modifying:
-            preconditionFailure("KafkaConsumerStateMachine re-entered")
         }
+        buffer.append(message)
+        bufferedBytes += message.byteCount
+        return .buffered
     }
 
     /// What the poll thread should do before its next poll.
@@ -122,29 +72,21 @@ struct KafkaConsumerStateMachine {
         case wait
     }
 
+    /// Full by count or by bytes.
+    private var isFull: Bool { buffer.count >= capacity || bufferedBytes >= byteCapacity }
+
     mutating func checkSpace() -> SpaceAction {
-        guard case .open(.buffered(let buffer, let bytes), let flow) = state, flow != .paused,
-            isFull(count: buffer.count, bytes: bytes)
-        else { return .poll }
-        if flow != .pollerWaiting { state = .open(.buffered(buffer, bytes: bytes), .pollerWaiting) }
+        guard isFull, !pausedForFlow, termination == nil else { return .poll }
+        pollerWaiting = true
         return .wait
     }
 
     /// The buffer stayed full for too long: pause everything. Returns whether the pause set changed.
     mutating func pauseForFlow() -> Bool {
-        switch state {
-        case .open(.buffered(let buffer, let bytes), let flow) where flow != .paused:
-            let full = isFull(count: buffer.count, bytes: bytes)
-            if full || flow == .pollerWaiting {
-                state = .open(.buffered(buffer, bytes: bytes), full ? .paused : .polling)
-            }
-            return full
-        case .open(.readerWaiting(let waiter), .pollerWaiting):
-            state = .open(.readerWaiting(waiter), .polling)
-            return false
-        default:
-            return false
-        }
+        pollerWaiting = false
+        guard isFull, !pausedForFlow else { return false }
+        pausedForFlow = true
+        return true
     }
 
     mutating func assign(_ partitions: [KafkaTopicPartition]) {
@@ -158,29 +100,20 @@ struct KafkaConsumerStateMachine {
         let revoked = Set(partitions)
         assigned.subtract(revoked)
         pausedByCaller.subtract(revoked)
-        if case .open(.buffered(var buffer, _), let flow) = state {
-            state = .modifying
-            buffer.removeAll { revoked.contains($0.topicPartition) }
-            state = .open(.buffered(buffer, bytes: buffer.reduce(0) { $0 + $1.byteCount }), flow)
-        }
+        buffer.removeAll { revoked.contains($0.topicPartition) }
+        bufferedBytes = buffer.reduce(0) { $0 + $1.byteCount }
         return releaseFlowPauseIfDrained()
     }
 
     /// Ends the sequence. Records not yet handed over are dropped (never seen, never committed).
-    /// Returns the waiting reader, to be told.
     mutating func finish(_ termination: Termination) -> Waiter? {
-        switch state {
-        case .open(.readerWaiting(let waiter), _):
-            state = .finished(termination)
-            return waiter
-        case .open(.buffered, _):
-            state = .finished(termination)
-            return nil
-        case .finished:
-            return nil
-        case .modifying:
-            preconditionFailure("KafkaConsumerStateMachine re-entered")
-        }
+        guard self.termination == nil else { return nil }
+        self.termination = termination
+        buffer.removeAll()
+        bufferedBytes = 0
+        pollerWaiting = false
+        defer { waiter = nil }
+        return waiter
     }
 
     // MARK: reader
@@ -194,54 +127,42 @@ struct KafkaConsumerStateMachine {
     }
 
     mutating func take() -> TakeAction {
-        switch state {
-        case .open(.buffered(var buffer, let bytes), var flow):
-            guard !buffer.isEmpty else { return .empty }
-            state = .modifying
-            let message = buffer.removeFirst()
-            let left = bytes - message.byteCount
+        if let message = buffer.popFirst() {
+            bufferedBytes -= message.byteCount
             // Woken once `wakeBatch` slots are free, not at the first: a poller woken per record
             // costs a futex wake-up and a thread switch per record while the reader is the slower
             // side. Not as late as half either: the poller must keep polling (rebalances and
             // heartbeats are served inside the poll) for any reader that keeps taking records.
             let wakePoller =
-                flow == .pollerWaiting && buffer.count <= capacity - wakeBatch
-                && left < byteCapacity - byteCapacity / 16
-            let pausesChanged = flow == .paused && buffer.count <= capacity / 2 && left <= byteCapacity / 2
-            if wakePoller || pausesChanged { flow = .polling }
-            state = .open(.buffered(buffer, bytes: left), flow)
-            return .message(message, pausesChanged: pausesChanged, wakePoller: wakePoller)
-        case .open(.readerWaiting, _):
-            return .empty
-        case .finished(.closed):
-            return .finished(nil)
-        case .finished(.failed(let error)):
-            return .finished(error)
-        case .modifying:
-            preconditionFailure("KafkaConsumerStateMachine re-entered")
+                pollerWaiting && buffer.count <= capacity - wakeBatch
+                && bufferedBytes < byteCapacity - byteCapacity / 16
+            if wakePoller { pollerWaiting = false }
+            return .message(message, pausesChanged: releaseFlowPauseIfDrained(), wakePoller: wakePoller)
         }
+        if let termination {
+            if case .failed(let error) = termination { return .finished(error) }
+            return .finished(nil)
+        }
+        return .empty
     }
 
     /// A buffered record, or `.empty` even when the sequence has ended (the next `take` reports that).
     mutating func takeBuffered() -> TakeAction {
-        guard bufferedCount > 0 else { return .empty }
+        guard !buffer.isEmpty else { return .empty }
         return take()
     }
 
     mutating func wait(_ waiter: Waiter) -> TakeAction {
         let action = take()
         if case .empty = action {
-            guard case .open(.buffered(let buffer, _), let flow) = state, buffer.isEmpty else {
-                preconditionFailure("KafkaConsumer.messages has exactly one reader")
-            }
-            state = .open(.readerWaiting(waiter), flow)
+            precondition(self.waiter == nil, "KafkaConsumer.messages has exactly one reader")
+            self.waiter = waiter
         }
         return action
     }
 
     mutating func cancelWait() -> Waiter? {
-        guard case .open(.readerWaiting(let waiter), let flow) = state else { return nil }
-        state = .open(.buffered([], bytes: 0), flow)
+        defer { waiter = nil }
         return waiter
     }
 
@@ -256,16 +177,8 @@ struct KafkaConsumerStateMachine {
     }
 
     private mutating func releaseFlowPauseIfDrained() -> Bool {
-        switch state {
-        case .open(.buffered(let buffer, let bytes), .paused):
-            guard buffer.count <= capacity / 2, bytes <= byteCapacity / 2 else { return false }
-            state = .open(.buffered(buffer, bytes: bytes), .polling)
-            return true
-        case .open(.readerWaiting(let waiter), .paused):
-            state = .open(.readerWaiting(waiter), .polling)
-            return true
-        default:
-            return false
-        }
+        guard pausedForFlow, buffer.count <= capacity / 2, bufferedBytes <= byteCapacity / 2 else { return false }
+        pausedForFlow = false
+        return true
     }
 }
