@@ -103,14 +103,7 @@ struct FaultServerTests {
         "GOAWAY after N requests, again on every connection: streams refused more often than the pool resends come back as not sent, with the reason"
     )
     func goAwayHandsBackUnprocessedStreams() async throws {
-        let pki = try TestPKI()
-        let server = try FaultServer(pki: pki, ["--goaway-after", "10", "--delay-ms", "50"])
-        defer { server.stop() }
-        let identity = try APNsCertificateIdentity(certificateFile: pki.clientCertificate, keyFile: pki.clientKey)
-        let configuration = ClientFixtures.configuration(port: server.port, pki: pki, host: "127.0.0.1", connections: 1)
-        let results = try await withClient(configuration, credential: .certificate(identity)) { client in
-            try await sendManyDetailed(client, count: 60, token: "0200aa")
-        }
+        let (results, _) = try await sendThroughGoAways(after: 10, count: 60)
         #expect(results.count == 60)
         let delivered = results.filter { $0.status == 200 }.count
         let notSent = results.compactMap(\.error)
@@ -126,20 +119,28 @@ struct FaultServerTests {
         "GOAWAY refuses the requests queued behind it: the pool sends them again on a new connection, and all are delivered"
     )
     func goAwayRefusedRequestsGoAgain() async throws {
-        let pki = try TestPKI()
         // Every connection takes 25 requests, then refuses the rest with GOAWAY: 60 requests at once
         // need three connections. Refused requests were never processed (RFC 9113 §6.8); handing
         // them back as failures made the worker count an attempt APNs never saw.
-        let server = try FaultServer(pki: pki, ["--goaway-after", "25", "--delay-ms", "50"])
+        let (results, stats) = try await sendThroughGoAways(after: 25, count: 60)
+        #expect(results.count == 60)
+        #expect(results.allSatisfy { $0.status == 200 }, "\(results.compactMap(\.error))")
+        #expect(stats.connections >= 3)
+    }
+
+    /// `count` requests at once on one connection (certificate auth) to a peer that answers 50 ms
+    /// late and sends GOAWAY after `after` requests on every connection; what came back, and the
+    /// peer's counts.
+    private func sendThroughGoAways(after: Int, count: Int) async throws -> ([SendResult], FaultServer.Stats) {
+        let pki = try TestPKI()
+        let server = try FaultServer(pki: pki, ["--goaway-after", "\(after)", "--delay-ms", "50"])
         defer { server.stop() }
         let identity = try APNsCertificateIdentity(certificateFile: pki.clientCertificate, keyFile: pki.clientKey)
         let configuration = ClientFixtures.configuration(port: server.port, pki: pki, host: "127.0.0.1", connections: 1)
         let results = try await withClient(configuration, credential: .certificate(identity)) { client in
-            try await sendManyDetailed(client, count: 60, token: "0200aa")
+            try await sendManyDetailed(client, count: count, token: "0200aa")
         }
-        #expect(results.count == 60)
-        #expect(results.allSatisfy { $0.status == 200 }, "\(results.compactMap(\.error))")
-        #expect(try server.stats().connections >= 3)
+        return (results, try server.stats())
     }
 
     @Test("abrupt close with requests in flight: each fails once, as possibly sent, and is retryable")
