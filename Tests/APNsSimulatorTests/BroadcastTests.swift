@@ -224,33 +224,9 @@ struct BroadcastTests {
 
     @Test("a certificate of the app broadcasts without a token; one of another app gets TopicMismatch")
     func certificateTrust() async throws {
-        let authority = try SimulatorCertificateAuthority()
-        let own = try authority.issueClientCertificate(topics: [Fixture.topic, Fixture.topic + ".voip"])
-        let other = try authority.issueClientCertificate(topics: [Fixture.otherApp])
-        let key = TestSigningKey()
-        try await withSimulator(
-            key: key,
-            {
-                Fixture.broadcastSetup(key)(&$0)
-                $0.clientCertificateAuthorityPEM = try authority.certificatePEM
-            }
-        ) { simulator, _ in
-            try await withClientGroup { group in
-                let cases: [(IssuedCertificate, Int, String?)] = [(own, 200, nil), (other, 403, "TopicMismatch")]
-                for (certificate, status, reason) in cases {
-                    let client = try await RawHTTP2Client.connect(
-                        group: group, port: simulator.port, caPath: simulator.certificateAuthorityPath!,
-                        clientCertificate: certificate)
-                    client.send(
-                        stream: 1, headers: RawHTTP2Client.broadcastHeaders(authorization: nil),
-                        body: Fixture.broadcastPayload)
-                    let answer = try await client.response(stream: 1)
-                    #expect(answer.status == status)
-                    #expect(answer.reason == reason)
-                    await client.close()
-                }
-            }
-        }
+        try await expectCertificateTrust(
+            ownTopics: [Fixture.topic, Fixture.topic + ".voip"], success: 200, port: { $0.port },
+            headers: RawHTTP2Client.broadcastHeaders(authorization: nil), body: Fixture.broadcastPayload)
     }
 
     @Test("faults reach broadcasts: a script per channel, the global script, rates, and Apple's spelled-out 503")

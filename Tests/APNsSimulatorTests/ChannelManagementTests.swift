@@ -300,33 +300,9 @@ struct ChannelManagementTests {
 
     @Test("a certificate of the app manages its channels without a token; one of another app gets TopicMismatch")
     func certificateTrust() async throws {
-        let authority = try SimulatorCertificateAuthority()
-        let own = try authority.issueClientCertificate(topics: [Fixture.topic])
-        let other = try authority.issueClientCertificate(topics: [Fixture.otherApp])
-        let key = TestSigningKey()
-        try await withSimulator(
-            key: key,
-            {
-                Fixture.broadcastSetup(key)(&$0)
-                $0.clientCertificateAuthorityPEM = try authority.certificatePEM
-            }
-        ) { simulator, _ in
-            try await withClientGroup { group in
-                let cases: [(IssuedCertificate, Int, String?)] = [(own, 201, nil), (other, 403, "TopicMismatch")]
-                for (certificate, status, reason) in cases {
-                    let client = try await RawHTTP2Client.connect(
-                        group: group, port: simulator.managementPort, caPath: simulator.certificateAuthorityPath!,
-                        clientCertificate: certificate)
-                    client.send(
-                        stream: 1, headers: RawHTTP2Client.managementHeaders(method: "POST", authorization: nil),
-                        body: Fixture.createBody)
-                    let answer = try await client.response(stream: 1)
-                    #expect(answer.status == status)
-                    #expect(answer.reason == reason)
-                    await client.close()
-                }
-            }
-        }
+        try await expectCertificateTrust(
+            ownTopics: [Fixture.topic], success: 201, port: { $0.managementPort },
+            headers: RawHTTP2Client.managementHeaders(method: "POST", authorization: nil), body: Fixture.createBody)
     }
 
     @Test("a preset channel that cannot be made stops the start with a message")

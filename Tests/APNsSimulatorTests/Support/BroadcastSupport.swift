@@ -124,3 +124,36 @@ func isLowercaseUUID(_ text: String?) -> Bool {
     guard let text, let uuid = UUID(uuidString: text) else { return false }
     return uuid.uuidString.lowercased() == text
 }
+
+/// One request with a client certificate of the app (`ownTopics`) and one with another app's, on the
+/// listener `port` picks: the app's is answered `success`, the other's 403 TopicMismatch.
+func expectCertificateTrust(
+    ownTopics: [String], success: Int, port: (Simulator) -> Int, headers: [(String, String)], body: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async throws {
+    let authority = try SimulatorCertificateAuthority()
+    let own = try authority.issueClientCertificate(topics: ownTopics)
+    let other = try authority.issueClientCertificate(topics: [Fixture.otherApp])
+    let key = TestSigningKey()
+    try await withSimulator(
+        key: key,
+        {
+            Fixture.broadcastSetup(key)(&$0)
+            $0.clientCertificateAuthorityPEM = try authority.certificatePEM
+        }
+    ) { simulator, _ in
+        try await withClientGroup { group in
+            let cases: [(IssuedCertificate, Int, String?)] = [(own, success, nil), (other, 403, "TopicMismatch")]
+            for (certificate, status, reason) in cases {
+                let client = try await RawHTTP2Client.connect(
+                    group: group, port: port(simulator), caPath: simulator.certificateAuthorityPath!,
+                    clientCertificate: certificate)
+                client.send(stream: 1, headers: headers, body: body)
+                let answer = try await client.response(stream: 1)
+                #expect(answer.status == status, sourceLocation: sourceLocation)
+                #expect(answer.reason == reason, sourceLocation: sourceLocation)
+                await client.close()
+            }
+        }
+    }
+}
