@@ -20,15 +20,6 @@ struct OneShotSend: Sendable {
     var certificateKeyFile: String?
     var pkcs12File: String?
     var pkcs12Password: String = ""
-    // The notification.
-    var topic: String = ""
-    var pushType: APNsPushType = .alert
-    var priority: APNsPriority?
-    var expiration: Int64?
-    var collapseID: String?
-    var apnsID: String?
-    var deviceToken: String = ""
-    var payload: String = ""
     var timeout: Duration = .seconds(30)
 
     init() {}
@@ -47,21 +38,11 @@ struct OneShotSend: Sendable {
             certificateKeyFile: certificateKeyFile, pkcs12File: pkcs12File, password: pkcs12Password)
     }
 
-    func notification() throws -> APNsNotification {
-        APNsNotification(
-            deviceToken: try APNsDeviceToken(deviceToken), topic: topic, pushType: pushType, priority: priority,
-            expiration: expiration.map(APNsExpiration.init(secondsSince1970:)), collapseID: collapseID,
-            apnsID: try apnsID.map { try APNsNotificationID($0) }, payload: Array(payload.utf8))
-    }
-
-    /// Sends and describes the answer. Never throws: every failure becomes lines and an exit code.
-    /// `prepared` replaces the notification the flags describe (an event file decoded by the worker,
-    /// which may be a broadcast).
-    func run(_ prepared: APNsPush? = nil) async -> Result {
-        let push: APNsPush
+    /// Sends `push` (decoded by the worker's event decoder, from a file or from the flags) and
+    /// describes the answer. Never throws: every failure becomes lines and an exit code.
+    func run(_ push: APNsPush) async -> Result {
         let client: APNsClient
         do {
-            push = try prepared ?? .notification(self.notification())
             try push.validate()
             var configuration = APNsClientConfiguration(
                 environment: environment, host: host, port: port,

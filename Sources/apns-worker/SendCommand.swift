@@ -96,14 +96,6 @@ struct SendCommand: AsyncParsableCommand {
         send.certificateKeyFile = credentials.certificateKeyFile
         send.pkcs12File = credentials.pkcs12File
         send.pkcs12Password = credentials.password ?? ""
-        send.topic = topic ?? ""
-        send.pushType = pushType
-        send.priority = priority.flatMap(APNsPriority.init(rawValue:))
-        send.expiration = expiration
-        send.collapseID = collapseID
-        send.apnsID = apnsID
-        send.deviceToken = deviceToken ?? ""
-        send.payload = payload ?? ""
         // From a file or from flags, the event goes through the worker's decoder: the same rules.
         let prepared: APNsPush
         do {

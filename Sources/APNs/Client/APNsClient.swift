@@ -69,14 +69,7 @@ public final class APNsClient: Sendable {
     public func send(
         _ notification: APNsNotification, completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
     ) {
-        let prepared: Prepared
-        do {
-            prepared = try prepare(notification)
-        } catch {
-            completion(.failure(error))
-            return
-        }
-        execute(prepared, waiterID: nil) { completion($0.mapError { $0 }) }
+        send(.notification(notification), completion: completion)
     }
 
     /// A notification or a broadcast, answered as `send(_:completion:)` answers a notification.

@@ -20,10 +20,6 @@ package struct NotificationEvent: Sendable {
         self.metadata = metadata
     }
 
-    package init(id: String, environment: APNsEnvironment, notification: APNsNotification, metadata: JSONValue?) {
-        self.init(id: id, environment: environment, push: .notification(notification), metadata: metadata)
-    }
-
     /// The notification, when the event targets one device.
     package var notification: APNsNotification? {
         if case .notification(let notification) = push { return notification }

@@ -117,7 +117,7 @@ package struct NotificationEventDecoder: Sendable {
             // The payload bytes come from a parsed object: no need to parse them again.
             try notification.validate(checkingPayloadSyntax: false)
             return NotificationEvent(
-                id: id, environment: environment, notification: notification, metadata: value["metadata"])
+                id: id, environment: environment, push: .notification(notification), metadata: value["metadata"])
         } catch {
             throw EventProblem(error)
         }
