@@ -43,13 +43,26 @@ final class KafkaConsumerCore: Sendable {
         thread.start()
     }
 
+    /// Records taken from librdkafka per hand-over to a waiting reader.
+    static let pollBatch = 64
+
     private func pollLoop(_ client: RDKafkaClient) {
         while !stopRequested.load(ordering: .acquiring) {
             markPolled()
             waitForSpace(client)
-            guard let message = rd_kafka_consumer_poll(client.handle, 100) else { continue }
-            receive(message, client)
-            rd_kafka_message_destroy(message)
+            // Waits up to 100 ms for the first record, then takes only what librdkafka already holds
+            // (up to `pollBatch`, or until the buffer is full), and wakes a waiting reader once.
+            // Each record enters the state machine as it is polled, so a rebalance served by a later
+            // poll of the batch drops the revoked partitions' records like any buffered ones.
+            var timeout: Int32 = 100
+            for _ in 0..<Self.pollBatch {
+                guard let message = rd_kafka_consumer_poll(client.handle, timeout) else { break }
+                let stop = receive(message, client)
+                rd_kafka_message_destroy(message)
+                if stop { break }
+                timeout = 0
+            }
+            if let (waiter, first) = state.withLock({ $0.handOver() }) { waiter.resume(returning: first) }
         }
         // Leaving the group revokes the assignment, through the rebalance handler, inside this call.
         let err = rd_kafka_consumer_close(client.handle)
@@ -92,22 +105,22 @@ final class KafkaConsumerCore: Sendable {
         }
     }
 
-    private func receive(_ message: UnsafeMutablePointer<rd_kafka_message_t>, _ client: RDKafkaClient) {
+    /// Buffers a polled record (or logs an error event). Returns true when the batch should end: the
+    /// buffer is full or the sequence has ended.
+    private func receive(_ message: UnsafeMutablePointer<rd_kafka_message_t>, _ client: RDKafkaClient) -> Bool {
         let err = message.pointee.err
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            if err == RD_KAFKA_RESP_ERR__PARTITION_EOF { return }
+            if err == RD_KAFKA_RESP_ERR__PARTITION_EOF { return false }
             if err == RD_KAFKA_RESP_ERR__FATAL {
                 fail(client.raisedFatalError ?? KafkaError(err))
+                return true
             } else {
                 logger.warning("consumer: \(KafkaError(err, String(cString: rd_kafka_message_errstr(message))))")
             }
-            return
+            return false
         }
         let record = KafkaConsumerMessage(copying: message)
-        switch state.withLock({ $0.push(record) }) {
-        case .deliver(let waiter, let record): waiter.resume(returning: record)
-        case .buffered, .dropped: break
-        }
+        return state.withLock({ $0.push(record) }) != .buffered(full: false)
     }
 
     /// The reader took a record: wake the poll thread if it waits for room, apply a lifted pause.

@@ -114,6 +114,25 @@ struct KafkaUnitTests {
         guard case .finished(nil) = state.take() else { return #expect(Bool(false), "take reports the end") }
     }
 
+    @Test("a waiting reader is woken once per poll batch, with the first record; the rest wait in the buffer")
+    func handOverPerBatch() async throws {
+        var rest: [Int64] = []
+        let first = try await withCheckedThrowingContinuation { (waiter: KafkaConsumerStateMachine.Waiter) in
+            var state = KafkaConsumerStateMachine(capacity: 3)
+            guard case .empty = state.wait(waiter) else { return waiter.resume(returning: nil) }
+            // The pushes only buffer (a per-record resume would hand this waiter over here).
+            #expect(state.push(record(0, 0)) == .buffered(full: false))
+            #expect(state.push(record(0, 1)) == .buffered(full: false))
+            #expect(state.push(record(0, 2)) == .buffered(full: true), "full: the batch stops")
+            guard let (stored, message) = state.handOver() else { return waiter.resume(returning: nil) }
+            #expect(state.handOver() == nil, "one hand-over per waiter")
+            while case .message(let next, _, _) = state.take() { rest.append(next.offset) }
+            stored.resume(returning: message)
+        }
+        #expect(first?.offset == 0)
+        #expect(rest == [1, 2])
+    }
+
     @Test("revoking drops the revoked partitions' unread records and keeps the others in order")
     func revokeDropsUnread() {
         var state = KafkaConsumerStateMachine(capacity: 100)
