@@ -2,7 +2,9 @@ import APNs
 
 /// `apns:` — plain data; the pipeline maps it to the APNs client.
 package struct APNsSettings: Sendable, Hashable {
-    package var connectionsPerCredential: Int = 4
+    /// 8: at APNs' round trips of 100 to 200 ms, 4 connections' streams (at most 1,000 each) held
+    /// `delivery.maxInFlight`'s 10,000 events back (docs/performance.md).
+    package var connectionsPerCredential: Int = 8
     package var requestTimeout: Duration = .seconds(15)
     /// Threads that run every APNs connection's I/O, TLS and HTTP/2, and the answers' callbacks;
     /// `nil`: one per core, at most 4.

@@ -44,7 +44,7 @@ package struct ConsumerSettings: Sendable, Hashable {
     /// Records handed over by librdkafka and not yet dispatched.
     package var bufferCapacity: Int = 2048
     /// The same bound in bytes (keys, values, headers).
-    package var bufferBytes: Int = 32 * 1024 * 1024
+    package var bufferBytes: Int = 16 * 1024 * 1024
     /// librdkafka properties for the consumer only (win over `kafka`).
     package var properties: [String: String] = [:]
 
@@ -76,9 +76,13 @@ package struct TopicSettings: Sendable, Hashable {
 /// `delivery:`
 package struct DeliverySettings: Sendable, Hashable {
     /// Events between consumed and result acknowledged; the consumer pauses at this, resumes at half.
-    package var maxInFlight: Int = 2000
-    /// The same bound in bytes of the in-flight events' records.
-    package var maxInFlightBytes: Int = 64 * 1024 * 1024
+    /// Sized for APNs' real round trip (50 to 200 ms): throughput is at most this over the time an
+    /// event stays in flight (docs/performance.md).
+    package var maxInFlight: Int = 10_000
+    /// The same bound in bytes of the in-flight events' records. 32 MiB keeps a worker of 64 KB
+    /// events under 300 MB (each record also lives decoded, in its result and in the producer's
+    /// queue); 300-byte events reach `maxInFlight` first.
+    package var maxInFlightBytes: Int = 32 * 1024 * 1024
     /// Period of offset commits (plus one at revocation and at shutdown).
     package var commitInterval: Duration = .seconds(1)
     /// `delivery.retry`: its defaults are `RetryPolicy`'s, as docs/configuration.md lists them.

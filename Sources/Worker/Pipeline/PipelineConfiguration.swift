@@ -5,9 +5,9 @@ package struct PipelineConfiguration: Sendable {
     package var resultsTopic: String
     package var deadLetterTopic: String
     /// Events between "read" and "result acknowledged"; input pauses at this bound, resumes at half.
-    package var maxInFlight = 2000
+    package var maxInFlight = 10_000
     /// The same bound in bytes of the running events' records: large records reach it first.
-    package var maxInFlightBytes = 64 * 1024 * 1024
+    package var maxInFlightBytes = 32 * 1024 * 1024
     /// Offsets are committed this often (and at every revocation, shutdown included).
     package var commitInterval: Duration = .seconds(1)
     /// How long a revoked partition's in-flight events may take before the partition is let go.
