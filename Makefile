@@ -134,8 +134,14 @@ fuzz: deps-build
 	echo "all fuzz targets ran $(FUZZ_SECONDS)s without a finding"
 
 # Benchmarks: release builds, figures printed next to a reference tool's in the same run.
-bench: deps-test
-	Benchmarks/run.sh $(BENCH)
+# `make bench`: performance as users meet it (latency against load on both brokers, APNs round trips,
+# cost per event against its floors, memory against backlog, a profile), written to
+# docs/performance.md with plots (Benchmarks/performance.py; about 40 minutes on 2 cores).
+# `make bench BENCH=NAME`: one of Benchmarks/run.sh's benchmarks (kafka, worker, jsonschema, ...).
+BENCH_PACKAGES := python3-matplotlib linux-perf
+bench: deps-tansu
+	$(if $(BENCH),Benchmarks/run.sh $(BENCH),$(call install_packages,$(BENCH_PACKAGES)))
+	$(if $(BENCH),,/usr/bin/python3 Benchmarks/performance.py $(BENCH_PARTS:%=--only %))
 
 lint:
 	$(SWIFT) format lint --recursive --strict Sources Tests Benchmarks

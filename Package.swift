@@ -185,7 +185,7 @@ let package = Package(
         .executableTarget(
             name: "WorkerBenchmark",
             dependencies: [
-                "Worker", "Kafka", "APNs", "APNsSimulator",
+                "Worker", "Kafka", "APNs", "APNsSimulator", "TestPeers",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

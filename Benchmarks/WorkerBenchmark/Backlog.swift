@@ -13,7 +13,8 @@ enum Backlog {
         return #","padding":""# + String(repeating: "x", count: bytes) + #"""#
     }()
 
-    static func event(_ index: Int) -> [UInt8] {
+    /// Event `index`, with id `bench-INDEX` unless given another.
+    static func event(_ index: Int, id: String? = nil) -> [UInt8] {
         var random = UInt64(truncatingIfNeeded: index) &* 0x9E37_79B9_7F4A_7C15 | 1
         var token = ""
         for _ in 0..<4 {
@@ -23,7 +24,7 @@ enum Backlog {
             token += String(random, radix: 16).leftPadded(to: 16)
         }
         let text =
-            #"{"id":"bench-\#(index)","deviceToken":"\#(token)","environment":"production","#
+            #"{"id":"\#(id ?? "bench-\(index)")","deviceToken":"\#(token)","environment":"production","#
             + #""topic":"\#(Peers.bundleID)","pushType":"alert","priority":10,"collapseId":"bench-\#(index % 10)","#
             + #""payload":{"aps":{"alert":{"title":"Hello","body":"Benchmark notification \#(index)"},"badge":\#(index % 9)}},"#
             + #""metadata":{"tenant":"bench","index":\#(index)\#(padding)}}"#

@@ -3,20 +3,29 @@ import Crypto
 import Foundation
 import Kafka
 import Logging
+import TestPeers
 
-/// The worker's peers, as the child process (`--peers`) runs them: librdkafka's mock cluster and the
-/// APNs simulator, with a signing key made for the run and registered with the simulator. Like
-/// `EmbeddedStack`, but on their own process so that the worker's CPU time and RSS are its own.
+/// The worker's peers, as the child process (`--peers`) runs them: a Kafka broker (librdkafka's mock
+/// cluster, or Tansu with `WORKER_BENCH_BROKER=tansu`) and the APNs simulator, with a signing key made
+/// for the run and registered with the simulator. Like `EmbeddedStack`, but on their own process so
+/// that the worker's CPU time and RSS are its own.
 enum Peers {
     static let teamID = "BENCHTEAM1"
     static let keyID = "BENCHKEY01"
     static let bundleID = "com.example.bench"
     static let inputTopic = "bench-notifications"
     static let deadLetterTopic = "bench-dead-letters"
-    /// 16 partitions keep a 200,000-event backlog (~60 MB) under the mock's ~5 MiB per partition.
-    static let inputPartitions = 16
+    /// 16 partitions keep a 200,000-event backlog (~60 MB) under the mock's 5 MiB per partition (it
+    /// drops a partition's oldest records beyond that); `WORKER_BENCH_INPUT_PARTITIONS` for larger
+    /// backlogs.
+    static let inputPartitions = Int(ProcessInfo.processInfo.environment["WORKER_BENCH_INPUT_PARTITIONS"] ?? "") ?? 16
+    /// `WORKER_BENCH_BROKER`: `mock` (librdkafka's mock cluster, in the peers process) or `tansu` (an
+    /// independent Kafka-compatible broker in a process of its own, behind a Kafka-framing proxy in
+    /// the peers process; see docs/reliability.md).
+    static let broker = Broker(rawValue: ProcessInfo.processInfo.environment["WORKER_BENCH_BROKER"] ?? "mock") ?? .mock
     /// Results are a little larger than events; 32 partitions leave the same headroom.
-    static let resultsPartitions = 32
+    static let resultsPartitions =
+        Int(ProcessInfo.processInfo.environment["WORKER_BENCH_RESULTS_PARTITIONS"] ?? "") ?? 32
 
     /// What the parent needs to reach the peers; one `name=value` line each on the child's stdout.
     struct Addresses {
@@ -54,10 +63,25 @@ enum Peers {
         _ = FileManager.default.createFile(
             atPath: keyFile, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600])
 
-        let cluster = try KafkaMockCluster(brokers: 1, logger: quiet)
-        try cluster.createTopic(inputTopic, partitions: inputPartitions)
-        try cluster.createTopic(deadLetterTopic, partitions: 1)
-        for topic in resultsTopics { try cluster.createTopic(topic, partitions: resultsPartitions) }
+        let bootstrap: String
+        var cluster: KafkaMockCluster?
+        var tansu: TansuBroker?
+        switch broker {
+        case .mock:
+            let mock = try KafkaMockCluster(brokers: 1, logger: quiet)
+            try mock.createTopic(inputTopic, partitions: inputPartitions)
+            try mock.createTopic(deadLetterTopic, partitions: 1)
+            for topic in resultsTopics { try mock.createTopic(topic, partitions: resultsPartitions) }
+            bootstrap = mock.bootstrapServers
+            cluster = mock
+        case .tansu:
+            let broker = try await TansuBroker.start()
+            try await broker.createTopic(inputTopic, partitions: inputPartitions)
+            try await broker.createTopic(deadLetterTopic, partitions: 1)
+            for topic in resultsTopics { try await broker.createTopic(topic, partitions: resultsPartitions) }
+            bootstrap = broker.bootstrapServers
+            tansu = broker
+        }
 
         var configuration = SimulatorConfiguration(tls: .directory(directory + "/tls"))
         configuration.tokenKeys = [ProviderTokenKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey)]
@@ -70,17 +94,25 @@ enum Peers {
             configuration.threads = threads
         }
         let simulator = try await Simulator.start(configuration)
-        // WORKER_BENCH_APNS_LATENCY_MS: APNs answering slowly, as the real one does from afar.
-        if let milliseconds = Int(ProcessInfo.processInfo.environment["WORKER_BENCH_APNS_LATENCY_MS"] ?? "") {
-            simulator.faults.latency = .fixed(.milliseconds(milliseconds))
+        // WORKER_BENCH_APNS_LATENCY_MS: APNs answering slowly, as the real one does from afar: `50`
+        // (every answer 50 ms late) or `100..200` (uniformly between the two).
+        if let latency = ProcessInfo.processInfo.environment["WORKER_BENCH_APNS_LATENCY_MS"] {
+            let bounds = latency.split(separator: ".", omittingEmptySubsequences: true).compactMap { Int($0) }
+            switch bounds.count {
+            case 1 where bounds[0] > 0: simulator.faults.latency = .fixed(.milliseconds(bounds[0]))
+            case 2: simulator.faults.latency = .uniform(.milliseconds(bounds[0]), .milliseconds(bounds[1]))
+            default: break
+            }
         }
 
         let addresses = Addresses(
-            bootstrap: cluster.bootstrapServers, simulatorPort: simulator.port, caFile: directory + "/tls/ca.pem",
+            bootstrap: bootstrap, simulatorPort: simulator.port, caFile: directory + "/tls/ca.pem",
             keyFile: keyFile)
         FileHandle.standardOutput.write(Data(addresses.lines.utf8))
         await untilStandardInputCloses()
         try? await simulator.shutdown()
+        await tansu?.shutdown()
+        withExtendedLifetime(cluster) {}
         try? FileManager.default.removeItem(atPath: directory)
         exit(0)
     }

@@ -84,12 +84,12 @@ func readResults(
     return figures
 }
 
-private let latencyField = Array(#""latencyMs":"#.utf8)
+let latencyField = Array(#""latencyMs":"#.utf8)
 private let completedAtField = Array(#""completedAt":""#.utf8)
 
 /// Now minus the result's `completedAt` (RFC 3339, UTC, milliseconds), from its time of day only: no
 /// date parsing per record.
-private func millisecondsSince(completedAtIn value: [UInt8]) -> Double? {
+func millisecondsSince(completedAtIn value: [UInt8]) -> Double? {
     guard let at = find(completedAtField, in: value) else { return nil }
     let start = at + completedAtField.count + 11  // past "YYYY-MM-DDT"
     guard value.count > start + 12 else { return nil }
@@ -116,7 +116,7 @@ private func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
 private func contains(_ needle: [UInt8], in haystack: [UInt8]) -> Bool { find(needle, in: haystack) != nil }
 
 /// The JSON number right after `field` (compact JSON, as the worker writes it).
-private func number(after field: [UInt8], in value: [UInt8]) -> Double? {
+func number(after field: [UInt8], in value: [UInt8]) -> Double? {
     guard let at = find(field, in: value) else { return nil }
     var end = at + field.count
     while end < value.count, value[end] != UInt8(ascii: ","), value[end] != UInt8(ascii: "}") { end += 1 }

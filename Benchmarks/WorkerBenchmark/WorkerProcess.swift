@@ -19,44 +19,62 @@ enum Mode: String, CaseIterable {
 let extraConsumerProperties =
     ProcessInfo.processInfo.environment["WORKER_BENCH_CONSUMER_PROPERTIES"].map { ", " + $0 } ?? ""
 
+/// `WORKER_BENCH_PRODUCER_PROPERTIES`: librdkafka settings for the worker's producer (`key: "value", …`).
+let producerProperties =
+    ProcessInfo.processInfo.environment["WORKER_BENCH_PRODUCER_PROPERTIES"].map {
+        "\nproducer:\n  properties: { \($0) }"
+    } ?? ""
+
 /// WORKER_BENCH_UNBOUNDED_BYTES=1: the worker as it was before its byte bounds (in flight and the
 /// consumer's buffer bounded in records only, librdkafka's 64 MB prefetch), as the reference for
 /// memory with large records.
 let unboundedBytes = ProcessInfo.processInfo.environment["WORKER_BENCH_UNBOUNDED_BYTES"] == "1"
 let byteBoundConsumer = unboundedBytes ? #", queued.max.messages.kbytes: "65536""# : ""
-let byteBoundBuffer = unboundedBytes ? "\n  bufferBytes: 1000000000000" : ""
-let byteBoundDelivery = unboundedBytes ? "\n  maxInFlightBytes: 1000000000000" : ""
+/// `WORKER_BENCH_BUFFER_BYTES`, `WORKER_BENCH_MAX_IN_FLIGHT_BYTES`: other byte bounds to try.
+let byteBoundBuffer =
+    unboundedBytes
+    ? "\n  bufferBytes: 1000000000000"
+    : ProcessInfo.processInfo.environment["WORKER_BENCH_BUFFER_BYTES"].map { "\n  bufferBytes: \($0)" } ?? ""
+let byteBoundDelivery =
+    unboundedBytes
+    ? "\n  maxInFlightBytes: 1000000000000"
+    : ProcessInfo.processInfo.environment["WORKER_BENCH_MAX_IN_FLIGHT_BYTES"].map { "\n  maxInFlightBytes: \($0)" }
+        ?? ""
 
-/// The worker's settings for the child's peers, as a user would write them.
+/// `WORKER_BENCH_CONNECTIONS`: APNs connections per credential (0, the default: the worker's own).
+let connections = Int(ProcessInfo.processInfo.environment["WORKER_BENCH_CONNECTIONS"] ?? "") ?? 0
+
+/// The worker's settings for the child's peers, as a user would write them. `maxInFlight` 0: the
+/// worker's default.
 func configurationText(_ peers: Peers.Addresses, group: String, resultsTopic: String, maxInFlight: Int) -> String {
-    """
-    kafka:
-      bootstrap.servers: "\(peers.bootstrap)"
-    consumer:
-      group: \(group)
-      topics: [\(Peers.inputTopic)]
-      properties: { session.timeout.ms: "6000", heartbeat.interval.ms: "500"\(extraConsumerProperties)\(byteBoundConsumer) }\(byteBoundBuffer)
-    topics:
-      results: \(resultsTopic)
-      deadLetters: \(Peers.deadLetterTopic)
-    apns:
-      connectionsPerCredential: 4
-      requestTimeout: 10s
-      caFile: "\(peers.caFile)"
-      endpoints:
-        production: { host: localhost, port: \(peers.simulatorPort) }
-        development: { host: localhost, port: \(peers.simulatorPort) }
-      credentials:
-        - name: bench
-          topics: ["\(Peers.bundleID)"]
-          token: { teamId: \(Peers.teamID), keyId: \(Peers.keyID), keyFile: "\(peers.keyFile)" }
-    delivery:
-      maxInFlight: \(maxInFlight)\(byteBoundDelivery)
-      commitInterval: 1s
-      shutdownTimeout: 20s
-    http: { host: 127.0.0.1, port: 0 }
-    logging: { level: warning, format: text }
-    """
+    let inFlight = maxInFlight > 0 ? "\n  maxInFlight: \(maxInFlight)" : ""
+    let connectionsLine = connections > 0 ? "\n  connectionsPerCredential: \(connections)" : ""
+    return """
+        kafka:
+          bootstrap.servers: "\(peers.bootstrap)"
+        consumer:
+          group: \(group)
+          topics: [\(Peers.inputTopic)]
+          properties: { session.timeout.ms: "6000", heartbeat.interval.ms: "500"\(extraConsumerProperties)\(byteBoundConsumer) }\(byteBoundBuffer)\(producerProperties)
+        topics:
+          results: \(resultsTopic)
+          deadLetters: \(Peers.deadLetterTopic)
+        apns:\(connectionsLine)
+          requestTimeout: 10s
+          caFile: "\(peers.caFile)"
+          endpoints:
+            production: { host: localhost, port: \(peers.simulatorPort) }
+            development: { host: localhost, port: \(peers.simulatorPort) }
+          credentials:
+            - name: bench
+              topics: ["\(Peers.bundleID)"]
+              token: { teamId: \(Peers.teamID), keyId: \(Peers.keyID), keyFile: "\(peers.keyFile)" }
+        delivery:
+          commitInterval: 1s\(inFlight)\(byteBoundDelivery)
+          shutdownTimeout: 20s
+        http: { host: 127.0.0.1, port: 0 }
+        logging: { level: warning, format: text }
+        """
 }
 
 /// An APNs that accepts everything at once: what the pipeline does when APNs costs nothing.

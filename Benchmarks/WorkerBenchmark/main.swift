@@ -1,9 +1,13 @@
-// The worker end to end: a backlog of valid alert events in the mock cluster, then the real
-// worker (4 APNs connections to the simulator) drains it; next to it, in the same run, the same
-// pipeline with an APNs that answers at once. Release build: `make bench BENCH=worker`.
+// The worker end to end, in two scenarios (WORKER_BENCH_SCENARIO):
+// - drain (the default): a backlog of valid alert events in the broker, then the real worker (4 APNs
+//   connections to the simulator) drains it; next to it, in the same run, the same pipeline with an
+//   APNs that answers at once. Release build: `make bench BENCH=worker`.
+// - latency: open loop, events produced at fixed rates (WORKER_BENCH_RATES) to a running worker,
+//   latency from each event's scheduled time to its result read downstream (`OpenLoop`).
 //
-// Three processes: the peers (mock cluster + simulator, `--peers`), the measured worker (`--worker`,
-// so its RSS and CPU time are its own) and this one, which produces the backlog and reads results.
+// Three processes: the peers (broker + simulator, `--peers`), the measured worker (`--worker`, so its
+// RSS and CPU time are its own) and this one, which produces the events and reads results. Every run
+// also prints one `json {…}` line with its figures, which Benchmarks/performance.py collects.
 import Foundation
 import Kafka
 import Logging
@@ -19,6 +23,10 @@ let modes =
 /// A directory: each worker runs under `perf record -g`, its profile written there.
 let perfDirectory = environment["WORKER_BENCH_PERF"]
 let runTimeout: Duration = .seconds(Int(environment["WORKER_BENCH_TIMEOUT"] ?? "") ?? 300)
+let scenario = environment["WORKER_BENCH_SCENARIO"] ?? "drain"
+/// latency: the offered rates, events/s, comma-separated, and how long each is held.
+let offeredRates = (environment["WORKER_BENCH_RATES"] ?? "500,2000").split(separator: ",").compactMap { Double($0) }
+let stepSeconds = Double(environment["WORKER_BENCH_STEP_SECONDS"] ?? "") ?? 10
 
 func resultsTopic(_ mode: Mode, _ round: Int) -> String { "bench-results-\(mode.rawValue)-\(round)" }
 
@@ -40,9 +48,31 @@ default:
 var logger = Logger(label: "bench")
 logger.logLevel = .error
 
+/// The settings every `json` line repeats, so that a line stands alone.
+let settings: [String: any Sendable] = [
+    "broker": Peers.broker.rawValue, "connections": connections, "maxInFlight": maxInFlight,
+    "apnsLatencyMs": environment["WORKER_BENCH_APNS_LATENCY_MS"] ?? "0",
+    "metadataBytes": Int(environment["WORKER_BENCH_METADATA_BYTES"] ?? "") ?? 0,
+    "inputPartitions": Peers.inputPartitions,
+    "consumerProperties": environment["WORKER_BENCH_CONSUMER_PROPERTIES"] ?? "",
+    "producerProperties": environment["WORKER_BENCH_PRODUCER_PROPERTIES"] ?? "",
+]
+
+func printJSON(_ fields: [String: any Sendable]) {
+    let object = settings.merging(fields) { _, new in new }
+    if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
+        print("json " + String(decoding: data, as: UTF8.self))
+    }
+}
+
+if scenario == "latency" {
+    try await runLatencyScenario()
+    exit(0)
+}
+
 print(
     "Worker end to end: \(eventCount) valid alert events as a backlog (\(Peers.inputPartitions) partitions), "
-        + "4 APNs connections, maxInFlight \(maxInFlight); mock cluster + simulator (WORKER_BENCH_SIMULATOR_THREADS or one thread per core) in a process of their own, new for each run"
+        + "APNs connections \(connections > 0 ? "\(connections)" : "default"), maxInFlight \(maxInFlight > 0 ? "\(maxInFlight)" : "default"); mock cluster + simulator (WORKER_BENCH_SIMULATOR_THREADS or one thread per core) in a process of their own, new for each run"
 )
 
 var figures: [Mode: [RunFigures]] = [:]
@@ -105,6 +135,14 @@ for round in 0..<rounds {
                     Double(run.peakRSSKiB) / 1024))
         figures[mode, default: []].append(run)
         _ = peersChild.stop()
+        printJSON([
+            "scenario": "drain", "mode": mode.rawValue, "round": round, "events": eventCount,
+            "results": run.results, "delivered": run.delivered, "rate": run.rate,
+            "firstResultSeconds": run.firstResult ?? -1, "peakRSSKiB": run.peakRSSKiB, "maxRSSKiB": run.maxRSSKiB,
+            "cpuSeconds": run.cpuSeconds, "peersCPUSeconds": run.peersCPUSeconds,
+            "readerCPUSeconds": run.readerCPUSeconds, "meanInFlight": run.meanInFlight,
+            "latencyP50Ms": run.percentile(0.5), "latencyP99Ms": run.percentile(0.99),
+        ])
     }
 }
 
@@ -156,6 +194,63 @@ if modes.count == Mode.allCases.count, let worker = median(.worker), let instant
     print(String(format: "worker / instant-APNs pipeline: %.2fx", worker.rate / instant.rate))
 }
 exit(0)
+
+/// Open loop (`OpenLoop`): fresh peers and one worker per round, every rate in turn.
+@MainActor func runLatencyScenario() async throws {
+    print(
+        "Latency against offered load on \(Peers.broker): rates \(offeredRates.map { Int($0) }) events/s, "
+            + "\(Int(stepSeconds)) s each, \(rounds) round(s), APNs connections "
+            + (connections > 0 ? "\(connections)" : "default") + ", maxInFlight "
+            + (maxInFlight > 0 ? "\(maxInFlight)" : "default"))
+    for round in 0..<rounds {
+        let topic = "bench-results-latency-\(round)"
+        let peersChild = try Child(["--peers", topic])
+        var peers = Peers.Addresses()
+        while let line = peersChild.readLine(), !peers.read(line) {}
+        guard peers.simulatorPort > 0 else { throw BenchmarkFailure("the peers did not start") }
+        let workerArguments = [
+            "--worker", Mode.worker.rawValue, "bench-latency-\(round)", topic, "\(maxInFlight)", peers.bootstrap,
+            "\(peers.simulatorPort)", peers.caFile, peers.keyFile,
+        ]
+        var worker: Child?
+        let steps = try await OpenLoop.run(
+            rates: offeredRates, seconds: stepSeconds, bootstrap: peers.bootstrap, resultsTopic: topic, logger: logger
+        ) {
+            worker = try Child(workerArguments)
+        }
+        var cpu = 0.0
+        for line in worker?.stop() ?? [] where line.hasPrefix("rss ") {
+            for field in line.dropFirst(4).split(separator: " ") where field.hasPrefix("cpu=") {
+                cpu = Double(field.dropFirst(4)) ?? 0
+            }
+        }
+        _ = peersChild.stop()
+        for step in steps {
+            print(
+                String(
+                    format:
+                        "round %d offered %6.0f/s (sent %6.0f/s): %6d of %6d results, p50 %6.1f ms, p99 %6.1f ms, p99.9 %6.1f ms, max %6.1f ms",
+                    round + 1, step.rate, step.sentRate, step.results, step.sent, step.percentile(0.5),
+                    step.percentile(0.99), step.percentile(0.999), step.latencies.max() ?? .nan)
+                    + String(
+                        format: "; p50/p99 in %.1f/%.1f, work %.1f/%.1f, out %.1f/%.1f ms",
+                        step.percentile(0.5, of: \.inbound), step.percentile(0.99, of: \.inbound),
+                        step.percentile(0.5, of: \.work), step.percentile(0.99, of: \.work),
+                        step.percentile(0.5, of: \.outbound), step.percentile(0.99, of: \.outbound))
+                    + String(format: "; cores %.0f%% busy", step.machineBusy * 100))
+            printJSON([
+                "scenario": "latency", "round": round, "offeredRate": step.rate, "sentRate": step.sentRate,
+                "sent": step.sent, "results": step.results, "delivered": step.delivered,
+                "p50Ms": step.percentile(0.5), "p99Ms": step.percentile(0.99), "p999Ms": step.percentile(0.999),
+                "maxMs": step.latencies.max() ?? -1, "stepSeconds": stepSeconds, "workerCPUSeconds": cpu,
+                "machineBusy": step.machineBusy, "inP50Ms": step.percentile(0.5, of: \.inbound),
+                "inP99Ms": step.percentile(0.99, of: \.inbound),
+                "workP50Ms": step.percentile(0.5, of: \.work), "workP99Ms": step.percentile(0.99, of: \.work),
+                "outP50Ms": step.percentile(0.5, of: \.outbound), "outP99Ms": step.percentile(0.99, of: \.outbound),
+            ])
+        }
+    }
+}
 
 /// User + system CPU time of another process (from /proc/PID/stat), in seconds.
 func cpuSeconds(of pid: Int32) -> Double {
