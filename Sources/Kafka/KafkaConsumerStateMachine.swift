@@ -11,22 +11,42 @@ struct KafkaConsumerStateMachine {
         case failed(KafkaError)
     }
 
+    /// What the poll thread does about the buffer's room.
+    enum Flow: Equatable {
+        /// Polls: there is room, or nobody has noticed yet that there is none.
+        case polling
+        /// Waits for the reader to free `wakeBatch` slots (the reader signals it).
+        case pollerWaiting
+        /// The buffer stayed full: every assigned partition is paused until the reader has drained
+        /// it to half; polling goes on for callbacks.
+        case paused
+    }
+
+    /// Whether the sequence runs, and who waits for whom while it does. A reader waits only on an
+    /// empty buffer; records join the buffer beside a waiting reader only within one poll batch,
+    /// until `handOver()`. Finished: nothing buffered, nobody waiting, every later record dropped.
+    enum Phase {
+        case open(reader: Waiter?, flow: Flow)
+        case finished(Termination)
+    }
+
     /// Records are buffered up to `capacity`. A full buffer first holds the poll thread back for a
     /// moment (a reader that is only briefly behind costs nothing); if it stays full, every assigned
     /// partition is paused until the reader has drained it to `capacity / 2`.
     let capacity: Int
     /// The same in bytes (`KafkaConsumerMessage.byteCount`): a few large records fill it first.
     let byteCapacity: Int
+    /// Free slots that wake a poller waiting for room.
+    let wakeBatch: Int
+    private(set) var phase: Phase = .open(reader: nil, flow: .polling)
+    /// The hand-over buffer, empty once finished. Beside `phase`, not inside it: the enum form with
+    /// the buffer in `open` measured 7% slower on the consumer's hot path (Benchmarks/README.md).
     private var buffer: Deque<KafkaConsumerMessage> = []
     private(set) var bufferedBytes = 0
-    private var waiter: Waiter?
-    private var termination: Termination?
+    /// The assignment and the caller's pauses outlive the sequence: a closing consumer still
+    /// revokes its partitions.
     private(set) var assigned: Set<KafkaTopicPartition> = []
     private var pausedByCaller: Set<KafkaTopicPartition> = []
-    /// The buffer stayed full: everything is paused until the reader catches up.
-    private(set) var pausedForFlow = false
-    /// The poll thread waits for the reader to make room.
-    private var pollerWaiting = false
 
     init(capacity: Int, byteCapacity: Int = .max) {
         self.capacity = max(capacity, 2)
@@ -34,8 +54,11 @@ struct KafkaConsumerStateMachine {
         self.wakeBatch = min(64, self.capacity / 2)
     }
 
-    /// Free slots that wake a poller waiting for room.
-    let wakeBatch: Int
+    /// The buffer stayed full: everything is paused until the reader catches up.
+    var pausedForFlow: Bool {
+        if case .open(_, .paused) = phase { return true }
+        return false
+    }
 
     /// The partitions that should be paused right now.
     var desiredPaused: Set<KafkaTopicPartition> {
@@ -43,6 +66,12 @@ struct KafkaConsumerStateMachine {
     }
 
     var bufferedCount: Int { buffer.count }
+
+    /// Sets the flow, keeping the reader (no-op once finished).
+    private mutating func setFlow(_ flow: Flow) {
+        guard case .open(let reader, _) = phase else { return }
+        phase = .open(reader: reader, flow: flow)
+    }
 
     // MARK: poll thread
 
@@ -58,7 +87,7 @@ struct KafkaConsumerStateMachine {
     /// record whenever the reader was the faster side, a self-sustaining regime at about 60% of
     /// the rate (Benchmarks/README.md, "The consumer's two speeds").
     mutating func push(_ message: KafkaConsumerMessage) -> PushAction {
-        guard termination == nil else { return .dropped }
+        guard case .open = phase else { return .dropped }
         buffer.append(message)
         bufferedBytes += message.byteCount
         return .buffered(full: isFull)
@@ -67,10 +96,10 @@ struct KafkaConsumerStateMachine {
     /// After a poll batch: a waiting reader gets the first buffered record; the rest stay for its
     /// `take()`, which does not suspend.
     mutating func handOver() -> (Waiter, KafkaConsumerMessage)? {
-        guard let waiter, let message = buffer.popFirst() else { return nil }
-        self.waiter = nil
+        guard case .open(let reader?, let flow) = phase, let message = buffer.popFirst() else { return nil }
+        phase = .open(reader: nil, flow: flow)
         bufferedBytes -= message.byteCount
-        return (waiter, message)
+        return (reader, message)
     }
 
     /// What the poll thread should do before its next poll.
@@ -86,16 +115,20 @@ struct KafkaConsumerStateMachine {
     private var isFull: Bool { buffer.count >= capacity || bufferedBytes >= byteCapacity }
 
     mutating func checkSpace() -> SpaceAction {
-        guard isFull, !pausedForFlow, termination == nil else { return .poll }
-        pollerWaiting = true
+        guard isFull, case .open(_, let flow) = phase, flow != .paused else { return .poll }
+        setFlow(.pollerWaiting)
         return .wait
     }
 
     /// The buffer stayed full for too long: pause everything. Returns whether the pause set changed.
     mutating func pauseForFlow() -> Bool {
-        pollerWaiting = false
-        guard isFull, !pausedForFlow else { return false }
-        pausedForFlow = true
+        guard case .open(_, let flow) = phase else { return false }
+        guard isFull else {
+            setFlow(.polling)
+            return false
+        }
+        guard flow != .paused else { return false }
+        setFlow(.paused)
         return true
     }
 
@@ -116,14 +149,13 @@ struct KafkaConsumerStateMachine {
     }
 
     /// Ends the sequence. Records not yet handed over are dropped (never seen, never committed).
+    /// Returns the waiting reader, to be resumed with the end.
     mutating func finish(_ termination: Termination) -> Waiter? {
-        guard self.termination == nil else { return nil }
-        self.termination = termination
+        guard case .open(let reader, _) = phase else { return nil }
+        phase = .finished(termination)
         buffer.removeAll()
         bufferedBytes = 0
-        pollerWaiting = false
-        defer { waiter = nil }
-        return waiter
+        return reader
     }
 
     // MARK: reader
@@ -143,17 +175,20 @@ struct KafkaConsumerStateMachine {
             // costs a futex wake-up and a thread switch per record while the reader is the slower
             // side. Not as late as half either: the poller must keep polling (rebalances and
             // heartbeats are served inside the poll) for any reader that keeps taking records.
-            let wakePoller =
-                pollerWaiting && buffer.count <= capacity - wakeBatch
-                && bufferedBytes < byteCapacity - byteCapacity / 16
-            if wakePoller { pollerWaiting = false }
+            var wakePoller = false
+            if case .open(_, .pollerWaiting) = phase, buffer.count <= capacity - wakeBatch,
+                bufferedBytes < byteCapacity - byteCapacity / 16
+            {
+                wakePoller = true
+                setFlow(.polling)
+            }
             return .message(message, pausesChanged: releaseFlowPauseIfDrained(), wakePoller: wakePoller)
         }
-        if let termination {
-            if case .failed(let error) = termination { return .finished(error) }
-            return .finished(nil)
+        switch phase {
+        case .open: return .empty
+        case .finished(.closed): return .finished(nil)
+        case .finished(.failed(let error)): return .finished(error)
         }
-        return .empty
     }
 
     /// A buffered record, or `.empty` even when the sequence has ended (the next `take` reports that).
@@ -164,16 +199,17 @@ struct KafkaConsumerStateMachine {
 
     mutating func wait(_ waiter: Waiter) -> TakeAction {
         let action = take()
-        if case .empty = action {
-            precondition(self.waiter == nil, "KafkaConsumer.messages has exactly one reader")
-            self.waiter = waiter
+        if case .empty = action, case .open(let reader, let flow) = phase {
+            precondition(reader == nil, "KafkaConsumer.messages has exactly one reader")
+            phase = .open(reader: waiter, flow: flow)
         }
         return action
     }
 
     mutating func cancelWait() -> Waiter? {
-        defer { waiter = nil }
-        return waiter
+        guard case .open(let reader, let flow) = phase else { return nil }
+        phase = .open(reader: nil, flow: flow)
+        return reader
     }
 
     // MARK: caller's pause and resume
@@ -187,8 +223,10 @@ struct KafkaConsumerStateMachine {
     }
 
     private mutating func releaseFlowPauseIfDrained() -> Bool {
-        guard pausedForFlow, buffer.count <= capacity / 2, bufferedBytes <= byteCapacity / 2 else { return false }
-        pausedForFlow = false
+        guard case .open(_, .paused) = phase, buffer.count <= capacity / 2, bufferedBytes <= byteCapacity / 2 else {
+            return false
+        }
+        setFlow(.polling)
         return true
     }
 }
