@@ -549,7 +549,7 @@ def report(results):
         left = 0
         for name, s in parts:
             if s:
-                ax.barh(["floors"], [s["median"]], left=left, label=name.split(":")[0] + ": " + name.split(": ")[1][:30])
+                ax.barh(["floors"], [s["median"]], left=left, label=name.split(" (")[0])
                 left += s["median"]
         if worker:
             ax.barh(["worker"], [worker["median"]], color="grey",
