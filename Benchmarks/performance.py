@@ -372,8 +372,7 @@ def report(results):
 
     # Throughput
     if "throughput" in results:
-        m = results["machines"]["throughput"]
-        out += ["## Throughput: the maximum", "", machine_line(m), "",
+        out += heading(results, "throughput", "Throughput: the maximum") + [
                 "A backlog of valid alert events drained by the worker (at its defaults, against the simulator with no",
                 "added latency) and, side by side in the same run, by the same pipeline with an APNs that answers at",
                 "once (the Kafka side's ceiling). Events/s from the first result to the last; CPU is the worker",
@@ -394,8 +393,7 @@ def report(results):
 
     # Latency
     if "latency" in results:
-        m = results["machines"]["latency"]
-        out += ["## Latency against offered load", "", machine_line(m), "",
+        out += heading(results, "latency", "Latency against offered load") + [
                 "Open loop: events produced at a fixed rate whatever the worker does, each for "
                 f"{int(results['latency'][0]['stepSeconds'])} s, rates ascending on one running worker; latency from "
                 "each event's scheduled time (its record's CreateTime when the producer keeps up) to a downstream",
@@ -438,10 +436,7 @@ def report(results):
             out.append("")
             ax = axes[0][n]
             for k, label in (("p50Ms", "p50"), ("p99Ms", "p99"), ("p999Ms", "p99.9"), ("maxMs", "max")):
-                values = series[k]
-                ax.errorbar(xs, [v["median"] for v in values],
-                            yerr=[[v["median"] - v["min"] for v in values], [v["max"] - v["median"] for v in values]],
-                            marker="o", capsize=3, label=label)
+                errorbars(ax, xs, series[k], label=label)
             ax.axhline(50, color="grey", linestyle=":", linewidth=1)
             ax.set_yscale("log")
             ax.set_xlabel("offered load, % of the maximum")
@@ -454,9 +449,8 @@ def report(results):
 
     # RTT
     if "rtt" in results:
-        m = results["machines"]["rtt"]
         runs = results["rtt"]
-        out += ["## APNs round trips: throughput against connections and maxInFlight", "", machine_line(m), "",
+        out += heading(results, "rtt", "APNs round trips: throughput against connections and maxInFlight") + [
                 f"The worker drains a backlog of {runs[0]['events']:,} events on the mock cluster while the simulator",
                 "delays every answer (`100..200`: uniformly between the two). Each connection carries at most the",
                 "1,000 concurrent streams APNs (and the simulator) allow, so the ceiling is min(connections x",
@@ -476,9 +470,7 @@ def report(results):
             out.append(f"| {latency} ms | " + " | ".join(cells) + " |")
             present = [(c, y) for c, y in zip((1, 2, 4, 8), ys) if y]
             if present:
-                left.errorbar([c for c, _ in present], [y["median"] for _, y in present],
-                              yerr=[[y["median"] - y["min"] for _, y in present], [y["max"] - y["median"] for _, y in present]],
-                              marker="o", capsize=3, label=f"{latency} ms")
+                errorbars(left, [c for c, _ in present], [y for _, y in present], label=f"{latency} ms")
         def default_rate(latency):
             return spread([r["rate"] for r in defaults if r["apnsLatencyMs"] == latency
                            and r["connections"] == DEFAULT_CONNECTIONS])
@@ -508,9 +500,7 @@ def report(results):
         left.legend(title="round trip")
         left.grid(True, alpha=0.3)
         if ys:
-            right.errorbar(xs, [y["median"] for y in ys],
-                           yerr=[[y["median"] - y["min"] for y in ys], [y["max"] - y["median"] for y in ys]],
-                           marker="o", capsize=3)
+            errorbars(right, xs, ys)
         right.set_xscale("log")
         right.set_xlabel("maxInFlight (8 connections, 100..200 ms)")
         right.grid(True, alpha=0.3)
@@ -519,7 +509,6 @@ def report(results):
 
     # Floors
     if "floors" in results and "throughput" in results:
-        m = results["machines"]["floors"]
         f = results["floors"]
         mock = [r for r in results["throughput"] if r["broker"] == "mock"]
         worker = spread([r["cpuSeconds"] * 1e6 / max(r["results"], 1) for r in mock if r["mode"] == "worker"])
@@ -529,7 +518,7 @@ def report(results):
                  ("h2load: one HTTP/2 request over TLS (4 x 100 streams)", spread(f["h2load"])),
                  ("validator: parse + schema (one core)", spread(f["validator"]))]
         total = sum(p[1]["median"] for p in parts if p[1])
-        out += ["## Cost per event against its floors", "", machine_line(m), "",
+        out += heading(results, "floors", "Cost per event against its floors") + [
                 "CPU time per event. The worker's is its process's user + system time over a 200,000-event drain on",
                 "the mock cluster (throughput part). Its floors are what the best tool for each part of its job",
                 "spends on that part alone, measured in the same session: kcat (Debian's, the same librdkafka)",
@@ -563,9 +552,8 @@ def report(results):
 
     # Profile
     if "profile" in results:
-        m = results["machines"]["profile"]
         p = results["profile"]
-        out += ["### Where the worker's time goes", "", machine_line(m), "",
+        out += heading(results, "profile", "Where the worker's time goes", "###") + [
                 "`perf record` (499 Hz, all threads) of the worker draining 200,000 events against the simulator;",
                 "share of the process's CPU samples by module.", "", "| module | share |", "| --- | ---: |"]
         for name, percent in sorted(p["groups"].items(), key=lambda kv: -kv[1]):
@@ -577,9 +565,8 @@ def report(results):
 
     # Memory
     if "memory" in results:
-        m = results["machines"]["memory"]
         runs = results["memory"]
-        out += ["## Memory against backlog", "", machine_line(m), "",
+        out += heading(results, "memory", "Memory against backlog") + [
                 "Peak resident memory of the worker process (VmRSS sampled every 100 ms) while it drains a backlog",
                 "on the mock cluster against the simulator, at default memory bounds (`delivery.maxInFlightBytes`",
                 "32 MiB, the consumer's 16 MiB hand-over buffer and 16 MiB librdkafka prefetch). Goals: under 200 MB",
@@ -608,6 +595,18 @@ def report(results):
     with open(os.path.join(DOCS, "performance.md"), "w") as f:
         f.write("\n".join(out))
     log(f"wrote {os.path.relpath(os.path.join(DOCS, 'performance.md'), ROOT)}")
+
+
+def errorbars(ax, xs, spreads, **kwargs):
+    """Medians joined by a line, each with its min-to-max bar."""
+    ax.errorbar(xs, [s["median"] for s in spreads],
+                yerr=[[s["median"] - s["min"] for s in spreads], [s["max"] - s["median"] for s in spreads]],
+                marker="o", capsize=3, **kwargs)
+
+
+def heading(results, part, title, level="##"):
+    """A part's heading and the machine, commit and date its figures come from."""
+    return [f"{level} {title}", "", machine_line(results["machines"][part]), ""]
 
 
 def med(rows, key, scale=1):
