@@ -136,7 +136,7 @@ fuzz: deps-build
 # Benchmarks: release builds, figures printed next to a reference tool's in the same run.
 # `make bench`: performance as users meet it (latency against load on both brokers, APNs round trips,
 # cost per event against its floors, memory against backlog, a profile), written to
-# docs/performance.md with plots (Benchmarks/performance.py; about 40 minutes on 2 cores).
+# docs/performance.md with plots (Benchmarks/performance.py; about 30 minutes on 2 cores).
 # `make bench BENCH=NAME`: one of Benchmarks/run.sh's benchmarks (kafka, worker, jsonschema, ...).
 BENCH_PACKAGES := python3-matplotlib linux-perf
 bench: deps-tansu

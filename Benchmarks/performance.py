@@ -2,7 +2,7 @@
 """Performance as users meet it: runs the worker's benchmarks in release builds and writes
 docs/performance.md with its plots (docs/performance/*.png).
 
-    make bench                                  # everything (about 40 minutes on 2 cores)
+    make bench                                  # everything (about 30 minutes on 2 cores)
     Benchmarks/performance.py --only latency    # one part; the others keep their last figures
     Benchmarks/performance.py --report          # redraw docs/performance.md from the saved figures
     BENCH_ROUNDS=1 Benchmarks/performance.py    # one run per figure instead of three (a quick look)
