@@ -155,7 +155,7 @@ enum OpenLoop {
             steps.withLock {
                 $0[step].machineBusy = busy
                 $0[step].sent = count
-                $0[step].sentRate = Double(count) / max(OpenLoop.seconds(sendTime), 1e-9)
+                $0[step].sentRate = Double(count) / max(milliseconds(sendTime) / 1000, 1e-9)
             }
             // Wait for the step's results (or give up after a generous while), then let the worker rest.
             let deadline = ContinuousClock.now + .seconds(max(30, seconds * 3))
@@ -182,14 +182,9 @@ enum OpenLoop {
         return (total - ticks[3] - ticks[4], total)
     }
 
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
-
     static func milliseconds(_ duration: Duration) -> Double { seconds(duration) * 1000 }
 
     private static let idField = Array(#""eventId":""#.utf8)
-    private static let deliveredField = Array(#""outcome":"delivered""#.utf8)
 
     /// The step and index of a result's event id (`load-STEP-INDEX`); step -1 for a warm-up event.
     private static func eventID(in value: [UInt8]) -> (step: Int, index: Int)? {
@@ -209,18 +204,4 @@ enum OpenLoop {
         default: return nil
         }
     }
-
-    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
-        guard haystack.count >= needle.count else { return nil }
-        var index = 0
-        while index <= haystack.count - needle.count {
-            if haystack[index] == needle[0], haystack[index..<index + needle.count].elementsEqual(needle) {
-                return index
-            }
-            index += 1
-        }
-        return nil
-    }
-
-    private static func contains(_ needle: [UInt8], in haystack: [UInt8]) -> Bool { find(needle, in: haystack) != nil }
 }

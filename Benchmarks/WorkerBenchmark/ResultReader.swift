@@ -101,9 +101,10 @@ func millisecondsSince(completedAtIn value: [UInt8]) -> Double? {
     return Double((now - stamp + 86_400_000) % 86_400_000)
 }
 
-private let deliveredField = Array(#""outcome":"delivered""#.utf8)
+/// Byte scanning of compact JSON results, shared with `OpenLoop`.
+let deliveredField = Array(#""outcome":"delivered""#.utf8)
 
-private func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
+func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
     guard haystack.count >= needle.count else { return nil }
     var index = 0
     while index <= haystack.count - needle.count {
@@ -113,7 +114,7 @@ private func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
     return nil
 }
 
-private func contains(_ needle: [UInt8], in haystack: [UInt8]) -> Bool { find(needle, in: haystack) != nil }
+func contains(_ needle: [UInt8], in haystack: [UInt8]) -> Bool { find(needle, in: haystack) != nil }
 
 /// The JSON number right after `field` (compact JSON, as the worker writes it).
 func number(after field: [UInt8], in value: [UInt8]) -> Double? {

@@ -38,7 +38,7 @@ struct KafkaConsumerStateMachine {
     let byteCapacity: Int
     /// Free slots that wake a poller waiting for room.
     let wakeBatch: Int
-    private(set) var phase: Phase = .open(reader: nil, flow: .polling)
+    private var phase: Phase = .open(reader: nil, flow: .polling)
     /// The hand-over buffer, empty once finished. Beside `phase`, not inside it: the enum form with
     /// the buffer in `open` measured 7% slower on the consumer's hot path (Benchmarks/README.md).
     private var buffer: Deque<KafkaConsumerMessage> = []
