@@ -6,9 +6,16 @@ import Testing
 
 @Suite("HTTP/2 stream budget")
 struct HTTP2StateMachineTests {
+    private func makeMachine(maximum: Int, token: Bool) -> APNsHTTP2StateMachine {
+        APNsHTTP2StateMachine(
+            settings: APNsHTTP2Settings(
+                maximumStreams: maximum, tokenAuthentication: token, pingInterval: .seconds(60),
+                pingTimeout: .seconds(10), setupTimeout: .seconds(10)))
+    }
+
     @Test("one stream before SETTINGS and, with token auth, until the first success; then the server's limit")
     func tokenAuthOneStreamUntilSuccess() {
-        var machine = APNsHTTP2StateMachine(configuredMaximum: 500, tokenAuthentication: true)
+        var machine = makeMachine(maximum: 500, token: true)
         #expect(machine.capacity == 1)
         #expect(machine.receivedSettings(maxConcurrentStreams: 1000) == .becameReady(capacity: 1))
         machine.streamOpened()
@@ -25,13 +32,13 @@ struct HTTP2StateMachineTests {
     @Test("with token auth, a 400 or 410 proves the token as a 200 does; 403, 429 and 5xx do not")
     func anyAnswerButRefusalProvesTheToken() {
         for status in [400, 404, 410, 413] {
-            var machine = APNsHTTP2StateMachine(configuredMaximum: 500, tokenAuthentication: true)
+            var machine = makeMachine(maximum: 500, token: true)
             _ = machine.receivedSettings(maxConcurrentStreams: 1000)
             machine.streamOpened()
             #expect(machine.streamClosed(status: status) == 500, "\(status)")
         }
         for status in [403, 429, 500, 503] {
-            var machine = APNsHTTP2StateMachine(configuredMaximum: 500, tokenAuthentication: true)
+            var machine = makeMachine(maximum: 500, token: true)
             _ = machine.receivedSettings(maxConcurrentStreams: 1000)
             machine.streamOpened()
             #expect(machine.streamClosed(status: status) == nil, "\(status)")
@@ -40,7 +47,7 @@ struct HTTP2StateMachineTests {
 
     @Test("certificate auth uses the server's limit at once; a limit dropped mid-connection applies at once")
     func limitChangesMidConnection() {
-        var machine = APNsHTTP2StateMachine(configuredMaximum: 1000, tokenAuthentication: false)
+        var machine = makeMachine(maximum: 1000, token: false)
         #expect(machine.receivedSettings(maxConcurrentStreams: 1000) == .becameReady(capacity: 1000))
         for _ in 0..<10 { machine.streamOpened() }
         #expect(machine.receivedSettings(maxConcurrentStreams: 1) == .capacityChanged(capacity: 1))
@@ -51,7 +58,7 @@ struct HTTP2StateMachineTests {
 
     @Test("MAX_CONCURRENT_STREAMS 0 pauses the connection without closing it")
     func zeroLimitPauses() {
-        var machine = APNsHTTP2StateMachine(configuredMaximum: 10, tokenAuthentication: false)
+        var machine = makeMachine(maximum: 10, token: false)
         _ = machine.receivedSettings(maxConcurrentStreams: 10)
         #expect(machine.receivedSettings(maxConcurrentStreams: 0) == .capacityChanged(capacity: 0))
         #expect(!machine.canOpenStream)
@@ -61,7 +68,7 @@ struct HTTP2StateMachineTests {
 
     @Test("GOAWAY stops new streams and drains")
     func goAway() {
-        var machine = APNsHTTP2StateMachine(configuredMaximum: 10, tokenAuthentication: false)
+        var machine = makeMachine(maximum: 10, token: false)
         _ = machine.receivedSettings(maxConcurrentStreams: 10)
         machine.streamOpened()
         #expect(machine.receivedGoAway(lastStreamID: 1) == .drain(lastStreamID: 1))
@@ -69,6 +76,73 @@ struct HTTP2StateMachineTests {
         #expect(!machine.isDrained)
         _ = machine.streamClosed(status: 200)
         #expect(machine.isDrained)
+    }
+}
+
+@Suite("HTTP/2 connection timers")
+struct HTTP2TimerTests {
+    private let start = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
+
+    private func makeMachine() -> APNsHTTP2StateMachine {
+        APNsHTTP2StateMachine(
+            settings: APNsHTTP2Settings(
+                maximumStreams: 100, tokenAuthentication: false, pingInterval: .seconds(60),
+                pingTimeout: .seconds(10), setupTimeout: .seconds(5)),
+            now: start)
+    }
+
+    @Test("the setup timeout is armed once when connected, stops at the first SETTINGS, and closes only before it")
+    func setupTimeout() {
+        var machine = makeMachine()
+        #expect(machine.connected(now: start) == .schedule(.setup, at: start + .seconds(5)))
+        #expect(machine.connected(now: start + .seconds(1)) == nil)
+        #expect(machine.setupTimedOut()?.code == .connectFailed)
+        #expect(machine.receivedSettings(maxConcurrentStreams: 100) == .becameReady(capacity: 100))
+        #expect(machine.setupTimedOut() == nil)
+    }
+
+    @Test("a PING goes out only after a whole interval without reading, one at a time; its ACK stops its timeout")
+    func pingWhenIdle() {
+        var machine = makeMachine()
+        #expect(machine.sessionStarted(now: start) == .schedule(.pingCheck, at: start + .seconds(60)))
+        machine.received(now: start + .seconds(30))
+        #expect(machine.pingCheckDue(now: start + .seconds(60)) == .checkAgain(at: start + .seconds(120)))
+        #expect(machine.pingTimedOut() == nil)
+        #expect(
+            machine.pingCheckDue(now: start + .seconds(120))
+                == .sendPing(timeoutAt: start + .seconds(130), nextCheckAt: start + .seconds(180)))
+        #expect(machine.pingTimedOut()?.code == .pingTimeout)
+        #expect(machine.pingCheckDue(now: start + .seconds(180)) == .checkAgain(at: start + .seconds(240)))
+        #expect(machine.pingAcknowledged() == .cancel(.pingTimeout))
+        #expect(machine.pingTimedOut() == nil)
+        #expect(machine.pingAcknowledged() == nil)
+    }
+
+    @Test("the deadline timer is armed for the earliest deadline only, and re-armed for the earliest left")
+    func deadlineTimer() {
+        var machine = makeMachine()
+        #expect(machine.requestQueued(deadline: start + .seconds(10)) == .schedule(.deadline, at: start + .seconds(10)))
+        #expect(machine.requestQueued(deadline: start + .seconds(11)) == nil)
+        #expect(machine.requestQueued(deadline: start + .seconds(5)) == .schedule(.deadline, at: start + .seconds(5)))
+        #expect(
+            machine.deadlinesExpired(earliestLeft: start + .seconds(10))
+                == .schedule(.deadline, at: start + .seconds(10)))
+        #expect(machine.deadlinesExpired(earliestLeft: nil) == nil)
+        #expect(machine.requestQueued(deadline: start + .seconds(20)) == .schedule(.deadline, at: start + .seconds(20)))
+    }
+
+    @Test("once closed every timer is cancelled and none is armed again")
+    func closedStopsTimers() {
+        var machine = makeMachine()
+        _ = machine.connected(now: start)
+        _ = machine.sessionStarted(now: start)
+        #expect(Set(machine.closed()) == Set(APNsHTTP2StateMachine.Timer.allCases))
+        #expect(machine.pingCheckDue(now: start + .seconds(120)) == .none)
+        #expect(machine.pingTimedOut() == nil)
+        #expect(machine.setupTimedOut() == nil)
+        #expect(machine.sessionStarted(now: start) == nil)
+        #expect(machine.deadlinesExpired(earliestLeft: start + .seconds(1)) == nil)
+        #expect(machine.capacity == 0)
     }
 }
 

@@ -37,7 +37,6 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     typealias OutboundIn = Never
     typealias OutboundOut = ByteBuffer
 
-    private let settings: APNsHTTP2Settings
     private let events: APNsConnectionEvents
     private var session: Nghttp2Session?
     private var state: APNsHTTP2StateMachine
@@ -46,53 +45,33 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     private var waiting = CircularBuffer<APNsHTTP2Stream>()
     private var streams: [Int32: APNsHTTP2Stream] = [:]
     private var context: ChannelHandlerContext?
-    private var lastRead = NIODeadline.now()
-    private var pingTask: Scheduled<Void>?
-    private var pingTimeoutTask: Scheduled<Void>?
-    private var setupTimeoutTask: Scheduled<Void>?
-    private var deadlineTimer: Scheduled<Void>?
-    private var deadlineTimerAt: NIODeadline?
+    /// The scheduled task of each armed timer. `state` decides when each is armed and cancelled.
+    private var timers = Timers()
     private var goAwayReason: String?
     /// Why the connection is closing, given to every stream still open when it closes.
     private var closeCause: APNsClientError?
 
     init(authority: String, settings: APNsHTTP2Settings, events: APNsConnectionEvents) {
-        self.settings = settings
         self.events = events
-        self.state = APNsHTTP2StateMachine(
-            configuredMaximum: settings.maximumStreams, tokenAuthentication: settings.tokenAuthentication)
+        self.state = APNsHTTP2StateMachine(settings: settings)
         self.encoder = APNsHeaderEncoder(authority: authority)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        if context.channel.isActive { startSetupTimer(context: context) }
+        if context.channel.isActive { perform(state.connected(now: .now())) }
     }
 
     /// The TLS + HTTP/2 setup is timed from the moment the byte stream to APNs exists: after the
     /// TCP connect (bounded by the bootstrap's connect timeout) and, through a proxy, after its
     /// CONNECT tunnel (bounded by the proxy handler's own timeout), so each failure says which it was.
     func channelActive(context: ChannelHandlerContext) {
-        startSetupTimer(context: context)
+        perform(state.connected(now: .now()))
         context.fireChannelActive()
     }
 
-    private func startSetupTimer(context: ChannelHandlerContext) {
-        guard setupTimeoutTask == nil else { return }
-        let timeout = settings.setupTimeout
-        setupTimeoutTask = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [weak self] in
-            self?.closeWithError(
-                APNsClientError(
-                    .connectFailed, "no TLS + HTTP/2 setup within \(timeout.nanoseconds / 1_000_000) ms",
-                    mayHaveReachedAPNs: false))
-        }
-    }
-
     func handlerRemoved(context: ChannelHandlerContext) {
-        pingTask?.cancel()
-        pingTimeoutTask?.cancel()
-        setupTimeoutTask?.cancel()
-        deadlineTimer?.cancel()
+        for timer in state.closed() { timers.cancel(timer) }
         self.context = nil
         session = nil
     }
@@ -112,13 +91,12 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
             return
         }
         flushSession()
-        lastRead = .now()
-        schedulePingCheck()
+        perform(state.sessionStarted(now: .now()))
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
-        lastRead = .now()
+        state.received(now: .now())
         guard let session else { return }
         let failure = insideSession { buffer.withUnsafeReadableBytes { session.receive($0) } }
         runDeferred()
@@ -141,12 +119,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        state.closed()
-        pingTask?.cancel()
-        pingTimeoutTask?.cancel()
-        setupTimeoutTask?.cancel()
-        deadlineTimer?.cancel()
-        deadlineTimer = nil
+        for timer in state.closed() { timers.cancel(timer) }
         let cause = closeCause
         for stream in streams.values where !stream.finished {
             stream.fail(
@@ -204,7 +177,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
                     goAwayReason: goAwayReason))
             return
         }
-        watchDeadline(request.deadline)
+        perform(state.requestQueued(deadline: request.deadline))
         waiting.append(stream)
     }
 
@@ -244,27 +217,9 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
 
     // MARK: Deadlines
 
-    /// One timer per connection, not one per request: it is armed for the earliest deadline of the
-    /// requests it holds; when it fires, every request past its deadline fails and it is armed again
-    /// for the earliest one left. With one request timeout per client, deadlines arrive in order,
-    /// so a healthy connection re-arms once per timeout period and scans at most its open streams.
-    private func watchDeadline(_ deadline: NIODeadline) {
-        if let armed = deadlineTimerAt, armed <= deadline { return }
-        armDeadlineTimer(at: deadline)
-    }
-
-    private func armDeadlineTimer(at deadline: NIODeadline) {
-        guard let context else { return }
-        deadlineTimer?.cancel()
-        deadlineTimerAt = deadline
-        deadlineTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
-            self?.deadlineTimerFired()
-        }
-    }
-
+    /// Fails every request past its deadline (answered or not yet sent) and re-arms the timer for
+    /// the earliest deadline left; it scans at most the connection's open streams and queue.
     private func deadlineTimerFired() {
-        deadlineTimer = nil
-        deadlineTimerAt = nil
         let now = NIODeadline.now()
         var earliest: NIODeadline?
         var reset = false
@@ -289,7 +244,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
             }
         }
         if reset { flushSession() }
-        if let earliest { armDeadlineTimer(at: earliest) }
+        perform(state.deadlinesExpired(earliestLeft: earliest))
     }
 
     private func failWaiting(_ error: APNsClientError) {
@@ -315,33 +270,81 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         context?.close(promise: nil)
     }
 
-    // MARK: PING
+    // MARK: Timers
 
-    /// Checks for idleness every `pingInterval` (a one-shot timer re-armed each time, so it stops with the handler).
-    private func schedulePingCheck() {
-        guard let context, state.phase != .closed else { return }
-        pingTask = context.eventLoop.assumeIsolated().scheduleTask(in: settings.pingInterval) { [weak self] in
-            self?.pingIfIdle()
-            self?.schedulePingCheck()
+    /// The scheduled task of each timer, so that arming one replaces its earlier task.
+    private struct Timers {
+        var setup: Scheduled<Void>?
+        var pingCheck: Scheduled<Void>?
+        var pingTimeout: Scheduled<Void>?
+        var deadline: Scheduled<Void>?
+
+        subscript(timer: APNsHTTP2StateMachine.Timer) -> Scheduled<Void>? {
+            get {
+                switch timer {
+                case .setup: setup
+                case .pingCheck: pingCheck
+                case .pingTimeout: pingTimeout
+                case .deadline: deadline
+                }
+            }
+            set {
+                switch timer {
+                case .setup: setup = newValue
+                case .pingCheck: pingCheck = newValue
+                case .pingTimeout: pingTimeout = newValue
+                case .deadline: deadline = newValue
+                }
+            }
+        }
+
+        mutating func cancel(_ timer: APNsHTTP2StateMachine.Timer) {
+            self[timer]?.cancel()
+            self[timer] = nil
         }
     }
 
-    private func pingIfIdle() {
-        guard let context, state.phase != .closed, pingTimeoutTask == nil,
-            NIODeadline.now() - lastRead >= settings.pingInterval
-        else { return }
-        session?.submitPing()
-        flushSession()
-        let milliseconds = settings.pingTimeout.nanoseconds / 1_000_000
-        pingTimeoutTask = context.eventLoop.assumeIsolated().scheduleTask(in: settings.pingTimeout) { [weak self] in
-            self?.closeWithError(
-                APNsClientError(.pingTimeout, "no PING answer within \(milliseconds) ms", mayHaveReachedAPNs: true))
+    private func perform(_ action: APNsHTTP2StateMachine.TimerAction?) {
+        switch action {
+        case .schedule(let timer, let deadline):
+            guard let context else { return }
+            timers[timer]?.cancel()
+            timers[timer] = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+                self?.timerFired(timer)
+            }
+        case .cancel(let timer):
+            timers.cancel(timer)
+        case nil:
+            break
+        }
+    }
+
+    private func timerFired(_ timer: APNsHTTP2StateMachine.Timer) {
+        timers[timer] = nil
+        switch timer {
+        case .setup:
+            if let error = state.setupTimedOut() { closeWithError(error) }
+        case .pingTimeout:
+            if let error = state.pingTimedOut() { closeWithError(error) }
+        case .deadline:
+            deadlineTimerFired()
+        case .pingCheck:
+            switch state.pingCheckDue(now: .now()) {
+            case .sendPing(let timeoutAt, let nextCheckAt):
+                session?.submitPing()
+                flushSession()
+                perform(.schedule(.pingTimeout, at: timeoutAt))
+                perform(.schedule(.pingCheck, at: nextCheckAt))
+            case .checkAgain(let at):
+                perform(.schedule(.pingCheck, at: at))
+            case .none:
+                break
+            }
         }
     }
 
     func nghttp2PingAcknowledged() {
-        pingTimeoutTask?.cancel()
-        pingTimeoutTask = nil
+        perform(state.pingAcknowledged())
     }
 
     // MARK: work raised inside nghttp2
@@ -456,7 +459,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
             return
         }
         let refused = errorCode == NGHTTP2_REFUSED_STREAM.rawValue
-        if case .goingAway(let last) = state.phase, streamID > last || refused {
+        if let last = state.goAwayLastStreamID, streamID > last || refused {
             raise(
                 .fail(
                     stream,
@@ -480,7 +483,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     func nghttp2Settings(maxConcurrentStreams: UInt32) {
         switch state.receivedSettings(maxConcurrentStreams: maxConcurrentStreams) {
         case .becameReady(let capacity):
-            setupTimeoutTask?.cancel()
+            perform(.cancel(.setup))
             raise(.ready(capacity: capacity))
         case .capacityChanged(let capacity): raise(.capacityChanged(capacity: capacity))
         case .none: break
