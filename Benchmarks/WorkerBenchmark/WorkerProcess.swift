@@ -79,12 +79,12 @@ func configurationText(_ peers: Peers.Addresses, group: String, resultsTopic: St
 
 /// An APNs that accepts everything at once: what the pipeline does when APNs costs nothing.
 struct InstantSender: NotificationSending {
-    func send(
-        _ push: APNsPush, environment: APNsEnvironment, completion: @escaping @Sendable (SendAttempt) -> Void
-    ) {
-        let response = APNsResponse(status: 200, apnsID: UUID().uuidString.lowercased())
-        completion(
-            SendAttempt(response: response, error: nil, outcome: .delivered, credential: "bench", duration: .zero))
+    func send(_ requests: [NotificationRequest]) {
+        for request in requests {
+            let response = APNsResponse(status: 200, apnsID: UUID().uuidString.lowercased())
+            request.completion(
+                SendAttempt(response: response, error: nil, outcome: .delivered, credential: "bench", duration: .zero))
+        }
     }
 
     func shutdown() async {}

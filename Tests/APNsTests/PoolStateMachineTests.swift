@@ -1,11 +1,12 @@
 import NIOCore
+import NIOEmbedded
 import Testing
 
 @testable import APNs
 
 @Suite("Connection pool decisions")
 struct PoolStateMachineTests {
-    typealias Machine = APNsPoolStateMachine<Int>
+    typealias Machine = APNsPoolStateMachine<Int, Int>
     let backoff = Machine.Backoff(base: .milliseconds(100), maximum: .seconds(10), healthyAfter: .seconds(10))
 
     private func connectIDs(_ actions: [Machine.Action]) -> [Int] {
@@ -13,7 +14,13 @@ struct PoolStateMachineTests {
     }
 
     private func dispatched(_ actions: [Machine.Action]) -> [(Int, Int)] {
-        actions.compactMap { if case .dispatch(let w, let id) = $0 { return (w, id) } else { return nil } }
+        actions.compactMap { if case .dispatch(let w, let id, _) = $0 { return (w, id) } else { return nil } }
+    }
+
+    /// The channel of `id` exists (the test's connection is its id), and its server said SETTINGS.
+    private func ready(_ machine: inout Machine, id: Int, capacity: Int, now: NIODeadline) -> [Machine.Action] {
+        #expect(machine.connectionCreated(id: id, connection: id).isEmpty)
+        return machine.connectionReady(id: id, capacity: capacity, now: now)
     }
 
     @Test("first request opens every slot, waits, and goes to the least loaded ready connection")
@@ -22,8 +29,8 @@ struct PoolStateMachineTests {
         let ids = connectIDs(machine.acquire(1, waiterID: 1))
         #expect(ids.count == 2)
         let now = NIODeadline.now()
-        #expect(dispatched(machine.connectionReady(id: ids[0], capacity: 2, now: now)).map(\.0) == [1])
-        _ = machine.connectionReady(id: ids[1], capacity: 2, now: now)
+        #expect(dispatched(ready(&machine, id: ids[0], capacity: 2, now: now)).map(\.0) == [1])
+        _ = ready(&machine, id: ids[1], capacity: 2, now: now)
         #expect(dispatched(machine.acquire(2, waiterID: 2)).map(\.1) == [ids[1]])
         #expect(dispatched(machine.acquire(3, waiterID: 3)).count == 1)
         #expect(dispatched(machine.acquire(4, waiterID: 4)).count == 1)
@@ -33,32 +40,61 @@ struct PoolStateMachineTests {
         #expect(dispatched(machine.release(connectionID: ids[0])).map { $0.0 } == [5])
     }
 
-    @Test("a stream given back quietly only when nothing else is due: no waiter, no drain, no shutdown")
+    @Test("a stream given back costs nothing to do unless a waiter, a drain or a shutdown is due")
     func releaseQuietly() {
         var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
         let id = connectIDs(machine.acquire(1, waiterID: 1))[0]
-        _ = machine.connectionReady(id: id, capacity: 2, now: .now())
-        var taken = machine.dispatchAtOnce()
-        #expect(taken == id)
+        _ = ready(&machine, id: id, capacity: 2, now: .now())
+        #expect(dispatched(machine.acquire(2, waiterID: 2)).map(\.1) == [id])
         #expect(machine.statistics.streamsInUse == 2)
-        var quiet = machine.releaseQuietly(connectionID: id)
-        #expect(quiet)
+        #expect(machine.release(connectionID: id).isEmpty)
         #expect(machine.statistics.streamsInUse == 1)
-        // Full, and one waits: the release must serve it, so the quiet way declines and changes nothing.
-        taken = machine.dispatchAtOnce()
-        #expect(taken == id)
+        // Full, and one waits: the release serves it.
+        #expect(dispatched(machine.acquire(3, waiterID: 3)).count == 1)
         #expect(dispatched(machine.acquire(9, waiterID: 9)).isEmpty)
-        quiet = machine.releaseQuietly(connectionID: id)
-        #expect(!quiet)
-        #expect(machine.statistics.streamsInUse == 2)
         #expect(dispatched(machine.release(connectionID: id)).map(\.0) == [9])
-        // Draining after GOAWAY: the last release closes the connection, which only `release` says.
+        #expect(machine.statistics.streamsInUse == 2)
+        // Draining after GOAWAY: the last release closes the connection.
         _ = machine.goingAway(id: id, now: .now())
-        quiet = machine.releaseQuietly(connectionID: id)
-        #expect(!quiet)
-        _ = machine.release(connectionID: id)
+        #expect(machine.release(connectionID: id).isEmpty)
         let last = machine.release(connectionID: id)
         #expect(last.contains { if case .close(id) = $0 { true } else { false } })
+    }
+
+    @Test("shutdown refuses new requests, serves the waiting ones, and says drained after the last answer")
+    func shutdownDrains() throws {
+        let loop = EmbeddedEventLoop()
+        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        let id = connectIDs(machine.acquire(1, waiterID: 1))[0]
+        _ = ready(&machine, id: id, capacity: 1, now: .now())
+        #expect(dispatched(machine.acquire(2, waiterID: 2)).isEmpty)
+        let drained = loop.makePromise(of: Void.self)
+        #expect(machine.shutdown(drained: drained).isEmpty)
+        let refused = machine.acquire(3, waiterID: 3)
+        #expect(refused.contains { if case .fail(3, let e) = $0 { e.code == .shutDown } else { false } })
+        #expect(dispatched(machine.release(connectionID: id)).map(\.0) == [2])
+        let last = machine.release(connectionID: id)
+        #expect(last.contains { if case .drained = $0 { true } else { false } })
+        drained.succeed()
+        let (connections, timers) = machine.closeAll()
+        #expect(connections == [id])
+        #expect(timers.isEmpty)
+        #expect(machine.statistics == APNsPoolStatistics())
+    }
+
+    @Test("requests that give up waiting fail with the reason given; the others keep their place")
+    func giveUp() {
+        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        _ = machine.acquire(1, waiterID: 1)
+        _ = machine.acquire(2, waiterID: 2)
+        _ = machine.acquire(3, waiterID: 3)
+        let error = APNsClientError(.deadlineExceeded, "test", mayHaveReachedAPNs: false)
+        let failed = machine.giveUp(waiterIDs: [1, 3, 7], error).compactMap { action -> Int? in
+            if case .fail(let waiter, let reason) = action, reason == error { return waiter } else { return nil }
+        }
+        #expect(failed == [1, 3])
+        #expect(machine.waiterCount == 1)
+        #expect(machine.giveUp(waiterIDs: [1], error).isEmpty)
     }
 
     @Test("the wait queue is bounded")
@@ -95,7 +131,7 @@ struct PoolStateMachineTests {
         #expect(delays.allSatisfy { $0 <= .seconds(10) })
         // A connection that was up for longer than `healthyAfter` is replaced without delay.
         let start = NIODeadline.now()
-        _ = machine.connectionReady(id: id, capacity: 10, now: start)
+        _ = ready(&machine, id: id, capacity: 10, now: start)
         let actions = machine.connectionClosed(id: id, error: nil, now: start + .seconds(11))
         guard case .reconnect(_, let delay) = actions.first else {
             Issue.record("no reconnect")
@@ -115,7 +151,7 @@ struct PoolStateMachineTests {
         var delays: [TimeAmount] = []
         for round in 0..<6 {
             let now = NIODeadline.now()
-            _ = machine.connectionReady(id: id, capacity: 10, now: now)
+            _ = ready(&machine, id: id, capacity: 10, now: now)
             if round > 0 { _ = machine.acquire(round, waiterID: round) }
             _ = machine.release(connectionID: id)
             let actions = machine.goingAway(id: id, now: now + .milliseconds(500))
@@ -134,7 +170,7 @@ struct PoolStateMachineTests {
 
         // One that answered nothing before its GOAWAY still backs off, as a failed connect does.
         let now = NIODeadline.now()
-        _ = machine.connectionReady(id: id, capacity: 10, now: now)
+        _ = ready(&machine, id: id, capacity: 10, now: now)
         let actions = machine.goingAway(id: id, now: now + .milliseconds(500))
         #expect(
             actions.contains { if case .reconnect(_, let after) = $0 { return after > .zero } else { return false } })
@@ -146,7 +182,7 @@ struct PoolStateMachineTests {
         var id = connectIDs(machine.acquire(1, waiterID: 1))[0]
         for round in 0..<6 {
             let now = NIODeadline.now()
-            _ = machine.connectionReady(id: id, capacity: 10, now: now)
+            _ = ready(&machine, id: id, capacity: 10, now: now)
             if round > 0 { _ = machine.acquire(round, waiterID: round) }
             _ = machine.release(connectionID: id)
             let actions = machine.connectionClosed(id: id, error: nil, now: now + .milliseconds(500))
@@ -172,7 +208,7 @@ struct PoolStateMachineTests {
     func goAwayDrains() {
         var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
         let id = connectIDs(machine.acquire(1, waiterID: 1))[0]
-        _ = machine.connectionReady(id: id, capacity: 10, now: .now())
+        _ = ready(&machine, id: id, capacity: 10, now: .now())
         let actions = machine.goingAway(id: id, now: .now())
         #expect(actions.contains { if case .reconnect = $0 { return true } else { return false } })
         #expect(dispatched(machine.acquire(2, waiterID: 2)).isEmpty)

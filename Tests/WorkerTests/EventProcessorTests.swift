@@ -19,12 +19,12 @@ struct EventProcessorTests {
 
         init(_ answers: [SendAttempt]) { script = NIOLockedValueBox(answers) }
 
-        func send(
-            _ push: APNsPush, environment: APNsEnvironment, completion: @escaping @Sendable (SendAttempt) -> Void
-        ) {
-            sent.withLockedValue { $0.append(push.recipientKey) }
-            let answer = script.withLockedValue { $0.isEmpty ? nil : $0.removeFirst() }
-            completion(answer ?? Self.answer(200))
+        func send(_ requests: [NotificationRequest]) {
+            for request in requests {
+                sent.withLockedValue { $0.append(request.push.recipientKey) }
+                let answer = script.withLockedValue { $0.isEmpty ? nil : $0.removeFirst() }
+                request.completion(answer ?? Self.answer(200))
+            }
         }
 
         func shutdown() async {}

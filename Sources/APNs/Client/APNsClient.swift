@@ -76,14 +76,7 @@ public final class APNsClient: Sendable {
     public func send(
         _ push: APNsPush, completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
     ) {
-        let prepared: Prepared
-        do {
-            prepared = try prepare(push)
-        } catch {
-            completion(.failure(error))
-            return
-        }
-        execute(prepared, waiterID: nil) { completion($0.mapError { $0 }) }
+        send([BatchItem(push, completion: completion)])
     }
 
     /// One Live Activity broadcast to a channel (`POST /4/broadcasts/apps/<bundle ID>` on the push
@@ -105,11 +98,16 @@ public final class APNsClient: Sendable {
         try await execute(prepare(content: .custom(request)))
     }
 
+    /// One request, awaited; cancelling the task gives it up while it waits for a stream.
     private func execute(_ prepared: Prepared) async throws -> APNsResponse {
         let waiterID = pool.makeWaiterID()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                execute(prepared, waiterID: waiterID) { continuation.resume(with: $0) }
+                pool.execute([
+                    request(prepared, deadline: NIODeadline.now() + requestTimeout, waiterID: waiterID) {
+                        continuation.resume(with: $0)
+                    }
+                ])
             }
         } onCancel: {
             pool.giveUp(
@@ -136,12 +134,14 @@ public final class APNsClient: Sendable {
         }
     }
 
-    /// Several notifications at once, each answered as `send(_:completion:)` answers one. For a caller
-    /// that has many at hand: the requests that find a free stream reach each connection in one
-    /// hand-over (one event-loop wake-up, one write, one TLS record) instead of one each.
+    /// Several notifications at once, each answered as `send(_:completion:)` answers one (which is a
+    /// batch of one). For a caller that has many at hand: the requests that find a free stream
+    /// reach each connection in one hand-over (one event-loop wake-up, one write, one TLS record)
+    /// instead of one each.
     public func send(_ batch: [BatchItem]) {
-        var items: [APNsConnectionPool.BatchItem] = []
-        items.reserveCapacity(batch.count)
+        let deadline = NIODeadline.now() + requestTimeout
+        var requests: [APNsConnectionPool.Request] = []
+        requests.reserveCapacity(batch.count)
         for item in batch {
             let prepared: Prepared
             do {
@@ -150,12 +150,10 @@ public final class APNsClient: Sendable {
                 item.completion(.failure(error))
                 continue
             }
-            items.append(
-                APNsConnectionPool.BatchItem(
-                    content: prepared.content, token: prepared.token,
-                    completion: answer(prepared, then: { item.completion($0.mapError { $0 }) })))
+            let completion = item.completion
+            requests.append(request(prepared, deadline: deadline) { completion($0.mapError { $0 }) })
         }
-        pool.execute(items, deadline: NIODeadline.now() + requestTimeout)
+        pool.execute(requests)
     }
 
     /// A request checked and given its provider token, ready to go.
@@ -191,13 +189,12 @@ public final class APNsClient: Sendable {
         return Prepared(content: content, token: token)
     }
 
-    private func execute(
-        _ prepared: Prepared, waiterID: Int?,
+    private func request(
+        _ prepared: Prepared, deadline: NIODeadline, waiterID: Int? = nil,
         completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
-    ) {
-        let deadline = NIODeadline.now() + requestTimeout
-        pool.execute(
-            prepared.content, token: prepared.token, deadline: deadline, waiterID: waiterID,
+    ) -> APNsConnectionPool.Request {
+        APNsConnectionPool.Request(
+            content: prepared.content, token: prepared.token, deadline: deadline, waiterID: waiterID,
             completion: answer(prepared, then: completion))
     }
 

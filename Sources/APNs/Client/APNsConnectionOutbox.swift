@@ -47,18 +47,18 @@ final class APNsConnectionOutbox: Sendable {
     }
 }
 
-/// Items gathered per destination (a client's pools, a pool's connections), in first-seen order.
-/// There are a handful of destinations at most, so a linear search by identity beats hashing.
-struct BatchesByDestination<Destination: AnyObject, Item> {
-    private(set) var batches: [(destination: Destination, items: [Item])] = []
+/// Items gathered per destination (the worker's clients, a pool's connections), in first-seen
+/// order. There are a handful of destinations at most, so a linear search by identity beats hashing.
+package struct BatchesByDestination<Destination: AnyObject, Item> {
+    package private(set) var batches: [(destination: Destination, items: [Item])] = []
     /// Room each new batch reserves: the whole input may go to one destination.
     private let reserving: Int
 
-    init(reserving: Int) {
+    package init(reserving: Int) {
         self.reserving = reserving
     }
 
-    mutating func append(_ item: Item, to destination: Destination) {
+    package mutating func append(_ item: Item, to destination: Destination) {
         if let index = batches.firstIndex(where: { $0.destination === destination }) {
             batches[index].items.append(item)
         } else {

@@ -1,16 +1,21 @@
 import NIOCore
 
 /// The bookkeeping of a connection pool, without I/O: which connection takes the next request,
-/// who waits, when to connect again. Kept behind the pool's lock; every method returns what to do,
-/// and the pool does it after unlocking.
+/// who waits, when to connect again, what to close. Kept behind the pool's lock; every method
+/// returns what to do, and the pool does it after unlocking.
 ///
 /// - `slots` connections are kept open; each slot reconnects on its own with exponential backoff
 ///   and jitter after a failure, at once after a healthy connection ended (up for `healthyAfter`, or
 ///   told to go away after answering requests).
-/// - A request goes to the ready connection with the fewest requests in flight that still has a free
-///   stream; when none has, it waits in a bounded FIFO.
-/// - A connection that received GOAWAY (draining) takes nothing new; its slot reconnects meanwhile.
-struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
+/// - A request goes to the serving connection with the fewest requests in flight that still has a
+///   free stream; when none has, it waits in a bounded FIFO.
+/// - A connection that received GOAWAY drains: it takes nothing new and closes once its last
+///   request is answered; its slot connects again meanwhile.
+/// - Shutting down, it takes no new request, serves those that wait, and says when all are done.
+///
+/// Generic over what waits (`Waiter`) and what a connection is to its owner (`Connection`: the
+/// pool's outbox; plain values in tests), so its rules are tested without a network.
+struct APNsPoolStateMachine<Waiter: Sendable, Connection: Sendable>: Sendable {
     struct Backoff: Sendable {
         var base: TimeAmount
         var maximum: TimeAmount
@@ -18,11 +23,15 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
         var healthyAfter: TimeAmount
     }
 
-    enum SlotPhase: Equatable {
+    enum SlotPhase {
+        /// Nothing open and nothing planned (before the first request, or after a shutdown).
         case idle
-        case connecting(id: Int)
+        /// Connection `id` is being opened; `connection` once its channel exists.
+        case connecting(id: Int, connection: Connection?)
+        /// Connection `id` serves requests (its figures are in `open[id]`), up since `since`.
         case ready(id: Int, since: NIODeadline)
-        case backingOff
+        /// Waiting to connect again; `timer` once the pool scheduled it.
+        case backingOff(timer: Scheduled<Void>?)
     }
 
     struct Slot {
@@ -30,36 +39,58 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
         var failures = 0
     }
 
-    struct Load {
+    /// A connection whose server said SETTINGS: it serves a slot, or drains after GOAWAY.
+    struct OpenConnection {
+        enum Role: Equatable {
+            case serving(slot: Int)
+            /// GOAWAY: finishes what it has, takes nothing new; its slot connects again meanwhile.
+            case draining
+        }
+
+        var connection: Connection
+        var role: Role
         var capacity: Int
-        var inFlight: Int
-        var slot: Int?
+        var inFlight = 0
         /// A request finished on it: the connection worked.
         var answered = false
 
-        /// A request on it finished (one dictionary access for both changes, on every request's path).
-        mutating func finished() {
+        var isServing: Bool { role != .draining }
+
+        /// A request on it finished. Returns whether it still serves (one dictionary access for
+        /// the whole change, on every request's path).
+        mutating func finished() -> Bool {
             inFlight -= 1
             answered = true
+            return isServing
         }
+    }
+
+    enum Phase {
+        case running
+        /// No new request is taken; `drainWaiters` are told when nothing is in flight or waiting.
+        case shuttingDown(drainWaiters: [EventLoopPromise<Void>])
     }
 
     enum Action {
         case connect(slot: Int, id: Int)
         case reconnect(slot: Int, after: TimeAmount)
-        case dispatch(Waiter, connectionID: Int)
+        /// Send the request on connection `connectionID` (its stream is counted already).
+        case dispatch(Waiter, connectionID: Int, Connection)
         case fail(Waiter, APNsClientError)
-        case close(connectionID: Int)
+        case close(Connection)
+        /// Everything accepted before the shutdown is done.
+        case drained(EventLoopPromise<Void>)
     }
 
     private(set) var slots: [Slot]
-    /// Open connections (ready or draining) by id.
-    private(set) var loads: [Int: Load] = [:]
+    /// Connections whose server said SETTINGS (serving or draining), by id.
+    private(set) var open: [Int: OpenConnection] = [:]
+    private(set) var phase = Phase.running
     private var waiters = CircularBuffer<(id: Int, waiter: Waiter)>()
     private let maximumWaiters: Int
     private let backoff: Backoff
-    private var nextID = 1
-    private(set) var shuttingDown = false
+    private var nextConnectionID = 1
+    private var nextWaiterID = 0
 
     init(connections: Int, maximumWaiters: Int, backoff: Backoff) {
         self.slots = Array(repeating: Slot(), count: max(1, connections))
@@ -68,6 +99,11 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
     }
 
     var waiterCount: Int { waiters.count }
+
+    var isShuttingDown: Bool {
+        if case .shuttingDown = phase { return true }
+        return false
+    }
 
     /// What the pool holds right now, for metrics.
     var statistics: APNsPoolStatistics {
@@ -79,87 +115,112 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
             case .idle, .backingOff: break
             }
         }
-        for load in loads.values {
-            if load.slot == nil {
-                statistics.drainingConnections += 1
+        for connection in open.values {
+            if connection.isServing {
+                statistics.streamCapacity += connection.capacity
             } else {
-                statistics.streamCapacity += load.capacity
+                statistics.drainingConnections += 1
             }
         }
         statistics.streamsInUse = inFlight
         statistics.waitingRequests = waiterCount
         return statistics
     }
-    var inFlight: Int { loads.values.reduce(0) { $0 + $1.inFlight } }
+    var inFlight: Int { open.values.reduce(0) { $0 + $1.inFlight } }
 
-    /// A request wants a connection. `waiterID` identifies it if it has to wait.
-    mutating func acquire(_ waiter: Waiter, waiterID: Int) -> [Action] {
-        if shuttingDown {
-            return [.fail(waiter, APNsClientError(.shutDown, "client is shutting down", mayHaveReachedAPNs: false))]
-        }
-        var actions = startIdleSlots()
-        if waiters.isEmpty, let id = leastLoaded() {
-            loads[id]!.inFlight += 1
-            actions.append(.dispatch(waiter, connectionID: id))
-        } else if waiters.count < maximumWaiters {
-            waiters.append((waiterID, waiter))
-        } else {
+    /// A fresh id for a request that may wait (`acquire`, `giveUp`).
+    mutating func makeWaiterID() -> Int {
+        nextWaiterID += 1
+        return nextWaiterID
+    }
+
+    // MARK: Requests
+
+    /// A request wants a stream: the least loaded serving connection with a free one takes it, else
+    /// it waits (`waiterID` names it there), else it is refused. Appends what to do to `actions`;
+    /// returns whether the request waits (its owner then gives it up at its deadline).
+    @discardableResult
+    mutating func acquire(_ waiter: Waiter, waiterID: Int, into actions: inout [Action]) -> Bool {
+        if isShuttingDown {
             actions.append(
-                .fail(
-                    waiter,
-                    APNsClientError(
-                        .queueFull, "every stream is busy and the wait queue is full", mayHaveReachedAPNs: false)))
+                .fail(waiter, APNsClientError(.shutDown, "client is shutting down", mayHaveReachedAPNs: false)))
+            return false
         }
+        startIdleSlots(into: &actions)
+        if waiters.isEmpty, let id = leastLoaded() {
+            open[id]!.inFlight += 1
+            actions.append(.dispatch(waiter, connectionID: id, open[id]!.connection))
+            return false
+        }
+        if waiters.count < maximumWaiters {
+            waiters.append((waiterID, waiter))
+            return true
+        }
+        actions.append(
+            .fail(
+                waiter,
+                APNsClientError(
+                    .queueFull, "every stream is busy and the wait queue is full", mayHaveReachedAPNs: false)))
+        return false
+    }
+
+    /// `acquire` for one request, returning its actions.
+    mutating func acquire(_ waiter: Waiter, waiterID: Int) -> [Action] {
+        var actions: [Action] = []
+        acquire(waiter, waiterID: waiterID, into: &actions)
         return actions
     }
 
-    /// `acquire`'s common case without its bookkeeping: the least loaded connection, taken at once,
-    /// when nothing waits and no slot needs connecting. `nil`: call `acquire`.
-    mutating func dispatchAtOnce() -> Int? {
-        guard !shuttingDown, waiters.isEmpty, !slots.contains(where: { $0.phase == .idle }),
-            let id = leastLoaded()
-        else { return nil }
-        loads[id]!.inFlight += 1
-        return id
-    }
-
-    /// `release`'s common case: the stream is given back and there is nothing else to do (nobody
-    /// waits, the connection is not draining, no shutdown). `false`: nothing changed; call `release`.
-    mutating func releaseQuietly(connectionID: Int) -> Bool {
-        guard !shuttingDown, waiters.isEmpty, let load = loads[connectionID], load.slot != nil else { return false }
-        loads[connectionID]!.finished()
-        return true
-    }
-
-    /// A request finished on `connectionID`.
-    mutating func release(connectionID: Int) -> [Action] {
-        guard loads[connectionID] != nil else { return [] }
-        loads[connectionID]!.finished()
+    /// A request finished on `connectionID`: its stream serves the first waiter, a draining
+    /// connection closes after its last, a shutdown ends after the last of all. Nothing to do (an
+    /// empty array, no allocation) in the common case.
+    mutating func release(connectionID id: Int) -> [Action] {
+        guard let serving = open[id]?.finished() else { return [] }
+        if serving, waiters.isEmpty, case .running = phase { return [] }
         var actions = serveWaiters()
-        if let load = loads[connectionID], load.slot == nil, load.inFlight == 0 {
-            actions.append(.close(connectionID: connectionID))  // drained after GOAWAY
+        if let connection = open[id], !connection.isServing, connection.inFlight == 0 {
+            actions.append(.close(connection.connection))  // drained after GOAWAY
         }
+        drainedIfDone(into: &actions)
         return actions
     }
 
-    /// A waiting request gave up (deadline or cancellation). Returns it if it was still waiting.
-    mutating func removeWaiter(id: Int) -> Waiter? {
-        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return nil }
-        return waiters.remove(at: index).waiter
+    /// Waiting requests give up (their deadline passed, or their caller cancelled): those still
+    /// waiting fail with `error`.
+    mutating func giveUp(waiterIDs ids: Set<Int>, _ error: APNsClientError) -> [Action] {
+        guard waiters.contains(where: { ids.contains($0.id) }) else { return [] }
+        var actions: [Action] = []
+        var kept = CircularBuffer<(id: Int, waiter: Waiter)>(initialCapacity: waiters.count)
+        for entry in waiters {
+            if ids.contains(entry.id) { actions.append(.fail(entry.waiter, error)) } else { kept.append(entry) }
+        }
+        waiters = kept
+        drainedIfDone(into: &actions)
+        return actions
+    }
+
+    // MARK: Connections
+
+    /// The channel of connection `id` exists (before TLS and SETTINGS). A connection that is no
+    /// longer wanted is closed.
+    mutating func connectionCreated(id: Int, connection: Connection) -> [Action] {
+        guard let slot = slots.firstIndex(where: { $0.isConnecting(id) }) else { return [.close(connection)] }
+        slots[slot].phase = .connecting(id: id, connection: connection)
+        return []
     }
 
     mutating func connectionReady(id: Int, capacity: Int, now: NIODeadline) -> [Action] {
-        guard let slot = slots.firstIndex(where: { $0.phase == .connecting(id: id) }) else {
-            return [.close(connectionID: id)]
-        }
+        guard let slot = slots.firstIndex(where: { $0.isConnecting(id) }),
+            case .connecting(_, let connection?) = slots[slot].phase
+        else { return [] }
         slots[slot].phase = .ready(id: id, since: now)
-        loads[id] = Load(capacity: capacity, inFlight: 0, slot: slot)
+        open[id] = OpenConnection(connection: connection, role: .serving(slot: slot), capacity: capacity)
         return serveWaiters()
     }
 
     mutating func capacityChanged(id: Int, capacity: Int) -> [Action] {
-        guard loads[id] != nil else { return [] }
-        loads[id]!.capacity = capacity
+        guard open[id] != nil else { return [] }
+        open[id]!.capacity = capacity
         return serveWaiters()
     }
 
@@ -167,60 +228,99 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
     /// requests (APNs sends GOAWAY to working connections, after a number of requests or for
     /// maintenance: no reason to wait, however short its life); with backoff if it answered none.
     mutating func goingAway(id: Int, now: NIODeadline) -> [Action] {
-        guard let load = loads[id], let slot = load.slot else { return [] }
-        loads[id]!.slot = nil
-        loads[id]!.capacity = 0
-        var actions = slotLost(slot, now: now, healthy: load.answered)
-        if load.inFlight == 0 { actions.append(.close(connectionID: id)) }
+        guard let connection = open[id], case .serving(let slot) = connection.role else { return [] }
+        open[id]!.role = .draining
+        open[id]!.capacity = 0
+        var actions = slotLost(slot, now: now, healthy: connection.answered)
+        if connection.inFlight == 0 { actions.append(.close(connection.connection)) }
         return actions
     }
 
     /// The channel of `id` closed (or never connected), with the error that ended it, if any.
     mutating func connectionClosed(id: Int, error: APNsClientError?, now: NIODeadline) -> [Action] {
-        let load = loads.removeValue(forKey: id)
         var actions: [Action] = []
-        if let slot = load?.slot {
-            actions += slotLost(slot, now: now, worked: load?.answered ?? false)
-        } else if let slot = slots.firstIndex(where: { $0.phase == .connecting(id: id) }) {
+        if let connection = open.removeValue(forKey: id) {
+            if case .serving(let slot) = connection.role {
+                actions += slotLost(slot, now: now, worked: connection.answered)
+            }
+        } else if let slot = slots.firstIndex(where: { $0.isConnecting(id) }) {
             slots[slot].failures += 1
             actions += slotLost(slot, now: now)
             // Nobody can be served now: tell the waiters why instead of letting them time out.
-            if loads.values.allSatisfy({ $0.slot == nil }) {
+            if !open.values.contains(where: \.isServing) {
                 let reason = error ?? APNsClientError(.connectFailed, "could not connect", mayHaveReachedAPNs: false)
                 while let (_, waiter) = waiters.popFirst() { actions.append(.fail(waiter, reason)) }
             }
         }
+        drainedIfDone(into: &actions)
         return actions
+    }
+
+    /// The pool scheduled the reconnect of `slot` (`Action.reconnect`). A timer that comes after
+    /// the slot moved on is cancelled.
+    mutating func reconnectScheduled(slot: Int, timer: Scheduled<Void>) -> Scheduled<Void>? {
+        guard case .backingOff(nil) = slots[slot].phase, !isShuttingDown else { return timer }
+        slots[slot].phase = .backingOff(timer: timer)
+        return nil
     }
 
     /// A slot's backoff timer fired.
     mutating func reconnectDue(slot: Int) -> [Action] {
-        guard slots[slot].phase == .backingOff, !shuttingDown else { return [] }
+        guard case .backingOff = slots[slot].phase, !isShuttingDown else { return [] }
         return [connect(slot)]
     }
 
-    /// Stop taking requests. Returns whether everything is already drained.
-    mutating func shutdown() -> Bool {
-        shuttingDown = true
-        return inFlight == 0 && waiters.isEmpty
+    // MARK: Shutdown
+
+    /// Stop taking requests; `drained` is completed (through `Action.drained`) once every accepted
+    /// request is done, at once if none is left.
+    mutating func shutdown(drained: EventLoopPromise<Void>) -> [Action] {
+        switch phase {
+        case .running: phase = .shuttingDown(drainWaiters: [drained])
+        case .shuttingDown(let waiters): phase = .shuttingDown(drainWaiters: waiters + [drained])
+        }
+        var actions: [Action] = []
+        drainedIfDone(into: &actions)
+        return actions
     }
 
     var isDrained: Bool { inFlight == 0 && waiters.isEmpty }
 
+    /// After the drain: every connection to close (each sends GOAWAY first) and every reconnect
+    /// timer to cancel. The slots are idle afterwards.
+    mutating func closeAll() -> (connections: [Connection], timers: [Scheduled<Void>]) {
+        var connections = open.values.map(\.connection)
+        var timers: [Scheduled<Void>] = []
+        for index in slots.indices {
+            switch slots[index].phase {
+            case .connecting(_, let connection?): connections.append(connection)
+            case .backingOff(let timer?): timers.append(timer)
+            case .connecting, .backingOff, .idle, .ready: break
+            }
+            slots[index].phase = .idle
+        }
+        open = [:]
+        return (connections, timers)
+    }
+
     // MARK: Internals
 
-    private mutating func startIdleSlots() -> [Action] {
-        var actions: [Action] = []
-        for index in slots.indices where slots[index].phase == .idle {
-            actions.append(connect(index))
+    private mutating func drainedIfDone(into actions: inout [Action]) {
+        guard case .shuttingDown(let promises) = phase, !promises.isEmpty, isDrained else { return }
+        phase = .shuttingDown(drainWaiters: [])
+        for promise in promises { actions.append(.drained(promise)) }
+    }
+
+    private mutating func startIdleSlots(into actions: inout [Action]) {
+        for index in slots.indices {
+            if case .idle = slots[index].phase { actions.append(connect(index)) }
         }
-        return actions
     }
 
     private mutating func connect(_ slot: Int) -> Action {
-        let id = nextID
-        nextID += 1
-        slots[slot].phase = .connecting(id: id)
+        let id = nextConnectionID
+        nextConnectionID += 1
+        slots[slot].phase = .connecting(id: id, connection: nil)
         return .connect(slot: slot, id: id)
     }
 
@@ -237,11 +337,11 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
                 slots[slot].failures = worked ? 1 : slots[slot].failures + 1
             }
         }
-        guard !shuttingDown else {
+        guard !isShuttingDown else {
             slots[slot].phase = .idle
             return []
         }
-        slots[slot].phase = .backingOff
+        slots[slot].phase = .backingOff(timer: nil)
         return [.reconnect(slot: slot, after: delay(failures: slots[slot].failures))]
     }
 
@@ -255,8 +355,8 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
 
     private func leastLoaded() -> Int? {
         var best: (id: Int, inFlight: Int)?
-        for (id, load) in loads where load.slot != nil && load.inFlight < load.capacity {
-            if best == nil || load.inFlight < best!.inFlight { best = (id, load.inFlight) }
+        for (id, connection) in open where connection.isServing && connection.inFlight < connection.capacity {
+            if best == nil || connection.inFlight < best!.inFlight { best = (id, connection.inFlight) }
         }
         return best?.id
     }
@@ -264,10 +364,17 @@ struct APNsPoolStateMachine<Waiter: Sendable>: Sendable {
     private mutating func serveWaiters() -> [Action] {
         var actions: [Action] = []
         while !waiters.isEmpty, let id = leastLoaded() {
-            loads[id]!.inFlight += 1
-            actions.append(.dispatch(waiters.removeFirst().waiter, connectionID: id))
+            open[id]!.inFlight += 1
+            actions.append(.dispatch(waiters.removeFirst().waiter, connectionID: id, open[id]!.connection))
         }
         return actions
+    }
+}
+
+extension APNsPoolStateMachine.Slot {
+    func isConnecting(_ id: Int) -> Bool {
+        if case .connecting(id, _) = phase { return true }
+        return false
     }
 }
 

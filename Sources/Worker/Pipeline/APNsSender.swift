@@ -51,28 +51,10 @@ package final class APNsSender: NotificationSending {
             numberOfThreads: settings.eventLoopThreads ?? min(System.coreCount, 4))
     }
 
-    package func send(
-        _ push: APNsPush, environment: APNsEnvironment, completion: @escaping @Sendable (SendAttempt) -> Void
-    ) {
-        guard let (client, credential) = route(push.topic, environment: environment, completion: completion) else {
-            return
-        }
-        let start = ContinuousClock.now
-        client.send(push) { result in
-            completion(Self.attempt(result, credential: credential, since: start))
-        }
-    }
-
+    /// Routes each request to its client (nearly always one), then hands each client its batch.
     package func send(_ requests: [NotificationRequest]) {
-        guard requests.count > 1 else {
-            if let request = requests.first {
-                send(request.push, environment: request.environment, completion: request.completion)
-            }
-            return
-        }
         let start = ContinuousClock.now
-        // Nearly always one client: a short list of (client, items), searched linearly.
-        var perClient: [(client: APNsClient, items: [APNsClient.BatchItem])] = []
+        var perClient = BatchesByDestination<APNsClient, APNsClient.BatchItem>(reserving: requests.count)
         for request in requests {
             let completion = request.completion
             guard
@@ -82,16 +64,9 @@ package final class APNsSender: NotificationSending {
             let item = APNsClient.BatchItem(request.push) { result in
                 completion(Self.attempt(result, credential: credential, since: start))
             }
-            if let index = perClient.firstIndex(where: { $0.client === client }) {
-                perClient[index].items.append(item)
-            } else {
-                var items: [APNsClient.BatchItem] = []
-                items.reserveCapacity(requests.count)
-                items.append(item)
-                perClient.append((client, items))
-            }
+            perClient.append(item, to: client)
         }
-        for (client, items) in perClient { client.send(items) }
+        for (client, items) in perClient.batches { client.send(items) }
     }
 
     /// The client and credential name for a topic, or `nil` after answering `completion`

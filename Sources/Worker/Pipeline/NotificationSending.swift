@@ -6,14 +6,11 @@ import APNs
 /// Callback-shaped rather than `async`: the pipeline keeps thousands of notifications in flight,
 /// and a task plus a continuation per notification cost more than the rest of its work.
 package protocol NotificationSending: Sendable {
-    /// `completion` runs exactly once, on any thread (the caller's included); it must be quick and
-    /// must not block.
-    func send(
-        _ push: APNsPush, environment: APNsEnvironment,
-        completion: @escaping @Sendable (SendAttempt) -> Void)
-    /// Several at once, each answered as `send(_:environment:completion:)` answers one. The pipeline's
-    /// reader hands over what it decoded from one read this way, so that a sender can pass them on
-    /// in one go (the APNs client: one event-loop wake-up and one write per connection for the lot).
+    /// Sends each request; each request's `completion` runs exactly once, on any thread (the
+    /// caller's included), and must be quick and must not block. The one way in: the pipeline's
+    /// reader hands over what it decoded from one read, so that a sender can pass them on in one go
+    /// (the APNs client: one event-loop wake-up and one write per connection for the lot); one
+    /// request is a batch of one.
     func send(_ requests: [NotificationRequest])
     /// Lets requests in flight finish and closes the connections.
     func shutdown() async
@@ -35,14 +32,14 @@ package struct NotificationRequest: Sendable {
 }
 
 extension NotificationSending {
-    /// One by one, for senders with nothing to gain from a batch.
-    package func send(_ requests: [NotificationRequest]) {
-        for request in requests {
-            send(request.push, environment: request.environment, completion: request.completion)
-        }
+    /// One request: a batch of one.
+    package func send(
+        _ push: APNsPush, environment: APNsEnvironment, completion: @escaping @Sendable (SendAttempt) -> Void
+    ) {
+        send([NotificationRequest(push, environment: environment, completion: completion)])
     }
 
-    /// The same, awaited.
+    /// One request, awaited.
     package func send(_ push: APNsPush, environment: APNsEnvironment) async -> SendAttempt {
         await withCheckedContinuation { continuation in
             send(push, environment: environment) { continuation.resume(returning: $0) }
