@@ -178,6 +178,37 @@ struct PipelineStateMachineTests {
         #expect(ran(late) == nil, "stopping: nothing is admitted")
     }
 
+    @Test("a hold outlives the start of shutdown: draining to half resumes the consumer, with no reader to resume")
+    func aHoldOutlivesTheStartOfShutdown() async {
+        var (state, leases) = owning([p0], maxInFlight: 2)
+        _ = state.admit(p0, offset: 0, lease: leases[0])
+        _ = state.admit(p0, offset: 1, lease: leases[0])
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let mayRead = state.mayRead(waiter)
+            #expect(!mayRead)
+            let (began, reader) = state.beginStopping(deadline: .now + .seconds(30))
+            #expect(began && reader != nil, "the waiting reader is handed back")
+            reader?.resume()
+        }
+        #expect(state.paused, "the consumer's partitions stay paused until the bound drains")
+        let action = state.finish(p0, offset: 0, lease: leases[0])
+        #expect(action.resumeConsumer, "down to half: the consumer follows")
+        #expect(action.resume == nil, "stopping: no reader waits")
+        #expect(!state.paused)
+    }
+
+    @Test("an output topic blocked during shutdown pauses input and counts toward the blocked limit")
+    func aTopicBlockedDuringShutdown() {
+        var (state, _) = owning([p0], maxInFlight: 10)
+        let start = ContinuousClock.now
+        _ = state.beginStopping(deadline: start + .seconds(30))
+        let paused = state.block("results", now: start)
+        #expect(paused)
+        #expect(state.blockedLongest(now: start + .seconds(31), limit: .seconds(30))?.topic == "results")
+        let action = state.unblock("results")
+        #expect(action.resumeConsumer && action.resume == nil)
+    }
+
     @Test("an output topic refusing every record pauses input until it takes one again")
     func aBlockedTopicPausesInput() async {
         var (state, _) = owning([p0], maxInFlight: 10)

@@ -1,43 +1,126 @@
 import Kafka
 
-/// The pipeline's shared state: its phase (running, or stopping with a deadline), the partitions
-/// this member owns (each with its lease), which records are in flight (per partition, for
-/// commits), how many events run (for backpressure), which output topics refuse every record, and
-/// who waits for what. Pure: every method returns what to do, and the caller does it outside the lock.
+/// The pipeline's shared state: whether it runs or stops (with a deadline), whether input flows or
+/// is held and whether the reader waits for it, the partitions this member owns (each with its
+/// lease) and their records in flight (for commits), how many events run (for backpressure), and
+/// who waits for a drain. Pure: every method returns what to do, and the caller does it outside
+/// the lock.
 ///
-/// Input stops (the reader waits, the consumer's partitions pause) while any of these holds:
+/// Input is held (the reader waits, the consumer's partitions pause) while any of these holds:
 /// `maxInFlight` events, or `maxInFlightBytes` of their records, are running (until both are down
 /// to half), or an output topic refuses every record (until one is stored there again). While
-/// stopping, the reader never waits and admits nothing.
+/// stopping, the reader never waits and nothing is admitted.
 struct PipelineStateMachine {
     typealias Waiter = CheckedContinuation<Void, Never>
 
-    enum Phase: Equatable {
-        case running
-        /// Shutdown began; everything must be done by `deadline`.
-        case stopping(deadline: ContinuousClock.Instant)
+    enum State {
+        /// Records are admitted; `Input` says whether the reader may read on.
+        case running(Input)
+        /// Shutdown began; everything must be done by `deadline`. Nothing is admitted and no reader
+        /// waits. The hold (nil: none) is kept because it still acts: the consumer's partitions stay
+        /// paused until it ends (the consumer follows this machine in every phase), and an output
+        /// topic that refuses records for too long still makes the pipeline's `run()` throw.
+        case stopping(deadline: ContinuousClock.Instant, hold: Hold?)
+    }
+
+    enum Input {
+        case flowing
+        /// The reader may not read on. `reader`: it waits, and is resumed when the hold ends or
+        /// shutdown begins.
+        case held(Hold, reader: Waiter?)
+    }
+
+    /// Why input is held. Always at least one reason: a hold left with none ends (the input flows).
+    struct Hold {
+        /// `maxInFlight` or `maxInFlightBytes` was reached, and the running events are not yet down
+        /// to half of both.
+        var atBound = false
+        /// Output topics whose every record is refused (no such topic, not authorized), since when.
+        var blockedTopics: [String: ContinuousClock.Instant] = [:]
+
+        var holdsInput: Bool { atBound || !blockedTopics.isEmpty }
+    }
+
+    /// The partitions this member owns, each under its lease, and their records in flight.
+    struct Ownership {
+        /// Partitions owned now. A partition being revoked is no longer here, but keeps its entry in
+        /// `leases` (and the tracker) until its revocation has committed.
+        private(set) var owned: Set<KafkaTopicPartition> = []
+        /// The lease of every partition the tracker holds (owned, or revoked and not yet forgotten).
+        private(set) var leases: [KafkaTopicPartition: PartitionLease] = [:]
+        private(set) var tracker = OffsetTracker()
+
+        /// New leases and fresh tracking for these partitions; returns the leases they replace.
+        mutating func assign(_ partitions: [KafkaTopicPartition]) -> [PartitionLease] {
+            var ended: [PartitionLease] = []
+            for partition in partitions {
+                if let old = leases[partition] { ended.append(old) }
+                leases[partition] = PartitionLease(partition)
+                owned.insert(partition)
+            }
+            tracker.remove(partitions)
+            return ended
+        }
+
+        mutating func revoke(_ partitions: some Sequence<KafkaTopicPartition>) {
+            owned.subtract(partitions)
+        }
+
+        /// Drops the partitions not owned again meanwhile; returns their leases.
+        mutating func forget(_ partitions: some Sequence<KafkaTopicPartition>) -> [PartitionLease] {
+            var ended: [PartitionLease] = []
+            var forgotten: [KafkaTopicPartition] = []
+            for partition in partitions where !owned.contains(partition) {
+                if let lease = leases.removeValue(forKey: partition) { ended.append(lease) }
+                forgotten.append(partition)
+            }
+            tracker.remove(forgotten)
+            return ended
+        }
+
+        func lease(of partition: KafkaTopicPartition) -> PartitionLease? {
+            owned.contains(partition) ? leases[partition] : nil
+        }
+
+        /// Tracks the record if its partition is owned under `lease` now; returns whether it is.
+        mutating func start(_ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease) -> Bool {
+            guard owned.contains(partition), leases[partition] === lease else { return false }
+            tracker.start(partition, offset: offset)
+            return true
+        }
+
+        /// The record is done; it counts only if its partition is still tracked under `lease`.
+        mutating func finish(_ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease) {
+            if leases[partition] === lease { tracker.finish(partition, offset: offset) }
+        }
+
+        func commitCandidates(in selection: Set<KafkaTopicPartition>?) -> [KafkaTopicPartitionOffset] {
+            tracker.commitCandidates(in: selection ?? owned)
+        }
+
+        mutating func markCommitted(_ offsets: [KafkaTopicPartitionOffset]) {
+            tracker.markCommitted(offsets)
+        }
+    }
+
+    /// Events between "read" and "done", whatever their partition's fate (a revoked partition's
+    /// events run to the end or to their next step; they just no longer count for commits).
+    struct Load {
+        var events = 0
+        /// The running events' record bytes.
+        var bytes = 0
     }
 
     let maxInFlight: Int
     /// The bound in bytes of the running events' records (`KafkaConsumerMessage.byteCount`).
     let maxInFlightBytes: Int
-    private(set) var phase: Phase = .running
-    private(set) var tracker = OffsetTracker()
-    /// Partitions owned now. A partition being revoked is no longer here, but keeps its entry in
-    /// `leases` (and the tracker) until its revocation has committed.
-    private(set) var owned: Set<KafkaTopicPartition> = []
-    /// The lease of every partition the tracker holds (owned, or revoked and not yet forgotten).
-    private var leases: [KafkaTopicPartition: PartitionLease] = [:]
-    /// Events between "read" and "done", whatever their partition's fate (a revoked partition's
-    /// events run to the end or to their next step; they just no longer count for commits).
-    private(set) var running = 0
-    /// The running events' record bytes.
-    private(set) var runningBytes = 0
-    /// `maxInFlight` was reached and not yet drained to half.
-    private(set) var atBound = false
-    /// Output topics whose every record is refused (no such topic, not authorized), since when.
-    private(set) var blockedTopics: [String: ContinuousClock.Instant] = [:]
-    private var reader: Waiter?
+    private var state: State = .running(.flowing)
+    // Beside `state`, not inside it: these live through both phases (a revocation and shutdown's
+    // drain need them while stopping), and `admit` and `finish` change the load and the tracker once
+    // per event, which inside an enum payload would cost taking it out and putting it back each time.
+    private(set) var ownership = Ownership()
+    private(set) var load = Load()
+    /// Who waits for a drain: revocations (in either phase) and shutdown's drain.
     private var drainWaiters: [(partitions: Set<KafkaTopicPartition>?, waiter: Waiter)] = []
 
     init(maxInFlight: Int, maxInFlightBytes: Int = .max) {
@@ -46,9 +129,41 @@ struct PipelineStateMachine {
     }
 
     /// Input is held: the reader waits and the consumer's partitions are paused.
-    var paused: Bool { atBound || !blockedTopics.isEmpty }
+    var paused: Bool {
+        switch state {
+        case .running(.flowing), .stopping(_, nil): false
+        case .running(.held), .stopping(_, _?): true
+        }
+    }
 
-    var isStopping: Bool { phase != .running }
+    var atBound: Bool {
+        switch state {
+        case .running(.flowing), .stopping(_, nil): false
+        case .running(.held(let hold, _)), .stopping(_, let hold?): hold.atBound
+        }
+    }
+
+    var blockedTopics: [String: ContinuousClock.Instant] {
+        switch state {
+        case .running(.flowing), .stopping(_, nil): [:]
+        case .running(.held(let hold, _)), .stopping(_, let hold?): hold.blockedTopics
+        }
+    }
+
+    /// Shutdown's deadline, once shutdown began.
+    var deadline: ContinuousClock.Instant? {
+        guard case .stopping(let deadline, _) = state else { return nil }
+        return deadline
+    }
+
+    var isStopping: Bool { deadline != nil }
+
+    /// Partitions owned now (assigned, not being revoked).
+    var owned: Set<KafkaTopicPartition> { ownership.owned }
+
+    var running: Int { load.events }
+
+    var runningBytes: Int { load.bytes }
 
     // MARK: assignment
 
@@ -56,40 +171,26 @@ struct PipelineStateMachine {
     /// (whatever an earlier tenure left is no longer this member's to commit). Returns the leases
     /// that ended (a partition assigned again while its old revocation had not finished).
     mutating func assign(_ partitions: [KafkaTopicPartition]) -> [PartitionLease] {
-        var ended: [PartitionLease] = []
-        for partition in partitions {
-            if let old = leases[partition] { ended.append(old) }
-            leases[partition] = PartitionLease(partition)
-            owned.insert(partition)
-        }
-        tracker.remove(partitions)
-        return ended
+        ownership.assign(partitions)
     }
 
     /// The group takes these partitions away: nothing more of them is admitted from now on. Their
     /// running events go on (the revocation waits for them, bounded) and their offsets stay tracked
     /// until `forget`.
     mutating func revoke(_ partitions: some Sequence<KafkaTopicPartition>) {
-        owned.subtract(partitions)
+        ownership.revoke(partitions)
     }
 
     /// The revocation is over (committed, or given up): forget the partitions' offsets and end their
     /// leases, so that their events still waiting for a retry are abandoned. A partition owned again
     /// meanwhile (a new lease) is left alone. Returns the ended leases.
     mutating func forget(_ partitions: some Sequence<KafkaTopicPartition>) -> [PartitionLease] {
-        var ended: [PartitionLease] = []
-        var forgotten: [KafkaTopicPartition] = []
-        for partition in partitions where !owned.contains(partition) {
-            if let lease = leases.removeValue(forKey: partition) { ended.append(lease) }
-            forgotten.append(partition)
-        }
-        tracker.remove(forgotten)
-        return ended
+        ownership.forget(partitions)
     }
 
     /// The lease a record of this partition would be admitted under now, if the partition is owned.
     func lease(of partition: KafkaTopicPartition) -> PartitionLease? {
-        owned.contains(partition) ? leases[partition] : nil
+        ownership.lease(of: partition)
     }
 
     // MARK: reader
@@ -107,22 +208,30 @@ struct PipelineStateMachine {
     mutating func admit(
         _ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease, bytes: Int = 0
     ) -> AdmitAction {
-        guard phase == .running, owned.contains(partition), leases[partition] === lease else { return .skip }
-        tracker.start(partition, offset: offset)
-        running += 1
-        runningBytes += bytes
-        guard running >= maxInFlight || runningBytes >= maxInFlightBytes, !atBound else { return .run(pause: false) }
-        let wasPaused = paused
-        atBound = true
-        return .run(pause: !wasPaused)
+        guard case .running = state, ownership.start(partition, offset: offset, lease: lease) else { return .skip }
+        load.events += 1
+        load.bytes += bytes
+        guard load.events >= maxInFlight || load.bytes >= maxInFlightBytes else { return .run(pause: false) }
+        switch state {
+        case .running(.flowing):
+            state = .running(.held(Hold(atBound: true), reader: nil))
+            return .run(pause: true)
+        case .running(.held(var hold, let reader)) where !hold.atBound:
+            // Held for a blocked topic already: the bound is one more reason, nothing more to pause.
+            hold.atBound = true
+            state = .running(.held(hold, reader: reader))
+            return .run(pause: false)
+        case .running(.held), .stopping:
+            return .run(pause: false)
+        }
     }
 
-    /// Before reading the next record: wait while paused. Returns false when the waiter was stored
+    /// Before reading the next record: wait while held. Returns false when the waiter was stored
     /// (it is resumed when input resumes or shutdown begins), true when the reader may go on.
     mutating func mayRead(_ waiter: Waiter) -> Bool {
-        guard paused, phase == .running else { return true }
+        guard case .running(.held(let hold, let reader)) = state else { return true }
         precondition(reader == nil, "one reader")
-        reader = waiter
+        state = .running(.held(hold, reader: waiter))
         return false
     }
 
@@ -142,7 +251,7 @@ struct PipelineStateMachine {
     mutating func finish(
         _ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease, bytes: Int = 0
     ) -> FinishAction {
-        if leases[partition] === lease { tracker.finish(partition, offset: offset) }
+        ownership.finish(partition, offset: offset, lease: lease)
         return ended(bytes: bytes)
     }
 
@@ -154,27 +263,48 @@ struct PipelineStateMachine {
     }
 
     private mutating func ended(bytes: Int) -> FinishAction {
-        running -= 1
-        runningBytes -= bytes
+        load.events -= 1
+        load.bytes -= bytes
         var action = FinishAction()
-        if atBound, running <= maxInFlight / 2, runningBytes <= maxInFlightBytes / 2 {
-            atBound = false
-            action = resumeIfUnpaused(action)
+        if atBound, load.events <= maxInFlight / 2, load.bytes <= maxInFlightBytes / 2 {
+            action = changeHold { $0.atBound = false }
         }
-        var waiting: [(partitions: Set<KafkaTopicPartition>?, waiter: Waiter)] = []
-        for entry in drainWaiters {
-            if isDrained(entry.partitions) { action.drained.append(entry.waiter) } else { waiting.append(entry) }
+        if !drainWaiters.isEmpty {
+            var waiting: [(partitions: Set<KafkaTopicPartition>?, waiter: Waiter)] = []
+            for entry in drainWaiters {
+                if isDrained(entry.partitions) { action.drained.append(entry.waiter) } else { waiting.append(entry) }
+            }
+            drainWaiters = waiting
         }
-        drainWaiters = waiting
         return action
     }
 
-    private mutating func resumeIfUnpaused(_ action: FinishAction) -> FinishAction {
-        guard !paused else { return action }
-        var action = action
-        action.resumeConsumer = true
-        action.resume = reader
-        reader = nil
+    /// Changes the hold, in either phase (nothing to change while input flows). The hold is taken out
+    /// of the state while it changes, so that its dictionary is changed in place rather than copied.
+    /// A hold left with no reason ends: input resumes (the consumer, and the reader if one waits).
+    private mutating func changeHold(_ change: (inout Hold) -> Void) -> FinishAction {
+        var action = FinishAction()
+        switch state {
+        case .running(.flowing), .stopping(_, nil):
+            break
+        case .running(.held(var hold, let reader)):
+            state = .running(.flowing)
+            change(&hold)
+            if hold.holdsInput {
+                state = .running(.held(hold, reader: reader))
+            } else {
+                action.resumeConsumer = true
+                action.resume = reader
+            }
+        case .stopping(let deadline, var hold?):
+            state = .stopping(deadline: deadline, hold: nil)
+            change(&hold)
+            if hold.holdsInput {
+                state = .stopping(deadline: deadline, hold: hold)
+            } else {
+                action.resumeConsumer = true
+            }
+        }
         return action
     }
 
@@ -182,16 +312,26 @@ struct PipelineStateMachine {
 
     /// Every record to `topic` is refused. Returns true when this pauses input.
     mutating func block(_ topic: String, now: ContinuousClock.Instant) -> Bool {
-        guard blockedTopics[topic] == nil else { return false }
-        let wasPaused = paused
-        blockedTopics[topic] = now
-        return !wasPaused
+        switch state {
+        case .running(.flowing):
+            state = .running(.held(Hold(blockedTopics: [topic: now]), reader: nil))
+            return true
+        case .stopping(let deadline, nil):
+            state = .stopping(deadline: deadline, hold: Hold(blockedTopics: [topic: now]))
+            return true
+        case .running(.held), .stopping(_, _?):
+            // Held already: the topic is one more reason (refusing since its first report).
+            _ = changeHold { hold in
+                if hold.blockedTopics[topic] == nil { hold.blockedTopics[topic] = now }
+            }
+            return false
+        }
     }
 
-    /// A record was stored in `topic` again: what to resume, if this unpaused input.
+    /// A record was stored in `topic` again: what to resume, if this unpaused input. A topic that
+    /// was not blocked changes nothing (a hold always keeps a reason).
     mutating func unblock(_ topic: String) -> FinishAction {
-        guard blockedTopics.removeValue(forKey: topic) != nil else { return FinishAction() }
-        return resumeIfUnpaused(FinishAction())
+        changeHold { $0.blockedTopics[topic] = nil }
     }
 
     /// The topic that has refused every record for longer than `limit`, if any.
@@ -207,15 +347,21 @@ struct PipelineStateMachine {
     /// Shutdown began: nothing more is admitted, and a waiting reader goes on (to see the end of
     /// its sequence). Returns the reader to resume, or nil if shutdown had begun already.
     mutating func beginStopping(deadline: ContinuousClock.Instant) -> (began: Bool, reader: Waiter?) {
-        guard phase == .running else { return (false, nil) }
-        phase = .stopping(deadline: deadline)
-        defer { reader = nil }
-        return (true, reader)
+        switch state {
+        case .running(.flowing):
+            state = .stopping(deadline: deadline, hold: nil)
+            return (true, nil)
+        case .running(.held(let hold, let reader)):
+            state = .stopping(deadline: deadline, hold: hold)
+            return (true, reader)
+        case .stopping:
+            return (false, nil)
+        }
     }
 
     /// Every lease held: at shutdown's drain bound the caller ends them all, so that what still
     /// waits for a retry is abandoned.
-    var allLeases: [PartitionLease] { Array(leases.values) }
+    var allLeases: [PartitionLease] { Array(ownership.leases.values) }
 
     // MARK: drains and commits
 
@@ -241,15 +387,15 @@ struct PipelineStateMachine {
     /// What to commit: for a revocation its partitions, periodically only the partitions owned now
     /// (a partition being revoked is committed by its revocation, and only there).
     func commitCandidates(in selection: Set<KafkaTopicPartition>?) -> [KafkaTopicPartitionOffset] {
-        tracker.commitCandidates(in: selection ?? owned)
+        ownership.commitCandidates(in: selection)
     }
 
     mutating func markCommitted(_ offsets: [KafkaTopicPartitionOffset]) {
-        tracker.markCommitted(offsets)
+        ownership.markCommitted(offsets)
     }
 
     private func isDrained(_ partitions: Set<KafkaTopicPartition>?) -> Bool {
-        guard let partitions else { return running == 0 }
-        return tracker.inFlight(in: partitions) == 0
+        guard let partitions else { return load.events == 0 }
+        return ownership.tracker.inFlight(in: partitions) == 0
     }
 }

@@ -187,7 +187,7 @@ package final class WorkerPipeline: Service, Sendable {
 
     private func shutdownBudget() -> ShutdownBudget {
         let end: ContinuousClock.Instant
-        if case .stopping(let deadline) = state.withLockedValue({ $0.phase }) {
+        if let deadline = state.withLockedValue({ $0.deadline }) {
             end = deadline
         } else {
             end = .now + configuration.shutdownTimeout
