@@ -178,7 +178,7 @@ IMAGE_RUNTIME_BASE   ?= localhost/apns-worker/debian:bookworm-slim
 IMAGE_BASES_FORCE    ?=
 SWIFT_ROOT           ?= /opt/swift
 SWIFT_PACKAGE_MIRROR ?= /opt/swift-packages
-IMAGE_PACKAGES       := podman debootstrap debian-archive-keyring python3
+IMAGE_PACKAGES       := podman debootstrap debian-archive-keyring python3 openssl
 IMAGE_MIRROR_ARGS     = $(if $(wildcard $(SWIFT_PACKAGE_MIRROR)),--volume $(SWIFT_PACKAGE_MIRROR):/mnt:ro \
                         --build-arg GIT_CONFIG_COUNT=1 --build-arg GIT_CONFIG_KEY_0=url./mnt/.insteadOf \
                         --build-arg GIT_CONFIG_VALUE_0=https://github.com/)
@@ -195,7 +195,8 @@ image:
 	    --build-arg VERSION=$(IMAGE_TAG) --build-arg REVISION=$$(git rev-parse HEAD) \
 	    $(IMAGE_MIRROR_ARGS) . || exit 1; \
 	echo "image build: $$(($$(date +%s) - start)) s"
-	deploy/image/check-image.sh $(IMAGE) .build/image/rootfs
+	$(SWIFT) build $(SWIFT_FLAGS) --product apns-simulator
+	deploy/image/check-image.sh $(IMAGE) .build/image/rootfs "$$($(SWIFT) build $(SWIFT_FLAGS) --show-bin-path)/apns-simulator"
 
 clean:
 	rm -rf .build .build-*

@@ -22,6 +22,17 @@ let package = Package(
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
         .executable(name: "apns-simulator", targets: ["apns-simulator"]),
     ],
+    traits: [
+        // `apns-worker demo` and `apns-worker dev`: the embedded stack (a mock Kafka cluster and the
+        // APNs simulator, with its own TLS, HTTP/2 and crypto packages) linked into apns-worker. On by
+        // default, so `swift build`, `make demo` and the tests have it; the container image builds
+        // without it (`--disable-default-traits`): the production binary carries neither the
+        // simulator nor its packages.
+        .trait(
+            name: "Demo",
+            description: "apns-worker demo and dev: a mock Kafka cluster and the APNs simulator in-process"),
+        .default(enabledTraits: ["Demo"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
@@ -249,7 +260,7 @@ let package = Package(
             name: "apns-worker",
             dependencies: [
                 "Worker",
-                "WorkerDemo",
+                .target(name: "WorkerDemo", condition: .when(traits: ["Demo"])),
                 "APNs",
                 "Kafka",
                 .product(name: "Logging", package: "swift-log"),

@@ -8,11 +8,7 @@ struct APNsWorkerCommand: AsyncParsableCommand {
         commandName: "apns-worker",
         abstract: "Kafka in, Apple Push Notification service out.",
         version: WorkerVersion.current,
-        subcommands: [
-            RunCommand.self,
-            CheckCommand.self,
-            DemoCommand.self,
-            DevCommand.self,
+        subcommands: [RunCommand.self, CheckCommand.self] + embeddedStackCommands + [
             ReplayCommand.self,
             ValidateCommand.self,
             SendCommand.self,
@@ -20,6 +16,14 @@ struct APNsWorkerCommand: AsyncParsableCommand {
         ]
     )
 }
+
+// `demo` and `dev` exist in builds with the `Demo` package trait (the default); the container
+// image is built without it, so its binary links neither the simulator nor the mock stack.
+#if Demo
+    private let embeddedStackCommands: [any ParsableCommand.Type] = [DemoCommand.self, DevCommand.self]
+#else
+    private let embeddedStackCommands: [any ParsableCommand.Type] = []
+#endif
 
 /// Runs the command line with the project's exit codes: usage errors exit 2 (ArgumentParser's
 /// default is 64), so scripts see 0 valid, 1 invalid, 2 cannot tell.

@@ -4,24 +4,29 @@
 # in it with chroot, the way the Deployment runs it (the image's user, environment, working
 # directory and entrypoint; read-only root file system). Then prints what the image contains.
 #
-#   deploy/image/check-image.sh IMAGE ROOTFS
+#   deploy/image/check-image.sh IMAGE ROOTFS SIMULATOR
+#
+# SIMULATOR: an apns-simulator binary built on this machine (the image has none: its apns-worker is
+# built without the `Demo` trait, so it links neither the simulator nor the mock stack).
 #
 # Checks, each failing the script:
 #   apns-worker --version   (--help while the binary has no --version)
+#   apns-worker --help      lists no `demo` or `dev` (the production binary has no embedded stack)
 #   apns-worker validate    on the notification-event schema's own examples: exit 0, all valid;
 #                           and an invalid event on stdin: exit 1, the problem reported
-#   apns-worker demo        the embedded mock Kafka cluster + APNs simulator + the real pipeline:
-#                           exit 0 and its summary (it writes the simulator's TLS files to /tmp,
-#                           a tmpfs here, as with `docker run --read-only --tmpfs /tmp`)
-# Needs root (chroot, mounts in a private mount namespace), podman and python3.
+#   apns-worker send        one notification through TLS and HTTP/2 with a provider token (a P-256
+#                           key made here) to SIMULATOR, running outside the image on 127.0.0.1 and
+#                           trusted through its CA file: exit 0, delivered
+# Needs root (chroot, mounts in a private mount namespace), podman, openssl and python3.
 set -euo pipefail
 
-if [ $# != 2 ]; then
-    echo "usage: $0 IMAGE ROOTFS" >&2
+if [ $# != 3 ]; then
+    echo "usage: $0 IMAGE ROOTFS SIMULATOR" >&2
     exit 2
 fi
 image=$1
 rootfs=$2
+simulator=$3
 here=$(cd "$(dirname "$0")" && pwd)
 schema="$here/../../schemas/notification-event.schema.json"
 
@@ -53,14 +58,34 @@ esac
 case "$user" in *:*) userspec=$user ;; *) userspec="$user:$user" ;; esac
 echo "runs as $userspec in ${workdir:-/}: ${entrypoint[*]} … with ${environment[*]}"
 
-# Files the checks read, copied into the tmpfs at /tmp: the schema's examples, one per line.
+# Files the checks read, copied into the tmpfs at /tmp: the schema's examples, one per line; a
+# provider token key made now; the simulator's CA (below).
 inputs=$(mktemp -d)
-trap 'rm -rf "$inputs"' EXIT
+simulator_pid=""
+trap 'if [ -n "$simulator_pid" ]; then kill "$simulator_pid" 2>/dev/null || true; fi; rm -rf "$inputs"' EXIT
 python3 -c 'import json, sys
 for example in json.load(open(sys.argv[1]))["examples"]:
     print(json.dumps(example))' "$schema" > "$inputs/examples.ndjson"
-chmod -R a+rX "$inputs"
 examples=$(wc -l < "$inputs/examples.ndjson")
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$inputs/AuthKey.p8" 2> /dev/null
+
+# The simulator, outside the image, on a free port; it writes its CA into the inputs.
+device=$(printf 'ab%.0s' $(seq 32))
+"$simulator" --host 127.0.0.1 --port 0 --tls-dir "$inputs/tls" \
+    --token-key "ABCDE12345:KEY1234567:$inputs/AuthKey.p8" --accept-any-device > "$inputs/simulator.out" 2>&1 &
+simulator_pid=$!
+simulator_port=""
+for _ in $(seq 300); do
+    simulator_port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$inputs/simulator.out")
+    [ -n "$simulator_port" ] && [ -f "$inputs/tls/ca.pem" ] && break
+    sleep 0.1
+done
+if [ -z "$simulator_port" ]; then
+    echo "error: $simulator did not start:" >&2
+    cat "$inputs/simulator.out" >&2
+    exit 1
+fi
+chmod -R a+rX "$inputs"
 
 # Runs the entrypoint with the given arguments in the root filesystem, in a mount namespace of its
 # own (nothing stays mounted afterwards): /proc, /dev, the host's /etc/hosts and /etc/resolv.conf
@@ -121,7 +146,16 @@ check validate 0 "$examples events: $examples valid, 0 invalid" in_image validat
 invalid='{"id":"x","deviceToken":"zz","topic":"com.example.app","pushType":"alert","payload":{}}'
 check validate-invalid 1 "/deviceToken" \
     in_image validate - <<< "$invalid"
-check demo 0 "every event ended as expected" in_image demo
+if grep -qE '^ +(demo|dev) ' <<< "$help"; then
+    echo "FAILED: the image's apns-worker lists demo or dev (built with the Demo trait)"
+    failed="$failed no-demo"
+else
+    echo "ok: no-demo (the image's apns-worker has no embedded stack)"
+fi
+check send 0 "outcome: delivered" \
+    in_image send --host 127.0.0.1 --port "$simulator_port" --ca-file /tmp/inputs/tls/ca.pem \
+    --key-file /tmp/inputs/AuthKey.p8 --team-id ABCDE12345 --key-id KEY1234567 --topic com.example.app \
+    --device-token "$device" --payload '{"aps":{"alert":"from the image"}}'
 
 # The binary loads only what the runtime stage installs.
 echo "== shared libraries of /usr/local/bin/apns-worker"
