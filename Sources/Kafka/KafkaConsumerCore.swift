@@ -7,9 +7,11 @@ import Synchronization
 /// The part of a consumer that librdkafka's callbacks and the poll thread reach: state, pauses, the
 /// rebalance handler. Separate from `KafkaConsumer` so callbacks can be set before the handle exists.
 final class KafkaConsumerCore: Sendable {
-    let state: Locked<KafkaConsumerStateMachine>
-    /// The pause set last applied to librdkafka. Its lock also orders pause/resume calls, so the
-    /// latest decision is always the one librdkafka ends up with.
+    let state: Locked<StateMachine>
+    /// The pause set last applied to librdkafka. Not in the state machine: its lock is held across
+    /// the pause and resume calls into librdkafka, to order them (the latest decision is always the
+    /// one librdkafka ends up with), and the state's lock, taken on every record, must never wait
+    /// for a C call.
     private let appliedPauses = Locked<Set<KafkaTopicPartition>>([])
     private let handler: (any KafkaRebalanceHandler)?
     private let handlerTimeout: Duration
@@ -22,13 +24,12 @@ final class KafkaConsumerCore: Sendable {
     let spaceAvailable = DispatchSemaphore(value: 0)
     /// How long a full buffer holds the poll thread back before the partitions are paused.
     static let fullBufferGrace: Duration = .milliseconds(500)
-    private let closeState = Locked<(closed: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     init(
         capacity: Int, byteCapacity: Int = .max, handler: (any KafkaRebalanceHandler)?, handlerTimeout: Duration,
         logger: Logger
     ) {
-        self.state = Locked(KafkaConsumerStateMachine(capacity: capacity, byteCapacity: byteCapacity))
+        self.state = Locked(StateMachine(capacity: capacity, byteCapacity: byteCapacity))
         self.handler = handler
         self.handlerTimeout = handlerTimeout
         self.logger = logger
@@ -69,13 +70,9 @@ final class KafkaConsumerCore: Sendable {
         if err != RD_KAFKA_RESP_ERR_NO_ERROR {
             logger.warning("consumer close: \(KafkaError(err))")
         }
-        state.withLock { $0.finish(.closed) }?.resume(returning: nil)
-        let waiters = closeState.withLock { closeState in
-            closeState.closed = true
-            defer { closeState.waiters = [] }
-            return closeState.waiters
-        }
-        for waiter in waiters { waiter.resume() }
+        let (reader, closers) = state.withLock { ($0.finish(.closed), $0.pollThreadStopped()) }
+        reader?.resume(returning: nil)
+        for closer in closers { closer.resume() }
     }
 
     private func markPolled() {
@@ -144,11 +141,7 @@ final class KafkaConsumerCore: Sendable {
 
     func close() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let closed = closeState.withLock { closeState in
-                if !closeState.closed { closeState.waiters.append(continuation) }
-                return closeState.closed
-            }
-            if closed { continuation.resume() }
+            if state.withLock({ $0.waitForPollThread(continuation) }) { continuation.resume() }
             stopRequested.store(true, ordering: .releasing)
         }
     }

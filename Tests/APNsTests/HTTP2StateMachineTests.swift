@@ -6,8 +6,8 @@ import Testing
 
 @Suite("HTTP/2 stream budget")
 struct HTTP2StateMachineTests {
-    private func makeMachine(maximum: Int, token: Bool) -> APNsHTTP2StateMachine {
-        APNsHTTP2StateMachine(
+    private func makeMachine(maximum: Int, token: Bool) -> APNsHTTP2Handler.StateMachine {
+        APNsHTTP2Handler.StateMachine(
             settings: APNsHTTP2Settings(
                 maximumStreams: maximum, tokenAuthentication: token, pingInterval: .seconds(60),
                 pingTimeout: .seconds(10), setupTimeout: .seconds(10)))
@@ -83,8 +83,8 @@ struct HTTP2StateMachineTests {
 struct HTTP2TimerTests {
     private let start = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
 
-    private func makeMachine() -> APNsHTTP2StateMachine {
-        APNsHTTP2StateMachine(
+    private func makeMachine() -> APNsHTTP2Handler.StateMachine {
+        APNsHTTP2Handler.StateMachine(
             settings: APNsHTTP2Settings(
                 maximumStreams: 100, tokenAuthentication: false, pingInterval: .seconds(60),
                 pingTimeout: .seconds(10), setupTimeout: .seconds(5)),
@@ -136,7 +136,7 @@ struct HTTP2TimerTests {
         var machine = makeMachine()
         _ = machine.connected(now: start)
         _ = machine.sessionStarted(now: start)
-        #expect(Set(machine.closed()) == Set(APNsHTTP2StateMachine.Timer.allCases))
+        #expect(Set(machine.closed()) == Set(APNsHTTP2Handler.StateMachine.Timer.allCases))
         #expect(machine.pingCheckDue(now: start + .seconds(120)) == .none)
         #expect(machine.pingTimedOut() == nil)
         #expect(machine.setupTimedOut() == nil)

@@ -6,7 +6,7 @@ import Testing
 
 @Suite("Connection pool decisions")
 struct PoolStateMachineTests {
-    typealias Machine = APNsPoolStateMachine<Int, Int>
+    typealias Machine = APNsConnectionPool.StateMachine<Int, Int>
     let backoff = Machine.Backoff(base: .milliseconds(100), maximum: .seconds(10), healthyAfter: .seconds(10))
 
     private func connectIDs(_ actions: [Machine.Action]) -> [Int] {

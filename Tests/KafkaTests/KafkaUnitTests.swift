@@ -12,7 +12,7 @@ struct KafkaUnitTests {
 
     @Test("a full buffer holds the poller, then pauses every assigned partition, and resumes at half")
     func flowControl() {
-        var state = KafkaConsumerStateMachine(capacity: 4)
+        var state = KafkaConsumerCore.StateMachine(capacity: 4)
         let partitions = [KafkaTopicPartition(topic: "t", partition: 0), KafkaTopicPartition(topic: "t", partition: 1)]
         state.assign(partitions)
         state.pause([partitions[1]])
@@ -50,7 +50,7 @@ struct KafkaUnitTests {
     // The buffer was bounded in records only: 2,048 records of 300 KB is 600 MB.
     @Test("large records fill the buffer by bytes long before its count, and it resumes at half the bytes")
     func byteBound() {
-        var state = KafkaConsumerStateMachine(capacity: 2048, byteCapacity: 1_000_000)
+        var state = KafkaConsumerCore.StateMachine(capacity: 2048, byteCapacity: 1_000_000)
         let partition = KafkaTopicPartition(topic: "t", partition: 0)
         state.assign([partition])
         func large(_ offset: Int64) -> KafkaConsumerMessage {
@@ -81,7 +81,7 @@ struct KafkaUnitTests {
 
     @Test("a poller held by a full buffer is woken once 64 slots are free, not at every record")
     func wakeInBatches() {
-        var state = KafkaConsumerStateMachine(capacity: 2048)
+        var state = KafkaConsumerCore.StateMachine(capacity: 2048)
         state.assign([KafkaTopicPartition(topic: "t", partition: 0)])
         for offset in 0..<2048 { _ = state.push(record(0, Int64(offset))) }
         guard case .wait = state.checkSpace() else { return #expect(Bool(false), "full: the poller waits") }
@@ -100,7 +100,7 @@ struct KafkaUnitTests {
 
     @Test("a batch reader takes what is buffered without waiting; the end is left for take to report")
     func takeBuffered() {
-        var state = KafkaConsumerStateMachine(capacity: 10)
+        var state = KafkaConsumerCore.StateMachine(capacity: 10)
         for offset in 0..<3 { _ = state.push(record(0, Int64(offset))) }
         var taken: [Int64] = []
         while case .message(let message, _, _) = state.takeBuffered() { taken.append(message.offset) }
@@ -117,8 +117,8 @@ struct KafkaUnitTests {
     @Test("a waiting reader is woken once per poll batch, with the first record; the rest wait in the buffer")
     func handOverPerBatch() async throws {
         var rest: [Int64] = []
-        let first = try await withCheckedThrowingContinuation { (waiter: KafkaConsumerStateMachine.Waiter) in
-            var state = KafkaConsumerStateMachine(capacity: 3)
+        let first = try await withCheckedThrowingContinuation { (waiter: KafkaConsumerCore.StateMachine.Waiter) in
+            var state = KafkaConsumerCore.StateMachine(capacity: 3)
             guard case .empty = state.wait(waiter) else { return waiter.resume(returning: nil) }
             // The pushes only buffer (a per-record resume would hand this waiter over here).
             #expect(state.push(record(0, 0)) == .buffered(full: false))
@@ -135,7 +135,7 @@ struct KafkaUnitTests {
 
     @Test("revoking drops the revoked partitions' unread records and keeps the others in order")
     func revokeDropsUnread() {
-        var state = KafkaConsumerStateMachine(capacity: 100)
+        var state = KafkaConsumerCore.StateMachine(capacity: 100)
         state.assign([KafkaTopicPartition(topic: "t", partition: 0), KafkaTopicPartition(topic: "t", partition: 1)])
         for offset in 0..<3 {
             _ = state.push(record(0, Int64(offset)))
@@ -153,7 +153,7 @@ struct KafkaUnitTests {
 
     @Test("closing ends the sequence; a failure ends it with the error")
     func termination() {
-        var state = KafkaConsumerStateMachine(capacity: 10)
+        var state = KafkaConsumerCore.StateMachine(capacity: 10)
         _ = state.push(record(0, 0))
         #expect(state.finish(.failed(KafkaError(code: .fatal, message: "fenced"))) == nil)
         guard case .finished(let error) = state.take() else { return #expect(Bool(false)) }

@@ -9,13 +9,15 @@ struct PipelineStateMachineTests {
     let p1 = KafkaTopicPartition(topic: "events", partition: 1)
 
     /// A machine that owns `partitions`, with their leases.
-    func owning(_ partitions: [KafkaTopicPartition], maxInFlight: Int) -> (PipelineStateMachine, [PartitionLease]) {
-        var state = PipelineStateMachine(maxInFlight: maxInFlight)
+    func owning(_ partitions: [KafkaTopicPartition], maxInFlight: Int) -> (
+        WorkerPipeline.StateMachine, [PartitionLease]
+    ) {
+        var state = WorkerPipeline.StateMachine(maxInFlight: maxInFlight)
         _ = state.assign(partitions)
         return (state, partitions.map { state.lease(of: $0)! })
     }
 
-    func ran(_ action: PipelineStateMachine.AdmitAction) -> Bool? {
+    func ran(_ action: WorkerPipeline.StateMachine.AdmitAction) -> Bool? {
         if case .run(let pause) = action { return pause }
         return nil
     }
@@ -44,7 +46,7 @@ struct PipelineStateMachineTests {
     // In flight was bounded in events only: 2,000 events of 300 KB held 600 MB.
     @Test("large records reach the in-flight bound by bytes; input resumes when both count and bytes are at half")
     func byteBound() async {
-        var state = PipelineStateMachine(maxInFlight: 2000, maxInFlightBytes: 1_000_000)
+        var state = WorkerPipeline.StateMachine(maxInFlight: 2000, maxInFlightBytes: 1_000_000)
         _ = state.assign([p0])
         let lease = state.lease(of: p0)!
         let admitted = (0..<4).map { ran(state.admit(p0, offset: Int64($0), lease: lease, bytes: 300_000)) }

@@ -6,12 +6,12 @@ import NIOConcurrencyHelpers
 /// The connections of one (environment, credential): opens them, hands each request to the least
 /// loaded one, queues (bounded) when every stream is busy, replaces connections that end.
 ///
-/// All decisions are `APNsPoolStateMachine`'s, taken under one lock; the I/O they call for
+/// All decisions are `StateMachine`'s, taken under one lock; the I/O they call for
 /// (connect, schedule, hand requests to a connection, fail a request, close) happens after the lock
 /// is released (`perform`). Requests go in batches (`execute`), one request being a batch of one.
 final class APNsConnectionPool: Sendable {
     typealias Completion = @Sendable (Result<APNsResponse, APNsClientError>) -> Void
-    typealias Machine = APNsPoolStateMachine<Request, APNsConnectionOutbox>
+    typealias Machine = StateMachine<Request, APNsConnectionOutbox>
 
     /// A request on its way to a stream.
     struct Request: Sendable {

@@ -39,7 +39,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
 
     private let events: APNsConnectionEvents
     private var session: Nghttp2Session?
-    private var state: APNsHTTP2StateMachine
+    private var state: StateMachine
     private var encoder: APNsHeaderEncoder
     private var headerBlock = Nghttp2HeaderBlock()
     private var waiting = CircularBuffer<APNsHTTP2Stream>()
@@ -53,7 +53,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
 
     init(authority: String, settings: APNsHTTP2Settings, events: APNsConnectionEvents) {
         self.events = events
-        self.state = APNsHTTP2StateMachine(settings: settings)
+        self.state = StateMachine(settings: settings)
         self.encoder = APNsHeaderEncoder(authority: authority)
     }
 
@@ -279,7 +279,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         var pingTimeout: Scheduled<Void>?
         var deadline: Scheduled<Void>?
 
-        subscript(timer: APNsHTTP2StateMachine.Timer) -> Scheduled<Void>? {
+        subscript(timer: StateMachine.Timer) -> Scheduled<Void>? {
             get {
                 switch timer {
                 case .setup: setup
@@ -298,13 +298,13 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
             }
         }
 
-        mutating func cancel(_ timer: APNsHTTP2StateMachine.Timer) {
+        mutating func cancel(_ timer: StateMachine.Timer) {
             self[timer]?.cancel()
             self[timer] = nil
         }
     }
 
-    private func perform(_ action: APNsHTTP2StateMachine.TimerAction?) {
+    private func perform(_ action: StateMachine.TimerAction?) {
         switch action {
         case .schedule(let timer, let deadline):
             guard let context else { return }
@@ -319,7 +319,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         }
     }
 
-    private func timerFired(_ timer: APNsHTTP2StateMachine.Timer) {
+    private func timerFired(_ timer: StateMachine.Timer) {
         timers[timer] = nil
         switch timer {
         case .setup:

@@ -1,68 +1,72 @@
-/// What liveness and readiness are computed from, changed only through its transitions. Pure: the
-/// clock readings come in as arguments.
-struct HealthStateMachine {
-    /// The consumer's place in its group.
-    enum Consumer: Equatable {
-        /// Not assigned partitions yet, or left the group (shutdown, or the group was lost).
-        case outside
-        /// Assigned partitions by its group.
-        case joined
-    }
-
-    /// Whether results can be published.
-    enum Producer: Equatable {
-        case healthy
-        /// librdkafka reported a fatal error, with its reason.
-        case fatal(String)
-    }
-
-    /// A credential APNs refused: its first reason and when, kept until it works again.
-    struct BrokenCredential: Equatable {
-        var reason: String
-        var since: String
-    }
-
-    private(set) var consumer = Consumer.outside
-    private(set) var producer = Producer.healthy
-    /// By credential name; a credential not listed is healthy.
-    private(set) var brokenCredentials: [String: BrokenCredential] = [:]
-    private(set) var lastHeartbeat: ContinuousClock.Instant
-
-    init(now: ContinuousClock.Instant) {
-        lastHeartbeat = now
-    }
-
-    mutating func heartbeat(now: ContinuousClock.Instant) { lastHeartbeat = now }
-    mutating func consumerJoined() { consumer = .joined }
-    mutating func consumerLeft() { consumer = .outside }
-    mutating func producerFailed(_ reason: String) { producer = .fatal(reason) }
-    mutating func producerRecovered() { producer = .healthy }
-
-    /// The first reason and time stay until the credential is healthy again, so "since" tells how
-    /// long it has been broken.
-    mutating func credentialBroken(_ name: String, reason: String, since: String) {
-        if brokenCredentials[name] == nil { brokenCredentials[name] = BrokenCredential(reason: reason, since: since) }
-    }
-
-    mutating func credentialHealthy(_ name: String) { brokenCredentials[name] = nil }
-
-    func isLive(now: ContinuousClock.Instant, window: Duration) -> Bool {
-        now - lastHeartbeat <= window
-    }
-
-    var readiness: HealthState.Readiness {
-        let kafka: String
-        switch (producer, consumer) {
-        case (.fatal(let reason), _): kafka = "producer fatal: \(reason)"
-        case (.healthy, .outside): kafka = "consumer has not joined its group"
-        case (.healthy, .joined): kafka = "ok"
+extension HealthState {
+    /// What liveness and readiness are computed from, changed only through its transitions. Pure: the
+    /// clock readings come in as arguments.
+    struct StateMachine {
+        /// The consumer's place in its group.
+        enum Consumer: Equatable {
+            /// Not assigned partitions yet, or left the group (shutdown, or the group was lost).
+            case outside
+            /// Assigned partitions by its group.
+            case joined
         }
-        let credentials =
-            brokenCredentials.isEmpty
-            ? "ok"
-            : brokenCredentials.sorted { $0.key < $1.key }
-                .map { "\($0.key): \($0.value.reason) since \($0.value.since)" }
-                .joined(separator: "; ")
-        return HealthState.Readiness(kafka: kafka, credentials: credentials)
+
+        /// Whether results can be published.
+        enum Producer: Equatable {
+            case healthy
+            /// librdkafka reported a fatal error, with its reason.
+            case fatal(String)
+        }
+
+        /// A credential APNs refused: its first reason and when, kept until it works again.
+        struct BrokenCredential: Equatable {
+            var reason: String
+            var since: String
+        }
+
+        private(set) var consumer = Consumer.outside
+        private(set) var producer = Producer.healthy
+        /// By credential name; a credential not listed is healthy.
+        private(set) var brokenCredentials: [String: BrokenCredential] = [:]
+        private(set) var lastHeartbeat: ContinuousClock.Instant
+
+        init(now: ContinuousClock.Instant) {
+            lastHeartbeat = now
+        }
+
+        mutating func heartbeat(now: ContinuousClock.Instant) { lastHeartbeat = now }
+        mutating func consumerJoined() { consumer = .joined }
+        mutating func consumerLeft() { consumer = .outside }
+        mutating func producerFailed(_ reason: String) { producer = .fatal(reason) }
+        mutating func producerRecovered() { producer = .healthy }
+
+        /// The first reason and time stay until the credential is healthy again, so "since" tells how
+        /// long it has been broken.
+        mutating func credentialBroken(_ name: String, reason: String, since: String) {
+            if brokenCredentials[name] == nil {
+                brokenCredentials[name] = BrokenCredential(reason: reason, since: since)
+            }
+        }
+
+        mutating func credentialHealthy(_ name: String) { brokenCredentials[name] = nil }
+
+        func isLive(now: ContinuousClock.Instant, window: Duration) -> Bool {
+            now - lastHeartbeat <= window
+        }
+
+        var readiness: HealthState.Readiness {
+            let kafka: String
+            switch (producer, consumer) {
+            case (.fatal(let reason), _): kafka = "producer fatal: \(reason)"
+            case (.healthy, .outside): kafka = "consumer has not joined its group"
+            case (.healthy, .joined): kafka = "ok"
+            }
+            let credentials =
+                brokenCredentials.isEmpty
+                ? "ok"
+                : brokenCredentials.sorted { $0.key < $1.key }
+                    .map { "\($0.key): \($0.value.reason) since \($0.value.since)" }
+                    .joined(separator: "; ")
+            return HealthState.Readiness(kafka: kafka, credentials: credentials)
+        }
     }
 }

@@ -17,7 +17,7 @@ package final class HealthState: Sendable {
     package let livenessWindow: Duration
     private let now: @Sendable () -> ContinuousClock.Instant
     private let wallClock: @Sendable () -> Date
-    private let state: NIOLockedValueBox<HealthStateMachine>
+    private let state: NIOLockedValueBox<StateMachine>
 
     /// - Parameters:
     ///   - livenessWindow: 60 s by default (`WorkerRuntime` passes twice `delivery.retry.maxBackoff`
@@ -33,7 +33,7 @@ package final class HealthState: Sendable {
         self.now = now
         self.wallClock = wallClock
         // Alive from the start: startup counts as progress.
-        self.state = NIOLockedValueBox(HealthStateMachine(now: now()))
+        self.state = NIOLockedValueBox(StateMachine(now: now()))
     }
 
     /// The pipeline made progress, or is idle-waiting for input.

@@ -25,7 +25,7 @@ package final class WorkerPipeline: Service, Sendable {
     private let logger: Logger
     /// Lock order: this lock, then the consumer's own (pause and resume are called under it, so
     /// that the consumer's pause state always follows this machine's latest decision).
-    let state: NIOLockedValueBox<PipelineStateMachine>
+    let state: NIOLockedValueBox<StateMachine>
     private let consumerBox = NIOLockedValueBox<KafkaConsumer?>(nil)
     private let failure = NIOLockedValueBox<(any Error)?>(nil)
     private let periodicCommitPending = Atomic<Bool>(false)
@@ -55,7 +55,7 @@ package final class WorkerPipeline: Service, Sendable {
             observer: observer, logger: logger, progress: progress, maxEventAge: configuration.maxEventAge,
             maxRecordBytes: configuration.maxRecordBytes)
         self.state = NIOLockedValueBox(
-            PipelineStateMachine(
+            StateMachine(
                 maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes))
     }
 

@@ -1,0 +1,413 @@
+import NIOCore
+
+extension APNsConnectionPool {
+    /// The bookkeeping of a connection pool, without I/O: which connection takes the next request,
+    /// who waits, when to connect again, what to close. Kept behind the pool's lock; every method
+    /// returns what to do, and the pool does it after unlocking.
+    ///
+    /// - `slots` connections are kept open; each slot reconnects on its own with exponential backoff
+    ///   and jitter after a failure, at once after a healthy connection ended (up for `healthyAfter`, or
+    ///   told to go away after answering requests).
+    /// - A request goes to the serving connection with the fewest requests in flight that still has a
+    ///   free stream; when none has, it waits in a bounded FIFO.
+    /// - A connection that received GOAWAY drains: it takes nothing new and closes once its last
+    ///   request is answered; its slot connects again meanwhile.
+    /// - Shutting down, it takes no new request, serves those that wait, and says when all are done.
+    ///
+    /// Generic over what waits (`Waiter`) and what a connection is to its owner (`Connection`: the
+    /// pool's outbox; plain values in tests), so its rules are tested without a network.
+    struct StateMachine<Waiter: Sendable, Connection: Sendable>: Sendable {
+        struct Backoff: Sendable {
+            var base: TimeAmount
+            var maximum: TimeAmount
+            /// A connection that stayed up this long resets the slot's failure count.
+            var healthyAfter: TimeAmount
+        }
+
+        enum SlotPhase {
+            /// Nothing open and nothing planned (before the first request, or after a shutdown).
+            case idle
+            /// Connection `id` is being opened; `connection` once its channel exists.
+            case connecting(id: Int, connection: Connection?)
+            /// Connection `id` serves requests (its figures are in `open[id]`), up since `since`.
+            case ready(id: Int, since: NIODeadline)
+            /// Waiting to connect again; `timer` once the pool scheduled it.
+            case backingOff(timer: Scheduled<Void>?)
+        }
+
+        struct Slot {
+            var phase = SlotPhase.idle
+            var failures = 0
+        }
+
+        /// A connection whose server said SETTINGS: it serves a slot, or drains after GOAWAY.
+        struct OpenConnection {
+            enum Role: Equatable {
+                case serving(slot: Int)
+                /// GOAWAY: finishes what it has, takes nothing new; its slot connects again meanwhile.
+                case draining
+            }
+
+            var connection: Connection
+            var role: Role
+            var capacity: Int
+            var inFlight = 0
+            /// A request finished on it: the connection worked.
+            var answered = false
+
+            var isServing: Bool { role != .draining }
+
+            /// A request on it finished. Returns whether it still serves (one dictionary access for
+            /// the whole change, on every request's path).
+            mutating func finished() -> Bool {
+                inFlight -= 1
+                answered = true
+                return isServing
+            }
+        }
+
+        enum Phase {
+            case running
+            /// No new request is taken; `drainWaiters` are told when nothing is in flight or waiting.
+            case shuttingDown(drainWaiters: [EventLoopPromise<Void>])
+        }
+
+        enum Action {
+            case connect(slot: Int, id: Int)
+            case reconnect(slot: Int, after: TimeAmount)
+            /// Send the request on connection `connectionID` (its stream is counted already).
+            case dispatch(Waiter, connectionID: Int, Connection)
+            case fail(Waiter, APNsClientError)
+            case close(Connection)
+            /// Everything accepted before the shutdown is done.
+            case drained(EventLoopPromise<Void>)
+        }
+
+        private(set) var slots: [Slot]
+        /// Connections whose server said SETTINGS (serving or draining), by id.
+        private(set) var open: [Int: OpenConnection] = [:]
+        private(set) var phase = Phase.running
+        private var waiters = CircularBuffer<(id: Int, waiter: Waiter)>()
+        private let maximumWaiters: Int
+        private let backoff: Backoff
+        private var nextConnectionID = 1
+        private var nextWaiterID = 0
+
+        init(connections: Int, maximumWaiters: Int, backoff: Backoff) {
+            self.slots = Array(repeating: Slot(), count: max(1, connections))
+            self.maximumWaiters = maximumWaiters
+            self.backoff = backoff
+        }
+
+        var waiterCount: Int { waiters.count }
+
+        var isShuttingDown: Bool {
+            if case .shuttingDown = phase { return true }
+            return false
+        }
+
+        /// What the pool holds right now, for metrics.
+        var statistics: APNsPoolStatistics {
+            var statistics = APNsPoolStatistics()
+            for slot in slots {
+                switch slot.phase {
+                case .ready: statistics.readyConnections += 1
+                case .connecting: statistics.connectingConnections += 1
+                case .idle, .backingOff: break
+                }
+            }
+            for connection in open.values {
+                if connection.isServing {
+                    statistics.streamCapacity += connection.capacity
+                } else {
+                    statistics.drainingConnections += 1
+                }
+            }
+            statistics.streamsInUse = inFlight
+            statistics.waitingRequests = waiterCount
+            return statistics
+        }
+        var inFlight: Int { open.values.reduce(0) { $0 + $1.inFlight } }
+
+        /// A fresh id for a request that may wait (`acquire`, `giveUp`).
+        mutating func makeWaiterID() -> Int {
+            nextWaiterID += 1
+            return nextWaiterID
+        }
+
+        // MARK: Requests
+
+        /// A request wants a stream: the least loaded serving connection with a free one takes it, else
+        /// it waits (`waiterID` names it there), else it is refused. Appends what to do to `actions`;
+        /// returns whether the request waits (its owner then gives it up at its deadline).
+        @discardableResult
+        mutating func acquire(_ waiter: Waiter, waiterID: Int, into actions: inout [Action]) -> Bool {
+            if isShuttingDown {
+                actions.append(
+                    .fail(waiter, APNsClientError(.shutDown, "client is shutting down", mayHaveReachedAPNs: false)))
+                return false
+            }
+            startIdleSlots(into: &actions)
+            if waiters.isEmpty, let id = leastLoaded() {
+                open[id]!.inFlight += 1
+                actions.append(.dispatch(waiter, connectionID: id, open[id]!.connection))
+                return false
+            }
+            if waiters.count < maximumWaiters {
+                waiters.append((waiterID, waiter))
+                return true
+            }
+            actions.append(
+                .fail(
+                    waiter,
+                    APNsClientError(
+                        .queueFull, "every stream is busy and the wait queue is full", mayHaveReachedAPNs: false)))
+            return false
+        }
+
+        /// `acquire` for one request, returning its actions.
+        mutating func acquire(_ waiter: Waiter, waiterID: Int) -> [Action] {
+            var actions: [Action] = []
+            acquire(waiter, waiterID: waiterID, into: &actions)
+            return actions
+        }
+
+        /// A request finished on `connectionID`: its stream serves the first waiter, a draining
+        /// connection closes after its last, a shutdown ends after the last of all. Nothing to do (an
+        /// empty array, no allocation) in the common case.
+        mutating func release(connectionID id: Int) -> [Action] {
+            guard let serving = open[id]?.finished() else { return [] }
+            if serving, waiters.isEmpty, case .running = phase { return [] }
+            var actions = serveWaiters()
+            if let connection = open[id], !connection.isServing, connection.inFlight == 0 {
+                actions.append(.close(connection.connection))  // drained after GOAWAY
+            }
+            drainedIfDone(into: &actions)
+            return actions
+        }
+
+        /// Waiting requests give up (their deadline passed, or their caller cancelled): those still
+        /// waiting fail with `error`.
+        mutating func giveUp(waiterIDs ids: Set<Int>, _ error: APNsClientError) -> [Action] {
+            guard waiters.contains(where: { ids.contains($0.id) }) else { return [] }
+            var actions: [Action] = []
+            var kept = CircularBuffer<(id: Int, waiter: Waiter)>(initialCapacity: waiters.count)
+            for entry in waiters {
+                if ids.contains(entry.id) { actions.append(.fail(entry.waiter, error)) } else { kept.append(entry) }
+            }
+            waiters = kept
+            drainedIfDone(into: &actions)
+            return actions
+        }
+
+        // MARK: Connections
+
+        /// The channel of connection `id` exists (before TLS and SETTINGS). A connection that is no
+        /// longer wanted is closed.
+        mutating func connectionCreated(id: Int, connection: Connection) -> [Action] {
+            guard let slot = slots.firstIndex(where: { $0.isConnecting(id) }) else { return [.close(connection)] }
+            slots[slot].phase = .connecting(id: id, connection: connection)
+            return []
+        }
+
+        mutating func connectionReady(id: Int, capacity: Int, now: NIODeadline) -> [Action] {
+            guard let slot = slots.firstIndex(where: { $0.isConnecting(id) }),
+                case .connecting(_, let connection?) = slots[slot].phase
+            else { return [] }
+            slots[slot].phase = .ready(id: id, since: now)
+            open[id] = OpenConnection(connection: connection, role: .serving(slot: slot), capacity: capacity)
+            return serveWaiters()
+        }
+
+        mutating func capacityChanged(id: Int, capacity: Int) -> [Action] {
+            guard open[id] != nil else { return [] }
+            open[id]!.capacity = capacity
+            return serveWaiters()
+        }
+
+        /// GOAWAY: the connection finishes what it has; its slot connects again. At once if it answered
+        /// requests (APNs sends GOAWAY to working connections, after a number of requests or for
+        /// maintenance: no reason to wait, however short its life); with backoff if it answered none.
+        mutating func goingAway(id: Int, now: NIODeadline) -> [Action] {
+            guard let connection = open[id], case .serving(let slot) = connection.role else { return [] }
+            open[id]!.role = .draining
+            open[id]!.capacity = 0
+            var actions = slotLost(slot, now: now, healthy: connection.answered)
+            if connection.inFlight == 0 { actions.append(.close(connection.connection)) }
+            return actions
+        }
+
+        /// The channel of `id` closed (or never connected), with the error that ended it, if any.
+        mutating func connectionClosed(id: Int, error: APNsClientError?, now: NIODeadline) -> [Action] {
+            var actions: [Action] = []
+            if let connection = open.removeValue(forKey: id) {
+                if case .serving(let slot) = connection.role {
+                    actions += slotLost(slot, now: now, worked: connection.answered)
+                }
+            } else if let slot = slots.firstIndex(where: { $0.isConnecting(id) }) {
+                slots[slot].failures += 1
+                actions += slotLost(slot, now: now)
+                // Nobody can be served now: tell the waiters why instead of letting them time out.
+                if !open.values.contains(where: \.isServing) {
+                    let reason =
+                        error ?? APNsClientError(.connectFailed, "could not connect", mayHaveReachedAPNs: false)
+                    while let (_, waiter) = waiters.popFirst() { actions.append(.fail(waiter, reason)) }
+                }
+            }
+            drainedIfDone(into: &actions)
+            return actions
+        }
+
+        /// The pool scheduled the reconnect of `slot` (`Action.reconnect`). A timer that comes after
+        /// the slot moved on is cancelled.
+        mutating func reconnectScheduled(slot: Int, timer: Scheduled<Void>) -> Scheduled<Void>? {
+            guard case .backingOff(nil) = slots[slot].phase, !isShuttingDown else { return timer }
+            slots[slot].phase = .backingOff(timer: timer)
+            return nil
+        }
+
+        /// A slot's backoff timer fired.
+        mutating func reconnectDue(slot: Int) -> [Action] {
+            guard case .backingOff = slots[slot].phase, !isShuttingDown else { return [] }
+            return [connect(slot)]
+        }
+
+        // MARK: Shutdown
+
+        /// Stop taking requests; `drained` is completed (through `Action.drained`) once every accepted
+        /// request is done, at once if none is left.
+        mutating func shutdown(drained: EventLoopPromise<Void>) -> [Action] {
+            switch phase {
+            case .running: phase = .shuttingDown(drainWaiters: [drained])
+            case .shuttingDown(let waiters): phase = .shuttingDown(drainWaiters: waiters + [drained])
+            }
+            var actions: [Action] = []
+            drainedIfDone(into: &actions)
+            return actions
+        }
+
+        var isDrained: Bool { inFlight == 0 && waiters.isEmpty }
+
+        /// After the drain: every connection to close (each sends GOAWAY first) and every reconnect
+        /// timer to cancel. The slots are idle afterwards.
+        mutating func closeAll() -> (connections: [Connection], timers: [Scheduled<Void>]) {
+            var connections = open.values.map(\.connection)
+            var timers: [Scheduled<Void>] = []
+            for index in slots.indices {
+                switch slots[index].phase {
+                case .connecting(_, let connection?): connections.append(connection)
+                case .backingOff(let timer?): timers.append(timer)
+                case .connecting, .backingOff, .idle, .ready: break
+                }
+                slots[index].phase = .idle
+            }
+            open = [:]
+            return (connections, timers)
+        }
+
+        // MARK: Internals
+
+        private mutating func drainedIfDone(into actions: inout [Action]) {
+            guard case .shuttingDown(let promises) = phase, !promises.isEmpty, isDrained else { return }
+            phase = .shuttingDown(drainWaiters: [])
+            for promise in promises { actions.append(.drained(promise)) }
+        }
+
+        private mutating func startIdleSlots(into actions: inout [Action]) {
+            for index in slots.indices {
+                if case .idle = slots[index].phase { actions.append(connect(index)) }
+            }
+        }
+
+        private mutating func connect(_ slot: Int) -> Action {
+            let id = nextConnectionID
+            nextConnectionID += 1
+            slots[slot].phase = .connecting(id: id, connection: nil)
+            return .connect(slot: slot, id: id)
+        }
+
+        /// `healthy`: the connection ended through no fault of its own, whatever its age. `worked`: it
+        /// answered requests before it was lost: one short backoff, not a growing one (a connection
+        /// dropped now and then must not slow the pool down step by step).
+        private mutating func slotLost(_ slot: Int, now: NIODeadline, healthy: Bool = false, worked: Bool = false)
+            -> [Action]
+        {
+            if case .ready(_, let since) = slots[slot].phase {
+                if healthy || now - since >= backoff.healthyAfter {
+                    slots[slot].failures = 0
+                } else {
+                    slots[slot].failures = worked ? 1 : slots[slot].failures + 1
+                }
+            }
+            guard !isShuttingDown else {
+                slots[slot].phase = .idle
+                return []
+            }
+            slots[slot].phase = .backingOff(timer: nil)
+            return [.reconnect(slot: slot, after: delay(failures: slots[slot].failures))]
+        }
+
+        /// 0 after a healthy connection; otherwise "equal jitter": half the exponential step plus a random
+        /// part of the other half, so two attempts are never closer than half a step.
+        private func delay(failures: Int) -> TimeAmount {
+            guard failures > 0 else { return .zero }
+            let step = min(backoff.maximum.nanoseconds, backoff.base.nanoseconds << min(failures - 1, 30))
+            return .nanoseconds(step / 2 + Int64.random(in: 0...max(0, step / 2)))
+        }
+
+        private func leastLoaded() -> Int? {
+            var best: (id: Int, inFlight: Int)?
+            for (id, connection) in open where connection.isServing && connection.inFlight < connection.capacity {
+                if best == nil || connection.inFlight < best!.inFlight { best = (id, connection.inFlight) }
+            }
+            return best?.id
+        }
+
+        private mutating func serveWaiters() -> [Action] {
+            var actions: [Action] = []
+            while !waiters.isEmpty, let id = leastLoaded() {
+                open[id]!.inFlight += 1
+                actions.append(.dispatch(waiters.removeFirst().waiter, connectionID: id, open[id]!.connection))
+            }
+            return actions
+        }
+    }
+}
+
+extension APNsConnectionPool.StateMachine.Slot {
+    func isConnecting(_ id: Int) -> Bool {
+        if case .connecting(id, _) = phase { return true }
+        return false
+    }
+}
+
+/// A connection pool's state at one moment (a pool per credential; a client's figures add up its
+/// pools'). For gauges: connections by state, streams in use against what the server allows, and
+/// requests waiting for a stream.
+public struct APNsPoolStatistics: Sendable, Equatable {
+    /// Open and taking requests.
+    public var readyConnections = 0
+    /// Being opened (TCP, TLS, HTTP/2 settings).
+    public var connectingConnections = 0
+    /// After GOAWAY: finishing their requests, taking no new ones.
+    public var drainingConnections = 0
+    /// Requests on a stream (sent or being sent, not yet answered), draining connections included.
+    public var streamsInUse = 0
+    /// The sum of the ready connections' MAX_CONCURRENT_STREAMS.
+    public var streamCapacity = 0
+    /// Requests waiting for a free stream.
+    public var waitingRequests = 0
+
+    public init() {}
+
+    static func + (lhs: Self, rhs: Self) -> Self {
+        var sum = lhs
+        sum.readyConnections += rhs.readyConnections
+        sum.connectingConnections += rhs.connectingConnections
+        sum.drainingConnections += rhs.drainingConnections
+        sum.streamsInUse += rhs.streamsInUse
+        sum.streamCapacity += rhs.streamCapacity
+        sum.waitingRequests += rhs.waitingRequests
+        return sum
+    }
+}

@@ -1,0 +1,407 @@
+import Kafka
+
+extension WorkerPipeline {
+    /// The pipeline's shared state: whether it runs or stops (with a deadline), whether input flows or
+    /// is held and whether the reader waits for it, the partitions this member owns (each with its
+    /// lease) and their records in flight (for commits), how many events run (for backpressure), and
+    /// who waits for a drain. Pure: every method returns what to do, and the caller does it outside
+    /// the lock.
+    ///
+    /// Input is held (the reader waits, the consumer's partitions pause) while any of these holds:
+    /// `maxInFlight` events, or `maxInFlightBytes` of their records, are running (until both are down
+    /// to half), or an output topic refuses every record (until one is stored there again). While
+    /// stopping, the reader never waits and nothing is admitted.
+    struct StateMachine {
+        typealias Waiter = CheckedContinuation<Void, Never>
+
+        enum State {
+            /// Records are admitted; `Input` says whether the reader may read on.
+            case running(Input)
+            /// Shutdown began; everything must be done by `deadline`. Nothing is admitted and no reader
+            /// waits. The hold (nil: none) is kept because it still acts: the consumer's partitions stay
+            /// paused until it ends (the consumer follows this machine in every phase), and an output
+            /// topic that refuses records for too long still makes the pipeline's `run()` throw.
+            case stopping(deadline: ContinuousClock.Instant, hold: Hold?)
+        }
+
+        enum Input {
+            case flowing
+            /// The reader may not read on. `reader`: it waits, and is resumed when the hold ends or
+            /// shutdown begins.
+            case held(Hold, reader: Waiter?)
+        }
+
+        /// Why input is held. Always at least one reason: a hold left with none ends (the input flows).
+        struct Hold {
+            /// `maxInFlight` or `maxInFlightBytes` was reached, and the running events are not yet down
+            /// to half of both.
+            var atBound = false
+            /// Output topics whose every record is refused (no such topic, not authorized), since when.
+            var blockedTopics: [String: ContinuousClock.Instant] = [:]
+
+            var holdsInput: Bool { atBound || !blockedTopics.isEmpty }
+        }
+
+        /// The partitions this member owns, each under its lease, and their records in flight.
+        struct Ownership {
+            /// Partitions owned now. A partition being revoked is no longer here, but keeps its entry in
+            /// `leases` (and the tracker) until its revocation has committed.
+            private(set) var owned: Set<KafkaTopicPartition> = []
+            /// The lease of every partition the tracker holds (owned, or revoked and not yet forgotten).
+            private(set) var leases: [KafkaTopicPartition: PartitionLease] = [:]
+            private(set) var tracker = OffsetTracker()
+
+            /// New leases and fresh tracking for these partitions; returns the leases they replace.
+            mutating func assign(_ partitions: [KafkaTopicPartition]) -> [PartitionLease] {
+                var ended: [PartitionLease] = []
+                for partition in partitions {
+                    if let old = leases[partition] { ended.append(old) }
+                    leases[partition] = PartitionLease(partition)
+                    owned.insert(partition)
+                }
+                tracker.remove(partitions)
+                return ended
+            }
+
+            mutating func revoke(_ partitions: some Sequence<KafkaTopicPartition>) {
+                owned.subtract(partitions)
+            }
+
+            /// Drops the partitions not owned again meanwhile; returns their leases.
+            mutating func forget(_ partitions: some Sequence<KafkaTopicPartition>) -> [PartitionLease] {
+                var ended: [PartitionLease] = []
+                var forgotten: [KafkaTopicPartition] = []
+                for partition in partitions where !owned.contains(partition) {
+                    if let lease = leases.removeValue(forKey: partition) { ended.append(lease) }
+                    forgotten.append(partition)
+                }
+                tracker.remove(forgotten)
+                return ended
+            }
+
+            func lease(of partition: KafkaTopicPartition) -> PartitionLease? {
+                owned.contains(partition) ? leases[partition] : nil
+            }
+
+            /// Tracks the record if its partition is owned under `lease` now; returns whether it is.
+            mutating func start(_ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease) -> Bool {
+                guard owned.contains(partition), leases[partition] === lease else { return false }
+                tracker.start(partition, offset: offset)
+                return true
+            }
+
+            /// The record is done; it counts only if its partition is still tracked under `lease`.
+            mutating func finish(_ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease) {
+                if leases[partition] === lease { tracker.finish(partition, offset: offset) }
+            }
+
+            func commitCandidates(in selection: Set<KafkaTopicPartition>?) -> [KafkaTopicPartitionOffset] {
+                tracker.commitCandidates(in: selection ?? owned)
+            }
+
+            mutating func markCommitted(_ offsets: [KafkaTopicPartitionOffset]) {
+                tracker.markCommitted(offsets)
+            }
+        }
+
+        /// Events between "read" and "done", whatever their partition's fate (a revoked partition's
+        /// events run to the end or to their next step; they just no longer count for commits).
+        struct Load {
+            var events = 0
+            /// The running events' record bytes.
+            var bytes = 0
+        }
+
+        let maxInFlight: Int
+        /// The bound in bytes of the running events' records (`KafkaConsumerMessage.byteCount`).
+        let maxInFlightBytes: Int
+        private var state: State = .running(.flowing)
+        // Beside `state`, not inside it: these live through both phases (a revocation and shutdown's
+        // drain need them while stopping), and `admit` and `finish` change the load and the tracker once
+        // per event, which inside an enum payload would cost taking it out and putting it back each time.
+        private(set) var ownership = Ownership()
+        private(set) var load = Load()
+        /// Who waits for a drain: revocations (in either phase) and shutdown's drain.
+        private var drainWaiters: [(partitions: Set<KafkaTopicPartition>?, waiter: Waiter)] = []
+
+        init(maxInFlight: Int, maxInFlightBytes: Int = .max) {
+            self.maxInFlight = max(maxInFlight, 1)
+            self.maxInFlightBytes = max(maxInFlightBytes, 1)
+        }
+
+        /// Input is held: the reader waits and the consumer's partitions are paused.
+        var paused: Bool {
+            switch state {
+            case .running(.flowing), .stopping(_, nil): false
+            case .running(.held), .stopping(_, _?): true
+            }
+        }
+
+        var atBound: Bool {
+            switch state {
+            case .running(.flowing), .stopping(_, nil): false
+            case .running(.held(let hold, _)), .stopping(_, let hold?): hold.atBound
+            }
+        }
+
+        var blockedTopics: [String: ContinuousClock.Instant] {
+            switch state {
+            case .running(.flowing), .stopping(_, nil): [:]
+            case .running(.held(let hold, _)), .stopping(_, let hold?): hold.blockedTopics
+            }
+        }
+
+        /// Shutdown's deadline, once shutdown began.
+        var deadline: ContinuousClock.Instant? {
+            guard case .stopping(let deadline, _) = state else { return nil }
+            return deadline
+        }
+
+        var isStopping: Bool { deadline != nil }
+
+        /// Partitions owned now (assigned, not being revoked).
+        var owned: Set<KafkaTopicPartition> { ownership.owned }
+
+        var running: Int { load.events }
+
+        var runningBytes: Int { load.bytes }
+
+        // MARK: assignment
+
+        /// The group gave these partitions to this member: each gets a new lease and fresh tracking
+        /// (whatever an earlier tenure left is no longer this member's to commit). Returns the leases
+        /// that ended (a partition assigned again while its old revocation had not finished).
+        mutating func assign(_ partitions: [KafkaTopicPartition]) -> [PartitionLease] {
+            ownership.assign(partitions)
+        }
+
+        /// The group takes these partitions away: nothing more of them is admitted from now on. Their
+        /// running events go on (the revocation waits for them, bounded) and their offsets stay tracked
+        /// until `forget`.
+        mutating func revoke(_ partitions: some Sequence<KafkaTopicPartition>) {
+            ownership.revoke(partitions)
+        }
+
+        /// The revocation is over (committed, or given up): forget the partitions' offsets and end their
+        /// leases, so that their events still waiting for a retry are abandoned. A partition owned again
+        /// meanwhile (a new lease) is left alone. Returns the ended leases.
+        mutating func forget(_ partitions: some Sequence<KafkaTopicPartition>) -> [PartitionLease] {
+            ownership.forget(partitions)
+        }
+
+        /// The lease a record of this partition would be admitted under now, if the partition is owned.
+        func lease(of partition: KafkaTopicPartition) -> PartitionLease? {
+            ownership.lease(of: partition)
+        }
+
+        // MARK: reader
+
+        enum AdmitAction {
+            /// Run it; `pause`: this one fills the bound, pause the consumer now.
+            case run(pause: Bool)
+            /// Drop it unread: its partition is no longer owned under the lease it was read under, or
+            /// the pipeline is stopping. It stays uncommitted; its partition's owner reads it again.
+            case skip
+        }
+
+        /// A record read under `lease` is about to run. Checked after every wait of the reader, since
+        /// the partition may have been revoked (and even assigned back) meanwhile.
+        mutating func admit(
+            _ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease, bytes: Int = 0
+        ) -> AdmitAction {
+            guard case .running = state, ownership.start(partition, offset: offset, lease: lease) else { return .skip }
+            load.events += 1
+            load.bytes += bytes
+            guard load.events >= maxInFlight || load.bytes >= maxInFlightBytes else { return .run(pause: false) }
+            switch state {
+            case .running(.flowing):
+                state = .running(.held(Hold(atBound: true), reader: nil))
+                return .run(pause: true)
+            case .running(.held(var hold, let reader)) where !hold.atBound:
+                // Held for a blocked topic already: the bound is one more reason, nothing more to pause.
+                hold.atBound = true
+                state = .running(.held(hold, reader: reader))
+                return .run(pause: false)
+            case .running(.held), .stopping:
+                return .run(pause: false)
+            }
+        }
+
+        /// Before reading the next record: wait while held. Returns false when the waiter was stored
+        /// (it is resumed when input resumes or shutdown begins), true when the reader may go on.
+        mutating func mayRead(_ waiter: Waiter) -> Bool {
+            guard case .running(.held(let hold, let reader)) = state else { return true }
+            precondition(reader == nil, "one reader")
+            state = .running(.held(hold, reader: waiter))
+            return false
+        }
+
+        // MARK: completion
+
+        struct FinishAction {
+            /// Resume the reader.
+            var resume: Waiter?
+            /// Resume the consumer's partitions.
+            var resumeConsumer = false
+            /// Revocations or a shutdown waiting for these events.
+            var drained: [Waiter] = []
+        }
+
+        /// An event is done: its result (and dead letter) are acknowledged. Its offset counts only if
+        /// its partition is still tracked under the lease it was admitted with.
+        mutating func finish(
+            _ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease, bytes: Int = 0
+        ) -> FinishAction {
+            ownership.finish(partition, offset: offset, lease: lease)
+            return ended(bytes: bytes)
+        }
+
+        /// An event was abandoned (its lease ended, or shutdown cancelled its wait): it no longer runs,
+        /// but its offset stays in flight, so nothing at or after it in its partition is committed and
+        /// it is read again.
+        mutating func abandon(bytes: Int = 0) -> FinishAction {
+            ended(bytes: bytes)
+        }
+
+        private mutating func ended(bytes: Int) -> FinishAction {
+            load.events -= 1
+            load.bytes -= bytes
+            var action = FinishAction()
+            if atBound, load.events <= maxInFlight / 2, load.bytes <= maxInFlightBytes / 2 {
+                action = changeHold { $0.atBound = false }
+            }
+            if !drainWaiters.isEmpty {
+                var waiting: [(partitions: Set<KafkaTopicPartition>?, waiter: Waiter)] = []
+                for entry in drainWaiters {
+                    if isDrained(entry.partitions) {
+                        action.drained.append(entry.waiter)
+                    } else {
+                        waiting.append(entry)
+                    }
+                }
+                drainWaiters = waiting
+            }
+            return action
+        }
+
+        /// Changes the hold, in either phase (nothing to change while input flows). The hold is taken out
+        /// of the state while it changes, so that its dictionary is changed in place rather than copied.
+        /// A hold left with no reason ends: input resumes (the consumer, and the reader if one waits).
+        private mutating func changeHold(_ change: (inout Hold) -> Void) -> FinishAction {
+            var action = FinishAction()
+            switch state {
+            case .running(.flowing), .stopping(_, nil):
+                break
+            case .running(.held(var hold, let reader)):
+                state = .running(.flowing)
+                change(&hold)
+                if hold.holdsInput {
+                    state = .running(.held(hold, reader: reader))
+                } else {
+                    action.resumeConsumer = true
+                    action.resume = reader
+                }
+            case .stopping(let deadline, var hold?):
+                state = .stopping(deadline: deadline, hold: nil)
+                change(&hold)
+                if hold.holdsInput {
+                    state = .stopping(deadline: deadline, hold: hold)
+                } else {
+                    action.resumeConsumer = true
+                }
+            }
+            return action
+        }
+
+        // MARK: output topics
+
+        /// Every record to `topic` is refused. Returns true when this pauses input.
+        mutating func block(_ topic: String, now: ContinuousClock.Instant) -> Bool {
+            switch state {
+            case .running(.flowing):
+                state = .running(.held(Hold(blockedTopics: [topic: now]), reader: nil))
+                return true
+            case .stopping(let deadline, nil):
+                state = .stopping(deadline: deadline, hold: Hold(blockedTopics: [topic: now]))
+                return true
+            case .running(.held), .stopping(_, _?):
+                // Held already: the topic is one more reason (refusing since its first report).
+                _ = changeHold { hold in
+                    if hold.blockedTopics[topic] == nil { hold.blockedTopics[topic] = now }
+                }
+                return false
+            }
+        }
+
+        /// A record was stored in `topic` again: what to resume, if this unpaused input. A topic that
+        /// was not blocked changes nothing (a hold always keeps a reason).
+        mutating func unblock(_ topic: String) -> FinishAction {
+            changeHold { $0.blockedTopics[topic] = nil }
+        }
+
+        /// The topic that has refused every record for longer than `limit`, if any.
+        func blockedLongest(now: ContinuousClock.Instant, limit: Duration) -> (topic: String, since: Duration)? {
+            guard let (topic, since) = blockedTopics.min(by: { $0.value < $1.value }), now - since > limit else {
+                return nil
+            }
+            return (topic, now - since)
+        }
+
+        // MARK: shutdown
+
+        /// Shutdown began: nothing more is admitted, and a waiting reader goes on (to see the end of
+        /// its sequence). Returns the reader to resume, or nil if shutdown had begun already.
+        mutating func beginStopping(deadline: ContinuousClock.Instant) -> (began: Bool, reader: Waiter?) {
+            switch state {
+            case .running(.flowing):
+                state = .stopping(deadline: deadline, hold: nil)
+                return (true, nil)
+            case .running(.held(let hold, let reader)):
+                state = .stopping(deadline: deadline, hold: hold)
+                return (true, reader)
+            case .stopping:
+                return (false, nil)
+            }
+        }
+
+        /// Every lease held: at shutdown's drain bound the caller ends them all, so that what still
+        /// waits for a retry is abandoned.
+        var allLeases: [PartitionLease] { Array(ownership.leases.values) }
+
+        // MARK: drains and commits
+
+        /// Waits until no event of these partitions (all events, for `nil`) is in flight. Returns false
+        /// when the waiter was stored, true when already drained.
+        mutating func waitForDrain(of partitions: Set<KafkaTopicPartition>?, _ waiter: Waiter) -> Bool {
+            if isDrained(partitions) { return true }
+            drainWaiters.append((partitions, waiter))
+            return false
+        }
+
+        /// Gives up waiting (timeout): the stored waiter, to resume.
+        mutating func cancelDrainWait(_ matches: (Set<KafkaTopicPartition>?) -> Bool) -> [Waiter] {
+            var cancelled: [Waiter] = []
+            drainWaiters.removeAll { entry in
+                guard matches(entry.partitions) else { return false }
+                cancelled.append(entry.waiter)
+                return true
+            }
+            return cancelled
+        }
+
+        /// What to commit: for a revocation its partitions, periodically only the partitions owned now
+        /// (a partition being revoked is committed by its revocation, and only there).
+        func commitCandidates(in selection: Set<KafkaTopicPartition>?) -> [KafkaTopicPartitionOffset] {
+            ownership.commitCandidates(in: selection)
+        }
+
+        mutating func markCommitted(_ offsets: [KafkaTopicPartitionOffset]) {
+            ownership.markCommitted(offsets)
+        }
+
+        private func isDrained(_ partitions: Set<KafkaTopicPartition>?) -> Bool {
+            guard let partitions else { return load.events == 0 }
+            return ownership.tracker.inFlight(in: partitions) == 0
+        }
+    }
+}
