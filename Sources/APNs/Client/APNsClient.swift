@@ -76,7 +76,7 @@ public final class APNsClient: Sendable {
     public func send(
         _ push: APNsPush, completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
     ) {
-        send([BatchItem(push, completion: completion)])
+        sendAll(CollectionOfOne(BatchItem(push, completion: completion)))
     }
 
     /// One Live Activity broadcast to a channel (`POST /4/broadcasts/apps/<bundle ID>` on the push
@@ -103,11 +103,11 @@ public final class APNsClient: Sendable {
         let waiterID = pool.makeWaiterID()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                pool.execute([
-                    request(prepared, deadline: NIODeadline.now() + requestTimeout, waiterID: waiterID) {
-                        continuation.resume(with: $0)
-                    }
-                ])
+                pool.execute(
+                    CollectionOfOne(
+                        request(prepared, deadline: NIODeadline.now() + requestTimeout, waiterID: waiterID) {
+                            continuation.resume(with: $0)
+                        }))
             }
         } onCancel: {
             pool.giveUp(
@@ -139,21 +139,36 @@ public final class APNsClient: Sendable {
     /// reach each connection in one hand-over (one event-loop wake-up, one write, one TLS record)
     /// instead of one each.
     public func send(_ batch: [BatchItem]) {
+        sendAll(batch)
+    }
+
+    /// The one path of every send. Generic so that a single send (`CollectionOfOne`) allocates no
+    /// array on its way to the pool.
+    private func sendAll(_ batch: some Collection<BatchItem>) {
         let deadline = NIODeadline.now() + requestTimeout
+        if batch.count == 1, let item = batch.first {
+            if let request = request(for: item, deadline: deadline) { pool.execute(CollectionOfOne(request)) }
+            return
+        }
         var requests: [APNsConnectionPool.Request] = []
         requests.reserveCapacity(batch.count)
         for item in batch {
-            let prepared: Prepared
-            do {
-                prepared = try prepare(item.push)
-            } catch {
-                item.completion(.failure(error))
-                continue
-            }
-            let completion = item.completion
-            requests.append(request(prepared, deadline: deadline) { completion($0.mapError { $0 }) })
+            if let request = request(for: item, deadline: deadline) { requests.append(request) }
         }
         pool.execute(requests)
+    }
+
+    /// The item checked and given its token, or `nil` after its completion heard why it cannot go.
+    private func request(for item: BatchItem, deadline: NIODeadline) -> APNsConnectionPool.Request? {
+        let prepared: Prepared
+        do {
+            prepared = try prepare(item.push)
+        } catch {
+            item.completion(.failure(error))
+            return nil
+        }
+        let completion = item.completion
+        return request(prepared, deadline: deadline) { completion($0.mapError { $0 }) }
     }
 
     /// A request checked and given its provider token, ready to go.

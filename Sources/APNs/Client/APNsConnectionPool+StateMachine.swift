@@ -48,7 +48,6 @@ extension APNsConnectionPool {
                 case draining
             }
 
-            var connection: Connection
             var role: Role
             var capacity: Int
             var inFlight = 0
@@ -86,6 +85,9 @@ extension APNsConnectionPool {
         private(set) var slots: [Slot]
         /// Connections whose server said SETTINGS (serving or draining), by id.
         private(set) var open: [Int: OpenConnection] = [:]
+        /// The connection of each open one, apart from its figures: `leastLoaded` scans the figures
+        /// on every request, and a struct without references scans without reference counting.
+        private var connections: [Int: Connection] = [:]
         private(set) var phase = Phase.running
         private var waiters = CircularBuffer<(id: Int, waiter: Waiter)>()
         private let maximumWaiters: Int
@@ -137,38 +139,46 @@ extension APNsConnectionPool {
 
         // MARK: Requests
 
+        /// What became of a request that wanted a stream.
+        enum Acquired {
+            /// It goes on connection `connectionID` (its stream is counted already).
+            case dispatched(connectionID: Int, Connection)
+            /// It waits in the queue; its owner gives it up at its deadline.
+            case waiting
+            /// Refused (shutting down, or the queue is full).
+            case refused(APNsClientError)
+        }
+
         /// A request wants a stream: the least loaded serving connection with a free one takes it, else
-        /// it waits (`waiterID` names it there), else it is refused. Appends what to do to `actions`;
-        /// returns whether the request waits (its owner then gives it up at its deadline).
-        @discardableResult
-        mutating func acquire(_ waiter: Waiter, waiterID: Int, into actions: inout [Action]) -> Bool {
+        /// it waits (`waiterID` names it there), else it is refused. Connections to open (the first
+        /// request starts every idle slot) are appended to `connecting`. No allocation when a stream
+        /// is free: this runs for every request.
+        mutating func acquire(_ waiter: Waiter, waiterID: Int, connecting: inout [Action]) -> Acquired {
             if isShuttingDown {
-                actions.append(
-                    .fail(waiter, APNsClientError(.shutDown, "client is shutting down", mayHaveReachedAPNs: false)))
-                return false
+                return .refused(APNsClientError(.shutDown, "client is shutting down", mayHaveReachedAPNs: false))
             }
-            startIdleSlots(into: &actions)
+            startIdleSlots(into: &connecting)
             if waiters.isEmpty, let id = leastLoaded() {
                 open[id]!.inFlight += 1
-                actions.append(.dispatch(waiter, connectionID: id, open[id]!.connection))
-                return false
+                return .dispatched(connectionID: id, connections[id]!)
             }
             if waiters.count < maximumWaiters {
                 waiters.append((waiterID, waiter))
-                return true
+                return .waiting
             }
-            actions.append(
-                .fail(
-                    waiter,
-                    APNsClientError(
-                        .queueFull, "every stream is busy and the wait queue is full", mayHaveReachedAPNs: false)))
-            return false
+            return .refused(
+                APNsClientError(
+                    .queueFull, "every stream is busy and the wait queue is full", mayHaveReachedAPNs: false))
         }
 
-        /// `acquire` for one request, returning its actions.
+        /// `acquire` for one request, as actions (what a test reads).
         mutating func acquire(_ waiter: Waiter, waiterID: Int) -> [Action] {
             var actions: [Action] = []
-            acquire(waiter, waiterID: waiterID, into: &actions)
+            switch acquire(waiter, waiterID: waiterID, connecting: &actions) {
+            case .dispatched(let id, let connection): actions.append(.dispatch(waiter, connectionID: id, connection))
+            case .waiting: break
+            case .refused(let error): actions.append(.fail(waiter, error))
+            }
             return actions
         }
 
@@ -180,7 +190,7 @@ extension APNsConnectionPool {
             if serving, waiters.isEmpty, case .running = phase { return [] }
             var actions = serveWaiters()
             if let connection = open[id], !connection.isServing, connection.inFlight == 0 {
-                actions.append(.close(connection.connection))  // drained after GOAWAY
+                actions.append(.close(connections[id]!))  // drained after GOAWAY
             }
             drainedIfDone(into: &actions)
             return actions
@@ -215,7 +225,8 @@ extension APNsConnectionPool {
                 case .connecting(_, let connection?) = slots[slot].phase
             else { return [] }
             slots[slot].phase = .ready(id: id, since: now)
-            open[id] = OpenConnection(connection: connection, role: .serving(slot: slot), capacity: capacity)
+            open[id] = OpenConnection(role: .serving(slot: slot), capacity: capacity)
+            connections[id] = connection
             return serveWaiters()
         }
 
@@ -233,7 +244,7 @@ extension APNsConnectionPool {
             open[id]!.role = .draining
             open[id]!.capacity = 0
             var actions = slotLost(slot, now: now, healthy: connection.answered)
-            if connection.inFlight == 0 { actions.append(.close(connection.connection)) }
+            if connection.inFlight == 0 { actions.append(.close(connections[id]!)) }
             return actions
         }
 
@@ -241,6 +252,7 @@ extension APNsConnectionPool {
         mutating func connectionClosed(id: Int, error: APNsClientError?, now: NIODeadline) -> [Action] {
             var actions: [Action] = []
             if let connection = open.removeValue(forKey: id) {
+                connections[id] = nil
                 if case .serving(let slot) = connection.role {
                     actions += slotLost(slot, now: now, worked: connection.answered)
                 }
@@ -291,7 +303,7 @@ extension APNsConnectionPool {
         /// After the drain: every connection to close (each sends GOAWAY first) and every reconnect
         /// timer to cancel. The slots are idle afterwards.
         mutating func closeAll() -> (connections: [Connection], timers: [Scheduled<Void>]) {
-            var connections = open.values.map(\.connection)
+            var connections = Array(self.connections.values)
             var timers: [Scheduled<Void>] = []
             for index in slots.indices {
                 switch slots[index].phase {
@@ -302,6 +314,7 @@ extension APNsConnectionPool {
                 slots[index].phase = .idle
             }
             open = [:]
+            self.connections = [:]
             return (connections, timers)
         }
 
@@ -367,7 +380,7 @@ extension APNsConnectionPool {
             var actions: [Action] = []
             while !waiters.isEmpty, let id = leastLoaded() {
                 open[id]!.inFlight += 1
-                actions.append(.dispatch(waiters.removeFirst().waiter, connectionID: id, open[id]!.connection))
+                actions.append(.dispatch(waiters.removeFirst().waiter, connectionID: id, connections[id]!))
             }
             return actions
         }
