@@ -263,7 +263,11 @@ struct ClientAgainstSimulatorTests {
                 client in
                 let first = try await client.send(try ClientFixtures.notification(token: "aabbccdd"))
                 #expect(first.status == 200)
-                simulator.faults.latency = .fixed(.milliseconds(300))
+                // The server holds every answer for longer than the wait below: the ten are then in
+                // flight together however slowly they are sent. (Held 300 ms, under ThreadSanitizer
+                // with the other suites running, the first answers came back before the last request
+                // was sent, and ten were never in flight at once.)
+                simulator.faults.latency = .fixed(.seconds(30))
                 let pending = Task { try await sendManyDetailed(client, count: 10, token: "aabbccdd") }
                 // Close once all ten are in flight at the server (a fixed sleep was too short under
                 // AddressSanitizer: requests not yet sent then fail, rightly, as not sent).
