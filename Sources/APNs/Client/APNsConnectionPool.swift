@@ -84,6 +84,7 @@ final class APNsConnectionPool: Sendable {
     /// and one hand-over per connection (one event-loop wake-up, one write, one TLS record for a
     /// caller with many requests at hand). Requests that find no free stream wait, in order, and
     /// give up at their deadline.
+    ///
     /// Generic over the collection so that one request (`CollectionOfOne`) allocates no array.
     func execute(_ requests: some Collection<Request>) {
         var connecting: [Machine.Action] = []
