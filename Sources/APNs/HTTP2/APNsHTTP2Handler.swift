@@ -378,10 +378,16 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
 
     private func runDeferred() {
         guard sessionDepth == 0 else { return }
+        // The batch is swapped out rather than copied: `removeAll(keepingCapacity:)` on storage a
+        // copy still shares allocates new storage, once per read. It is reversed so that each item
+        // moves out with `popLast` (a copy per item was a retain and a release of every field of
+        // each answer), and its storage comes back for the next read.
+        var batch: [Deferred] = []
         while !deferred.isEmpty {
-            let batch = deferred
-            deferred.removeAll(keepingCapacity: true)
-            for work in batch { perform(work) }
+            swap(&batch, &deferred)
+            batch.reverse()
+            while let work = batch.popLast() { perform(work) }
+            if deferred.isEmpty { swap(&batch, &deferred) }
         }
     }
 
