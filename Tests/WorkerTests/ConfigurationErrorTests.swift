@@ -44,6 +44,30 @@ struct ConfigurationErrorTests {
         #expect(anchorOnly.keyPath == "http")
     }
 
+    // Found by FuzzConfiguration (Tests/Fuzz/regressions/FuzzConfiguration/alias-key-expansion.yaml):
+    // an alias used as a mapping key is hashed by Yams, with all its anchor holds, while it composes
+    // the document, before anchors can be refused: eight levels of nine aliases ran past 10 s.
+    @Test("an alias as a mapping key is refused with its line before YAML is composed")
+    func aliasAsKey() throws {
+        var text = ConfigurationFixtures.minimalYAML + "\nl0: &l0 [x, x, x, x, x, x, x, x, x]\n"
+        for level in 1..<8 {
+            let aliases = repeatElement("*l\(level - 1)", count: 9).joined(separator: ", ")
+            text += "l\(level): &l\(level) [\(aliases)]\n"
+        }
+        text += "l8: [*l7: *l7]\n"
+        let started = ContinuousClock.now
+        let error = try failure(text)
+        #expect(ContinuousClock.now - started < .seconds(5), "refused before the aliases were expanded")
+        #expect(error.code == .syntax)
+        #expect(error.line == 21)
+        #expect(error.description.hasSuffix("an alias as a mapping key: YAML anchors and aliases are not supported"))
+
+        let explicit = try failure(ConfigurationFixtures.minimalYAML + "\nx: &x a\ny:\n  ? *x\n  : b\n")
+        #expect(explicit.code == .syntax)
+        // Quoted, commented or inside a plain scalar, `*name:` is text, not an alias.
+        #expect(ConfigNode.aliasKeyLine(in: "a: \"*x: y\"\nb: '*x: y' # *x: y\nc: a*x: y\n") == nil)
+    }
+
     @Test("an unknown key names its path and line")
     func unknownKey() throws {
         let error = try failure(replacing("    maxAttempts: 5", with: "    maxAtempts: 5"))

@@ -42,6 +42,11 @@ extension ConfigNode {
     static func parse(_ text: String, file: String) throws(ConfigurationError) -> ConfigNode {
         // `Yams.compose`, with the parser kept alive while converting: nodes hold their anchors weakly,
         // the parser strongly (`convert` refuses anchors).
+        if let line = aliasKeyLine(in: text) {
+            throw ConfigurationError(
+                code: .syntax, file: file, line: line,
+                message: "an alias as a mapping key: YAML anchors and aliases are not supported")
+        }
         let parser: Parser
         let root: Node?
         do {
@@ -96,6 +101,72 @@ extension ConfigNode {
         case .alias:
             throw aliasesUnsupported(file: file, path: path, line: line)
         }
+    }
+
+    /// The line of the first alias used as a mapping key (`*name:` or `? *name`), if any. Yams
+    /// hashes every mapping key to find duplicates while it composes the document, before `convert`
+    /// can refuse anchors, and an alias key is hashed with everything its anchor holds: with nested
+    /// aliases that is exponential (eight levels of nine, 9^8 nodes, from 500 bytes). A plain
+    /// scalar cannot start with `*`, so outside quotes and comments a `*` that starts a token is an
+    /// alias. (A line of a block scalar that starts with `*name:` is taken for one too.)
+    static func aliasKeyLine(in text: String) -> Int? {
+        let bytes = Array(text.utf8)
+        var line = 1
+        var index = 0
+        var previous: UInt8 = UInt8(ascii: "\n")  // the last byte outside quotes and comments
+        func isNameByte(_ byte: UInt8) -> Bool {
+            !" \t\r\n,[]{}".utf8.contains(byte)
+        }
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "\n"):
+                line += 1
+            case UInt8(ascii: "\""), UInt8(ascii: "'"):
+                guard " \t\n[{,:?-".utf8.contains(previous) else { break }
+                // A quoted scalar: skip to its end (a double-quoted one has escapes, a single-quoted
+                // one doubles its quote).
+                index += 1
+                while index < bytes.count,
+                    bytes[index] != byte
+                        || (byte == UInt8(ascii: "'") && index + 1 < bytes.count && bytes[index + 1] == byte)
+                {
+                    if bytes[index] == UInt8(ascii: "\n") { line += 1 }
+                    if byte == UInt8(ascii: "\""), bytes[index] == UInt8(ascii: "\\") { index += 1 }
+                    if byte == UInt8(ascii: "'"), bytes[index] == byte { index += 1 }
+                    index += 1
+                }
+            case UInt8(ascii: "#") where " \t\n".utf8.contains(previous):
+                while index + 1 < bytes.count, bytes[index + 1] != UInt8(ascii: "\n") { index += 1 }
+            case UInt8(ascii: "*") where " \t\n[{,?-:".utf8.contains(previous):
+                var end = index + 1
+                while end < bytes.count, isNameByte(bytes[end]), bytes[end] != UInt8(ascii: ":") { end += 1 }
+                guard end > index + 1 else { break }
+                var next = end
+                while next < bytes.count, bytes[next] == UInt8(ascii: " ") || bytes[next] == UInt8(ascii: "\t") {
+                    next += 1
+                }
+                let asKey =
+                    next < bytes.count && bytes[next] == UInt8(ascii: ":")
+                    && (next + 1 == bytes.count || " \t\r\n,]}".utf8.contains(bytes[next + 1]))
+                if asKey || explicitKey(before: index, in: bytes) { return line }
+                index = end - 1
+            default:
+                break
+            }
+            previous = bytes[index]
+            index += 1
+        }
+        return nil
+    }
+
+    /// Whether the token at `index` follows `? ` (an explicit mapping key) on its line.
+    private static func explicitKey(before index: Int, in bytes: [UInt8]) -> Bool {
+        var position = index - 1
+        while position >= 0, bytes[position] == UInt8(ascii: " ") || bytes[position] == UInt8(ascii: "\t") {
+            position -= 1
+        }
+        return position >= 0 && bytes[position] == UInt8(ascii: "?")
     }
 
     private static func aliasesUnsupported(file: String, path: String, line: Int?) -> ConfigurationError {
