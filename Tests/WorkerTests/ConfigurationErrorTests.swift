@@ -64,6 +64,12 @@ struct ConfigurationErrorTests {
 
         let explicit = try failure(ConfigurationFixtures.minimalYAML + "\nx: &x a\ny:\n  ? *x\n  : b\n")
         #expect(explicit.code == .syntax)
+        #expect(explicit.line == 15)
+        // An alias inside a collection used as a key: hashed as well.
+        #expect(ConfigNode.aliasKeyLine(in: "x: &x a\ny: {[a, [*x]]: b}\n") == 2)
+        #expect(ConfigNode.aliasKeyLine(in: "x: &x a\ny:\n  ? [*x]\n  : b\n") == 3)
+        // In values, aliases are left to the anchors' refusal (which names the anchor's key).
+        #expect(ConfigNode.aliasKeyLine(in: "x: &x a\ny: [*x, {b: *x}]\nz: *x\n") == nil)
         // Quoted, commented or inside a plain scalar, `*name:` is text, not an alias.
         #expect(ConfigNode.aliasKeyLine(in: "a: \"*x: y\"\nb: '*x: y' # *x: y\nc: a*x: y\n") == nil)
     }

@@ -103,27 +103,32 @@ extension ConfigNode {
         }
     }
 
-    /// The line of the first alias used as a mapping key (`*name:` or `? *name`), if any. Yams
-    /// hashes every mapping key to find duplicates while it composes the document, before `convert`
-    /// can refuse anchors, and an alias key is hashed with everything its anchor holds: with nested
-    /// aliases that is exponential (eight levels of nine, 9^8 nodes, from 500 bytes). A plain
+    /// The line of the first alias in a mapping key (`*name: …`, `[*name]: …`, `? *name`), if any.
+    /// Yams hashes every mapping key to find duplicates while it composes the document, before
+    /// `convert` can refuse anchors, and an alias is hashed with everything its anchor holds: with
+    /// nested aliases that is exponential (eight levels of nine, 9^8 nodes, from 500 bytes). A plain
     /// scalar cannot start with `*`, so outside quotes and comments a `*` that starts a token is an
-    /// alias. (A line of a block scalar that starts with `*name:` is taken for one too.)
+    /// alias. (A line of a block scalar that looks like such a key is taken for one too.)
     static func aliasKeyLine(in text: String) -> Int? {
         let bytes = Array(text.utf8)
         var line = 1
         var index = 0
-        var previous: UInt8 = UInt8(ascii: "\n")  // the last byte outside quotes and comments
-        func isNameByte(_ byte: UInt8) -> Bool {
-            !" \t\r\n,[]{}".utf8.contains(byte)
-        }
+        // The last byte outside quotes and comments: what a token may start after.
+        var previous = UInt8(ascii: "\n")
+        // The line starts with `? ` (an explicit key): an alias anywhere on it is in a key.
+        var explicitKeyLine = startsExplicitKey(bytes, at: 0)
+        // Per open flow collection (`[`, `{`), the line of the first alias in it: a collection that
+        // turns out to be a key (`]:`) is refused with that line.
+        var flowAliases: [Int?] = []
+        let tokenStart = " \t\n[{,:?-".utf8
         while index < bytes.count {
             let byte = bytes[index]
             switch byte {
             case UInt8(ascii: "\n"):
                 line += 1
+                explicitKeyLine = startsExplicitKey(bytes, at: index + 1)
             case UInt8(ascii: "\""), UInt8(ascii: "'"):
-                guard " \t\n[{,:?-".utf8.contains(previous) else { break }
+                guard tokenStart.contains(previous) else { break }
                 // A quoted scalar: skip to its end (a double-quoted one has escapes, a single-quoted
                 // one doubles its quote).
                 index += 1
@@ -138,18 +143,18 @@ extension ConfigNode {
                 }
             case UInt8(ascii: "#") where " \t\n".utf8.contains(previous):
                 while index + 1 < bytes.count, bytes[index + 1] != UInt8(ascii: "\n") { index += 1 }
-            case UInt8(ascii: "*") where " \t\n[{,?-:".utf8.contains(previous):
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                if tokenStart.contains(previous) { flowAliases.append(nil) }
+            case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                guard let alias = flowAliases.popLast(), let aliasLine = alias else { break }
+                if followedByKeyColon(bytes, from: index + 1) { return aliasLine }
+                if let last = flowAliases.indices.last, flowAliases[last] == nil { flowAliases[last] = aliasLine }
+            case UInt8(ascii: "*") where tokenStart.contains(previous):
                 var end = index + 1
-                while end < bytes.count, isNameByte(bytes[end]), bytes[end] != UInt8(ascii: ":") { end += 1 }
+                while end < bytes.count, !" \t\r\n,[]{}:".utf8.contains(bytes[end]) { end += 1 }
                 guard end > index + 1 else { break }
-                var next = end
-                while next < bytes.count, bytes[next] == UInt8(ascii: " ") || bytes[next] == UInt8(ascii: "\t") {
-                    next += 1
-                }
-                let asKey =
-                    next < bytes.count && bytes[next] == UInt8(ascii: ":")
-                    && (next + 1 == bytes.count || " \t\r\n,]}".utf8.contains(bytes[next + 1]))
-                if asKey || explicitKey(before: index, in: bytes) { return line }
+                if explicitKeyLine || followedByKeyColon(bytes, from: end) { return line }
+                if let last = flowAliases.indices.last, flowAliases[last] == nil { flowAliases[last] = line }
                 index = end - 1
             default:
                 break
@@ -160,13 +165,21 @@ extension ConfigNode {
         return nil
     }
 
-    /// Whether the token at `index` follows `? ` (an explicit mapping key) on its line.
-    private static func explicitKey(before index: Int, in bytes: [UInt8]) -> Bool {
-        var position = index - 1
-        while position >= 0, bytes[position] == UInt8(ascii: " ") || bytes[position] == UInt8(ascii: "\t") {
-            position -= 1
-        }
-        return position >= 0 && bytes[position] == UInt8(ascii: "?")
+    /// Whether spaces and then a `:` that ends a key (before a space, a line end or a flow
+    /// indicator) follow `index`.
+    private static func followedByKeyColon(_ bytes: [UInt8], from index: Int) -> Bool {
+        var next = index
+        while next < bytes.count, bytes[next] == UInt8(ascii: " ") || bytes[next] == UInt8(ascii: "\t") { next += 1 }
+        return next < bytes.count && bytes[next] == UInt8(ascii: ":")
+            && (next + 1 == bytes.count || " \t\r\n,]}".utf8.contains(bytes[next + 1]))
+    }
+
+    /// Whether the line starting at `index` starts, after its indentation, with `?` and a space.
+    private static func startsExplicitKey(_ bytes: [UInt8], at index: Int) -> Bool {
+        var position = index
+        while position < bytes.count, bytes[position] == UInt8(ascii: " ") { position += 1 }
+        return position < bytes.count && bytes[position] == UInt8(ascii: "?")
+            && (position + 1 == bytes.count || " \t\r\n".utf8.contains(bytes[position + 1]))
     }
 
     private static func aliasesUnsupported(file: String, path: String, line: Int?) -> ConfigurationError {
