@@ -68,6 +68,9 @@ struct ConfigurationErrorTests {
         // An alias inside a collection used as a key: hashed as well.
         #expect(ConfigNode.aliasKeyLine(in: "x: &x a\ny: {[a, [*x]]: b}\n") == 2)
         #expect(ConfigNode.aliasKeyLine(in: "x: &x a\ny:\n  ? [*x]\n  : b\n") == 3)
+        // A quote left open runs to the end of the text (found by FuzzConfiguration: it read past it).
+        #expect(ConfigNode.aliasKeyLine(in: "a: [*x, \"*y") == nil)
+        #expect(ConfigNode.aliasKeyLine(in: "a: '*y\\") == nil)
         // In values, aliases are left to the anchors' refusal (which names the anchor's key).
         #expect(ConfigNode.aliasKeyLine(in: "x: &x a\ny: [*x, {b: *x}]\nz: *x\n") == nil)
         // Quoted, commented or inside a plain scalar, `*name:` is text, not an alias.

@@ -159,6 +159,7 @@ extension ConfigNode {
             default:
                 break
             }
+            guard index < bytes.count else { break }  // a quote left open ran to the end
             previous = bytes[index]
             index += 1
         }
