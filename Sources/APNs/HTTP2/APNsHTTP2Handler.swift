@@ -59,14 +59,14 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        if context.channel.isActive { perform(state.connected(now: .now())) }
+        if context.channel.isActive { apply(state.connected(now: .now())) }
     }
 
     /// The TLS + HTTP/2 setup is timed from the moment the byte stream to APNs exists: after the
     /// TCP connect (bounded by the bootstrap's connect timeout) and, through a proxy, after its
     /// CONNECT tunnel (bounded by the proxy handler's own timeout), so each failure says which it was.
     func channelActive(context: ChannelHandlerContext) {
-        perform(state.connected(now: .now()))
+        apply(state.connected(now: .now()))
         context.fireChannelActive()
     }
 
@@ -91,7 +91,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
             return
         }
         flushSession()
-        perform(state.sessionStarted(now: .now()))
+        apply(state.sessionStarted(now: .now()))
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -177,7 +177,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
                     goAwayReason: goAwayReason))
             return
         }
-        perform(state.requestQueued(deadline: request.deadline))
+        apply(state.requestQueued(deadline: request.deadline))
         waiting.append(stream)
     }
 
@@ -244,7 +244,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
             }
         }
         if reset { flushSession() }
-        perform(state.deadlinesExpired(earliestLeft: earliest))
+        apply(state.deadlinesExpired(earliestLeft: earliest))
     }
 
     private func failWaiting(_ error: APNsClientError) {
@@ -304,7 +304,9 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         }
     }
 
-    private func perform(_ action: StateMachine.TimerAction?) {
+    /// Does what the state machine decided about a timer (named apart from `perform`, which runs
+    /// the work raised inside nghttp2).
+    private func apply(_ action: StateMachine.TimerAction?) {
         switch action {
         case .schedule(let timer, let deadline):
             guard let context else { return }
@@ -333,10 +335,10 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
             case .sendPing(let timeoutAt, let nextCheckAt):
                 session?.submitPing()
                 flushSession()
-                perform(.schedule(.pingTimeout, at: timeoutAt))
-                perform(.schedule(.pingCheck, at: nextCheckAt))
+                apply(.schedule(.pingTimeout, at: timeoutAt))
+                apply(.schedule(.pingCheck, at: nextCheckAt))
             case .checkAgain(let at):
-                perform(.schedule(.pingCheck, at: at))
+                apply(.schedule(.pingCheck, at: at))
             case .none:
                 break
             }
@@ -344,7 +346,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     }
 
     func nghttp2PingAcknowledged() {
-        perform(state.pingAcknowledged())
+        apply(state.pingAcknowledged())
     }
 
     // MARK: work raised inside nghttp2
@@ -489,7 +491,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     func nghttp2Settings(maxConcurrentStreams: UInt32) {
         switch state.receivedSettings(maxConcurrentStreams: maxConcurrentStreams) {
         case .becameReady(let capacity):
-            perform(.cancel(.setup))
+            apply(.cancel(.setup))
             raise(.ready(capacity: capacity))
         case .capacityChanged(let capacity): raise(.capacityChanged(capacity: capacity))
         case .none: break
