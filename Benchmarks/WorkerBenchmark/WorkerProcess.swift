@@ -78,10 +78,19 @@ func configurationText(_ peers: Peers.Addresses, group: String, resultsTopic: St
 }
 
 /// An APNs that accepts everything at once: what the pipeline does when APNs costs nothing.
-struct InstantSender: NotificationSending {
+///
+/// Its apns-ids count up rather than come from `UUID()`: Foundation's UUID opens, reads and closes
+/// /dev/urandom on every call, which cost this sender about 4 µs an event, 13 % of the pipeline's
+/// own CPU it is here to measure.
+final class InstantSender: NotificationSending {
+    private let counter = Atomic<UInt64>(0)
+
     func send(_ requests: [NotificationRequest]) {
         for request in requests {
-            let response = APNsResponse(status: 200, apnsID: UUID().uuidString.lowercased())
+            let n = counter.wrappingAdd(1, ordering: .relaxed).newValue
+            let hex = String(n, radix: 16)
+            let suffix = String(repeating: "0", count: max(0, 12 - hex.utf8.count)) + hex
+            let response = APNsResponse(status: 200, apnsID: "00000000-0000-4000-8000-" + suffix)
             request.completion(
                 SendAttempt(response: response, error: nil, outcome: .delivered, credential: "bench", duration: .zero))
         }

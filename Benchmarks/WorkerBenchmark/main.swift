@@ -22,6 +22,9 @@ let modes =
     .nilIfEmpty ?? Mode.allCases
 /// A directory: each worker runs under `perf record -g`, its profile written there.
 let perfDirectory = environment["WORKER_BENCH_PERF"]
+/// A command line (space-separated, absolute path first) to run the measured worker under, e.g.
+/// `/usr/bin/env MALLOC_ARENA_MAX=1`: what the worker's process alone gets, not the peers or this one.
+let workerWrapper = (environment["WORKER_BENCH_WRAPPER"] ?? "").split(separator: " ").map(String.init)
 let runTimeout: Duration = .seconds(Int(environment["WORKER_BENCH_TIMEOUT"] ?? "") ?? 300)
 let scenario = environment["WORKER_BENCH_SCENARIO"] ?? "drain"
 /// latency: the offered rates, events/s, comma-separated, and how long each is held.
@@ -96,12 +99,13 @@ for round in 0..<rounds {
             "--worker", mode.rawValue, "bench-\(mode.rawValue)-\(round)", topic, "\(maxInFlight)", peers.bootstrap,
             "\(peers.simulatorPort)", peers.caFile, peers.keyFile,
         ]
-        var wrapper: [String] = []
+        var wrapper = workerWrapper
         if let perfDirectory {
-            wrapper = [
-                "/usr/bin/perf", "record", "-F", "499", "-g", "-q", "-o",
-                "\(perfDirectory)/\(mode.rawValue)-\(round).data", "--",
-            ]
+            wrapper =
+                [
+                    "/usr/bin/perf", "record", "-F", "499", "-g", "-q", "-o",
+                    "\(perfDirectory)/\(mode.rawValue)-\(round).data", "--",
+                ] + workerWrapper
         }
         let peersCPUBefore = cpuSeconds(of: peersChild.process.processIdentifier)
         let ownCPUBefore = RSSSampler.cpuSeconds()
