@@ -14,8 +14,12 @@ package enum ResultEvent {
         return KafkaProducerMessage(
             topic: topic, key: key,
             value: value(for: result, source: source, latency: latency, completedAt: completedAt),
-            headers: [KafkaHeader(key: "content-type", string: "application/json")])
+            headers: headers)
     }
+
+    /// Every result's headers: built once, so a result shares them instead of allocating its own.
+    static let headers = [contentType]
+    static let contentType = KafkaHeader(key: "content-type", string: "application/json")
 
     /// The header a degraded result carries: Kafka's error name for why the full one was refused.
     static let degradedHeader = "apns-worker-degraded"
@@ -39,7 +43,7 @@ package enum ResultEvent {
             topic: topic, key: result.eventID.map { Array($0.utf8) } ?? DeadLetterRecord.sourceKey(source),
             value: value(for: result, source: source, latency: latency, completedAt: completedAt),
             headers: [
-                KafkaHeader(key: "content-type", string: "application/json"),
+                contentType,
                 KafkaHeader(key: degradedHeader, string: error.code.name),
             ])
     }
@@ -49,9 +53,9 @@ package enum ResultEvent {
     package static func value(
         for result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date
     ) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(320)
-        var writer = ObjectWriter(out: out)
+        // One buffer, grown at most for the metadata: every copy of it while it is being written
+        // (a second owner, then an append) would cost an allocation and a copy.
+        var writer = ObjectWriter(capacity: 384)
         writer.member("eventId", string: result.eventID)
         writer.member("apnsId", string: result.apnsID)
         if let requestID = result.apnsRequestID { writer.member("apnsRequestId", string: requestID) }
@@ -70,12 +74,11 @@ package enum ResultEvent {
         RFC3339.write(completedAt, into: &writer.out)
         writer.out.append(UInt8(ascii: "\""))
         writer.key("source")
-        var inner = ObjectWriter(out: writer.out)
-        writer.out = []
-        inner.member("topic", string: source.topic)
-        inner.member("partition", integer: Int64(source.partition))
-        inner.member("offset", integer: source.offset)
-        writer.out = inner.finish()
+        writer.open()
+        writer.member("topic", string: source.topic)
+        writer.member("partition", integer: Int64(source.partition))
+        writer.member("offset", integer: source.offset)
+        writer.close()
         if let metadata = result.metadata {
             writer.key("metadata")
             metadata.write(into: &writer.out)
@@ -101,14 +104,25 @@ package enum ResultEvent {
         out.append(contentsOf: text.utf8)
     }
 
-    /// `{"a":…,"b":…}` member by member.
+    /// `{"a":…,"b":…}` member by member, objects inside it with `open()` and `close()`.
     struct ObjectWriter {
-        var out: [UInt8]
+        var out: [UInt8] = []
         private var first = true
 
-        init(out: [UInt8]) {
-            self.out = out
-            self.out.append(UInt8(ascii: "{"))
+        init(capacity: Int) {
+            out.reserveCapacity(capacity)
+            out.append(UInt8(ascii: "{"))
+        }
+
+        /// Starts an object as the value of the member whose `key` was just written.
+        mutating func open() {
+            out.append(UInt8(ascii: "{"))
+            first = true
+        }
+
+        mutating func close() {
+            out.append(UInt8(ascii: "}"))
+            first = false
         }
 
         mutating func key(_ name: String) {
