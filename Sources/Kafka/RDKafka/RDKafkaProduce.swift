@@ -66,33 +66,35 @@ enum RDKafkaProduce {
         let size: Int
     }
 
-    /// Scoped C views of the headers: every name and value in one buffer each.
-    private static func withHeaders<R>(_ headers: [KafkaHeader], _ body: ([CHeader]) -> R) -> R {
-        guard !headers.isEmpty else { return body([]) }
-        var names: [CChar] = []
-        var values: [UInt8] = [0]  // never empty, so a zero-length value still has a valid pointer
-        var spans: [(name: Int, value: Int, size: Int)] = []
-        spans.reserveCapacity(headers.count)
-        for header in headers {
-            let nameStart = names.count
-            names.append(contentsOf: header.key.utf8.map { CChar(bitPattern: $0) })
-            names.append(0)
-            if let value = header.value {
-                spans.append((nameStart, values.count, value.count))
-                values.append(contentsOf: value)
-            } else {
-                spans.append((nameStart, -1, 0))
-            }
-        }
-        return names.withUnsafeBufferPointer { nameBuffer in
-            values.withUnsafeBytes { valueBuffer in
-                body(
-                    spans.map { span in
-                        CHeader(
-                            name: nameBuffer.baseAddress! + span.name,
-                            value: span.value < 0 ? nil : valueBuffer.baseAddress! + span.value,
-                            size: span.size)
-                    })
+    /// Scoped C views of the headers: every name (NUL-terminated) and value copied into one scoped
+    /// buffer, and the views into another. Both are temporary allocations, on the stack for the few
+    /// short headers a record usually has: a result event's `content-type` costs no heap allocation.
+    private static func withHeaders<R>(
+        _ headers: [KafkaHeader], _ body: (UnsafeBufferPointer<CHeader>) -> R
+    ) -> R {
+        guard !headers.isEmpty else { return body(UnsafeBufferPointer(start: nil, count: 0)) }
+        // Plus one byte, so that a zero-length value at the end still points into the buffer.
+        let byteCount = headers.reduce(1) { $0 + $1.key.utf8.count + 1 + ($1.value?.count ?? 0) }
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: byteCount) { text in
+            withUnsafeTemporaryAllocation(of: CHeader.self, capacity: headers.count) { views in
+                let bytes = UnsafeMutableRawBufferPointer(text)
+                var position = 0
+                func copy(_ source: some Collection<UInt8>) {
+                    UnsafeMutableRawBufferPointer(rebasing: bytes[position...]).copyBytes(from: source)
+                    position += source.count
+                }
+                for (index, header) in headers.enumerated() {
+                    let name = UnsafePointer(text.baseAddress! + position)
+                    copy(header.key.utf8)
+                    bytes[position] = 0
+                    position += 1
+                    let value = header.value.map { _ in UnsafeRawPointer(bytes.baseAddress! + position) }
+                    if let headerValue = header.value { copy(headerValue) }
+                    views.initializeElement(
+                        at: index, to: CHeader(name: name, value: value, size: header.value?.count ?? 0))
+                }
+                defer { views.baseAddress!.deinitialize(count: headers.count) }
+                return body(UnsafeBufferPointer(views))
             }
         }
     }
