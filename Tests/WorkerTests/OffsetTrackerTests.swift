@@ -77,4 +77,46 @@ struct OffsetTrackerTests {
         #expect(!twice, "finishing twice is refused")
         #expect(tracker.inFlight == 0)
     }
+
+    @Test("forgetting a partition leaves every other partition's records and commit point as they were")
+    func forgettingOnePartitionKeepsTheOthers() {
+        let p2 = KafkaTopicPartition(topic: "events", partition: 2)
+        var tracker = OffsetTracker()
+        for offset: Int64 in 0..<3 {
+            tracker.start(p0, offset: offset)
+            tracker.start(p1, offset: 10 + offset)
+            tracker.start(p2, offset: 20 + offset)
+        }
+        tracker.finish(p1, offset: 10)
+        tracker.finish(p2, offset: 20)
+        tracker.finish(p2, offset: 21)
+
+        tracker.remove([p0])
+        #expect(tracker.inFlight == 3)
+        #expect(tracker.inFlight(in: [p0]) == 0)
+        #expect(tracker.inFlight(in: [p1]) == 2)
+        #expect(tracker.inFlight(in: [p2]) == 1)
+        #expect(
+            tracker.commitCandidates() == [
+                KafkaTopicPartitionOffset(p1, offset: 11), KafkaTopicPartitionOffset(p2, offset: 22),
+            ])
+
+        // Both go on being tracked where they were, and p0 starts afresh when it comes back.
+        let p2Finished = tracker.finish(p2, offset: 22)
+        let p1Finished = tracker.finish(p1, offset: 11)
+        #expect(p2Finished && p1Finished)
+        tracker.start(p0, offset: 7)
+        let stale = tracker.finish(p0, offset: 0)
+        #expect(!stale, "p0's records from before it was forgotten are not tracked")
+        #expect(tracker.inFlight == 2)
+        #expect(
+            tracker.commitCandidates() == [
+                KafkaTopicPartitionOffset(p1, offset: 12), KafkaTopicPartitionOffset(p2, offset: 23),
+            ])
+        tracker.remove([p2, p1])
+        #expect(tracker.inFlight == 1)
+        let p0Finished = tracker.finish(p0, offset: 7)
+        #expect(p0Finished)
+        #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p0, offset: 8)])
+    }
 }
