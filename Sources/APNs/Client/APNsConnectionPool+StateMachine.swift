@@ -159,7 +159,7 @@ extension APNsConnectionPool {
             }
             startIdleSlots(into: &connecting)
             if waiters.isEmpty, let id = leastLoaded() {
-                open[id]!.inFlight += 1
+                changeOpen(id) { $0.inFlight += 1 }
                 return .dispatched(connectionID: id, connections[id]!)
             }
             if waiters.count < maximumWaiters {
@@ -186,7 +186,7 @@ extension APNsConnectionPool {
         /// connection closes after its last, a shutdown ends after the last of all. Nothing to do (an
         /// empty array, no allocation) in the common case.
         mutating func release(connectionID id: Int) -> [Action] {
-            guard let serving = open[id]?.finished() else { return [] }
+            guard let serving = changeOpen(id, { $0.finished() }) else { return [] }
             if serving, waiters.isEmpty, case .running = phase { return [] }
             var actions = serveWaiters()
             if let connection = open[id], !connection.isServing, connection.inFlight == 0 {
@@ -231,8 +231,7 @@ extension APNsConnectionPool {
         }
 
         mutating func capacityChanged(id: Int, capacity: Int) -> [Action] {
-            guard open[id] != nil else { return [] }
-            open[id]!.capacity = capacity
+            guard changeOpen(id, { $0.capacity = capacity }) != nil else { return [] }
             return serveWaiters()
         }
 
@@ -241,8 +240,10 @@ extension APNsConnectionPool {
         /// maintenance: no reason to wait, however short its life); with backoff if it answered none.
         mutating func goingAway(id: Int, now: NIODeadline) -> [Action] {
             guard let connection = open[id], case .serving(let slot) = connection.role else { return [] }
-            open[id]!.role = .draining
-            open[id]!.capacity = 0
+            changeOpen(id) {
+                $0.role = .draining
+                $0.capacity = 0
+            }
             var actions = slotLost(slot, now: now, healthy: connection.answered)
             if connection.inFlight == 0 { actions.append(.close(connections[id]!)) }
             return actions
@@ -368,6 +369,18 @@ extension APNsConnectionPool {
             return .nanoseconds(step / 2 + Int64.random(in: 0...max(0, step / 2)))
         }
 
+        /// Changes an open connection's figures; `nil` when `id` is not open. Copied out and stored
+        /// back rather than changed in place (`open[id]!.inFlight += 1`): changing a dictionary's
+        /// value in place goes through an accessor that allocates its frame, and this runs twice for
+        /// every request (acquire and release).
+        @discardableResult
+        private mutating func changeOpen<R>(_ id: Int, _ change: (inout OpenConnection) -> R) -> R? {
+            guard var connection = open[id] else { return nil }
+            let result = change(&connection)
+            open[id] = connection
+            return result
+        }
+
         private func leastLoaded() -> Int? {
             var best: (id: Int, inFlight: Int)?
             for (id, connection) in open where connection.isServing && connection.inFlight < connection.capacity {
@@ -379,7 +392,7 @@ extension APNsConnectionPool {
         private mutating func serveWaiters() -> [Action] {
             var actions: [Action] = []
             while !waiters.isEmpty, let id = leastLoaded() {
-                open[id]!.inFlight += 1
+                changeOpen(id) { $0.inFlight += 1 }
                 actions.append(.dispatch(waiters.removeFirst().waiter, connectionID: id, connections[id]!))
             }
             return actions
