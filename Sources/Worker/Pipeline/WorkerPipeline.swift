@@ -303,41 +303,18 @@ package final class WorkerPipeline: Service, Sendable {
 
     /// The dead letter first (if any), then the result: a result event is out only once its dead
     /// letter is stored. The offset counts as done once both are acknowledged.
-    ///
-    /// The callbacks keep only what they need (partition, offset, outcome), not the record and the
-    /// result: each capture copies every reference they hold. The exception is the closure that
-    /// builds the degraded form, which a record Kafka refuses as it is needs: it holds the record
-    /// and the result until Kafka acknowledges, one more allocation per event (not measured yet
-    /// against the benchmark; carrying them in the publisher's own attempt would avoid it).
     private func publish(
         _ result: EventResult, of record: KafkaConsumerMessage, done: Done,
         started: ContinuousClock.Instant, publisher: ResultPublisher, consumer: KafkaConsumer
     ) {
         let completedAt = Date()
-        let outcome = result.outcome
-        let credential = result.credential
-        let deadLetterReason = result.deadLetter
         let latency = ContinuousClock.now - started
-        let resultsTopic = configuration.resultsTopic
         let message = ResultEvent.message(
-            for: result, source: record, latency: latency, completedAt: completedAt, topic: resultsTopic)
-        let publishResult: @Sendable () -> Void = { [self] in
-            publisher.publish(
-                message,
-                degraded: { error in
-                    ResultEvent.degraded(
-                        for: result, source: record, latency: latency, completedAt: completedAt,
-                        topic: resultsTopic, error: error)
-                }
-            ) { published in
-                self.finish(done, consumer: consumer, completed: published)
-                guard published else { return }
-                if let deadLetterReason { self.observer.deadLettered(deadLetterReason) }
-                self.observer.completed(outcome, credential: credential, duration: ContinuousClock.now - started)
-            }
-        }
-        guard let deadLetterReason else {
-            publishResult()
+            for: result, source: record, latency: latency, completedAt: completedAt, topic: configuration.resultsTopic)
+        guard let deadLetterReason = result.deadLetter else {
+            publishResult(
+                message, of: result, record: record, latency: latency, completedAt: completedAt, done: done,
+                started: started, publisher: publisher, consumer: consumer)
             return
         }
         let deadLetter = DeadLetterRecord.message(
@@ -346,10 +323,43 @@ package final class WorkerPipeline: Service, Sendable {
         publisher.publish(deadLetter, degraded: { DeadLetterRecord.degraded(deadLetter, source: record, error: $0) }) {
             published in
             if published {
-                publishResult()
+                self.publishResult(
+                    message, of: result, record: record, latency: latency, completedAt: completedAt, done: done,
+                    started: started, publisher: publisher, consumer: consumer)
             } else {
                 self.finish(done, consumer: consumer, completed: false)
             }
+        }
+    }
+
+    /// The result event, once its dead letter (if any) is stored.
+    ///
+    /// The callback keeps only what it needs (partition, offset, outcome), not the record and the
+    /// result: each capture copies every reference they hold. The exception is the closure that
+    /// builds the degraded form, which a record Kafka refuses as it is needs: it holds the record
+    /// and the result until Kafka acknowledges, one more allocation per event (carrying them in the
+    /// publisher's own attempt would avoid it).
+    private func publishResult(
+        _ message: KafkaProducerMessage, of result: EventResult, record: KafkaConsumerMessage, latency: Duration,
+        completedAt: Date, done: Done, started: ContinuousClock.Instant, publisher: ResultPublisher,
+        consumer: KafkaConsumer
+    ) {
+        let outcome = result.outcome
+        let credential = result.credential
+        let deadLetterReason = result.deadLetter
+        let resultsTopic = configuration.resultsTopic
+        publisher.publish(
+            message,
+            degraded: { error in
+                ResultEvent.degraded(
+                    for: result, source: record, latency: latency, completedAt: completedAt, topic: resultsTopic,
+                    error: error)
+            }
+        ) { published in
+            self.finish(done, consumer: consumer, completed: published)
+            guard published else { return }
+            if let deadLetterReason { self.observer.deadLettered(deadLetterReason) }
+            self.observer.completed(outcome, credential: credential, duration: ContinuousClock.now - started)
         }
     }
 
