@@ -48,6 +48,7 @@ final class KafkaConsumerCore: Sendable {
     static let pollBatch = 64
 
     private func pollLoop(_ client: RDKafkaClient) {
+        var topicNames = TopicNames()
         while !stopRequested.load(ordering: .acquiring) {
             markPolled()
             waitForSpace(client)
@@ -58,7 +59,7 @@ final class KafkaConsumerCore: Sendable {
             var timeout: Int32 = 100
             for _ in 0..<Self.pollBatch {
                 guard let message = rd_kafka_consumer_poll(client.handle, timeout) else { break }
-                let stop = receive(message, client)
+                let stop = receive(message, client, topicNames: &topicNames)
                 rd_kafka_message_destroy(message)
                 if stop { break }
                 timeout = 0
@@ -104,7 +105,9 @@ final class KafkaConsumerCore: Sendable {
 
     /// Buffers a polled record (or logs an error event). Returns true when the batch should end: the
     /// buffer is full or the sequence has ended.
-    private func receive(_ message: UnsafeMutablePointer<rd_kafka_message_t>, _ client: RDKafkaClient) -> Bool {
+    private func receive(
+        _ message: UnsafeMutablePointer<rd_kafka_message_t>, _ client: RDKafkaClient, topicNames: inout TopicNames
+    ) -> Bool {
         let err = message.pointee.err
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
             if err == RD_KAFKA_RESP_ERR__PARTITION_EOF { return false }
@@ -116,7 +119,7 @@ final class KafkaConsumerCore: Sendable {
             }
             return false
         }
-        let record = KafkaConsumerMessage(copying: message)
+        let record = KafkaConsumerMessage(copying: message, topicNames: &topicNames)
         return state.withLock({ $0.push(record) }) != .buffered(full: false)
     }
 

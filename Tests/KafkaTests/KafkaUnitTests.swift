@@ -161,6 +161,29 @@ struct KafkaUnitTests {
         guard case .dropped = state.push(record(0, 1)) else { return #expect(Bool(false)) }
     }
 
+    @Test("a consumed record's topic name is shared per topic, and never another topic's")
+    func topicNamesAreSharedAndExact() {
+        var names = TopicNames()
+        func name(_ text: String) -> String { text.withCString { names.name($0) } }
+        let first = name("notifications-production")
+        let again = name("notifications-production")
+        #expect(first == "notifications-production" && again == first)
+        // The same storage: the second record did not get a string of its own.
+        let firstBytes = first.utf8.withContiguousStorageIfAvailable { $0.baseAddress }
+        let againBytes = again.utf8.withContiguousStorageIfAvailable { $0.baseAddress }
+        #expect(firstBytes != nil && firstBytes == againBytes)
+        // Same length, one byte apart; a prefix; an empty name.
+        #expect(name("notifications-productioN") == "notifications-productioN")
+        #expect(name("notifications") == "notifications")
+        #expect(name("") == "")
+        // Short names (kept inline) are found again too, not kept once per record.
+        for _ in 0..<3 { _ = (name("notifications"), name("")) }
+        #expect(names.count == 4)
+        // Past the cache's limit names are still right, only made afresh.
+        for index in 0..<(TopicNames.limit + 10) { #expect(name("topic-\(index)") == "topic-\(index)") }
+        #expect(name("notifications-production") == first)
+    }
+
     @Test("secrets are cut out of configuration errors")
     func redaction() {
         let message = #"Invalid value "hunter2" for configuration property "sasl.password""#

@@ -1,10 +1,18 @@
 import CRdKafka
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 extension KafkaConsumerMessage {
-    /// Copies a consumed record out of librdkafka's buffer (the caller destroys the message).
-    init(copying message: UnsafeMutablePointer<rd_kafka_message_t>) {
+    /// Copies a consumed record out of librdkafka's buffer (the caller destroys the message), with
+    /// its topic's name from `topicNames` (the poll thread's own): a record shares its topic's
+    /// `String` instead of allocating one.
+    init(copying message: UnsafeMutablePointer<rd_kafka_message_t>, topicNames: inout TopicNames) {
         let record = message.pointee
-        let topic = String(cString: rd_kafka_topic_name(record.rkt))
+        let topic = topicNames.name(rd_kafka_topic_name(record.rkt))
         let key = record.key.map { Array(UnsafeRawBufferPointer(start: $0, count: record.key_len)) }
         let value = record.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: record.len)) }
 
@@ -26,5 +34,32 @@ extension KafkaConsumerMessage {
         self.init(
             topic: topic, partition: record.partition, offset: record.offset, key: key, value: value,
             headers: headers, timestampMilliseconds: timestamp >= 0 ? timestamp : nil)
+    }
+}
+
+/// The topic names a consumer has seen, so that each consumed record shares its topic's `String`:
+/// a name longer than 15 bytes is a heap allocation (and a UTF-8 check) when made per record.
+/// Matched by content, not by librdkafka's topic handle, so a handle freed and reused for another
+/// topic cannot give a record the wrong name.
+struct TopicNames {
+    private var names: [String] = []
+    /// More names than this (a pattern subscription to many topics) are made per record again.
+    static let limit = 64
+
+    /// The names kept so far.
+    var count: Int { names.count }
+
+    mutating func name(_ cName: UnsafePointer<CChar>) -> String {
+        let length = strlen(cName)
+        for index in names.indices where names[index].utf8.count == length {
+            // `withUTF8` also gives a short (inline) name's bytes; kept names are contiguous already.
+            if names[index].withUTF8({ length == 0 || memcmp($0.baseAddress!, cName, length) == 0 }) {
+                return names[index]
+            }
+        }
+        var name = String(cString: cName)
+        name.makeContiguousUTF8()
+        if names.count < Self.limit { names.append(name) }
+        return name
     }
 }
