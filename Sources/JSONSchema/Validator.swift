@@ -51,6 +51,8 @@ extension Program {
             return false
         case .enumeration(let i):
             for candidate in valueLists[i] where candidate == value { return true }
+            // Inside anyOf, oneOf, not or if a failure is only a verdict: build no message for it.
+            guard e.wantsMessages else { return false }
             let choices = valueLists[i].map(brief).joined(separator: ", ")
             // "10" against 10, 5, 1: say that the type is what is wrong, not the value.
             let types = Set(valueLists[i].map(typeName))
@@ -87,19 +89,23 @@ extension Program {
             e.fail(locations[n], "anyOf", "value matches none of the \(nodeLists[i].count) schemas in anyOf")
             return false
         case .oneOf(let i):
-            var matched: [Int] = []
+            // The first two that match, without an array: this runs for every event our schema checks.
+            var first: Int?
+            var second: Int?
             for (k, child) in nodeLists[i].enumerated() where e.verdict({ validate(child, value, &$0) }) {
-                matched.append(k)
-                if matched.count > 1 { break }
+                if first == nil {
+                    first = k
+                } else {
+                    second = k
+                    break
+                }
             }
-            if matched.count == 1 { return true }
-            if matched.isEmpty {
+            guard let first else {
                 e.fail(locations[n], "oneOf", "value matches none of the \(nodeLists[i].count) schemas in oneOf")
-            } else {
-                e.fail(
-                    locations[n], "oneOf",
-                    "value matches oneOf schemas \(matched[0]) and \(matched[1]); exactly one may match")
+                return false
             }
+            guard let second else { return true }
+            e.fail(locations[n], "oneOf", "value matches oneOf schemas \(first) and \(second); exactly one may match")
             return false
         case .not(let child):
             if !e.verdict({ validate(child, value, &$0) }) { return true }
