@@ -3,15 +3,17 @@
 /// Lookups are linear for small objects (the common case for events: a linear scan of a dozen
 /// short keys beats hashing) and go through an index built once for larger ones.
 package struct JSONObject: Sendable {
-    package private(set) var keys: [String]
-    package private(set) var values: [JSONValue]
+    package typealias Member = (key: String, value: JSONValue)
+
+    /// Members in document order: one array of pairs, not one of keys and one of values (every
+    /// parsed object is an allocation, and an event has four or five).
+    package private(set) var members: [Member]
     private var index: [String: Int]?
 
     private static let indexThreshold = 12
 
     package init() {
-        keys = []
-        values = []
+        members = []
     }
 
     /// Members in order; a repeated key keeps its last value.
@@ -21,53 +23,52 @@ package struct JSONObject: Sendable {
     }
 
     /// Builds from members known to have unique keys (the parser checks them).
-    init(uniqueKeys keys: [String], values: [JSONValue]) {
-        self.keys = keys
-        self.values = values
-        if keys.count > Self.indexThreshold { buildIndex() }
+    init(uniqueMembers members: [Member]) {
+        self.members = members
+        if members.count > Self.indexThreshold { buildIndex() }
     }
 
-    package var count: Int { keys.count }
-    package var isEmpty: Bool { keys.isEmpty }
+    package var count: Int { members.count }
+    package var isEmpty: Bool { members.isEmpty }
+
+    /// Names in document order.
+    package var keys: LazyMapCollection<[Member], String> { members.lazy.map(\.key) }
+    /// Values in document order.
+    package var values: LazyMapCollection<[Member], JSONValue> { members.lazy.map(\.value) }
 
     package func position(of key: String) -> Int? {
         if let index { return index[key] }
         // Lengths first: O(1) for native strings, and most keys differ in length.
         let length = key.utf8.count
-        for i in keys.indices where keys[i].utf8.count == length && keys[i] == key { return i }
+        for i in members.indices where members[i].key.utf8.count == length && members[i].key == key { return i }
         return nil
     }
 
     package subscript(key: String) -> JSONValue? {
-        get { position(of: key).map { values[$0] } }
+        get { position(of: key).map { members[$0].value } }
         set {
             if let i = position(of: key) {
                 if let newValue {
-                    values[i] = newValue
+                    members[i].value = newValue
                 } else {
-                    keys.remove(at: i)
-                    values.remove(at: i)
+                    members.remove(at: i)
                     index = nil
-                    if keys.count > Self.indexThreshold { buildIndex() }
+                    if members.count > Self.indexThreshold { buildIndex() }
                 }
             } else if let newValue {
-                keys.append(key)
-                values.append(newValue)
+                members.append((key, newValue))
                 if index != nil {
-                    index![key] = keys.count - 1
-                } else if keys.count > Self.indexThreshold {
+                    index![key] = members.count - 1
+                } else if members.count > Self.indexThreshold {
                     buildIndex()
                 }
             }
         }
     }
 
-    /// Members in document order.
-    package var members: Zip2Sequence<[String], [JSONValue]> { zip(keys, values) }
-
     private mutating func buildIndex() {
-        var idx = [String: Int](minimumCapacity: keys.count)
-        for (i, k) in keys.enumerated() { idx[k] = i }
+        var idx = [String: Int](minimumCapacity: members.count)
+        for (i, member) in members.enumerated() { idx[member.key] = i }
         index = idx
     }
 }

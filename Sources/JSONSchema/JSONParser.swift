@@ -40,21 +40,22 @@ struct JSONReader {
     let maxDepth: Int
     var pos = 0
     var depth = 0
-    /// Members and elements of the containers being parsed, innermost last. Each container takes
-    /// its own off the top, exactly sized, when it closes: one allocation per array instead of one
-    /// per doubling (an event's objects have 3 to 10 members; growing 1, 2, 4, 8, 16 was 4 to 5
-    /// allocations and copies per array, twice per object).
-    private var keyStack: [String] = []
+    /// Members of the objects and elements of the arrays being parsed, innermost last. Each
+    /// container takes its own off the top, exactly sized, when it closes: one allocation per
+    /// container instead of one per doubling (an event's objects have 3 to 10 members; growing 1, 2,
+    /// 4, 8, 16 was 4 to 5 allocations and copies each). Members are (name, value) pairs, so an
+    /// object is one array, not two.
+    private var memberStack: [JSONObject.Member] = []
     private var valueStack: [JSONValue] = []
 
     init(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
         self.maxDepth = maxDepth
-        // 24 members deep is more than an event's open containers hold. Not 32: 32 values are just
-        // over 1 KiB, and glibc's malloc sorts its freed small blocks (malloc_consolidate) before
-        // every request that large, once per parsed event.
-        keyStack.reserveCapacity(24)
-        valueStack.reserveCapacity(24)
+        // 20 members is about what an event's open objects hold at once, and 20 pairs (48 bytes each)
+        // stay under 1 KiB: glibc's malloc sorts its freed small blocks (malloc_consolidate) before
+        // every larger request, which was once per parsed event. Arrays are rare in events: their
+        // stack grows when needed.
+        memberStack.reserveCapacity(20)
     }
 
     /// The elements from `base` up, taken off `stack` as one exactly sized array.
@@ -162,10 +163,9 @@ struct JSONReader {
         if pos < bytes.count && bytes[pos] == UInt8(ascii: "}") {
             pos += 1
             depth -= 1
-            return .object(JSONObject(uniqueKeys: [], values: []))
+            return .object(JSONObject(uniqueMembers: []))
         }
-        let base = keyStack.count
-        let valueBase = valueStack.count
+        let base = memberStack.count
         while true {
             skipWhitespace()
             guard pos < bytes.count else { throw error("unexpected end of input: expected a member name") }
@@ -174,9 +174,10 @@ struct JSONReader {
             }
             let keyStart = pos
             let key = try parseString()
-            let count = keyStack.count - base
-            if seen == nil && count >= 12 { seen = Set(keyStack[base...]) }
-            let duplicate = seen != nil ? !seen!.insert(key).inserted : keyStack[base...].contains(key)
+            let count = memberStack.count - base
+            if seen == nil && count >= 12 { seen = Set(memberStack[base...].lazy.map(\.key)) }
+            let duplicate =
+                seen != nil ? !seen!.insert(key).inserted : memberStack[base...].contains { $0.key == key }
             if duplicate { throw error("duplicate member name '\(key)'", at: keyStart) }
             skipWhitespace()
             guard pos < bytes.count, bytes[pos] == UInt8(ascii: ":") else {
@@ -185,8 +186,7 @@ struct JSONReader {
             pos += 1
             skipWhitespace()
             let value = try parseValue()
-            keyStack.append(key)
-            valueStack.append(value)
+            memberStack.append((key, value))
             skipWhitespace()
             guard pos < bytes.count else { throw error("unexpected end of input: expected ',' or '}'") }
             if bytes[pos] == UInt8(ascii: ",") {
@@ -199,8 +199,7 @@ struct JSONReader {
             }
         }
         depth -= 1
-        return .object(
-            JSONObject(uniqueKeys: Self.pop(&keyStack, from: base), values: Self.pop(&valueStack, from: valueBase)))
+        return .object(JSONObject(uniqueMembers: Self.pop(&memberStack, from: base)))
     }
 }
 
