@@ -225,3 +225,13 @@ package func spawnInBackground(_ path: String, _ arguments: [String]) throws -> 
     }
     return BackgroundProgram(pid: pid, stdout: outPipe[0])
 }
+
+/// A file's text (a program's log), or `nil` if it cannot be read. Read through a file handle:
+/// `String(contentsOfFile:)` (Foundation's `readBytesFromFile`) left a 4 KiB buffer behind on some
+/// of the reads of Tansu's log while the broker started, twelve in a `make asan` run of KafkaTests.
+package func fileText(_ path: String) -> String? {
+    guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+    defer { try? handle.close() }
+    guard let data = try? handle.readToEnd() else { return "" }
+    return String(decoding: data, as: UTF8.self)
+}

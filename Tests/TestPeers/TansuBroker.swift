@@ -102,11 +102,11 @@ package final class TansuBroker: Sendable {
         // exits 0.
         let deadline = ContinuousClock.now + .seconds(15)
         while ContinuousClock.now < deadline {
-            if let text = try? String(contentsOfFile: log, encoding: .utf8), text.contains("ready in") {
+            if let text = fileText(log), text.contains("ready in") {
                 return (program, log)
             }
             if let status = program.exitStatus() {
-                let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                let text = fileText(log) ?? ""
                 try? FileManager.default.removeItem(atPath: log)
                 throw Failure(
                     description: "Tansu on port \(port) exited (\(status)): \(text.suffix(500))")
@@ -130,7 +130,7 @@ package final class TansuBroker: Sendable {
     }
 
     /// What Tansu printed (errors only by default).
-    package var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
+    package var log: String { fileText(logFile) ?? "" }
 
     /// Stops the broker (SIGINT: SIGTERM waits while clients are connected) and the proxy.
     package func shutdown() async {
@@ -165,7 +165,7 @@ package func freeLoopbackPort() throws -> Int {
 
 /// The first port of the kernel's ephemeral range (Linux: /proc/sys/net/ipv4/ip_local_port_range).
 func ephemeralRangeStart() -> Int {
-    let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+    let text = fileText("/proc/sys/net/ipv4/ip_local_port_range") ?? ""
     return text.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32_768
 }
 

@@ -46,7 +46,7 @@ package final class TinyProxy: @unchecked Sendable {
     }
 
     /// What tinyproxy logged so far.
-    package var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
+    package var log: String { fileText(logFile) ?? "" }
 
     /// SIGTERM, then SIGKILL after two seconds: tinyproxy waits for its open tunnels on SIGTERM.
     package func stop() {
