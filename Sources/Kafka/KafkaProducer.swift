@@ -142,7 +142,7 @@ package final class KafkaProducer: Sendable {
             throw KafkaError(code: .destroyed, message: "producer is closed")
         }
         // Retained here; released by the delivery-report callback, or below if librdkafka refuses it.
-        let context = Unmanaged.passRetained(DeliveryContext(onDelivery)).toOpaque()
+        let context = Unmanaged.passRetained(DeliveryContext(topic: message.topic, onDelivery)).toOpaque()
         if let error = RDKafkaProduce.produce(client.handle, message, opaque: context) {
             Unmanaged<DeliveryContext>.fromOpaque(context).release()
             throw error

@@ -62,6 +62,7 @@ struct KafkaRoundTripTests {
             #expect(record.headers.lastString("index") == "repeated")
             let report = try #require(delivered.withLock { $0[index] })
             #expect(record.partition == report.partition && record.offset == report.offset)
+            #expect(report.topic == topic)
             #expect(record.timestampMilliseconds != nil)
         }
         #expect(seen.count == count)

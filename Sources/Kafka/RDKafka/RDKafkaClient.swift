@@ -151,7 +151,7 @@ private func rdkafkaDeliveryReport(
         delivery.complete(
             .success(
                 KafkaDeliveryReport(
-                    topic: String(cString: rd_kafka_topic_name(record.rkt)), partition: record.partition,
+                    topic: delivery.topic, partition: record.partition,
                     offset: record.offset, timestampMilliseconds: timestamp >= 0 ? timestamp : nil)))
     } else {
         delivery.complete(.failure(KafkaError(record.err)))
@@ -160,8 +160,12 @@ private func rdkafkaDeliveryReport(
 
 /// One produced record's completion, carried through librdkafka as the record's opaque.
 final class DeliveryContext {
+    /// The record's topic, for its report: the message's own string, so a report makes no new one
+    /// (librdkafka's topic name would be copied into a `String` for every record).
+    let topic: String
     let complete: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
-    init(_ complete: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void) {
+    init(topic: String, _ complete: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void) {
+        self.topic = topic
         self.complete = complete
     }
 }
