@@ -49,6 +49,8 @@ final class APNsConnectionOutbox: Sendable {
 
 /// Items gathered per destination (the worker's clients, a pool's connections), in first-seen
 /// order. There are a handful of destinations at most, so a linear search by identity beats hashing.
+/// A loop over indices rather than `firstIndex(where:)`, which the worker's module called
+/// unspecialized, with a heap allocation for every item appended.
 package struct BatchesByDestination<Destination: AnyObject, Item> {
     package private(set) var batches: [(destination: Destination, items: [Item])] = []
     /// Room each new batch reserves: the whole input may go to one destination.
@@ -59,13 +61,13 @@ package struct BatchesByDestination<Destination: AnyObject, Item> {
     }
 
     package mutating func append(_ item: Item, to destination: Destination) {
-        if let index = batches.firstIndex(where: { $0.destination === destination }) {
+        for index in batches.indices where batches[index].destination === destination {
             batches[index].items.append(item)
-        } else {
-            var items: [Item] = []
-            items.reserveCapacity(reserving)
-            items.append(item)
-            batches.append((destination, items))
+            return
         }
+        var items: [Item] = []
+        items.reserveCapacity(reserving)
+        items.append(item)
+        batches.append((destination, items))
     }
 }
