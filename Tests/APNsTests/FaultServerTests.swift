@@ -65,6 +65,35 @@ struct FaultServerTests {
         #expect(authenticator.tokensIssued == 1)
     }
 
+    @Test("ExpiredProviderToken for a token 20 minutes old replaces it, whether the send was awaited or called back")
+    func expiredProviderTokenRefreshes() async throws {
+        let pki = try TestPKI()
+        let server = try FaultServer(pki: pki, ["--answers", #"{"0403aa": [403, "ExpiredProviderToken"]}"#])
+        defer { server.stop() }
+        let clock = ManualClock()
+        let authenticator = try APNsTokenAuthenticator(
+            teamID: "TEAM123456", keyID: "KEY1234567", key: APNsSigningKey(file: pki.tokenKey), clock: clock,
+            epochNow: 1_800_000_000)
+        let configuration = ClientFixtures.configuration(port: server.port, pki: pki, host: "127.0.0.1")
+        try await withClient(configuration, credential: .token(authenticator)) { client in
+            let expired = try ClientFixtures.notification(token: "0403aa")
+            _ = try await client.send(expired)
+            #expect(authenticator.tokensIssued == 1, "too young to replace")
+
+            clock.advance(by: .seconds(21 * 60))
+            let awaited = try await client.send(expired)
+            #expect(awaited.reason == .expiredProviderToken)
+            #expect(authenticator.tokensIssued == 2, "an awaited send's answer reached the authenticator")
+
+            clock.advance(by: .seconds(21 * 60))
+            let calledBack: Result<APNsResponse, any Error> = await withCheckedContinuation { continuation in
+                client.send(expired) { continuation.resume(returning: $0) }
+            }
+            #expect(try calledBack.get().reason == .expiredProviderToken)
+            #expect(authenticator.tokensIssued == 3, "a called-back send's answer reached the authenticator")
+        }
+    }
+
     @Test("token auth: one stream until the first success, then the raised limit is used and never exceeded")
     func streamLimitRisesAfterFirstSuccess() async throws {
         let pki = try TestPKI()

@@ -167,8 +167,9 @@ public final class APNsClient: Sendable {
             item.completion(.failure(error))
             return nil
         }
-        let completion = item.completion
-        return request(prepared, deadline: deadline) { completion($0.mapError { $0 }) }
+        return APNsConnectionPool.Request(
+            content: prepared.content, token: prepared.token, deadline: deadline, waiterID: nil, resends: 0,
+            authenticator: authenticator(of: prepared), answer: .untyped(item.completion))
     }
 
     /// A request checked and given its provider token, ready to go.
@@ -209,25 +210,14 @@ public final class APNsClient: Sendable {
         completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     ) -> APNsConnectionPool.Request {
         APNsConnectionPool.Request(
-            content: prepared.content, token: prepared.token, deadline: deadline, waiterID: waiterID,
-            completion: answer(prepared, then: completion))
+            content: prepared.content, token: prepared.token, deadline: deadline, waiterID: waiterID, resends: 0,
+            authenticator: authenticator(of: prepared), answer: .typed(completion))
     }
 
-    /// The answer's way back: an ExpiredProviderToken tells the token's authenticator first.
-    private func answer(
-        _ prepared: Prepared, then completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
-    ) -> APNsConnectionPool.Completion {
-        guard case .token(let authenticator) = credential, let token = prepared.token else {
-            return completion
-        }
-        return { result in
-            if case .success(let response) = result, response.status == 403,
-                response.reason == .expiredProviderToken
-            {
-                _ = try? authenticator.tokenExpired(token)
-            }
-            completion(result)
-        }
+    /// Who hears of an ExpiredProviderToken answer: the token's authenticator (token authentication).
+    private func authenticator(of prepared: Prepared) -> APNsTokenAuthenticator? {
+        guard case .token(let authenticator) = credential, prepared.token != nil else { return nil }
+        return authenticator
     }
 
     /// The connections, streams and waiting requests of its pool, now.

@@ -21,31 +21,63 @@ final class APNsConnectionPool: Sendable {
         let token: APNsProviderToken?
         let deadline: NIODeadline
         /// Runs exactly once with the answer, on the connection's event loop (or on the caller's
-        /// thread when nothing could be sent).
-        let completion: Completion
+        /// thread when nothing could be sent): `complete(_:)`.
+        private let answer: Answer
+        /// With token authentication: told when APNs calls the request's token expired.
+        let authenticator: APNsTokenAuthenticator?
         /// Names the request while it waits for a stream, for a caller that may give it up
         /// (`giveUp`); `nil`: the pool picks one.
         let waiterID: Int?
         /// How often it went again after the server did not process it.
         let resends: Int
 
-        init(
+        /// The caller's callback, typed or not: the client's public callbacks take `any Error`,
+        /// and a closure made per request only to convert the error was an allocation each.
+        enum Answer: Sendable {
+            case typed(Completion)
+            case untyped(@Sendable (Result<APNsResponse, any Error>) -> Void)
+        }
+
+        convenience init(
             content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline, waiterID: Int? = nil,
             resends: Int = 0, completion: @escaping Completion
+        ) {
+            self.init(
+                content: content, token: token, deadline: deadline, waiterID: waiterID, resends: resends,
+                authenticator: nil, answer: .typed(completion))
+        }
+
+        init(
+            content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline, waiterID: Int?,
+            resends: Int, authenticator: APNsTokenAuthenticator?, answer: Answer
         ) {
             self.content = content
             self.token = token
             self.deadline = deadline
             self.waiterID = waiterID
             self.resends = resends
-            self.completion = completion
+            self.authenticator = authenticator
+            self.answer = answer
         }
 
         /// The same request, sent once more.
         func again() -> Request {
             Request(
                 content: content, token: token, deadline: deadline, waiterID: waiterID, resends: resends + 1,
-                completion: completion)
+                authenticator: authenticator, answer: answer)
+        }
+
+        /// Gives the caller its answer; an ExpiredProviderToken tells the token's authenticator first.
+        func complete(_ result: Result<APNsResponse, APNsClientError>) {
+            if let authenticator, let token, case .success(let response) = result, response.status == 403,
+                response.reason == .expiredProviderToken
+            {
+                _ = try? authenticator.tokenExpired(token)
+            }
+            switch answer {
+            case .typed(let completion): completion(result)
+            case .untyped(let completion): completion(result.mapError { $0 })
+            }
         }
     }
 
@@ -143,26 +175,27 @@ final class APNsConnectionPool: Sendable {
             execute(CollectionOfOne(request.again()))
             return
         }
-        request.completion(result)
+        request.complete(result)
     }
 
-    /// The request on connection `id`; its answer gives the stream back before its caller hears it.
+    /// The request on connection `id`; its answer (`answered`) gives the stream back before its
+    /// caller hears it.
     private func http2Request(_ request: Request, connectionID id: Int) -> APNsHTTP2Request {
         APNsHTTP2Request(
             content: request.content, token: request.token, deadline: request.deadline,
-            completion: { [self] result in
-                if case .success(let response) = result, response.status == 403,
-                    response.reason == .unrelatedKeyIDInToken
-                {
-                    // APNs binds a connection to the key of its first token; a token from an
-                    // unrelated key needs a connection of its own. Retire this one as after GOAWAY.
-                    logger.info(
-                        "retiring the connection: UnrelatedKeyIdInToken", metadata: ["connection": "\(id)"])
-                    update { $0.goingAway(id: id, now: .now()) }
-                }
-                update { $0.release(connectionID: id) }
-                finish(request, result)
-            })
+            answer: .pool(self, request, connectionID: id))
+    }
+
+    /// A request's answer from connection `id`.
+    func answered(_ request: Request, _ result: Result<APNsResponse, APNsClientError>, connectionID id: Int) {
+        if case .success(let response) = result, response.status == 403, response.reason == .unrelatedKeyIDInToken {
+            // APNs binds a connection to the key of its first token; a token from an
+            // unrelated key needs a connection of its own. Retire this one as after GOAWAY.
+            logger.info("retiring the connection: UnrelatedKeyIdInToken", metadata: ["connection": "\(id)"])
+            update { $0.goingAway(id: id, now: .now()) }
+        }
+        update { $0.release(connectionID: id) }
+        finish(request, result)
     }
 
     var statistics: APNsPoolStatistics {

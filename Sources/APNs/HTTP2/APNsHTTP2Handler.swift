@@ -154,7 +154,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     func enqueue(_ requests: [APNsHTTP2Request]) {
         guard context != nil else {
             for request in requests {
-                request.completion(
+                request.complete(
                     .failure(
                         APNsClientError(.connectionLost, "connection closed before sending", mayHaveReachedAPNs: false)
                     ))

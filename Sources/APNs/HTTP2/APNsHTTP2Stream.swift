@@ -35,13 +35,13 @@ final class APNsHTTP2Stream {
     func succeed(_ response: APNsResponse) {
         guard !finished else { return }
         finished = true
-        request.completion(.success(response))
+        request.complete(.success(response))
     }
 
     func fail(_ error: APNsClientError) {
         guard !finished else { return }
         finished = true
-        request.completion(.failure(error))
+        request.complete(.failure(error))
     }
 }
 
@@ -55,19 +55,37 @@ final class APNsHTTP2Request: Sendable {
     let token: APNsProviderToken?
     /// The deadline of the whole request; past it the stream is cancelled.
     let deadline: NIODeadline
-    /// Runs exactly once, on the connection's event loop: the answer, or why there is none. A
-    /// callback rather than a promise: at tens of thousands of requests a second, a promise and its
-    /// future's callback list per request are a measurable share of the client's CPU.
-    let completion: @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+    private let answer: Answer
 
-    init(
+    /// Where the answer goes, exactly once, on the connection's event loop: the answer, or why there
+    /// is none. A callback rather than a promise: at tens of thousands of requests a second, a
+    /// promise and its future's callback list per request are a measurable share of the client's
+    /// CPU. A pool's request goes back to its pool without a closure made for it.
+    enum Answer: Sendable {
+        case callback(@Sendable (Result<APNsResponse, APNsClientError>) -> Void)
+        case pool(APNsConnectionPool, APNsConnectionPool.Request, connectionID: Int)
+    }
+
+    convenience init(
         content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline,
         completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     ) {
+        self.init(content: content, token: token, deadline: deadline, answer: .callback(completion))
+    }
+
+    init(content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline, answer: Answer) {
         self.content = content
         self.token = token
         self.deadline = deadline
-        self.completion = completion
+        self.answer = answer
+    }
+
+    /// Hands the answer on (call exactly once).
+    func complete(_ result: Result<APNsResponse, APNsClientError>) {
+        switch answer {
+        case .callback(let completion): completion(result)
+        case .pool(let pool, let request, let connectionID): pool.answered(request, result, connectionID: connectionID)
+        }
     }
 }
 
