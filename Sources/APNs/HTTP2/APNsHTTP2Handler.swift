@@ -418,7 +418,13 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
         case 7 where name.elementsEqual(":status".utf8):
             stream.status = APNsResponse.status(digits: value)
         case 7 where name.elementsEqual("apns-id".utf8):
-            stream.apnsID = String(decoding: value, as: UTF8.self)
+            // APNs echoes the apns-id a request carried: keep the request's string, a new one
+            // (36 bytes, on the heap) only when the answer names another.
+            if let sent = stream.sentAPNsID, sent.utf8.elementsEqual(value) {
+                stream.apnsID = sent
+            } else {
+                stream.apnsID = String(decoding: value, as: UTF8.self)
+            }
         case 14 where name.elementsEqual("apns-unique-id".utf8):
             stream.apnsUniqueID = String(decoding: value, as: UTF8.self)
         case 15 where name.elementsEqual("apns-request-id".utf8):

@@ -23,6 +23,12 @@ final class APNsHTTP2Stream {
         self.request = request
     }
 
+    /// The apns-id the request carries, if any.
+    var sentAPNsID: String? {
+        if case .notification(let notification) = request.content { return notification.apnsID?.uuidString }
+        return nil
+    }
+
     /// A broadcast or channel-management request, whose answer's body is handed back whole.
     var isCustom: Bool {
         if case .custom = request.content { return true }
