@@ -172,7 +172,8 @@ struct NotificationRulesTests {
                 == "eabeae54-14a8-11e5-b60b-1697f925ec7b")
         for bad in [
             "", "eabeae5414a811e5b60b1697f925ec7b", "{eabeae54-14a8-11e5-b60b-1697f925ec7b}",
-            "eabeae54-14a8-11e5-b60b-1697f925ec7g",
+            "eabeae54-14a8-11e5-b60b-1697f925ec7g", "eabeae54x14a8-11e5-b60b-1697f925ec7b",
+            "eabeae5-414a8-11e5-b60b-1697f925ec7b",
         ] {
             #expect(violation { _ = try APNsNotificationID(bad) }?.code == .badMessageID)
         }
@@ -180,6 +181,9 @@ struct NotificationRulesTests {
         #expect(
             APNsNotificationID.derived(fromEventID: "EABEAE54-14A8-11E5-B60B-1697F925EC7B")?.uuidString
                 == "eabeae54-14a8-11e5-b60b-1697f925ec7b")
+        for id in ["eabeae54-14a8-11e5-b60b-1697f925ec7b", "eabeae54-14a8-11e5-b60b-1697F925EC7B"] {
+            #expect(APNsNotificationID.derived(fromEventID: id)?.uuidString == "eabeae54-14a8-11e5-b60b-1697f925ec7b")
+        }
         let random = APNsNotificationID.random().uuidString
         #expect(try APNsNotificationID(random).uuidString == random)
     }

@@ -44,6 +44,16 @@ public struct APNsNotificationID: Sendable, Hashable, CustomStringConvertible {
     private static func canonicalize(_ string: String) -> String? {
         let utf8 = string.utf8
         guard utf8.count == 36 else { return nil }
+        // Already canonical and lowercase, as event IDs made by UUID libraries are: kept as it is,
+        // without a new array and string for every event.
+        let canonical = utf8.withContiguousStorageIfAvailable { bytes in
+            bytes.indices.allSatisfy { offset in
+                let byte = bytes[offset]
+                if offset == 8 || offset == 13 || offset == 18 || offset == 23 { return byte == UInt8(ascii: "-") }
+                return byte &- UInt8(ascii: "0") < 10 || byte &- UInt8(ascii: "a") < 6
+            }
+        }
+        if canonical == true { return string }
         var out = [UInt8]()
         out.reserveCapacity(36)
         for (offset, byte) in utf8.enumerated() {
