@@ -67,14 +67,20 @@ extension APNsNotification {
             throw APNsNotificationError(
                 .badTopic, field: .topic, "topic has a space, control or non-ASCII character at offset \(offset)")
         }
+        // Byte comparisons: the topic is ASCII by now, so they mean what `hasSuffix` means, without
+        // its Unicode machinery (which, over every push type, cost as much as the rest of the rules).
+        func endsIn(_ suffix: String) -> Bool {
+            let (bytes, tail) = (topic.utf8, suffix.utf8)
+            return bytes.count >= tail.count && bytes.suffix(tail.count).elementsEqual(tail)
+        }
         if let suffix = pushType.topicSuffix {
-            guard topic.hasSuffix(suffix), topic.utf8.count > suffix.utf8.count else {
+            guard endsIn(suffix), topic.utf8.count > suffix.utf8.count else {
                 throw APNsNotificationError(
                     .topicSuffixMismatch, field: .topic,
                     "push type '\(pushType.rawValue)' needs a topic of the form <bundle id>\(suffix)")
             }
         } else if pushType != .mdm,
-            let other = APNsPushType.allCases.first(where: { $0.topicSuffix.map(topic.hasSuffix) ?? false })
+            let other = APNsPushType.allCases.first(where: { $0.topicSuffix.map(endsIn) ?? false })
         {
             // APNs answers 400 BadTopic: the topic names another push type's channel.
             throw APNsNotificationError(
