@@ -55,12 +55,23 @@ package final class APNsSender: NotificationSending {
     package func send(_ requests: [NotificationRequest]) {
         let start = ContinuousClock.now
         var perClient = BatchesByDestination<APNsClient, APNsClient.BatchItem>(reserving: requests.count)
+        // The previous request's route: a batch is nearly always one app's, and finding a route
+        // takes the clients' lock and hashes its key.
+        var last: (topic: String, environment: APNsEnvironment, client: APNsClient, credential: String)?
         for request in requests {
             let completion = request.completion
-            guard
-                let (client, credential) = route(
-                    request.push.topic, environment: request.environment, completion: completion)
-            else { continue }
+            let topic = request.push.topic
+            let client: APNsClient
+            let credential: String
+            if let last, last.environment == request.environment, last.topic == topic {
+                (client, credential) = (last.client, last.credential)
+            } else {
+                guard let found = route(topic, environment: request.environment, completion: completion) else {
+                    continue
+                }
+                (client, credential) = found
+                last = (topic, request.environment, client, credential)
+            }
             let item = APNsClient.BatchItem(request.push) { result in
                 completion(Self.attempt(result, credential: credential, since: start))
             }
