@@ -1,3 +1,4 @@
+import Foundation
 import Kafka
 import Logging
 import NIOConcurrencyHelpers
@@ -57,14 +58,30 @@ struct ResultPublisher: Sendable {
         self.progress = progress
     }
 
-    /// The record's smaller form, for a record that can never be stored as it is (the error says
-    /// why); `nil` when there is none.
-    typealias Degrade = @Sendable (KafkaError) -> KafkaProducerMessage?
+    /// How to make a record's smaller form, for a record Kafka can never store as it is (the error
+    /// says why). A value rather than a closure: it rides in the attempt, so a publish allocates
+    /// nothing for a form that is almost never needed.
+    enum Degradation: Sendable {
+        /// A result event without its metadata (`ResultEvent.degraded`).
+        case result(EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String)
+        /// A dead letter without the event's value (`DeadLetterRecord.degraded`).
+        case deadLetter(KafkaProducerMessage, source: KafkaConsumerMessage)
+
+        func message(for error: KafkaError) -> KafkaProducerMessage? {
+            switch self {
+            case .result(let result, let source, let latency, let completedAt, let topic):
+                ResultEvent.degraded(
+                    for: result, source: source, latency: latency, completedAt: completedAt, topic: topic, error: error)
+            case .deadLetter(let deadLetter, let source):
+                DeadLetterRecord.degraded(deadLetter, source: source, error: error)
+            }
+        }
+    }
 
     /// `done(true)` once Kafka stored the record or its degraded form (on the producer's poll
     /// thread), `done(false)` if abandoned. Called exactly once.
     func publish(
-        _ message: KafkaProducerMessage, degraded: Degrade? = nil, _ done: @escaping @Sendable (Bool) -> Void
+        _ message: KafkaProducerMessage, degraded: Degradation? = nil, _ done: @escaping @Sendable (Bool) -> Void
     ) {
         publish(Attempt(message: message, degrade: degraded, backoff: Self.firstBackoff), done)
     }
@@ -72,7 +89,7 @@ struct ResultPublisher: Sendable {
     /// One record between its tries.
     private struct Attempt: Sendable {
         var message: KafkaProducerMessage
-        var degrade: Degrade?
+        var degrade: Degradation?
         var backoff: Duration
         var failing = false
     }
@@ -117,7 +134,7 @@ struct ResultPublisher: Sendable {
             done(false)
             return
         case .record:
-            if let degrade = attempt.degrade, let smaller = degrade(error) {
+            if let degrade = attempt.degrade, let smaller = degrade.message(for: error) {
                 logger.warning(
                     "a record for \(topic) cannot be stored as it is (\(error.code.name)); publishing its degraded form"
                 )

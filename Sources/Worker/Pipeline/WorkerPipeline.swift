@@ -320,8 +320,7 @@ package final class WorkerPipeline: Service, Sendable {
         let deadLetter = DeadLetterRecord.message(
             for: record, result: result, reason: deadLetterReason, consumerGroup: consumerConfiguration.groupID,
             topic: configuration.deadLetterTopic, now: completedAt)
-        publisher.publish(deadLetter, degraded: { DeadLetterRecord.degraded(deadLetter, source: record, error: $0) }) {
-            published in
+        publisher.publish(deadLetter, degraded: .deadLetter(deadLetter, source: record)) { published in
             if published {
                 self.publishResult(
                     message, of: result, record: record, latency: latency, completedAt: completedAt, done: done,
@@ -335,10 +334,8 @@ package final class WorkerPipeline: Service, Sendable {
     /// The result event, once its dead letter (if any) is stored.
     ///
     /// The callback keeps only what it needs (partition, offset, outcome), not the record and the
-    /// result: each capture copies every reference they hold. The exception is the closure that
-    /// builds the degraded form, which a record Kafka refuses as it is needs: it holds the record
-    /// and the result until Kafka acknowledges, one more allocation per event (carrying them in the
-    /// publisher's own attempt would avoid it).
+    /// result: each capture copies every reference they hold. The degraded form, for a record Kafka
+    /// refuses as it is, needs them: they ride in the publisher's attempt until Kafka acknowledges.
     private func publishResult(
         _ message: KafkaProducerMessage, of result: EventResult, record: KafkaConsumerMessage, latency: Duration,
         completedAt: Date, done: Done, started: ContinuousClock.Instant, publisher: ResultPublisher,
@@ -350,11 +347,7 @@ package final class WorkerPipeline: Service, Sendable {
         let resultsTopic = configuration.resultsTopic
         publisher.publish(
             message,
-            degraded: { error in
-                ResultEvent.degraded(
-                    for: result, source: record, latency: latency, completedAt: completedAt, topic: resultsTopic,
-                    error: error)
-            }
+            degraded: .result(result, source: record, latency: latency, completedAt: completedAt, topic: resultsTopic)
         ) { published in
             self.finish(done, consumer: consumer, completed: published)
             guard published else { return }
