@@ -38,15 +38,6 @@ final class APNsConnectionPool: Sendable {
             case untyped(@Sendable (Result<APNsResponse, any Error>) -> Void)
         }
 
-        convenience init(
-            content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline, waiterID: Int? = nil,
-            resends: Int = 0, completion: @escaping Completion
-        ) {
-            self.init(
-                content: content, token: token, deadline: deadline, waiterID: waiterID, resends: resends,
-                authenticator: nil, answer: .typed(completion))
-        }
-
         init(
             content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline, waiterID: Int?,
             resends: Int, authenticator: APNsTokenAuthenticator?, answer: Answer
