@@ -162,6 +162,43 @@ struct OperationsServerTests {
         }
     }
 
+    @Test("per-event series count each label value apart, in whatever order the values come")
+    func alternatingSeries() {
+        let registry = PrometheusCollectorRegistry()
+        let metrics = WorkerMetrics(registry: registry)
+        for topic in ["a", "b", "a", "a", "c", "b"] { metrics.consumed(topic: topic) }
+        let answers: [(Int?, String)] = [(200, ""), (nil, "transport"), (200, ""), (429, "TooManyRequests"), (200, "")]
+        for (status, reason) in answers { metrics.apnsRequest(status: status, reason: reason, duration: .zero) }
+        for (credential, outcome) in [
+            ("app", "delivered"), ("other", "delivered"), ("app", "failed"), ("app", "delivered"),
+        ] {
+            metrics.completed(outcome: outcome, credential: credential)
+        }
+        for (credential, broken) in [("app", true), ("other", false), ("app", false), ("other", true)] {
+            metrics.setCredentialBroken(credential, broken)
+        }
+        var bytes: [UInt8] = []
+        registry.emit(into: &bytes)
+        let text = String(decoding: bytes, as: UTF8.self)
+        for line in [
+            #"apns_worker_events_consumed_total{topic="a"} 3"#,
+            #"apns_worker_events_consumed_total{topic="b"} 2"#,
+            #"apns_worker_events_consumed_total{topic="c"} 1"#,
+            #"apns_worker_apns_requests_total{status="200",reason=""} 3"#,
+            #"apns_worker_apns_requests_total{status="none",reason="transport"} 1"#,
+            #"apns_worker_apns_requests_total{status="429",reason="TooManyRequests"} 1"#,
+            #"apns_worker_events_completed_total{outcome="delivered"} 3"#,
+            #"apns_worker_events_completed_total{outcome="failed"} 1"#,
+            #"apns_worker_credential_outcomes_total{credential="app",outcome="delivered"} 2"#,
+            #"apns_worker_credential_outcomes_total{credential="other",outcome="delivered"} 1"#,
+            #"apns_worker_credential_outcomes_total{credential="app",outcome="failed"} 1"#,
+            #"apns_worker_credentials_broken{credential="app"} 0"#,
+            #"apns_worker_credentials_broken{credential="other"} 1"#,
+        ] {
+            #expect(text.contains(line), "missing: \(line)")
+        }
+    }
+
     @Test("/metrics serves Prometheus text with every metric the worker exports")
     func metrics() async throws {
         let registry = PrometheusCollectorRegistry()

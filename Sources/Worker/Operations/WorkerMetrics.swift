@@ -83,19 +83,25 @@ package final class WorkerMetrics: Sendable {
     }
 
     /// The series every event touches, found without building a label array each time.
-    private let completedByOutcome: [String: CoreMetrics.Counter]
+    /// Six outcomes, searched in order: `==` on short strings compares them inline, without hashing.
+    private let completedByOutcome: [(outcome: String, counter: CoreMetrics.Counter)]
     private let deadLettersByReason: [String: CoreMetrics.Counter]
     private let retriesByCause: [String: CoreMetrics.Counter]
-    private let consumedByTopic = NIOLockedValueBox<[String: CoreMetrics.Counter]>([:])
-    private let apnsRequests = NIOLockedValueBox<[APNsSeries: CoreMetrics.Counter]>([:])
-    private let credentialGauges = NIOLockedValueBox<[String: CoreMetrics.Gauge]>([:])
-    /// `apns_worker_credential_outcomes_total` by credential, then outcome: found per event without
+    private let consumedByTopic = SeriesMap<String, CoreMetrics.Counter>()
+    private let apnsRequests = SeriesMap<APNsSeries, CoreMetrics.Counter>()
+    private let credentialGauges = SeriesMap<String, CoreMetrics.Gauge>()
+    /// `apns_worker_credential_outcomes_total` by credential and outcome: found per event without
     /// building a label array.
-    private let credentialOutcomes = NIOLockedValueBox<[String: [String: CoreMetrics.Counter]]>([:])
+    private let credentialOutcomes = SeriesMap<CredentialOutcome, CoreMetrics.Counter>()
 
-    private struct APNsSeries: Hashable {
+    private struct APNsSeries: Hashable, Sendable {
         var status: Int?
         var reason: String
+    }
+
+    private struct CredentialOutcome: Hashable, Sendable {
+        var credential: String
+        var outcome: String
     }
 
     /// Metrics into `registry` (served at `/metrics`).
@@ -112,12 +118,17 @@ package final class WorkerMetrics: Sendable {
         paused = CoreMetrics.Gauge(label: "apns_worker_consumer_paused", factory: factory)
         inFlight.record(0)
         paused.record(0)
-        var completed: [String: CoreMetrics.Counter] = [:]
+        var completed: [(outcome: String, counter: CoreMetrics.Counter)] = []
         var deadLetters: [String: CoreMetrics.Counter] = [:]
         var retries: [String: CoreMetrics.Counter] = [:]
         for outcome in Self.outcomes {
-            completed[outcome] = CoreMetrics.Counter(
-                label: "apns_worker_events_completed_total", dimensions: [("outcome", outcome)], factory: factory)
+            completed.append(
+                (
+                    outcome,
+                    CoreMetrics.Counter(
+                        label: "apns_worker_events_completed_total", dimensions: [("outcome", outcome)],
+                        factory: factory)
+                ))
         }
         for reason in Self.deadLetterReasons {
             deadLetters[reason] = CoreMetrics.Counter(
@@ -148,19 +159,15 @@ package final class WorkerMetrics: Sendable {
 
     /// A record read from an input topic.
     package func consumed(topic: String) {
-        if let counter = consumedByTopic.withLockedValue({ $0[topic] }) {
-            counter.increment()
-            return
-        }
-        let counter = counter("apns_worker_events_consumed_total", [("topic", topic)])
-        consumedByTopic.withLockedValue { $0[topic] = counter }
-        counter.increment()
+        consumedByTopic.value(for: topic) { counter("apns_worker_events_consumed_total", [("topic", topic)]) }
+            .increment()
     }
 
     /// A result event acknowledged by Kafka; `outcome` is one of `outcomes`. `credential`: the
     /// configured credential it was sent with, if any (`apns_worker_credential_outcomes_total`).
     package func completed(outcome: String, credential: String? = nil) {
-        (completedByOutcome[outcome] ?? counter("apns_worker_events_completed_total", [("outcome", outcome)]))
+        (completedByOutcome.first { $0.outcome == outcome }?.counter
+            ?? counter("apns_worker_events_completed_total", [("outcome", outcome)]))
             .increment()
         if let credential { credentialOutcome(credential, outcome).increment() }
     }
@@ -176,11 +183,9 @@ package final class WorkerMetrics: Sendable {
     }
 
     private func credentialOutcome(_ credential: String, _ outcome: String) -> CoreMetrics.Counter {
-        if let counter = credentialOutcomes.withLockedValue({ $0[credential]?[outcome] }) { return counter }
-        let counter = counter(
-            "apns_worker_credential_outcomes_total", [("credential", credential), ("outcome", outcome)])
-        credentialOutcomes.withLockedValue { $0[credential, default: [:]][outcome] = counter }
-        return counter
+        credentialOutcomes.value(for: CredentialOutcome(credential: credential, outcome: outcome)) {
+            counter("apns_worker_credential_outcomes_total", [("credential", credential), ("outcome", outcome)])
+        }
     }
 
     /// A dead letter acknowledged by Kafka; `reason` is one of `deadLetterReasons`.
@@ -191,15 +196,11 @@ package final class WorkerMetrics: Sendable {
     /// An APNs answer: `status` is the HTTP status ("200", "429", …) or `nil` for a transport
     /// failure (label "none"); `reason` is APNs's reason, or "" for none. `duration`: sent to answer.
     package func apnsRequest(status: Int?, reason: String, duration: Duration) {
-        let series = APNsSeries(status: status, reason: reason)
-        if let counter = apnsRequests.withLockedValue({ $0[series] }) {
-            counter.increment()
-        } else {
-            let counter = counter(
+        apnsRequests.value(for: APNsSeries(status: status, reason: reason)) {
+            counter(
                 "apns_worker_apns_requests_total", [("status", status.map(String.init) ?? "none"), ("reason", reason)])
-            apnsRequests.withLockedValue { $0[series] = counter }
-            counter.increment()
         }
+        .increment()
         apnsRequestDuration.recordNanoseconds(duration.nanoseconds)
     }
 
@@ -242,14 +243,8 @@ package final class WorkerMetrics: Sendable {
     /// 1 while APNs refuses the credential, 0 once it works again.
     package func setCredentialBroken(_ name: String, _ isBroken: Bool) {
         // Called for every delivered notification: the gauge is found by name alone.
-        let gauge =
-            credentialGauges.withLockedValue { $0[name] }
-            ?? {
-                let gauge = self.gauge("apns_worker_credentials_broken", [("credential", name)])
-                credentialGauges.withLockedValue { $0[name] = gauge }
-                return gauge
-            }()
-        gauge.record(isBroken ? 1 : 0)
+        credentialGauges.value(for: name) { gauge("apns_worker_credentials_broken", [("credential", name)]) }
+            .record(isBroken ? 1 : 0)
     }
 
     /// One APNs client's connection pool (credential × environment), sampled at scrape time.
@@ -287,6 +282,36 @@ package final class WorkerMetrics: Sendable {
             let gauge = CoreMetrics.Gauge(label: name, dimensions: labels, factory: factory)
             cache[key] = gauge
             return gauge
+        }
+    }
+}
+
+/// Series found by a label value on the path every event takes. Nearly every event has the same
+/// value as the one before (one input topic, one credential, status 200), so the last one found is
+/// checked first: `==` on the same string is a comparison of its storage, where the dictionary
+/// would hash it (SipHash over its bytes) every time.
+private final class SeriesMap<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    private struct State {
+        var all: [Key: Value] = [:]
+        var last: (key: Key, value: Value)?
+    }
+    private let state = NIOLockedValueBox(State())
+
+    /// The series for `key`; `make` (run outside the lock) makes it the first time.
+    func value(for key: Key, make: () -> Value) -> Value {
+        let found = state.withLockedValue { state -> Value? in
+            if let last = state.last, last.key == key { return last.value }
+            guard let value = state.all[key] else { return nil }
+            state.last = (key, value)
+            return value
+        }
+        if let found { return found }
+        let made = make()
+        return state.withLockedValue { state in
+            let value = state.all[key] ?? made
+            state.all[key] = value
+            state.last = (key, value)
+            return value
         }
     }
 }
