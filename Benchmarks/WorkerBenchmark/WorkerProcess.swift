@@ -163,8 +163,11 @@ func runWorker(_ mode: Mode, peers: Peers.Addresses, group: String, resultsTopic
     let sampler = RSSSampler()
     var logger = Logger(label: "bench.worker")
     logger.logLevel = .warning
+    // `APNS_WORKER_*` variables apply as they would to a deployed worker (e.g.
+    // `APNS_WORKER_APNS_EVENTLOOPTHREADS=1`), to try a setting without editing the configuration.
     let configuration = try WorkerConfiguration.parse(
-        configurationText(peers, group: group, resultsTopic: resultsTopic, maxInFlight: maxInFlight), file: "<bench>")
+        configurationText(peers, group: group, resultsTopic: resultsTopic, maxInFlight: maxInFlight), file: "<bench>",
+        environment: ProcessInfo.processInfo.environment)
     let assembly = try WorkerRuntime.assemble(configuration, logger: logger)
     let services: ServiceGroup
     switch mode {
