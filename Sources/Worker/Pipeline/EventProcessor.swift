@@ -12,7 +12,10 @@ import NIOConcurrencyHelpers
 /// No task per event: decoding runs on the caller's thread, each answer arrives on the sender's
 /// callback, and a wait (backoff, a throttled token) is a timer of `scheduler`. An event is a value
 /// (`Run`) handed from one step to the next, so no two threads ever touch the same one.
-struct EventProcessor: Sendable {
+///
+/// A class: each step's callback captures it, and a struct's dozen references were each retained
+/// and released for every event and attempt.
+final class EventProcessor: Sendable {
     let decoder: NotificationEventDecoder
     let sender: any NotificationSending
     let retryPolicy: RetryPolicy
@@ -72,16 +75,26 @@ struct EventProcessor: Sendable {
         var result: EventResult
         /// `ExpiredProviderToken` answers so far: the first is retried at once, later ones back off.
         var tokenRefreshes = 0
+        /// Who takes its answers, and where its end goes: held here so that an attempt's callback
+        /// captures the run alone (no context allocated for it).
+        let processor: EventProcessor
+        let completion: Completion
 
         init(
             event: NotificationEvent, token: String, firstAttempt: ContinuousClock.Instant, lease: PartitionLease,
-            result: EventResult
+            result: EventResult, processor: EventProcessor, completion: @escaping Completion
         ) {
             self.event = event
             self.token = token
             self.firstAttempt = firstAttempt
             self.lease = lease
             self.result = result
+            self.processor = processor
+            self.completion = completion
+        }
+
+        func answered(_ attempt: SendAttempt) {
+            processor.answered(self, attempt, completion)
         }
     }
 
@@ -155,7 +168,7 @@ struct EventProcessor: Sendable {
         }
         let run = Run(
             event: event, token: event.push.recipientKey, firstAttempt: instant(), lease: lease,
-            result: result)
+            result: result, processor: self, completion: completion)
         if let request = nextAttempt(run, completion) { requests.append(request) }
     }
 
@@ -167,7 +180,7 @@ struct EventProcessor: Sendable {
 
     /// The next attempt after `wait` (a backoff, a throttle); abandoned if the wait is cancelled.
     private func attempt(_ run: Run, after wait: Duration, _ completion: @escaping Completion) {
-        scheduler.after(wait) { [run] cancelled in
+        scheduler.after(wait) { [self, run] cancelled in
             if cancelled { completion(nil) } else { attempt(run, completion) }
         }
     }
@@ -192,9 +205,7 @@ struct EventProcessor: Sendable {
             return nil
         }
         run.result.attempts += 1
-        return NotificationRequest(run.event.push, environment: run.event.environment) { [run] answer in
-            answered(run, answer, completion)
-        }
+        return NotificationRequest(run.event.push, environment: run.event.environment, completion: run.answered)
     }
 
     /// Classifies an answer: done, or the next attempt (now, or after a backoff).
