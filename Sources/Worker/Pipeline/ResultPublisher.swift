@@ -19,7 +19,10 @@ import Synchronization
 ///   (uncommitted); the pipeline stops, and a restarted worker reads it again.
 ///
 /// It gives up only then, or when the scheduler is cancelled (shutdown): the event stays uncommitted.
-struct ResultPublisher: Sendable {
+///
+/// A class: every record's delivery callback captures it, and a struct's references were each
+/// retained and released per record.
+final class ResultPublisher: Sendable {
     /// What the pipeline hears about its output topics.
     enum Report: Sendable {
         /// Every record to this topic is refused; input should stop.
@@ -96,7 +99,7 @@ struct ResultPublisher: Sendable {
 
     private func publish(_ attempt: Attempt, _ done: @escaping @Sendable (Bool) -> Void) {
         do {
-            try producer.trySend(attempt.message) { delivery in
+            try producer.trySend(attempt.message) { [self] delivery in
                 progress.step()
                 switch delivery {
                 case .success:
@@ -107,7 +110,7 @@ struct ResultPublisher: Sendable {
                 }
             }
         } catch  where error.code == .queueFull {
-            scheduler.after(Self.queueFullWait) { cancelled in
+            scheduler.after(Self.queueFullWait) { [self] cancelled in
                 if cancelled { done(false) } else { publish(attempt, done) }
             }
         } catch {
@@ -158,7 +161,7 @@ struct ResultPublisher: Sendable {
         attempt.backoff = min(attempt.backoff * 2, Self.maxBackoff)
         attempt.failing = true
         let next = attempt
-        scheduler.after(wait) { cancelled in
+        scheduler.after(wait) { [self] cancelled in
             if cancelled { done(false) } else { publish(next, done) }
         }
     }
