@@ -94,7 +94,7 @@ final class EventProcessor: Sendable {
         }
 
         func answered(_ attempt: SendAttempt) {
-            processor.answered(self, attempt, completion)
+            processor.answered(self, attempt)
         }
     }
 
@@ -169,39 +169,39 @@ final class EventProcessor: Sendable {
         let run = Run(
             event: event, token: event.push.recipientKey, firstAttempt: instant(), lease: lease,
             result: result, processor: self, completion: completion)
-        if let request = nextAttempt(run, completion) { requests.append(request) }
+        if let request = nextAttempt(run) { requests.append(request) }
     }
 
     /// The next attempt, sent now.
-    private func attempt(_ run: Run, _ completion: @escaping Completion) {
-        guard let request = nextAttempt(run, completion) else { return }
+    private func attempt(_ run: Run) {
+        guard let request = nextAttempt(run) else { return }
         sender.send(request.push, environment: request.environment, completion: request.completion)
     }
 
     /// The next attempt after `wait` (a backoff, a throttle); abandoned if the wait is cancelled.
-    private func attempt(_ run: Run, after wait: Duration, _ completion: @escaping Completion) {
+    private func attempt(_ run: Run, after wait: Duration) {
         scheduler.after(wait) { [self, run] cancelled in
-            if cancelled { completion(nil) } else { attempt(run, completion) }
+            if cancelled { run.completion(nil) } else { attempt(run) }
         }
     }
 
     /// The next attempt's request if it is due now; `nil` when it waits for the token's throttle
     /// (a timer sends it later) or the notification expired meanwhile (`completion` ran).
-    private func nextAttempt(_ run: Run, _ completion: @escaping Completion) -> NotificationRequest? {
+    private func nextAttempt(_ run: Run) -> NotificationRequest? {
         guard run.lease.isActive else {
-            completion(nil)  // the partition is gone: its next owner pushes this event
+            run.completion(nil)  // the partition is gone: its next owner pushes this event
             return nil
         }
         // Nearly always empty: then neither the clock (slow in some VMs) nor the token's hash.
         if let wait = throttle.withLockedValue({ $0.count == 0 ? nil : $0.delay(for: run.token, now: instant()) }) {
-            attempt(run, after: wait, completion)
+            attempt(run, after: wait)
             return nil
         }
         if run.result.attempts > 0, let expiration = run.event.push.expiration,
             expiration.hasPassed(now: Int64(now().timeIntervalSince1970))
         {
             run.result.outcome = .expired
-            completion(run.result)
+            run.completion(run.result)
             return nil
         }
         run.result.attempts += 1
@@ -209,7 +209,7 @@ final class EventProcessor: Sendable {
     }
 
     /// Classifies an answer: done, or the next attempt (now, or after a backoff).
-    private func answered(_ run: Run, _ attempt: SendAttempt, _ completion: @escaping Completion) {
+    private func answered(_ run: Run, _ attempt: SendAttempt) {
         progress.step()
         if let error = attempt.error as? APNsNotificationError {
             // Refused by the client before sending, by a rule that depends on the credential the
@@ -224,7 +224,7 @@ final class EventProcessor: Sendable {
                 + "configure a credential that can send it for topic \(run.event.push.topic), then replay"
             run.result.deadLetter = .noCredential
             markFailure(&run.result)
-            completion(run.result)
+            run.completion(run.result)
             return
         }
         if let error = attempt.error as? APNsClientError, error.code == .noCredentialForTopic {
@@ -239,7 +239,7 @@ final class EventProcessor: Sendable {
                 + "add one to apns.credentials, then replay"
             run.result.deadLetter = .noCredential
             markFailure(&run.result)
-            completion(run.result)
+            run.completion(run.result)
             return
         }
         let response = attempt.response
@@ -257,16 +257,16 @@ final class EventProcessor: Sendable {
             if let credential = attempt.credential { observer.credentialHealthy(credential) }
             run.result.outcome = .delivered
             run.result.reason = nil
-            completion(run.result)
+            run.completion(run.result)
         case .unregistered(let timestamp):
             run.result.outcome = .unregistered
             run.result.apnsTimestamp = timestamp
-            completion(run.result)
+            run.completion(run.result)
         case .rejected(let reason):
             run.result.outcome = .rejected
             run.result.reason = reason?.description ?? run.result.reason
             run.result.detail = response.map { "APNs answered \($0.status)" } ?? attempt.error.map { "\($0)" }
-            completion(run.result)
+            run.completion(run.result)
         case .credentialsBroken(let reason):
             let push = run.event.push
             if let credential = attempt.credential { observer.credentialBroken(credential, reason: reason) }
@@ -282,7 +282,7 @@ final class EventProcessor: Sendable {
             run.result.detail = "APNs refused the provider credentials (\(reason)); fix them, then replay"
             run.result.deadLetter = .credentials
             markFailure(&run.result)
-            completion(run.result)
+            run.completion(run.result)
         case .refreshToken:
             // The client has told the token authenticator. The first time, try again at once with
             // the new token. Again and again means a token APNs finds expired as soon as it is
@@ -292,9 +292,9 @@ final class EventProcessor: Sendable {
             observer.retryScheduled(.providerToken)
             run.tokenRefreshes += 1
             if run.result.attempts >= retryPolicy.maxAttempts {
-                completion(exhausted(run.result))
+                run.completion(exhausted(run.result))
             } else if run.tokenRefreshes == 1 {
-                self.attempt(run, completion)
+                self.attempt(run)
             } else {
                 if credentialLog.shouldLog("expired:" + (attempt.credential ?? ""), now: instant()) {
                     logger.warning(
@@ -302,7 +302,7 @@ final class EventProcessor: Sendable {
                     )
                 }
                 let wait = retryPolicy.backoffCeiling(afterAttempt: run.result.attempts)
-                self.attempt(run, after: wait, completion)
+                self.attempt(run, after: wait)
             }
         case .retryLater(let perDeviceToken, _):
             markFailure(&run.result)
@@ -319,15 +319,15 @@ final class EventProcessor: Sendable {
                     throttle.withLockedValue {
                         $0.throttle(run.token, now: instant(), wait: max(wait, ceiling / 2))
                     }
-                    self.attempt(run, completion)
+                    self.attempt(run)
                 } else {
-                    self.attempt(run, after: wait, completion)
+                    self.attempt(run, after: wait)
                 }
             case .exhausted:
-                completion(exhausted(run.result))
+                run.completion(exhausted(run.result))
             case .expired:
                 run.result.outcome = .expired
-                completion(run.result)
+                run.completion(run.result)
             }
         }
     }
