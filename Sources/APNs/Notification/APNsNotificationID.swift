@@ -42,32 +42,27 @@ public struct APNsNotificationID: Sendable, Hashable, CustomStringConvertible {
     public var description: String { uuidString }
 
     private static func canonicalize(_ string: String) -> String? {
-        let utf8 = string.utf8
-        guard utf8.count == 36 else { return nil }
-        // Already canonical and lowercase, as event IDs made by UUID libraries are: kept as it is,
-        // without a new array and string for every event.
-        let canonical = utf8.withContiguousStorageIfAvailable { bytes in
-            bytes.indices.allSatisfy { offset in
+        var id = string
+        // One pass over the bytes (contiguous, no per-byte iterator): the form, and whether any
+        // hex digit is uppercase.
+        let hasUppercase = id.withUTF8 { bytes -> Bool? in
+            guard bytes.count == 36 else { return nil }
+            var uppercase = false
+            for offset in bytes.indices {
                 let byte = bytes[offset]
-                if offset == 8 || offset == 13 || offset == 18 || offset == 23 { return byte == UInt8(ascii: "-") }
-                return byte &- UInt8(ascii: "0") < 10 || byte &- UInt8(ascii: "a") < 6
+                if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
+                    guard byte == UInt8(ascii: "-") else { return nil }
+                } else if byte &- UInt8(ascii: "A") < 6 {
+                    uppercase = true
+                } else if !(byte &- UInt8(ascii: "0") < 10 || byte &- UInt8(ascii: "a") < 6) {
+                    return nil
+                }
             }
+            return uppercase
         }
-        if canonical == true { return string }
-        var out = [UInt8]()
-        out.reserveCapacity(36)
-        for (offset, byte) in utf8.enumerated() {
-            if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
-                guard byte == UInt8(ascii: "-") else { return nil }
-                out.append(byte)
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): out.append(byte)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): out.append(byte + 32)
-            default: return nil
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
+        guard let hasUppercase else { return nil }
+        // Already lowercase, as event IDs made by UUID libraries are: kept as it is, without a new
+        // string for every event.
+        return hasUppercase ? id.lowercased() : id
     }
 }
