@@ -105,9 +105,9 @@ public final class APNsClient: Sendable {
             try await withCheckedThrowingContinuation { continuation in
                 pool.execute(
                     CollectionOfOne(
-                        request(prepared, deadline: NIODeadline.now() + requestTimeout, waiterID: waiterID) {
-                            continuation.resume(with: $0)
-                        }))
+                        request(
+                            prepared, deadline: NIODeadline.now() + requestTimeout, waiterID: waiterID,
+                            answer: .typed { continuation.resume(with: $0) })))
             }
         } onCancel: {
             pool.giveUp(
@@ -167,9 +167,7 @@ public final class APNsClient: Sendable {
             item.completion(.failure(error))
             return nil
         }
-        return APNsConnectionPool.Request(
-            content: prepared.content, token: prepared.token, deadline: deadline, waiterID: nil, resends: 0,
-            authenticator: authenticator(of: prepared), answer: .untyped(item.completion))
+        return request(prepared, deadline: deadline, answer: .untyped(item.completion))
     }
 
     /// A request checked and given its provider token, ready to go.
@@ -205,19 +203,16 @@ public final class APNsClient: Sendable {
         return Prepared(content: content, token: token)
     }
 
+    /// The pool's request; with token authentication it carries the authenticator, which hears of
+    /// an ExpiredProviderToken answer before the caller does.
     private func request(
-        _ prepared: Prepared, deadline: NIODeadline, waiterID: Int? = nil,
-        completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+        _ prepared: Prepared, deadline: NIODeadline, waiterID: Int? = nil, answer: APNsConnectionPool.Request.Answer
     ) -> APNsConnectionPool.Request {
-        APNsConnectionPool.Request(
+        var authenticator: APNsTokenAuthenticator?
+        if case .token(let tokens) = credential, prepared.token != nil { authenticator = tokens }
+        return APNsConnectionPool.Request(
             content: prepared.content, token: prepared.token, deadline: deadline, waiterID: waiterID, resends: 0,
-            authenticator: authenticator(of: prepared), answer: .typed(completion))
-    }
-
-    /// Who hears of an ExpiredProviderToken answer: the token's authenticator (token authentication).
-    private func authenticator(of prepared: Prepared) -> APNsTokenAuthenticator? {
-        guard case .token(let authenticator) = credential, prepared.token != nil else { return nil }
-        return authenticator
+            authenticator: authenticator, answer: answer)
     }
 
     /// The connections, streams and waiting requests of its pool, now.
