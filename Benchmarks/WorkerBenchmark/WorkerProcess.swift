@@ -164,7 +164,7 @@ func runWorker(_ mode: Mode, peers: Peers.Addresses, group: String, resultsTopic
     var logger = Logger(label: "bench.worker")
     logger.logLevel = .warning
     // `APNS_WORKER_*` variables apply as they would to a deployed worker (e.g.
-    // `APNS_WORKER_APNS_EVENTLOOPTHREADS=1`), to try a setting without editing the configuration.
+    // `APNS_WORKER_APNS_EVENT_LOOP_THREADS=1`), to try a setting without editing the configuration.
     let configuration = try WorkerConfiguration.parse(
         configurationText(peers, group: group, resultsTopic: resultsTopic, maxInFlight: maxInFlight), file: "<bench>",
         environment: ProcessInfo.processInfo.environment)
