@@ -19,9 +19,12 @@ package final class KafkaProducer: Sendable {
     /// - Parameter onFatalError: called (on librdkafka's thread) when the producer raises a fatal
     ///   error: an idempotent producer that lost its guarantees, or a fenced one. Every later send
     ///   fails with it; only a new producer recovers.
+    /// - Parameter releaseSweep: how often the poll thread frees the delivery contexts of records
+    ///   whose sending thread has not sent since they were acknowledged (`HomeRelease`); tests
+    ///   change it.
     package init(
         configuration: KafkaProducerConfiguration, logger: Logger = Logger(label: "kafka.producer"),
-        onFatalError: (@Sendable (KafkaError) -> Void)? = nil
+        onFatalError: (@Sendable (KafkaError) -> Void)? = nil, releaseSweep: Duration = HomeRelease.sweepInterval
     ) throws(KafkaError) {
         var tagged = logger
         tagged[metadataKey: "kafka-client"] = "producer"  // the consumer's lines look the same
@@ -36,7 +39,7 @@ package final class KafkaProducer: Sendable {
             deliveryReports: true)
         self.client = try RDKafkaClient(type: RD_KAFKA_PRODUCER, config: config, callbacks: callbacks)
         self.deliveryTimeout = configuration.deliveryTimeout
-        self.poller = ProducerPoller(client: client)
+        self.poller = ProducerPoller(client: client, releaseSweep: releaseSweep)
     }
 
     deinit {
@@ -44,7 +47,8 @@ package final class KafkaProducer: Sendable {
     }
 
     /// Enqueues a record; `onDelivery` runs once, on the producer's poll thread, when Kafka has stored
-    /// it or librdkafka gave up. Keep it short. Waits (without blocking a thread) while the local queue
+    /// it or librdkafka gave up. Keep it short. What it captured is released afterwards by the thread
+    /// that sent the record, the next time it sends (or within about a second: `HomeRelease`). Waits (without blocking a thread) while the local queue
     /// is full. Throws only when the record cannot be enqueued at all (unknown partition, record too
     /// large, producer closed or fenced); then `onDelivery` is never called.
     package func send(
@@ -141,8 +145,12 @@ package final class KafkaProducer: Sendable {
         guard !closed.load(ordering: .acquiring) else {
             throw KafkaError(code: .destroyed, message: "producer is closed")
         }
-        // Retained here; released by the delivery-report callback, or below if librdkafka refuses it.
-        let context = Unmanaged.passRetained(DeliveryContext(topic: message.topic, onDelivery)).toOpaque()
+        // Contexts of this thread's acknowledged records: freed here, where they were allocated.
+        HomeRelease.releaseHere()
+        // Retained here; released out of this thread's bin once acknowledged, or below if librdkafka
+        // refuses it.
+        let context = Unmanaged.passRetained(DeliveryContext(topic: message.topic, home: HomeRelease.here, onDelivery))
+            .toOpaque()
         if let error = RDKafkaProduce.produce(client.handle, message, opaque: context) {
             Unmanaged<DeliveryContext>.fromOpaque(context).release()
             throw error
@@ -151,22 +159,32 @@ package final class KafkaProducer: Sendable {
 }
 
 /// The producer's poll thread: serves delivery reports until stopped, then fails what is left
-/// (purge) and serves those reports too, so no delivery context is ever leaked.
+/// (purge) and serves those reports too, so no delivery context is ever leaked. Every `releaseSweep`,
+/// and once more when it stops, it frees the acknowledged contexts that their sending threads have
+/// not freed themselves (`HomeRelease.sweep`).
 private final class ProducerPoller: Sendable {
     private let stopRequested = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
 
-    init(client: RDKafkaClient) {
+    init(client: RDKafkaClient, releaseSweep: Duration) {
         let thread = Thread { [self] in
+            let clock = ContinuousClock()
+            var lastSweep = clock.now
             while !stopRequested.load(ordering: .acquiring) {
                 rd_kafka_poll(client.handle, 100)
+                // Contexts whose sending thread has not sent since they were acknowledged.
+                let now = clock.now
+                if now - lastSweep >= releaseSweep {
+                    HomeRelease.sweep(olderThan: releaseSweep)
+                    lastSweep = now
+                }
             }
             rd_kafka_purge(client.handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
-            let clock = ContinuousClock()
             let deadline = clock.now + .seconds(10)
             while rd_kafka_outq_len(client.handle) > 0 && clock.now < deadline {
                 rd_kafka_poll(client.handle, 50)
             }
+            client.callbacks.homes.empty()
             finished.signal()
         }
         thread.name = "kafka-producer-poll"

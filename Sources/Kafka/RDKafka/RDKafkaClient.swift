@@ -18,6 +18,8 @@ final class RDKafkaCallbacks: @unchecked Sendable {
     let statistics: (@Sendable (String) -> Void)?
     let error: (@Sendable (KafkaError) -> Void)?
     let deliveryReports: Bool
+    /// Where the delivery reports' contexts were put (a producer's).
+    let homes = HomeRelease.Homes()
 
     init(
         logger: Logger, rebalance: Rebalance? = nil, statistics: (@Sendable (String) -> Void)? = nil,
@@ -42,7 +44,7 @@ final class RDKafkaCallbacks: @unchecked Sendable {
 /// the pointer itself never changes.
 final class RDKafkaClient: @unchecked Sendable {
     let handle: OpaquePointer
-    private let callbacks: RDKafkaCallbacks
+    let callbacks: RDKafkaCallbacks
 
     init(type: rd_kafka_type_t, config: RDKafkaConfig, callbacks: RDKafkaCallbacks) throws(KafkaError) {
         config.withPointer { conf in
@@ -142,8 +144,13 @@ private func rdkafkaDeliveryReport(
     _ opaque: UnsafeMutableRawPointer?
 ) {
     guard let message, let context = message.pointee._private else { return }
-    // Retained when the record was enqueued (KafkaProducer.enqueue); this is its one release.
-    let delivery = Unmanaged<DeliveryContext>.fromOpaque(context).takeRetainedValue()
+    // Retained when the record was enqueued (KafkaProducer.enqueue). Its one release is made by the
+    // thread that sent it, out of that thread's bin (HomeRelease), once the completion has run.
+    let delivery = Unmanaged<DeliveryContext>.fromOpaque(context).takeUnretainedValue()
+    defer {
+        RDKafkaCallbacks.from(handle)?.homes.note(delivery.home)
+        delivery.home.put(Unmanaged.passUnretained(delivery as AnyObject))
+    }
     let record = message.pointee
     if record.err == RD_KAFKA_RESP_ERR_NO_ERROR {
         var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
@@ -164,8 +171,14 @@ final class DeliveryContext {
     /// (librdkafka's topic name would be copied into a `String` for every record).
     let topic: String
     let complete: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
-    init(topic: String, _ complete: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void) {
+    /// The sending thread's bin: released there, where it was allocated (HomeRelease).
+    let home: HomeRelease.Bin
+    init(
+        topic: String, home: HomeRelease.Bin,
+        _ complete: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+    ) {
         self.topic = topic
+        self.home = home
         self.complete = complete
     }
 }
