@@ -79,6 +79,9 @@ final class EventProcessor: Sendable {
         /// captures the run alone (no context allocated for it).
         let processor: EventProcessor
         let completion: Completion
+        /// The bin of the thread that decoded it, where its last reference is dropped once it ended:
+        /// its event was allocated there (HomeRelease).
+        let home = HomeRelease.here
 
         init(
             event: NotificationEvent, token: String, firstAttempt: ContinuousClock.Instant, lease: PartitionLease,
@@ -95,6 +98,12 @@ final class EventProcessor: Sendable {
 
         func answered(_ attempt: SendAttempt) {
             processor.answered(self, attempt)
+        }
+
+        /// Hands the end to `completion` (once), then its last reference to the decoding thread.
+        func end(_ result: EventResult?) {
+            completion(result)
+            home.put(Unmanaged.passRetained(self))
         }
     }
 
@@ -181,7 +190,7 @@ final class EventProcessor: Sendable {
     /// The next attempt after `wait` (a backoff, a throttle); abandoned if the wait is cancelled.
     private func attempt(_ run: Run, after wait: Duration) {
         scheduler.after(wait) { [self, run] cancelled in
-            if cancelled { run.completion(nil) } else { attempt(run) }
+            if cancelled { run.end(nil) } else { attempt(run) }
         }
     }
 
@@ -189,7 +198,7 @@ final class EventProcessor: Sendable {
     /// (a timer sends it later) or the notification expired meanwhile (`completion` ran).
     private func nextAttempt(_ run: Run) -> NotificationRequest? {
         guard run.lease.isActive else {
-            run.completion(nil)  // the partition is gone: its next owner pushes this event
+            run.end(nil)  // the partition is gone: its next owner pushes this event
             return nil
         }
         // Nearly always empty: then neither the clock (slow in some VMs) nor the token's hash.
@@ -201,7 +210,7 @@ final class EventProcessor: Sendable {
             expiration.hasPassed(now: Int64(now().timeIntervalSince1970))
         {
             run.result.outcome = .expired
-            run.completion(run.result)
+            run.end(run.result)
             return nil
         }
         run.result.attempts += 1
@@ -224,7 +233,7 @@ final class EventProcessor: Sendable {
                 + "configure a credential that can send it for topic \(run.event.push.topic), then replay"
             run.result.deadLetter = .noCredential
             markFailure(&run.result)
-            run.completion(run.result)
+            run.end(run.result)
             return
         }
         if let error = attempt.error as? APNsClientError, error.code == .noCredentialForTopic {
@@ -239,7 +248,7 @@ final class EventProcessor: Sendable {
                 + "add one to apns.credentials, then replay"
             run.result.deadLetter = .noCredential
             markFailure(&run.result)
-            run.completion(run.result)
+            run.end(run.result)
             return
         }
         let response = attempt.response
@@ -257,16 +266,16 @@ final class EventProcessor: Sendable {
             if let credential = attempt.credential { observer.credentialHealthy(credential) }
             run.result.outcome = .delivered
             run.result.reason = nil
-            run.completion(run.result)
+            run.end(run.result)
         case .unregistered(let timestamp):
             run.result.outcome = .unregistered
             run.result.apnsTimestamp = timestamp
-            run.completion(run.result)
+            run.end(run.result)
         case .rejected(let reason):
             run.result.outcome = .rejected
             run.result.reason = reason?.description ?? run.result.reason
             run.result.detail = response.map { "APNs answered \($0.status)" } ?? attempt.error.map { "\($0)" }
-            run.completion(run.result)
+            run.end(run.result)
         case .credentialsBroken(let reason):
             let push = run.event.push
             if let credential = attempt.credential { observer.credentialBroken(credential, reason: reason) }
@@ -282,7 +291,7 @@ final class EventProcessor: Sendable {
             run.result.detail = "APNs refused the provider credentials (\(reason)); fix them, then replay"
             run.result.deadLetter = .credentials
             markFailure(&run.result)
-            run.completion(run.result)
+            run.end(run.result)
         case .refreshToken:
             // The client has told the token authenticator. The first time, try again at once with
             // the new token. Again and again means a token APNs finds expired as soon as it is
@@ -292,7 +301,7 @@ final class EventProcessor: Sendable {
             observer.retryScheduled(.providerToken)
             run.tokenRefreshes += 1
             if run.result.attempts >= retryPolicy.maxAttempts {
-                run.completion(exhausted(run.result))
+                run.end(exhausted(run.result))
             } else if run.tokenRefreshes == 1 {
                 self.attempt(run)
             } else {
@@ -324,10 +333,10 @@ final class EventProcessor: Sendable {
                     self.attempt(run, after: wait)
                 }
             case .exhausted:
-                run.completion(exhausted(run.result))
+                run.end(exhausted(run.result))
             case .expired:
                 run.result.outcome = .expired
-                run.completion(run.result)
+                run.end(run.result)
             }
         }
     }

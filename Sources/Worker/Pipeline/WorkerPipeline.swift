@@ -218,6 +218,7 @@ package final class WorkerPipeline: Service, Sendable {
         requests.reserveCapacity(Self.readBatch)
         do {
             while var record = try await records.next() {
+                HomeRelease.releaseHere()  // events that ended since the last batch, freed where decoded
                 var taken = 1
                 while true {
                     observer.consumed(topic: record.topic)
