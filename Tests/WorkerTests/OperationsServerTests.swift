@@ -95,8 +95,9 @@ struct OperationsServerTests {
             #expect(overCap == [true, true])
             let kept = sockets.prefix(3).map { $0.closedByPeer(within: .milliseconds(100)) }
             #expect(kept == [false, false, false])
-            // Nothing sent: the three kept ones go once the idle time passes.
-            let closedLater = sockets.prefix(3).map { $0.closedByPeer(within: .seconds(3)) }
+            // Nothing sent: the three kept ones go once the idle time passes. The bound is generous:
+            // a loaded machine (the whole suite in parallel) ran the server's timer late.
+            let closedLater = sockets.prefix(3).map { $0.closedByPeer(within: .seconds(10)) }
             #expect(closedLater == [true, true, true])
             #expect(try await request(port, "/health/live").status == 200, "the endpoint answers again")
         }
