@@ -228,6 +228,7 @@ package final class WorkerPipeline: Service, Sendable {
                             // The batch's requests first: the events that free the bound may be among them.
                             sendAll(&requests)
                             await waitWhilePaused()
+                            HomeRelease.releaseHere()  // what ended while paused: not kept past the bound
                         }
                         admit(record, lease: lease, sending: &requests, publisher: publisher, consumer: consumer)
                     }
