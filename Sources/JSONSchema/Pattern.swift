@@ -11,7 +11,10 @@
 ///
 /// `@unchecked Sendable`: `Regex` is an immutable value once built; its lazily lowered program is
 /// published atomically by the standard library, so sharing one across threads only reads.
-struct Pattern: @unchecked Sendable {
+///
+/// A class: a check reads it through one reference, where a struct was copied with a retain and a
+/// release of each of its parts (the source, the program's arrays, the `Regex`) for every check.
+final class Pattern: @unchecked Sendable {
     let source: String
     /// The fast engine, when the pattern is in its subset (nearly always).
     let own: ECMARegex?

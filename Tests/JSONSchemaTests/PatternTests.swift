@@ -50,6 +50,23 @@ struct PatternTests {
         #expect(throws: SchemaError.self) { try Pattern(pattern) }
     }
 
+    // The search first runs on a small stack (`ECMARegex.smallStack` entries) and only on the full
+    // bound if that fills: each of these keeps about two entries per character pending, far more.
+    @Test(
+        "a search deeper than the first, small stack gives the same answer on the full one",
+        arguments: [
+            ("^(a|b)*c$", String(repeating: "ab", count: 100) + "c", true),
+            ("^(a|b)*c$", String(repeating: "ab", count: 100) + "d", false),
+            ("(a|b)*c", String(repeating: "ab", count: 100), false),
+            ("(x|y)*z", "w" + String(repeating: "xy", count: 300) + "z", true),
+        ] as [(String, String, Bool)])
+    func deepSearch(pattern: String, input: String, expected: Bool) throws {
+        #expect(2 * input.count > ECMARegex.smallStack)
+        let regex = try ECMARegex(pattern)
+        #expect(regex.matches(input) == expected)
+        #expect((try Regex(pattern).firstMatch(in: input) != nil) == expected)
+    }
+
     @Test("a 10 MB input goes to the fallback instead of allocating a huge state set")
     func hugeInput() throws {
         let pattern = try Pattern("^[a-j]+k?$")

@@ -188,18 +188,36 @@ struct ECMARegex: Sendable {
         let width = n + 1
         guard program.count * width <= maxStateBits else { return nil }
         let words = (program.count * width + 63) / 64
+        // One slot per possible push, plus the start state.
+        let bound = 2 * (splitCount * width + 1)
         return withUnsafeTemporaryAllocation(of: UInt64.self, capacity: words) { visited -> Bool in
             visited.initialize(repeating: 0)
-            // One slot per possible push, plus the start state.
-            return withUnsafeTemporaryAllocation(of: Int.self, capacity: 2 * (splitCount * width + 1)) { stack in
-                search(input, visited: visited, stack: stack)
+            // The bound is rarely approached: first a stack small enough to live on the thread's
+            // stack (a bound of a few KiB went to the heap, a `malloc` per check), and the bound
+            // only if that fills.
+            if bound > Self.smallStack {
+                let found = withUnsafeTemporaryAllocation(of: Int.self, capacity: Self.smallStack) { stack in
+                    search(input, visited: visited, stack: stack)
+                }
+                if let found { return found }
+                visited.update(repeating: 0)
+            }
+            return withUnsafeTemporaryAllocation(of: Int.self, capacity: bound) { stack in
+                // Cannot fill: each (split, position) pushes at most once.
+                search(input, visited: visited, stack: stack) ?? false
             }
         }
     }
 
+    /// Entries of the first, small stack (`run`): 512 bytes, under the size that Swift allocates on
+    /// the thread's stack rather than the heap.
+    static let smallStack = 64
+
+    /// `nil` when `stack` filled before an answer.
+
     private func search<Input: RegexInput>(
         _ input: Input, visited: UnsafeMutableBufferPointer<UInt64>, stack: UnsafeMutableBufferPointer<Int>
-    ) -> Bool {
+    ) -> Bool? {
         let n = input.count
         let width = n + 1
         var top = 0  // stack holds (pc, at) pairs
@@ -228,6 +246,7 @@ struct ECMARegex: Sendable {
                         at += 1
                         continue
                     case .split(let preferred, let other):
+                        guard top + 2 <= stack.count else { return nil }
                         stack[top] = other
                         stack[top + 1] = at
                         top += 2
