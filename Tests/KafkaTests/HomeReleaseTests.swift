@@ -65,6 +65,20 @@ private final class OneThread: @unchecked Sendable {
     }
 }
 
+/// A marker put in `bin` from the calling thread (as a poll thread would), held by nothing else.
+private struct Probe {
+    weak var marker: Marker?
+    let releasedOn = TestLocked<pthread_t?>(nil)
+
+    init(putIn bin: HomeRelease.Bin) {
+        let marker = Marker(releasedOn)
+        self.marker = marker
+        bin.put(Unmanaged.passRetained(marker))
+    }
+
+    var isAlive: Bool { marker != nil }
+}
+
 /// Waits (at most 10 s) until `condition` holds; the tests' assertions follow it.
 private func eventually(_ condition: () -> Bool) async {
     for _ in 0..<1000 where !condition() {
@@ -79,61 +93,35 @@ struct HomeReleaseTests {
     func releasedByItsThread() {
         let home = OneThread()
         defer { home.stop() }
-        let bin = home.run { HomeRelease.here }
-        let releasedOn = TestLocked<pthread_t?>(nil)
-        weak var weakMarker: Marker?
-        do {
-            let marker = Marker(releasedOn)
-            weakMarker = marker
-            bin.put(Unmanaged.passRetained(marker))  // from this thread, as a poll thread would
-        }
-        #expect(weakMarker != nil, "freed before its thread emptied its bin")
+        let probe = Probe(putIn: home.run { HomeRelease.here })
+        #expect(probe.isAlive, "freed before its thread emptied its bin")
         home.run { HomeRelease.releaseHere() }
-        #expect(weakMarker == nil)
-        #expect(releasedOn.withLock { $0 } == home.id, "freed on another thread than its bin's")
+        #expect(!probe.isAlive)
+        #expect(probe.releasedOn.withLock { $0 } == home.id, "freed on another thread than its bin's")
     }
 
     @Test("a sweep takes only bins that have waited its age, on the sweeping thread")
     func sweepTakesOnlyWaitingBins() async {
         let home = OneThread()
         defer { home.stop() }
-        let bin = home.run { HomeRelease.here }
-        let releasedOn = TestLocked<pthread_t?>(nil)
-        weak var weakMarker: Marker?
-        do {
-            let marker = Marker(releasedOn)
-            weakMarker = marker
-            bin.put(Unmanaged.passRetained(marker))
-        }
+        let probe = Probe(putIn: home.run { HomeRelease.here })
         HomeRelease.sweep(olderThan: .seconds(3600))
-        #expect(weakMarker != nil, "a sweep took a bin that had not waited its age")
+        #expect(probe.isAlive, "a sweep took a bin that had not waited its age")
         try? await Task.sleep(for: .milliseconds(20))
         HomeRelease.sweep(olderThan: .milliseconds(10))
-        #expect(weakMarker == nil, "a sweep left a bin that had waited longer than its age")
-        #expect(releasedOn.withLock { $0 } != home.id)
+        #expect(!probe.isAlive, "a sweep left a bin that had waited longer than its age")
+        #expect(probe.releasedOn.withLock { $0 } != home.id)
     }
 
     @Test("a thread's end frees its bin, and what is put there afterwards is freed at once")
     func threadEndFreesItsBin() async {
         let home = OneThread()
         let bin = home.run { HomeRelease.here }
-        weak var first: Marker?
-        do {
-            let marker = Marker(TestLocked(nil))
-            first = marker
-            bin.put(Unmanaged.passRetained(marker))
-        }
+        let first = Probe(putIn: bin)
         home.stop()
-        await eventually { first == nil }
-        #expect(first == nil, "a bin outlived its thread with what it held")
-
-        weak var late: Marker?
-        do {
-            let marker = Marker(TestLocked(nil))
-            late = marker
-            bin.put(Unmanaged.passRetained(marker))
-        }
-        #expect(late == nil, "put into the bin of an ended thread, and kept")
+        await eventually { !first.isAlive }
+        #expect(!first.isAlive, "a bin outlived its thread with what it held")
+        #expect(!Probe(putIn: bin).isAlive, "put into the bin of an ended thread, and kept")
     }
 
     @Test("a delivered record's callback, and what it captured, is freed by the thread that sent it")
