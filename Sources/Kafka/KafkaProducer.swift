@@ -48,9 +48,10 @@ package final class KafkaProducer: Sendable {
 
     /// Enqueues a record; `onDelivery` runs once, on the producer's poll thread, when Kafka has stored
     /// it or librdkafka gave up. Keep it short. What it captured is released afterwards by the thread
-    /// that sent the record, the next time it sends (or within about a second: `HomeRelease`). Waits (without blocking a thread) while the local queue
-    /// is full. Throws only when the record cannot be enqueued at all (unknown partition, record too
-    /// large, producer closed or fenced); then `onDelivery` is never called.
+    /// that sent the record, the next time it sends (or within about two seconds, and at the latest
+    /// by `close`: `HomeRelease`). Waits (without blocking a thread) while the local queue is full.
+    /// Throws only when the record cannot be enqueued at all (unknown partition, record too large,
+    /// producer closed or fenced); then `onDelivery` is never called.
     package func send(
         _ message: KafkaProducerMessage,
         onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
@@ -159,9 +160,10 @@ package final class KafkaProducer: Sendable {
 }
 
 /// The producer's poll thread: serves delivery reports until stopped, then fails what is left
-/// (purge) and serves those reports too, so no delivery context is ever leaked. Every `releaseSweep`,
-/// and once more when it stops, it frees the acknowledged contexts that their sending threads have
-/// not freed themselves (`HomeRelease.sweep`).
+/// (purge) and serves those reports too, so no delivery context is ever leaked. Every `releaseSweep`
+/// it frees the acknowledged contexts that their sending threads have left that long
+/// (`HomeRelease.sweep`), and when it stops, every context its reports put in a bin
+/// (`HomeRelease.Homes`).
 private final class ProducerPoller: Sendable {
     private let stopRequested = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
