@@ -25,7 +25,8 @@ import Foundation
 /// A thread that stops sending would keep what is in its bin: once a second a producer's poll thread
 /// empties every bin that has waited a second or more (`sweep`), a producer that stops empties the
 /// bins its contexts went to, and a thread's bin is emptied when the thread ends. An object outlives
-/// its work by about two seconds at most, and none outlives its producer's `close`.
+/// its work by about two seconds at most while a producer runs, and no delivery context outlives its
+/// producer's `close`.
 package enum HomeRelease {
     /// One thread's objects whose work has ended, waiting for that thread to release them.
     ///
