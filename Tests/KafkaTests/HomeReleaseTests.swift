@@ -7,7 +7,7 @@ import Testing
 #endif
 
 /// Notes the thread that dropped its last reference.
-private final class Marker: @unchecked Sendable {
+private final class Marker: Sendable {
     let releasedOn: TestLocked<pthread_t?>
 
     init(_ releasedOn: TestLocked<pthread_t?>) {
@@ -20,6 +20,9 @@ private final class Marker: @unchecked Sendable {
 }
 
 /// One thread of its own that runs what it is given, in order, until stopped.
+///
+/// `@unchecked Sendable`: `id` is written once, by the thread, before `started` is signalled, and
+/// read only after `init` has waited for that signal; everything else is a lock or a semaphore.
 private final class OneThread: @unchecked Sendable {
     private let work = TestLocked<[@Sendable () -> Void]>([])
     private let ready = DispatchSemaphore(value: 0)
@@ -166,17 +169,25 @@ struct HomeReleaseTests {
         }
         #expect(first != nil, "freed on the poll thread, not by the thread that sent it")
 
-        let secondReleasedOn = TestLocked<pthread_t?>(nil)
+        // The poll thread puts a context in its sender's bin just after its callback, so the first is
+        // certainly there once the second's callback has run; the third send frees it, if the second
+        // did not.
         weak var second: Marker?
+        weak var third: Marker?
         do {
-            let marker = Marker(secondReleasedOn)
+            let marker = Marker(TestLocked(nil))
             second = marker
-            try await send(2, capturing: marker)  // the sender's next send frees the first
+            try await send(2, capturing: marker)
+        }
+        do {
+            let marker = Marker(TestLocked(nil))
+            third = marker
+            try await send(3, capturing: marker)
         }
         #expect(first == nil)
         #expect(firstReleasedOn.withLock { $0 } == sender.id, "freed on another thread than its sender")
 
-        await producer.close()  // the second: its sender does not send again; closing frees it
-        #expect(second == nil, "a closed producer's callback outlived it")
+        await producer.close()  // its sender does not send again: closing frees the last
+        #expect(second == nil && third == nil, "a closed producer's callback outlived it")
     }
 }
