@@ -136,7 +136,7 @@ package enum HomeRelease {
         package func note(_ bin: Bin) {
             let id = ObjectIdentifier(bin)
             bins.withLock { bins in
-                guard bins.last != id else { return }  // nearly always: a few sending threads
+                guard bins.last != id else { return }  // the last report's sender: nearly always
                 bins.last = id
                 bins.all[id] = bin
             }

@@ -214,7 +214,6 @@ struct ECMARegex: Sendable {
     static let smallStack = 64
 
     /// `nil` when `stack` filled before an answer.
-
     private func search<Input: RegexInput>(
         _ input: Input, visited: UnsafeMutableBufferPointer<UInt64>, stack: UnsafeMutableBufferPointer<Int>
     ) -> Bool? {
