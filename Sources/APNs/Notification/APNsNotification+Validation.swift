@@ -61,27 +61,41 @@ extension APNsNotification {
         guard !topic.isEmpty else {
             throw APNsNotificationError(.missingTopic, field: .topic, "topic is empty")
         }
-        // A header value: visible ASCII only (bundle IDs are letters, digits, '-' and '.').
-        if let bad = topic.utf8.firstIndex(where: { $0 <= 0x20 || $0 >= 0x7F }) {
-            let offset = topic.utf8.distance(from: topic.utf8.startIndex, to: bad)
+        // One pass over the topic's bytes for every rule: going through `topic.utf8` per rule and
+        // per push type retained and released the string each time (about 65 reference counts a
+        // notification, measured).
+        var topic = self.topic
+        let pushType = self.pushType
+        let suffixes = Self.topicSuffixes
+        let verdict = topic.withUTF8 { bytes -> TopicVerdict in
+            // A header value: visible ASCII only (bundle IDs are letters, digits, '-' and '.').
+            if let bad = bytes.firstIndex(where: { $0 <= 0x20 || $0 >= 0x7F }) { return .badCharacter(at: bad) }
+            // Byte comparisons: the topic is ASCII by now, so they mean what `hasSuffix` means,
+            // without its Unicode machinery.
+            return suffixes.bytes.withUnsafeBufferPointer { table in
+                func endsIn(_ suffix: Range<Int>) -> Bool {
+                    bytes.count >= suffix.count && bytes[(bytes.count - suffix.count)...].elementsEqual(table[suffix])
+                }
+                if let own = suffixes.entries.first(where: { $0.type == pushType }) {
+                    return endsIn(own.range) && bytes.count > own.range.count ? .valid : .missingSuffix
+                }
+                if pushType != .mdm, let other = suffixes.entries.first(where: { endsIn($0.range) }) {
+                    return .otherSuffix(other.type)
+                }
+                return .valid
+            }
+        }
+        switch verdict {
+        case .valid:
+            return
+        case .badCharacter(let offset):
             throw APNsNotificationError(
                 .badTopic, field: .topic, "topic has a space, control or non-ASCII character at offset \(offset)")
-        }
-        // Byte comparisons: the topic is ASCII by now, so they mean what `hasSuffix` means, without
-        // its Unicode machinery (which, over every push type, cost as much as the rest of the rules).
-        func endsIn(_ suffix: String) -> Bool {
-            let (bytes, tail) = (topic.utf8, suffix.utf8)
-            return bytes.count >= tail.count && bytes.suffix(tail.count).elementsEqual(tail)
-        }
-        if let suffix = pushType.topicSuffix {
-            guard endsIn(suffix), topic.utf8.count > suffix.utf8.count else {
-                throw APNsNotificationError(
-                    .topicSuffixMismatch, field: .topic,
-                    "push type '\(pushType.rawValue)' needs a topic of the form <bundle id>\(suffix)")
-            }
-        } else if pushType != .mdm,
-            let other = APNsPushType.allCases.first(where: { $0.topicSuffix.map(endsIn) ?? false })
-        {
+        case .missingSuffix:
+            throw APNsNotificationError(
+                .topicSuffixMismatch, field: .topic,
+                "push type '\(pushType.rawValue)' needs a topic of the form <bundle id>\(pushType.topicSuffix ?? "")")
+        case .otherSuffix(let other):
             // APNs answers 400 BadTopic: the topic names another push type's channel.
             throw APNsNotificationError(
                 .topicSuffixMismatch, field: .topic,
@@ -89,6 +103,27 @@ extension APNsNotification {
                     + "'\(other.topicSuffix!)' (push type '\(other.rawValue)')")
         }
     }
+
+    /// What `validateTopic` found, carried out of the scope where the topic's bytes are read.
+    private enum TopicVerdict {
+        case valid
+        case badCharacter(at: Int)
+        case missingSuffix
+        case otherSuffix(APNsPushType)
+    }
+
+    /// Every push type's topic suffix, as bytes in one array, found once: the rules compare a
+    /// topic's tail with each, and ranges into one array cost no reference counting per suffix.
+    private static let topicSuffixes: (bytes: [UInt8], entries: [(type: APNsPushType, range: Range<Int>)]) = {
+        var bytes: [UInt8] = []
+        var entries: [(type: APNsPushType, range: Range<Int>)] = []
+        for type in APNsPushType.allCases {
+            guard let suffix = type.topicSuffix else { continue }
+            entries.append((type, bytes.count..<(bytes.count + suffix.utf8.count)))
+            bytes += suffix.utf8
+        }
+        return (bytes, entries)
+    }()
 
     private func validatePayload(checkingSyntax: Bool) throws(APNsNotificationError) {
         let limit = pushType.maximumPayloadBytes
