@@ -8,10 +8,15 @@ enum RDKafkaProduce {
     static func produce(
         _ handle: OpaquePointer, _ message: KafkaProducerMessage, opaque: UnsafeMutableRawPointer
     ) -> KafkaError? {
+        // The closures below capture scalars only: capturing `message` copied it (a retain and a
+        // release of each of its arrays and strings) into several closure contexts per record.
+        let partition = message.partition
+        let timestamp = message.timestampMilliseconds
+        let (keyBytes, valueBytes, headerList) = (message.key, message.value, message.headers)
         let error: OpaquePointer? = message.topic.withCString { topic in
-            withHeaders(message.headers) { headers in
-                withBytes(message.key) { key in
-                    withBytes(message.value) { value in
+            withHeaders(headerList) { headers in
+                withBytes(keyBytes) { key in
+                    withBytes(valueBytes) { value in
                         withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: 7 + headers.count) { fields in
                             var count = 0
                             func append(_ type: rd_kafka_vtype_t, _ fill: (inout rd_kafka_vu_t) -> Void) {
@@ -22,7 +27,7 @@ enum RDKafkaProduce {
                                 count += 1
                             }
                             append(RD_KAFKA_VTYPE_TOPIC) { $0.u.cstr = topic }
-                            if let partition = message.partition {
+                            if let partition {
                                 append(RD_KAFKA_VTYPE_PARTITION) { $0.u.i32 = partition }
                             }
                             if let key {
@@ -44,7 +49,7 @@ enum RDKafkaProduce {
                                     $0.u.header.size = header.size
                                 }
                             }
-                            if let timestamp = message.timestampMilliseconds {
+                            if let timestamp {
                                 append(RD_KAFKA_VTYPE_TIMESTAMP) { $0.u.i64 = timestamp }
                             }
                             append(RD_KAFKA_VTYPE_MSGFLAGS) { $0.u.i = RD_KAFKA_MSG_F_COPY }
