@@ -67,11 +67,19 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
 
+        // MARK: Threading (a lock ThreadSanitizer sees through; freeing objects on the thread that
+        // allocated them), shared by the Kafka and APNs libraries, neither of which may depend on the other
+        .target(
+            name: "Threading",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Kafka (librdkafka wrapper)
         .target(
             name: "Kafka",
             dependencies: [
                 "CRdKafka",
+                "Threading",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
@@ -79,7 +87,9 @@ let package = Package(
         ),
         .testTarget(
             name: "KafkaTests",
-            dependencies: ["Kafka", "CSanitizerThreads", "TestPeers", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "Kafka", "Threading", "CSanitizerThreads", "TestPeers", .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Test peers: a TCP proxy that breaks the network on purpose (and lets librdkafka 2.0 talk to
@@ -107,7 +117,7 @@ let package = Package(
         .target(
             name: "Worker",
             dependencies: [
-                "Kafka", "APNs", "JSONSchema",
+                "Kafka", "APNs", "JSONSchema", "Threading",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -147,6 +157,7 @@ let package = Package(
             dependencies: [
                 "CNghttp2",
                 "COpenSSL",
+                "Threading",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -165,6 +176,7 @@ let package = Package(
             dependencies: [
                 "APNs",
                 "APNsSimulator",
+                "Threading",
                 "TestPeers",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

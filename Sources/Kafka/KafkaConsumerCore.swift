@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 import Synchronization
+import Threading
 
 /// The part of a consumer that librdkafka's callbacks and the poll thread reach: state, pauses, the
 /// rebalance handler. Separate from `KafkaConsumer` so callbacks can be set before the handle exists.

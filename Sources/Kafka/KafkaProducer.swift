@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 import Synchronization
+import Threading
 
 /// A producer over librdkafka, idempotent by default (`enable.idempotence`, `acks=all`).
 ///

@@ -22,6 +22,10 @@ import Foundation
 /// cache and arena, a batch at a time, without meeting anyone. The worker does the same with an
 /// event, which is decoded on the reading thread and ends on an APNs event loop.
 ///
+/// Other code puts an object in a bin only for a thread that empties its own (`attendedHere`): a
+/// thread that has called `releaseHere`. The APNs client does so with the requests a worker's reader
+/// hands it, which are freed on an event loop otherwise.
+///
 /// A thread that stops sending would keep what is in its bin: once a second a producer's poll thread
 /// empties every bin that has waited a second or more (`sweep`), a producer that stops empties the
 /// bins its contexts went to, and a thread's bin is emptied when the thread ends. An object outlives
@@ -47,6 +51,9 @@ package enum HomeRelease {
         private let pending = Locked(Pending())
         private let emptying = NSLock()
         private var spare: [Unmanaged<AnyObject>] = []
+        /// Its thread has emptied it (`releaseHere`), so it will again. Read and written by that
+        /// thread only.
+        fileprivate var attended = false
 
         /// Takes over one retain of `object`: released by this bin's thread when it empties the bin
         /// (or by a sweep), or here at once if that thread has ended.
@@ -112,10 +119,22 @@ package enum HomeRelease {
     }
 
     /// Releases what the calling thread's bin holds: a producer calls it before each send, the
-    /// worker's reader before each batch.
+    /// worker's reader before each batch. From then on the thread counts as one that empties its bin
+    /// (`attendedHere`).
     package static func releaseHere() {
-        guard let raw = pthread_getspecific(key) else { return }
-        Unmanaged<Bin>.fromOpaque(raw).takeUnretainedValue().empty()
+        let bin = here
+        bin.attended = true
+        bin.empty()
+    }
+
+    /// The calling thread's bin if the thread empties it (it has called `releaseHere`), else `nil`:
+    /// for code that may run on any thread, whose objects should go home only where someone will
+    /// release them. A thread that never empties its bin would keep them until a sweep, and a
+    /// process without a Kafka producer has no sweeps.
+    package static var attendedHere: Bin? {
+        guard let raw = pthread_getspecific(key) else { return nil }
+        let bin = Unmanaged<Bin>.fromOpaque(raw).takeUnretainedValue()
+        return bin.attended ? bin : nil
     }
 
     /// Empties, on the calling thread, every bin that has waited `age` or longer for its thread: a

@@ -1,7 +1,9 @@
 import APNsSimulator
 import Foundation
 import NIOConcurrencyHelpers
+import TestPeers
 import Testing
+import Threading
 
 @testable import APNs
 
@@ -414,6 +416,44 @@ struct ClientAgainstSimulatorTests {
             let answered = simulator.observation.counters.values.reduce(0, +)
             #expect(answered == 20_000, "the simulator answered each exactly once")
             print("simulator fault run: \(statuses) in \(ContinuousClock.now - start)")
+        }
+    }
+
+    @Test("a request made on a thread that empties its bin is freed there once answered, not on the event loop")
+    func requestFreedWhereMade() async throws {
+        try await withSimulator { simulator, pki in
+            try await withClient(
+                configuration(simulator, pki, connections: 1), credential: ClientFixtures.tokenCredential(pki)
+            ) { client in
+                let notification = try ClientFixtures.notification(token: "aabbccdd")
+                #expect(try await client.send(notification).status == 200)  // the connection is open
+                let home = TestThread()
+                defer { home.stop() }
+                home.run { HomeRelease.releaseHere() }  // from now on it empties its bin
+                let releasedOn = ReleaseMarker.Box<pthread_t?>(nil)
+                let answered = DispatchSemaphore(value: 0)
+                home.run {
+                    // The caller's callback and what it captured belong to the request.
+                    let marker = ReleaseMarker(reportingTo: releasedOn)
+                    client.send(notification) { result in
+                        withExtendedLifetime(marker) {}
+                        if case .failure(let error) = result { Issue.record("not answered: \(error)") }
+                        answered.signal()
+                    }
+                }
+                await withCheckedContinuation { continuation in
+                    DispatchQueue.global().async {
+                        answered.wait()
+                        continuation.resume()
+                    }
+                }
+                // A second answer arrives on a later read of the one connection: by then the event
+                // loop has dropped all it held of the first request.
+                #expect(try await client.send(notification).status == 200)
+                #expect(releasedOn.value == nil, "freed on the event loop, not by the thread that made it")
+                home.run { HomeRelease.releaseHere() }
+                #expect(releasedOn.value == home.id, "freed on another thread than the one that made it")
+            }
         }
     }
 }

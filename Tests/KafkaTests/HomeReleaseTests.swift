@@ -1,80 +1,20 @@
 import Foundation
 import Kafka
+import TestPeers
 import Testing
+import Threading
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// Notes the thread that dropped its last reference.
-private final class Marker: Sendable {
-    let releasedOn: TestLocked<pthread_t?>
-
-    init(_ releasedOn: TestLocked<pthread_t?>) {
-        self.releasedOn = releasedOn
-    }
-
-    deinit {
-        releasedOn.withLock { $0 = pthread_self() }
-    }
-}
-
-/// One thread of its own that runs what it is given, in order, until stopped.
-///
-/// `@unchecked Sendable`: `id` is written once, by the thread, before `started` is signalled, and
-/// read only after `init` has waited for that signal; everything else is a lock or a semaphore.
-private final class OneThread: @unchecked Sendable {
-    private let work = TestLocked<[@Sendable () -> Void]>([])
-    private let ready = DispatchSemaphore(value: 0)
-    private let started = DispatchSemaphore(value: 0)
-    private let stopped = TestLocked(false)
-    /// Set by the thread before `started` is signalled, read after.
-    private(set) nonisolated(unsafe) var id = pthread_t()
-
-    init() {
-        let thread = Thread { [self] in
-            id = pthread_self()
-            started.signal()
-            while true {
-                ready.wait()
-                if stopped.withLock({ $0 }) { return }
-                let next = work.withLock { $0.removeFirst() }
-                next()
-            }
-        }
-        thread.start()
-        started.wait()
-    }
-
-    /// Runs `body` on the thread and waits for it.
-    func run<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
-        let result = TestLocked<T?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        work.withLock {
-            $0.append {
-                result.withLock { $0 = body() }
-                done.signal()
-            }
-        }
-        ready.signal()
-        done.wait()
-        return result.withLock { $0! }
-    }
-
-    /// Lets the thread end (its thread-specific storage is destroyed then).
-    func stop() {
-        stopped.withLock { $0 = true }
-        ready.signal()
-    }
-}
-
 /// A marker put in `bin` from the calling thread (as a poll thread would), held by nothing else.
 private struct Probe {
-    weak var marker: Marker?
-    let releasedOn = TestLocked<pthread_t?>(nil)
+    weak var marker: ReleaseMarker?
+    let releasedOn = ReleaseMarker.Box<pthread_t?>(nil)
 
     init(putIn bin: HomeRelease.Bin) {
-        let marker = Marker(releasedOn)
+        let marker = ReleaseMarker(reportingTo: releasedOn)
         self.marker = marker
         bin.put(Unmanaged.passRetained(marker))
     }
@@ -94,18 +34,39 @@ private func eventually(_ condition: () -> Bool) async {
 struct HomeReleaseTests {
     @Test("an object put in a thread's bin lives until that thread empties its bin, and is freed there")
     func releasedByItsThread() {
-        let home = OneThread()
+        let home = TestThread()
         defer { home.stop() }
         let probe = Probe(putIn: home.run { HomeRelease.here })
         #expect(probe.isAlive, "freed before its thread emptied its bin")
         home.run { HomeRelease.releaseHere() }
         #expect(!probe.isAlive)
-        #expect(probe.releasedOn.withLock { $0 } == home.id, "freed on another thread than its bin's")
+        #expect(probe.releasedOn.value == home.id, "freed on another thread than its bin's")
+    }
+
+    @Test("a thread's bin is offered to other code only once the thread has emptied it")
+    func attendedOnlyOnceEmptied() {
+        let home = TestThread()
+        defer { home.stop() }
+        let before = home.run { (HomeRelease.here, HomeRelease.attendedHere) }
+        #expect(before.1 == nil, "a bin its thread has never emptied was offered")
+        let after = home.run {
+            HomeRelease.releaseHere()
+            return HomeRelease.attendedHere
+        }
+        #expect(after === before.0)
+        let fresh = TestThread()
+        defer { fresh.stop() }
+        #expect(fresh.run { HomeRelease.attendedHere } == nil)
+        #expect(
+            fresh.run { () -> HomeRelease.Bin? in
+                HomeRelease.releaseHere()  // the first call makes the bin, and attends it
+                return HomeRelease.attendedHere
+            } != nil)
     }
 
     @Test("a sweep takes only bins that have waited its age, on the sweeping thread")
     func sweepTakesOnlyWaitingBins() async {
-        let home = OneThread()
+        let home = TestThread()
         defer { home.stop() }
         let probe = Probe(putIn: home.run { HomeRelease.here })
         HomeRelease.sweep(olderThan: .seconds(3600))
@@ -113,12 +74,12 @@ struct HomeReleaseTests {
         try? await Task.sleep(for: .milliseconds(20))
         HomeRelease.sweep(olderThan: .milliseconds(10))
         #expect(!probe.isAlive, "a sweep left a bin that had waited longer than its age")
-        #expect(probe.releasedOn.withLock { $0 } != home.id)
+        #expect(probe.releasedOn.value != home.id)
     }
 
     @Test("a thread's end frees its bin, and what is put there afterwards is freed at once")
     func threadEndFreesItsBin() async {
-        let home = OneThread()
+        let home = TestThread()
         let bin = home.run { HomeRelease.here }
         let first = Probe(putIn: bin)
         home.stop()
@@ -134,10 +95,10 @@ struct HomeReleaseTests {
         try cluster.createTopic(topic, partitions: 1)
         // No sweep while the test runs: only the sender and `close` free contexts.
         let producer = try KafkaProducer(configuration: producerConfiguration(cluster), releaseSweep: .seconds(3600))
-        let sender = OneThread()
+        let sender = TestThread()
         defer { sender.stop() }
 
-        func send(_ value: UInt8, capturing marker: Marker) async throws {
+        func send(_ value: UInt8, capturing marker: ReleaseMarker) async throws {
             let delivered = DispatchSemaphore(value: 0)
             let refused = sender.run { () -> KafkaError? in
                 do throws(KafkaError) {
@@ -160,10 +121,10 @@ struct HomeReleaseTests {
             }
         }
 
-        let firstReleasedOn = TestLocked<pthread_t?>(nil)
-        weak var first: Marker?
+        let firstReleasedOn = ReleaseMarker.Box<pthread_t?>(nil)
+        weak var first: ReleaseMarker?
         do {
-            let marker = Marker(firstReleasedOn)
+            let marker = ReleaseMarker(reportingTo: firstReleasedOn)
             first = marker
             try await send(1, capturing: marker)
         }
@@ -172,20 +133,20 @@ struct HomeReleaseTests {
         // The poll thread puts a context in its sender's bin just after its callback, so the first is
         // certainly there once the second's callback has run; the third send frees it, if the second
         // did not.
-        weak var second: Marker?
-        weak var third: Marker?
+        weak var second: ReleaseMarker?
+        weak var third: ReleaseMarker?
         do {
-            let marker = Marker(TestLocked(nil))
+            let marker = ReleaseMarker()
             second = marker
             try await send(2, capturing: marker)
         }
         do {
-            let marker = Marker(TestLocked(nil))
+            let marker = ReleaseMarker()
             third = marker
             try await send(3, capturing: marker)
         }
         #expect(first == nil)
-        #expect(firstReleasedOn.withLock { $0 } == sender.id, "freed on another thread than its sender")
+        #expect(firstReleasedOn.value == sender.id, "freed on another thread than its sender")
 
         await producer.close()  // its sender does not send again: closing frees the last
         #expect(second == nil && third == nil, "a closed producer's callback outlived it")

@@ -1,4 +1,5 @@
 import NIOCore
+import Threading
 
 /// One notification on its way through a connection: its request and the answer as it arrives.
 /// Lives on the connection's event loop. Its deadline is watched by the handler's one deadline
@@ -62,6 +63,11 @@ final class APNsHTTP2Request: Sendable {
     /// The deadline of the whole request; past it the stream is cancelled.
     let deadline: NIODeadline
     private let answer: Answer
+    /// The bin of the thread that made it, if that thread empties its bin (a worker's reader does):
+    /// its content was allocated there, and its last reference is dropped there once answered
+    /// (`HomeRelease`). Otherwise the event loop frees it, and under load a free on one thread of
+    /// what another allocated meets that thread on its allocator's lock.
+    private let home = HomeRelease.attendedHere
 
     /// Where the answer goes, exactly once, on the connection's event loop: the answer, or why there
     /// is none. A callback rather than a promise: at tens of thousands of requests a second, a
@@ -86,12 +92,15 @@ final class APNsHTTP2Request: Sendable {
         self.answer = answer
     }
 
-    /// Hands the answer on (call exactly once).
+    /// Hands the answer on (call exactly once), then a reference to the thread that made it, if
+    /// it empties its bin: the stream and the handler drop theirs on the event loop soon after, so
+    /// the last one is nearly always released there.
     func complete(_ result: Result<APNsResponse, APNsClientError>) {
         switch answer {
         case .callback(let completion): completion(result)
         case .pool(let pool, let request, let connectionID): pool.answered(request, result, connectionID: connectionID)
         }
+        home?.put(Unmanaged.passRetained(self))
     }
 }
 

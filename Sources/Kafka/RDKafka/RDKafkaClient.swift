@@ -1,5 +1,6 @@
 import CRdKafka
 import Logging
+import Threading
 
 /// What a handle reports back. librdkafka receives this object as the handle's opaque, *unretained*:
 /// the `RDKafkaClient` that owns the handle keeps it alive and destroys the handle first.

@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Logging
 import NIOConcurrencyHelpers
+import Threading
 
 /// Takes one consumed record to its end: decode and validate, send, retry where APNs says "later",
 /// and say how it ended. It publishes nothing itself (the pipeline does) and never throws: every

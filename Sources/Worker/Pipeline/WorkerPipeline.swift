@@ -5,6 +5,7 @@ import Logging
 import NIOConcurrencyHelpers
 import ServiceLifecycle
 import Synchronization
+import Threading
 
 /// The worker: consume → decode + validate → send → classify → retry → publish one result per
 /// event (and a dead letter where the outcome table says so) → commit the done prefix.
