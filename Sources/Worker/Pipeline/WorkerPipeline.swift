@@ -223,14 +223,31 @@ package final class WorkerPipeline: Service, Sendable {
                 var taken = 1
                 while true {
                     observer.consumed(topic: record.topic)
-                    let (lease, paused) = state.withLockedValue { ($0.lease(of: record.topicPartition), $0.paused) }
-                    if let lease {
-                        if paused {
-                            // The batch's requests first: the events that free the bound may be among them.
-                            sendAll(&requests)
-                            await waitWhilePaused()
-                            HomeRelease.releaseHere()  // what ended while paused: not kept past the bound
-                        }
+                    // The partition's lease and, unless the reader must wait first, the record's
+                    // admission, in one hold of the lock (the producer's poll thread takes it for
+                    // every acknowledged result).
+                    let partition = record.topicPartition
+                    let bytes = record.byteCount
+                    let step = state.withLockedValue { state -> ReadStep in
+                        guard let lease = state.lease(of: partition) else { return .notOwned }
+                        guard !state.paused else { return .paused(lease) }
+                        let (action, running) = Self.admit(
+                            partition, offset: record.offset, lease: lease, bytes: bytes, in: &state, consumer: consumer
+                        )
+                        return .admitted(lease, action, running: running)
+                    }
+                    switch step {
+                    case .notOwned:
+                        break
+                    case .admitted(let lease, let action, let running):
+                        admitted(
+                            record, bytes: bytes, lease: lease, action: action, running: running, sending: &requests,
+                            publisher: publisher, consumer: consumer)
+                    case .paused(let lease):
+                        // The batch's requests first: the events that free the bound may be among them.
+                        sendAll(&requests)
+                        await waitWhilePaused()
+                        HomeRelease.releaseHere()  // what ended while paused: not kept past the bound
                         admit(record, lease: lease, sending: &requests, publisher: publisher, consumer: consumer)
                     }
                     guard taken < Self.readBatch, let next = records.nextIfBuffered() else { break }
@@ -246,16 +263,50 @@ package final class WorkerPipeline: Service, Sendable {
         }
     }
 
+    /// What the reader found for a record, under the lock.
+    private enum ReadStep {
+        /// Its partition is not this member's (revoked since it was fetched): dropped unread.
+        case notOwned
+        /// Admitted (or skipped) under its partition's lease.
+        case admitted(PartitionLease, StateMachine.AdmitAction, running: Int)
+        /// The reader waits at the bound first, then admits it under this lease.
+        case paused(PartitionLease)
+    }
+
+    /// Admits a record after a wait: its lease was taken when it was read.
     private func admit(
         _ record: KafkaConsumerMessage, lease: PartitionLease, sending requests: inout [NotificationRequest],
         publisher: ResultPublisher, consumer: KafkaConsumer
     ) {
         let bytes = record.byteCount
         let (action, running) = state.withLockedValue { state in
-            let action = state.admit(record.topicPartition, offset: record.offset, lease: lease, bytes: bytes)
-            if case .run(pause: true) = action { consumer.pause(Array(consumer.assignment)) }
-            return (action, state.running)
+            Self.admit(
+                record.topicPartition, offset: record.offset, lease: lease, bytes: bytes, in: &state, consumer: consumer
+            )
         }
+        admitted(
+            record, bytes: bytes, lease: lease, action: action, running: running, sending: &requests,
+            publisher: publisher, consumer: consumer)
+    }
+
+    /// The state machine's admission, under the lock; pauses the consumer when this record fills the
+    /// bound.
+    private static func admit(
+        _ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease, bytes: Int,
+        in state: inout StateMachine,
+        consumer: KafkaConsumer
+    ) -> (StateMachine.AdmitAction, running: Int) {
+        let action = state.admit(partition, offset: offset, lease: lease, bytes: bytes)
+        if case .run(pause: true) = action { consumer.pause(Array(consumer.assignment)) }
+        return (action, state.running)
+    }
+
+    /// After the lock: starts an admitted record.
+    private func admitted(
+        _ record: KafkaConsumerMessage, bytes: Int, lease: PartitionLease, action: StateMachine.AdmitAction,
+        running: Int,
+        sending requests: inout [NotificationRequest], publisher: ResultPublisher, consumer: KafkaConsumer
+    ) {
         // Skipped: revoked meanwhile, or stopping. Uncommitted: its partition's owner reads it again.
         guard case .run(let paused) = action else { return }
         progress.step()
