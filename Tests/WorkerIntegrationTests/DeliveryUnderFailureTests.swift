@@ -65,6 +65,42 @@ struct DeliveryUnderFailureTests {
         #expect(all.count == 51, "\(all.count) results: nothing was processed twice")
     }
 
+    // The result echoes the event's metadata: 5,000 bytes of it under a producer limit of 4,000
+    // bytes make a result Kafka will not take as it is. Its degraded form leaves the metadata out.
+    @Test(
+        "a result too large for the producer is published degraded: delivered, without metadata, with its source and the degraded header"
+    )
+    func oversizedResultIsDegraded() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        harness.stack.simulator.devices.policy = .accept
+        let padding = String(repeating: "m", count: 5_000)
+        let big = KafkaProducerMessage(
+            topic: EmbeddedStack.inputTopic, partition: 0, key: Array("big".utf8),
+            value: Array(
+                #"{"id":"big","deviceToken":"\#(Samples.deviceToken(7))","topic":"\#(EmbeddedStack.bundleID)","pushType":"alert","payload":{"aps":{"alert":"hi"}},"metadata":{"pad":"\#(padding)"}}"#
+                    .utf8))
+        try await harness.produce([Self.event("small-0", token: 1), big, Self.event("small-1", token: 2)])
+
+        let worker = try harness.startWorker(group: "oversized-result") {
+            $0.producer.properties["message.max.bytes"] = "4000"
+        }
+        let results = try await harness.results(3)
+        #expect(results.allSatisfy { $0.outcome == .delivered })
+        let degraded = try #require(results.first { $0.eventID == "big" })
+        #expect(degraded.sourcePartition == 0)
+        #expect(degraded.sourceOffset == 1)
+        #expect(degraded.record.headers.lastString("apns-worker-degraded") == "MSG_SIZE_TOO_LARGE")
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(degraded.record.value ?? [])) as? [String: Any])
+        #expect(object["metadata"] == nil, "the degraded form leaves the metadata out")
+        #expect((object["source"] as? [String: Any])?["topic"] as? String == EmbeddedStack.inputTopic)
+        for small in results where small.eventID != "big" {
+            #expect(small.record.headers.lastString("apns-worker-degraded") == nil)
+        }
+        try await worker.stop()
+    }
+
     // One event for an app without a credential made the pod unready until it restarted, exported
     // a credential gauge labelled with the event's topic, and dead-lettered it as `credentials`.
     @Test(

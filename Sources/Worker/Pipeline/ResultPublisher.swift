@@ -70,6 +70,22 @@ final class ResultPublisher: Sendable {
         /// A dead letter without the event's value (`DeadLetterRecord.degraded`).
         case deadLetter(KafkaProducerMessage, source: KafkaConsumerMessage)
 
+        /// The degraded form of a result, keeping only what that form is made of: the result
+        /// without its metadata (the form leaves it out), and the source record's topic, partition
+        /// and offset without its key, value and headers. What rides in the attempt lives until
+        /// Kafka acknowledges the record, and is then freed on the thread that published it: the
+        /// decoded metadata and the record's bytes, made on the reading and consumer threads, go
+        /// back with the event instead (HomeRelease) and are freed there.
+        static func resultForm(
+            of result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String
+        ) -> Degradation {
+            var kept = result
+            kept.metadata = nil
+            let position = KafkaConsumerMessage(
+                topic: source.topic, partition: source.partition, offset: source.offset, key: nil, value: nil)
+            return .result(kept, source: position, latency: latency, completedAt: completedAt, topic: topic)
+        }
+
         func message(for error: KafkaError) -> KafkaProducerMessage? {
             switch self {
             case .result(let result, let source, let latency, let completedAt, let topic):

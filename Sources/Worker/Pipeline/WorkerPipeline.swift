@@ -401,7 +401,8 @@ package final class WorkerPipeline: Service, Sendable {
         let resultsTopic = configuration.resultsTopic
         publisher.publish(
             message,
-            degraded: .result(result, source: record, latency: latency, completedAt: completedAt, topic: resultsTopic)
+            degraded: .resultForm(
+                of: result, source: record, latency: latency, completedAt: completedAt, topic: resultsTopic)
         ) { published in
             self.finish(done, consumer: consumer, completed: published)
             guard published else { return }
