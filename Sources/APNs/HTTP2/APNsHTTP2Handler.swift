@@ -50,6 +50,10 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     private var goAwayReason: String?
     /// Why the connection is closing, given to every stream still open when it closes.
     private var closeCause: APNsClientError?
+    /// The buffer the last flush wrote nghttp2's frames into, kept for the next (`flushSession`).
+    private var output: ByteBuffer?
+    /// A flush's buffer larger than this is not kept: an idle connection holds at most this much.
+    private static let keptOutputCapacity = 64 * 1024
 
     init(authority: String, settings: APNsHTTP2Settings, events: APNsConnectionEvents) {
         self.events = events
@@ -73,6 +77,7 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     func handlerRemoved(context: ChannelHandlerContext) {
         for timer in state.closed() { timers.cancel(timer) }
         self.context = nil
+        output = nil
         session = nil
     }
 
@@ -252,17 +257,31 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     }
 
     /// Writes what nghttp2 has ready to the TLS handler and flushes.
+    /// Writes every frame nghttp2 has ready, in one write.
+    ///
+    /// The buffer is reused from flush to flush: the TLS handler encrypts a write at once and keeps
+    /// no reference to it, so its storage is this handler's alone again by the next flush. A new
+    /// buffer per flush grew through a string of reallocations for a batch's frames (from 256 bytes
+    /// to tens of KiB), each of those sizes under the allocator's arena lock, which other threads
+    /// freeing this event loop's blocks were taking too. A buffer still shared (a write held during
+    /// the TLS handshake) is not overwritten: `clear` gives it new storage.
     private func flushSession() {
         guard let context, let session else { return }
-        var buffer = context.channel.allocator.buffer(capacity: 0)
+        var buffer = output ?? context.channel.allocator.buffer(capacity: 4096)
+        output = nil  // so that `buffer` is the storage's only owner here
+        buffer.clear()
         let failure = insideSession { session.send(into: &buffer) }
         runDeferred()
         if let failure {
             closeWithError(APNsClientError(.protocolError, "HTTP/2: \(failure)", mayHaveReachedAPNs: true))
             return
         }
-        guard buffer.readableBytes > 0 else { return }
+        guard buffer.readableBytes > 0 else {
+            output = buffer
+            return
+        }
         context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        if buffer.capacity <= Self.keptOutputCapacity { output = buffer }
     }
 
     private func closeWithError(_ error: APNsClientError) {
