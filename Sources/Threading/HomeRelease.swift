@@ -38,7 +38,8 @@ package enum HomeRelease {
     /// serializes the threads that may empty a bin (its own, a sweep, its thread's exit) so that
     /// `spare`, the storage swapped in and out, is reused rather than reallocated for every batch.
     ///
-    /// `@unchecked Sendable`: `spare` is touched only with `emptying` held; `pending` is a `Locked`.
+    /// `@unchecked Sendable`: `spare` is touched only with `emptying` held; `pending` is a `Locked`;
+    /// `attended` is read and written only by the bin's own thread (`releaseHere`, `attendedHere`).
     package final class Bin: @unchecked Sendable {
         private struct Pending {
             var objects: [Unmanaged<AnyObject>] = []
