@@ -97,6 +97,7 @@ let package = Package(
         .target(
             name: "TestPeers",
             dependencies: [
+                "Threading",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

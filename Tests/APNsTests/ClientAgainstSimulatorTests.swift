@@ -430,7 +430,7 @@ struct ClientAgainstSimulatorTests {
                 let home = TestThread()
                 defer { home.stop() }
                 home.run { HomeRelease.releaseHere() }  // from now on it empties its bin
-                let releasedOn = ReleaseMarker.Box<pthread_t?>(nil)
+                let releasedOn = Locked<pthread_t?>(nil)
                 let answered = DispatchSemaphore(value: 0)
                 home.run {
                     // The caller's callback and what it captured belong to the request.
@@ -450,9 +450,9 @@ struct ClientAgainstSimulatorTests {
                 // A second answer arrives on a later read of the one connection: by then the event
                 // loop has dropped all it held of the first request.
                 #expect(try await client.send(notification).status == 200)
-                #expect(releasedOn.value == nil, "freed on the event loop, not by the thread that made it")
+                #expect(releasedOn.withLock { $0 } == nil, "freed on the event loop, not by the thread that made it")
                 home.run { HomeRelease.releaseHere() }
-                #expect(releasedOn.value == home.id, "freed on another thread than the one that made it")
+                #expect(releasedOn.withLock { $0 } == home.id, "freed on another thread than the one that made it")
             }
         }
     }

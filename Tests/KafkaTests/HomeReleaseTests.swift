@@ -11,7 +11,7 @@ import Threading
 /// A marker put in `bin` from the calling thread (as a poll thread would), held by nothing else.
 private struct Probe {
     weak var marker: ReleaseMarker?
-    let releasedOn = ReleaseMarker.Box<pthread_t?>(nil)
+    let releasedOn = Locked<pthread_t?>(nil)
 
     init(putIn bin: HomeRelease.Bin) {
         let marker = ReleaseMarker(reportingTo: releasedOn)
@@ -40,7 +40,7 @@ struct HomeReleaseTests {
         #expect(probe.isAlive, "freed before its thread emptied its bin")
         home.run { HomeRelease.releaseHere() }
         #expect(!probe.isAlive)
-        #expect(probe.releasedOn.value == home.id, "freed on another thread than its bin's")
+        #expect(probe.releasedOn.withLock { $0 } == home.id, "freed on another thread than its bin's")
     }
 
     @Test("a thread's bin is offered to other code only once the thread has emptied it")
@@ -74,7 +74,7 @@ struct HomeReleaseTests {
         try? await Task.sleep(for: .milliseconds(20))
         HomeRelease.sweep(olderThan: .milliseconds(10))
         #expect(!probe.isAlive, "a sweep left a bin that had waited longer than its age")
-        #expect(probe.releasedOn.value != home.id)
+        #expect(probe.releasedOn.withLock { $0 } != home.id)
     }
 
     @Test("a thread's end frees its bin, and what is put there afterwards is freed at once")
@@ -121,7 +121,7 @@ struct HomeReleaseTests {
             }
         }
 
-        let firstReleasedOn = ReleaseMarker.Box<pthread_t?>(nil)
+        let firstReleasedOn = Locked<pthread_t?>(nil)
         weak var first: ReleaseMarker?
         do {
             let marker = ReleaseMarker(reportingTo: firstReleasedOn)
@@ -146,7 +146,7 @@ struct HomeReleaseTests {
             try await send(3, capturing: marker)
         }
         #expect(first == nil)
-        #expect(firstReleasedOn.value == sender.id, "freed on another thread than its sender")
+        #expect(firstReleasedOn.withLock { $0 } == sender.id, "freed on another thread than its sender")
 
         await producer.close()  // its sender does not send again: closing frees the last
         #expect(second == nil && third == nil, "a closed producer's callback outlived it")

@@ -1,4 +1,5 @@
 import Foundation
+import Threading
 
 #if canImport(Glibc)
     import Glibc
@@ -35,17 +36,18 @@ package final class TestThread: @unchecked Sendable {
 
     /// Runs `body` on the thread and waits for it.
     package func run<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
-        let result = ReleaseMarker.Box<T?>(nil)
+        let result = Locked<T?>(nil)
         let done = DispatchSemaphore(value: 0)
         lock.withLock {
             work.append {
-                result.value = body()
+                let value = body()
+                result.withLock { $0 = value }
                 done.signal()
             }
         }
         ready.signal()
         done.wait()
-        return result.value!
+        return result.withLock { $0! }
     }
 
     /// Lets the thread end (its thread-specific storage is destroyed then).
@@ -57,36 +59,20 @@ package final class TestThread: @unchecked Sendable {
 
 /// Notes the thread that dropped its last reference.
 package final class ReleaseMarker: Sendable {
-    private let releasedOn: Box<pthread_t?>
+    private let releasedOn: Locked<pthread_t?>
 
     package init() {
-        releasedOn = Box(nil)
+        releasedOn = Locked(nil)
     }
 
-    /// The thread its `deinit` ran on, once it has run; shared by every marker made from the same
-    /// `Box`, so that it can be read after the marker is gone.
-    package init(reportingTo releasedOn: Box<pthread_t?>) {
+    /// The thread its `deinit` ran on, once it has run, goes to `releasedOn`: shared by every marker
+    /// made with it, so that it can be read after the marker is gone.
+    package init(reportingTo releasedOn: Locked<pthread_t?>) {
         self.releasedOn = releasedOn
     }
 
     deinit {
-        releasedOn.value = pthread_self()
-    }
-
-    /// A value behind a lock.
-    ///
-    /// `@unchecked Sendable`: `stored` is only reached under `lock`.
-    package final class Box<Value>: @unchecked Sendable {
-        private let lock = NSLock()
-        private var stored: Value
-
-        package init(_ value: Value) {
-            stored = value
-        }
-
-        package var value: Value {
-            get { lock.withLock { stored } }
-            set { lock.withLock { stored = newValue } }
-        }
+        let thread = pthread_self()
+        releasedOn.withLock { $0 = thread }
     }
 }
