@@ -162,7 +162,10 @@ func runWorker(_ mode: Mode, peers: Peers.Addresses, group: String, resultsTopic
 {
     let sampler = RSSSampler()
     var logger = Logger(label: "bench.worker")
-    logger.logLevel = .warning
+    // `WORKER_BENCH_LOG_LEVEL=debug`, with `debug` in WORKER_BENCH_CONSUMER_PROPERTIES or
+    // WORKER_BENCH_PRODUCER_PROPERTIES: librdkafka's own debug lines, on standard error.
+    let level = ProcessInfo.processInfo.environment["WORKER_BENCH_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0) }
+    logger.logLevel = level ?? .warning
     // `APNS_WORKER_*` variables apply as they would to a deployed worker (e.g.
     // `APNS_WORKER_APNS_EVENT_LOOP_THREADS=1`), to try a setting without editing the configuration.
     let configuration = try WorkerConfiguration.parse(
@@ -173,6 +176,9 @@ func runWorker(_ mode: Mode, peers: Peers.Addresses, group: String, resultsTopic
     switch mode {
     case .worker:
         sampler.start { assembly.pipeline.inFlight }
+        if let milliseconds = Int(ProcessInfo.processInfo.environment["WORKER_BENCH_TRACE_MS"] ?? "") {
+            Timeline.start(every: milliseconds, assembly: assembly)
+        }
         services = assembly.serviceGroup(handlingSignals: false)
     case .instant:
         var consumer = configuration.kafkaConsumerConfiguration
@@ -194,4 +200,38 @@ func runWorker(_ mode: Mode, peers: Peers.Addresses, group: String, resultsTopic
         "rss peak=\(sampler.stop()) maxrss=\(RSSSampler.maxResidentKiB()) cpu=\(RSSSampler.cpuSeconds()) inflight=\(sampler.meanInFlight)"
     )
     exit(0)
+}
+
+/// `WORKER_BENCH_TRACE_MS=N`: every N ms, one line on standard error with the worker's counters
+/// (`trace t_ms consumed completed answered in_flight paused streams waiting`), to see how input,
+/// APNs and results line up in time (e.g. the waves at a long APNs round trip).
+enum Timeline {
+    static func start(every milliseconds: Int, assembly: WorkerRuntime.Assembly) {
+        let names = [
+            "apns_worker_events_consumed_total", "apns_worker_events_completed_total",
+            "apns_worker_apns_requests_total", "apns_worker_in_flight_events", "apns_worker_consumer_paused",
+            "apns_worker_apns_streams_in_use", "apns_worker_apns_requests_waiting",
+        ]
+        Thread.detachNewThread {
+            let start = ContinuousClock.now
+            while true {
+                assembly.beforeScrape()
+                var buffer: [UInt8] = []
+                assembly.registry.emit(into: &buffer)
+                var sums = [Double](repeating: 0, count: names.count)
+                for line in String(decoding: buffer, as: UTF8.self).split(separator: "\n") where !line.hasPrefix("#") {
+                    let name = line.prefix { $0 != "{" && $0 != " " }
+                    guard let index = names.firstIndex(of: String(name)),
+                        let value = Double(line.split(separator: " ").last ?? "")
+                    else { continue }
+                    sums[index] += value
+                }
+                let elapsed = (ContinuousClock.now - start).components
+                let t = elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
+                FileHandle.standardError.write(
+                    Data(("trace \(t) " + sums.map { String(Int($0)) }.joined(separator: " ") + "\n").utf8))
+                usleep(useconds_t(milliseconds * 1000))
+            }
+        }
+    }
 }

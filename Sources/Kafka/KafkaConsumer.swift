@@ -117,6 +117,10 @@ package final class KafkaConsumer: Sendable {
         core.state.withLock { $0.assigned }
     }
 
+    /// The assigned partitions librdkafka has been told to pause (by `pause(_:)`, or because the
+    /// hand-over buffer stayed full): it fetches nothing for them until they are resumed.
+    package var pausedPartitions: Set<KafkaTopicPartition> { core.pausedPartitions }
+
     /// How long ago the poll thread last went round its loop: it serves rebalances and heartbeats,
     /// so a value far above 100 ms (its poll time-out) means it is stuck.
     package var sincePolled: Duration { core.sincePolled }

@@ -177,6 +177,11 @@ final class KafkaConsumerCore: Sendable {
         }
     }
 
+    /// What librdkafka has paused among the assigned partitions (same lock order as `applyPauses`).
+    var pausedPartitions: Set<KafkaTopicPartition> {
+        appliedPauses.withLock { applied in applied.intersection(state.withLock { $0.assigned }) }
+    }
+
     // MARK: rebalance (poll thread, inside rd_kafka_consumer_poll or rd_kafka_consumer_close)
 
     func rebalance(

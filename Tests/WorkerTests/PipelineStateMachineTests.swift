@@ -34,9 +34,9 @@ struct PipelineStateMachineTests {
             let mayRead = state.mayRead(waiter)
             #expect(!mayRead)
             let first = state.finish(p0, offset: 0, lease: leases[0])
-            #expect(first.resume == nil && !first.resumeConsumer)
+            #expect(first.resume == nil && !first.inputFlows)
             let second = state.finish(p0, offset: 1, lease: leases[0])
-            #expect(second.resumeConsumer)
+            #expect(second.inputFlows)
             second.resume?.resume()
         }
         #expect(!state.paused)
@@ -53,11 +53,11 @@ struct PipelineStateMachineTests {
         #expect(admitted == [false, false, false, true], "the fourth passes 1 MB")
         #expect(state.paused && state.running == 4)
         let first = state.finish(p0, offset: 0, lease: lease, bytes: 300_000)
-        #expect(!first.resumeConsumer, "900 KB still running")
+        #expect(!first.inputFlows, "900 KB still running")
         let second = state.finish(p0, offset: 1, lease: lease, bytes: 300_000)
-        #expect(!second.resumeConsumer, "600 KB: above half the bytes")
+        #expect(!second.inputFlows, "600 KB: above half the bytes")
         let third = state.finish(p0, offset: 2, lease: lease, bytes: 300_000)
-        #expect(third.resumeConsumer, "300 KB: half or less of both")
+        #expect(third.inputFlows, "300 KB: half or less of both")
         #expect(!state.paused && state.runningBytes == 300_000)
     }
 
@@ -180,7 +180,7 @@ struct PipelineStateMachineTests {
         #expect(ran(late) == nil, "stopping: nothing is admitted")
     }
 
-    @Test("a hold outlives the start of shutdown: draining to half resumes the consumer, with no reader to resume")
+    @Test("a hold outlives the start of shutdown: draining to half ends it, with no reader to resume")
     func aHoldOutlivesTheStartOfShutdown() async {
         var (state, leases) = owning([p0], maxInFlight: 2)
         _ = state.admit(p0, offset: 0, lease: leases[0])
@@ -192,9 +192,9 @@ struct PipelineStateMachineTests {
             #expect(began && reader != nil, "the waiting reader is handed back")
             reader?.resume()
         }
-        #expect(state.paused, "the consumer's partitions stay paused until the bound drains")
+        #expect(state.paused, "input reads as paused until the bound drains")
         let action = state.finish(p0, offset: 0, lease: leases[0])
-        #expect(action.resumeConsumer, "down to half: the consumer follows")
+        #expect(action.inputFlows, "down to half: input flows")
         #expect(action.resume == nil, "stopping: no reader waits")
         #expect(!state.paused)
     }
@@ -208,7 +208,7 @@ struct PipelineStateMachineTests {
         #expect(paused)
         #expect(state.blockedLongest(now: start + .seconds(31), limit: .seconds(30))?.topic == "results")
         let action = state.unblock("results")
-        #expect(action.resumeConsumer && action.resume == nil)
+        #expect(action.inputFlows && action.resume == nil)
     }
 
     @Test("an output topic refusing every record pauses input until it takes one again")
@@ -226,7 +226,7 @@ struct PipelineStateMachineTests {
             let partly = state.unblock("results")
             #expect(partly.resume == nil, "another topic is still blocked")
             let action = state.unblock("dead-letters")
-            #expect(action.resumeConsumer)
+            #expect(action.inputFlows)
             action.resume?.resume()
         }
         #expect(!state.paused)

@@ -7,10 +7,17 @@ extension WorkerPipeline {
     /// who waits for a drain. Pure: every method returns what to do, and the caller does it outside
     /// the lock.
     ///
-    /// Input is held (the reader waits, the consumer's partitions pause) while any of these holds:
-    /// `maxInFlight` events, or `maxInFlightBytes` of their records, are running (until both are down
-    /// to half), or an output topic refuses every record (until one is stored there again). While
-    /// stopping, the reader never waits and nothing is admitted.
+    /// Input is held (the reader waits) while any of these holds: `maxInFlight` events, or
+    /// `maxInFlightBytes` of their records, are running (until both are down to half), or an output
+    /// topic refuses every record (until one is stored there again). While stopping, the reader never
+    /// waits and nothing is admitted.
+    ///
+    /// A hold stops the reader, not librdkafka: its partitions go on fetching into the consumer's
+    /// bounded buffer, which pauses them itself once it has stayed full past its grace (a long hold).
+    /// Pausing them at every hold threw away what librdkafka had prefetched, and librdkafka 2.0's
+    /// broker thread noticed the resume only at its next wake-up, up to a second later: at a 100 ms
+    /// APNs round trip the worker, which holds at its bound every round trip, kept a third of its
+    /// throughput.
     struct StateMachine {
         typealias Waiter = CheckedContinuation<Void, Never>
 
@@ -18,8 +25,8 @@ extension WorkerPipeline {
             /// Records are admitted; `Input` says whether the reader may read on.
             case running(Input)
             /// Shutdown began; everything must be done by `deadline`. Nothing is admitted and no reader
-            /// waits. The hold (nil: none) is kept because it still acts: the consumer's partitions stay
-            /// paused until it ends (the consumer follows this machine in every phase), and an output
+            /// waits. The hold (nil: none) is kept because it still acts: input reads as paused until it
+            /// ends, and an output
             /// topic that refuses records for too long still makes the pipeline's `run()` throw.
             case stopping(deadline: ContinuousClock.Instant, hold: Hold?)
         }
@@ -129,7 +136,7 @@ extension WorkerPipeline {
             self.maxInFlightBytes = max(maxInFlightBytes, 1)
         }
 
-        /// Input is held: the reader waits and the consumer's partitions are paused.
+        /// Input is held: the reader waits (while running) and input reads as paused.
         var paused: Bool {
             switch state {
             case .running(.flowing), .stopping(_, nil): false
@@ -197,8 +204,8 @@ extension WorkerPipeline {
         // MARK: reader
 
         enum AdmitAction {
-            /// Run it; `pause`: this one fills the bound, pause the consumer now.
-            case run(pause: Bool)
+            /// Run it; `holdsInput`: this one fills the bound, input is held from now on.
+            case run(holdsInput: Bool)
             /// Drop it unread: its partition is no longer owned under the lease it was read under, or
             /// the pipeline is stopping. It stays uncommitted; its partition's owner reads it again.
             case skip
@@ -212,18 +219,18 @@ extension WorkerPipeline {
             guard case .running = state, ownership.start(partition, offset: offset, lease: lease) else { return .skip }
             load.events += 1
             load.bytes += bytes
-            guard load.events >= maxInFlight || load.bytes >= maxInFlightBytes else { return .run(pause: false) }
+            guard load.events >= maxInFlight || load.bytes >= maxInFlightBytes else { return .run(holdsInput: false) }
             switch state {
             case .running(.flowing):
                 state = .running(.held(Hold(atBound: true), reader: nil))
-                return .run(pause: true)
+                return .run(holdsInput: true)
             case .running(.held(var hold, let reader)) where !hold.atBound:
                 // Held for a blocked topic already: the bound is one more reason, nothing more to pause.
                 hold.atBound = true
                 state = .running(.held(hold, reader: reader))
-                return .run(pause: false)
+                return .run(holdsInput: false)
             case .running(.held), .stopping:
-                return .run(pause: false)
+                return .run(holdsInput: false)
             }
         }
 
@@ -241,8 +248,8 @@ extension WorkerPipeline {
         struct FinishAction {
             /// Resume the reader.
             var resume: Waiter?
-            /// Resume the consumer's partitions.
-            var resumeConsumer = false
+            /// The hold ended: input flows again.
+            var inputFlows = false
             /// Revocations or a shutdown waiting for these events.
             var drained: [Waiter] = []
         }
@@ -286,7 +293,7 @@ extension WorkerPipeline {
 
         /// Changes the hold, in either phase (nothing to change while input flows). The hold is taken out
         /// of the state while it changes, so that its dictionary is changed in place rather than copied.
-        /// A hold left with no reason ends: input resumes (the consumer, and the reader if one waits).
+        /// A hold left with no reason ends: input flows again (and the reader resumes, if it waits).
         private mutating func changeHold(_ change: (inout Hold) -> Void) -> FinishAction {
             var action = FinishAction()
             switch state {
@@ -298,7 +305,7 @@ extension WorkerPipeline {
                 if hold.holdsInput {
                     state = .running(.held(hold, reader: reader))
                 } else {
-                    action.resumeConsumer = true
+                    action.inputFlows = true
                     action.resume = reader
                 }
             case .stopping(let deadline, var hold?):
@@ -307,7 +314,7 @@ extension WorkerPipeline {
                 if hold.holdsInput {
                     state = .stopping(deadline: deadline, hold: hold)
                 } else {
-                    action.resumeConsumer = true
+                    action.inputFlows = true
                 }
             }
             return action

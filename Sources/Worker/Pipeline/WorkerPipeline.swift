@@ -24,8 +24,6 @@ package final class WorkerPipeline: Service, Sendable {
     private let scheduler: EventLoopDelayScheduler
     private let observer: any PipelineObserver
     private let logger: Logger
-    /// Lock order: this lock, then the consumer's own (pause and resume are called under it, so
-    /// that the consumer's pause state always follows this machine's latest decision).
     let state: NIOLockedValueBox<StateMachine>
     private let consumerBox = NIOLockedValueBox<KafkaConsumer?>(nil)
     private let failure = NIOLockedValueBox<(any Error)?>(nil)
@@ -36,6 +34,9 @@ package final class WorkerPipeline: Service, Sendable {
 
     /// The producer while `run()` runs, for tests that make it fail.
     package var producerForTesting: KafkaProducer? { producerBox.withLockedValue { $0 } }
+
+    /// The consumer while `run()` runs, for tests that look at what it fetches.
+    package var consumerForTesting: KafkaConsumer? { consumerBox.withLockedValue { $0 } }
 
     package init(
         configuration: PipelineConfiguration, consumer: KafkaConsumerConfiguration,
@@ -231,10 +232,8 @@ package final class WorkerPipeline: Service, Sendable {
                     let step = state.withLockedValue { state -> ReadStep in
                         guard let lease = state.lease(of: partition) else { return .notOwned }
                         guard !state.paused else { return .paused(lease) }
-                        let (action, running) = Self.admit(
-                            partition, offset: record.offset, lease: lease, bytes: bytes, in: &state, consumer: consumer
-                        )
-                        return .admitted(lease, action, running: running)
+                        let action = state.admit(partition, offset: record.offset, lease: lease, bytes: bytes)
+                        return .admitted(lease, action, running: state.running)
                     }
                     switch step {
                     case .notOwned:
@@ -280,25 +279,11 @@ package final class WorkerPipeline: Service, Sendable {
     ) {
         let bytes = record.byteCount
         let (action, running) = state.withLockedValue { state in
-            Self.admit(
-                record.topicPartition, offset: record.offset, lease: lease, bytes: bytes, in: &state, consumer: consumer
-            )
+            (state.admit(record.topicPartition, offset: record.offset, lease: lease, bytes: bytes), state.running)
         }
         admitted(
             record, bytes: bytes, lease: lease, action: action, running: running, sending: &requests,
             publisher: publisher, consumer: consumer)
-    }
-
-    /// The state machine's admission, under the lock; pauses the consumer when this record fills the
-    /// bound.
-    private static func admit(
-        _ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease, bytes: Int,
-        in state: inout StateMachine,
-        consumer: KafkaConsumer
-    ) -> (StateMachine.AdmitAction, running: Int) {
-        let action = state.admit(partition, offset: offset, lease: lease, bytes: bytes)
-        if case .run(pause: true) = action { consumer.pause(Array(consumer.assignment)) }
-        return (action, state.running)
     }
 
     /// After the lock: starts an admitted record.
@@ -308,9 +293,9 @@ package final class WorkerPipeline: Service, Sendable {
         sending requests: inout [NotificationRequest], publisher: ResultPublisher, consumer: KafkaConsumer
     ) {
         // Skipped: revoked meanwhile, or stopping. Uncommitted: its partition's owner reads it again.
-        guard case .run(let paused) = action else { return }
+        guard case .run(let holdsInput) = action else { return }
         progress.step()
-        if paused { observer.pausedChanged(true) }
+        if holdsInput { observer.pausedChanged(true) }
         observer.inFlightChanged(running)
         start(record, bytes: bytes, lease: lease, sending: &requests, publisher: publisher, consumer: consumer)
     }
@@ -418,10 +403,9 @@ package final class WorkerPipeline: Service, Sendable {
                 completed
                 ? state.finish(done.partition, offset: done.offset, lease: done.lease, bytes: done.bytes)
                 : state.abandon(bytes: done.bytes)
-            if action.resumeConsumer { consumer.resume(Array(consumer.assignment)) }
             return (action, state.running)
         }
-        if action.resumeConsumer { observer.pausedChanged(false) }
+        if action.inputFlows { observer.pausedChanged(false) }
         observer.inFlightChanged(running)
         action.resume?.resume()
         for waiter in action.drained { waiter.resume() }
@@ -433,24 +417,11 @@ package final class WorkerPipeline: Service, Sendable {
         switch report {
         case .blocked(let topic, let error):
             logger.error("\(topic) refuses every record (\(error)); input stops until it takes records again")
-            let paused = state.withLockedValue { state in
-                let pause = state.block(topic, now: .now)
-                if pause, let consumer = consumerBox.withLockedValue({ $0 }) {
-                    consumer.pause(Array(consumer.assignment))
-                }
-                return pause
-            }
-            if paused { observer.pausedChanged(true) }
+            if state.withLockedValue({ $0.block(topic, now: .now) }) { observer.pausedChanged(true) }
         case .unblocked(let topic):
             logger.info("\(topic) takes records again; input resumes")
-            let action = state.withLockedValue { state in
-                let action = state.unblock(topic)
-                if action.resumeConsumer, let consumer = consumerBox.withLockedValue({ $0 }) {
-                    consumer.resume(Array(consumer.assignment))
-                }
-                return action
-            }
-            if action.resumeConsumer { observer.pausedChanged(false) }
+            let action = state.withLockedValue { $0.unblock(topic) }
+            if action.inputFlows { observer.pausedChanged(false) }
             action.resume?.resume()
         case .fatal(let error):
             fail(error)
@@ -586,12 +557,7 @@ package final class WorkerPipeline: Service, Sendable {
 
     fileprivate func assigned(_ partitions: [KafkaTopicPartition]) {
         observer.consumerJoined()
-        // Paused (backpressure, a blocked topic): new partitions wait too.
-        let ended = state.withLockedValue { state in
-            let ended = state.assign(partitions)
-            if state.paused, let consumer = consumerBox.withLockedValue({ $0 }) { consumer.pause(partitions) }
-            return ended
-        }
+        let ended = state.withLockedValue { $0.assign(partitions) }
         for lease in ended { lease.end() }
     }
 }
