@@ -125,7 +125,7 @@ def part_latency(results):
 
 def part_rtt(results):
     runs = []
-    events = int(os.environ.get("BENCH_RTT_EVENTS", "60000"))
+    events = int(os.environ.get("BENCH_RTT_EVENTS", "200000"))
     base = {"WORKER_BENCH_MODES": "worker", "WORKER_BENCH_EVENTS": events, "WORKER_BENCH_ROUNDS": ROUNDS,
             "WORKER_BENCH_MAX_IN_FLIGHT": 0}
     for latency in ("0", "50", "100", "100..200"):
