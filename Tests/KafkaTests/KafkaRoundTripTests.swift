@@ -144,6 +144,38 @@ struct KafkaRoundTripTests {
         }
     }
 
+    // Without it, librdkafka asked for a topic's metadata only when its first record arrived, and
+    // the worker's first results after a start waited 400 to 500 ms for the answer.
+    //
+    // Known partitions show as a record to one that does not exist being refused as it is enqueued;
+    // a producer that does not know them yet enqueues it, asks, and fails it later. `probe` tells
+    // when the metadata has come (its first such record asks for it, so only later ones are
+    // refused); `watched` is asked about once, after that: prepared first, its answer came first.
+    @Test("a producer prepared for topics learns their partitions before their first record, and still delivers")
+    func preparedTopicIsKnownBeforeTheFirstRecord() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let watched = uniqueName("prepared")
+        let probe = uniqueName("probe")
+        try cluster.createTopic(watched, partitions: 2)
+        try cluster.createTopic(probe, partitions: 2)
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
+        producer.prepare(topics: [watched, probe])
+        let unknownPartition = { (topic: String) -> Bool in
+            do {
+                try producer.trySend(KafkaProducerMessage(topic: topic, partition: 7, value: [1])) { _ in }
+                return false
+            } catch {
+                return true
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !unknownPartition(probe), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(unknownPartition(watched), "the first record to a missing partition is refused at once")
+        let report = try await producer.send(KafkaProducerMessage(topic: watched, partition: 1, value: [1]))
+        #expect(report.partition == 1)
+        await producer.close()
+    }
+
     @Test("a record to a partition that does not exist fails with a clear error")
     func unknownPartition() async throws {
         let cluster = try KafkaMockCluster(brokers: 1)

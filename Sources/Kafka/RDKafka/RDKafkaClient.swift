@@ -42,10 +42,12 @@ final class RDKafkaCallbacks: @unchecked Sendable {
 /// One `rd_kafka_t` handle; `deinit` destroys it.
 ///
 /// `@unchecked Sendable`: librdkafka's handle is thread-safe for every call this module makes on it;
-/// the pointer itself never changes.
+/// the pointer itself never changes. `heldTopics` is behind its lock.
 final class RDKafkaClient: @unchecked Sendable {
     let handle: OpaquePointer
     let callbacks: RDKafkaCallbacks
+    /// Topic handles kept until the client goes (`holdTopics`).
+    private let heldTopics = Locked<[String: OpaquePointer]>([:])
 
     init(type: rd_kafka_type_t, config: RDKafkaConfig, callbacks: RDKafkaCallbacks) throws(KafkaError) {
         config.withPointer { conf in
@@ -67,7 +69,19 @@ final class RDKafkaClient: @unchecked Sendable {
     }
 
     deinit {
+        for topic in heldTopics.withLock({ $0.values }) { rd_kafka_topic_destroy(topic) }
         rd_kafka_destroy(handle)
+    }
+
+    /// Creates a handle for each topic and keeps it until the client goes: librdkafka then asks for
+    /// the topic's partitions and leaders at once and keeps them current, instead of when the first
+    /// record for it is produced.
+    func holdTopics(_ topics: [String]) {
+        heldTopics.withLock { held in
+            for topic in topics where held[topic] == nil {
+                if let handle = rd_kafka_topic_new(handle, topic, nil) { held[topic] = handle }
+            }
+        }
     }
 
     var logger: Logger { callbacks.logger }

@@ -75,6 +75,8 @@ package final class WorkerPipeline: Service, Sendable {
                 self?.fail(error)
             })
         producerBox.withLockedValue { $0 = producer }
+        // Their metadata now: else the first results after a start wait for it.
+        producer.prepare(topics: [configuration.resultsTopic, configuration.deadLetterTopic])
         let publisher = ResultPublisher(
             producer: producer, scheduler: scheduler, observer: observer, logger: logger, progress: progress,
             report: { [weak self] report in self?.publisherReported(report) })
