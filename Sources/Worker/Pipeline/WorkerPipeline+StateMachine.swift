@@ -26,8 +26,8 @@ extension WorkerPipeline {
             case running(Input)
             /// Shutdown began; everything must be done by `deadline`. Nothing is admitted and no reader
             /// waits. The hold (nil: none) is kept because it still acts: input reads as paused until it
-            /// ends, and an output
-            /// topic that refuses records for too long still makes the pipeline's `run()` throw.
+            /// ends, and an output topic that refuses records for too long still makes the pipeline's
+            /// `run()` throw.
             case stopping(deadline: ContinuousClock.Instant, hold: Hold?)
         }
 
@@ -225,7 +225,7 @@ extension WorkerPipeline {
                 state = .running(.held(Hold(atBound: true), reader: nil))
                 return .run(holdsInput: true)
             case .running(.held(var hold, let reader)) where !hold.atBound:
-                // Held for a blocked topic already: the bound is one more reason, nothing more to pause.
+                // Held for a blocked topic already: the bound is one more reason to hold.
                 hold.atBound = true
                 state = .running(.held(hold, reader: reader))
                 return .run(holdsInput: false)

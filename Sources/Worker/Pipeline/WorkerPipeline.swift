@@ -243,13 +243,13 @@ package final class WorkerPipeline: Service, Sendable {
                     case .admitted(let lease, let action, let running):
                         admitted(
                             record, bytes: bytes, lease: lease, action: action, running: running, sending: &requests,
-                            publisher: publisher, consumer: consumer)
+                            publisher: publisher)
                     case .paused(let lease):
                         // The batch's requests first: the events that free the bound may be among them.
                         sendAll(&requests)
                         await waitWhilePaused()
                         HomeRelease.releaseHere()  // what ended while paused: not kept past the bound
-                        admit(record, lease: lease, sending: &requests, publisher: publisher, consumer: consumer)
+                        admit(record, lease: lease, sending: &requests, publisher: publisher)
                     }
                     guard taken < Self.readBatch, let next = records.nextIfBuffered() else { break }
                     record = next
@@ -277,7 +277,7 @@ package final class WorkerPipeline: Service, Sendable {
     /// Admits a record after a wait: its lease was taken when it was read.
     private func admit(
         _ record: KafkaConsumerMessage, lease: PartitionLease, sending requests: inout [NotificationRequest],
-        publisher: ResultPublisher, consumer: KafkaConsumer
+        publisher: ResultPublisher
     ) {
         let bytes = record.byteCount
         let (action, running) = state.withLockedValue { state in
@@ -285,21 +285,21 @@ package final class WorkerPipeline: Service, Sendable {
         }
         admitted(
             record, bytes: bytes, lease: lease, action: action, running: running, sending: &requests,
-            publisher: publisher, consumer: consumer)
+            publisher: publisher)
     }
 
     /// After the lock: starts an admitted record.
     private func admitted(
         _ record: KafkaConsumerMessage, bytes: Int, lease: PartitionLease, action: StateMachine.AdmitAction,
         running: Int,
-        sending requests: inout [NotificationRequest], publisher: ResultPublisher, consumer: KafkaConsumer
+        sending requests: inout [NotificationRequest], publisher: ResultPublisher
     ) {
         // Skipped: revoked meanwhile, or stopping. Uncommitted: its partition's owner reads it again.
         guard case .run(let holdsInput) = action else { return }
         progress.step()
         if holdsInput { observer.pausedChanged(true) }
         observer.inFlightChanged(running)
-        start(record, bytes: bytes, lease: lease, sending: &requests, publisher: publisher, consumer: consumer)
+        start(record, bytes: bytes, lease: lease, sending: &requests, publisher: publisher)
     }
 
     private func sendAll(_ requests: inout [NotificationRequest]) {
@@ -321,16 +321,16 @@ package final class WorkerPipeline: Service, Sendable {
     private func start(
         _ record: KafkaConsumerMessage, bytes: Int, lease: PartitionLease,
         sending requests: inout [NotificationRequest],
-        publisher: ResultPublisher, consumer: KafkaConsumer
+        publisher: ResultPublisher
     ) {
         let started = ContinuousClock.now
         let done = Done(partition: record.topicPartition, offset: record.offset, bytes: bytes, lease: lease)
         processor.process(record, lease: lease, sending: &requests) { result in
             guard let result else {
-                self.finish(done, consumer: consumer, completed: false)
+                self.finish(done, completed: false)
                 return
             }
-            self.publish(result, of: record, done: done, started: started, publisher: publisher, consumer: consumer)
+            self.publish(result, of: record, done: done, started: started, publisher: publisher)
         }
     }
 
@@ -346,7 +346,7 @@ package final class WorkerPipeline: Service, Sendable {
     /// letter is stored. The offset counts as done once both are acknowledged.
     private func publish(
         _ result: EventResult, of record: KafkaConsumerMessage, done: Done,
-        started: ContinuousClock.Instant, publisher: ResultPublisher, consumer: KafkaConsumer
+        started: ContinuousClock.Instant, publisher: ResultPublisher
     ) {
         let completedAt = Date()
         let latency = ContinuousClock.now - started
@@ -355,7 +355,7 @@ package final class WorkerPipeline: Service, Sendable {
         guard let deadLetterReason = result.deadLetter else {
             publishResult(
                 message, of: result, record: record, latency: latency, completedAt: completedAt, done: done,
-                started: started, publisher: publisher, consumer: consumer)
+                started: started, publisher: publisher)
             return
         }
         let deadLetter = DeadLetterRecord.message(
@@ -365,9 +365,9 @@ package final class WorkerPipeline: Service, Sendable {
             if published {
                 self.publishResult(
                     message, of: result, record: record, latency: latency, completedAt: completedAt, done: done,
-                    started: started, publisher: publisher, consumer: consumer)
+                    started: started, publisher: publisher)
             } else {
-                self.finish(done, consumer: consumer, completed: false)
+                self.finish(done, completed: false)
             }
         }
     }
@@ -379,8 +379,7 @@ package final class WorkerPipeline: Service, Sendable {
     /// refuses as it is, needs them: they ride in the publisher's attempt until Kafka acknowledges.
     private func publishResult(
         _ message: KafkaProducerMessage, of result: EventResult, record: KafkaConsumerMessage, latency: Duration,
-        completedAt: Date, done: Done, started: ContinuousClock.Instant, publisher: ResultPublisher,
-        consumer: KafkaConsumer
+        completedAt: Date, done: Done, started: ContinuousClock.Instant, publisher: ResultPublisher
     ) {
         let outcome = result.outcome
         let credential = result.credential
@@ -391,7 +390,7 @@ package final class WorkerPipeline: Service, Sendable {
             degraded: .resultForm(
                 of: result, source: record, latency: latency, completedAt: completedAt, topic: resultsTopic)
         ) { published in
-            self.finish(done, consumer: consumer, completed: published)
+            self.finish(done, completed: published)
             guard published else { return }
             if let deadLetterReason { self.observer.deadLettered(deadLetterReason) }
             self.observer.completed(outcome, credential: credential, duration: ContinuousClock.now - started)
@@ -399,7 +398,7 @@ package final class WorkerPipeline: Service, Sendable {
     }
 
     /// The event is done (`completed`) or abandoned (it stays uncommitted).
-    private func finish(_ done: Done, consumer: KafkaConsumer, completed: Bool) {
+    private func finish(_ done: Done, completed: Bool) {
         let (action, running) = state.withLockedValue { state in
             let action =
                 completed
