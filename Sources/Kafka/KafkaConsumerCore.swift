@@ -23,8 +23,13 @@ final class KafkaConsumerCore: Sendable {
     private let lastPolled = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
     /// Signalled by the reader when the poll thread waits for room in a full buffer.
     let spaceAvailable = DispatchSemaphore(value: 0)
-    /// How long a full buffer holds the poll thread back before the partitions are paused.
-    static let fullBufferGrace: Duration = .milliseconds(500)
+    /// How long a full buffer holds the poll thread back before the partitions are paused. Longer than
+    /// a slow APNs round trip, for which the worker's reader stops at its in-flight bound: a pause
+    /// throws away librdkafka's prefetch, and librdkafka 2.0 fetches again only at its broker
+    /// thread's next wake-up, up to a second after the resume (at 500 ms, a 600 ms round trip cost
+    /// the worker a sixth of its throughput). The price: a rebalance that comes while the buffer is
+    /// full waits up to this long for the poll thread.
+    static let fullBufferGrace: Duration = .seconds(2)
 
     init(
         capacity: Int, byteCapacity: Int = .max, handler: (any KafkaRebalanceHandler)?, handlerTimeout: Duration,

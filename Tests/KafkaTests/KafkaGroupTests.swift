@@ -229,6 +229,40 @@ struct KafkaGroupTests {
         #expect(consumer.sincePolled >= .seconds(2), "a closed consumer's thread is gone")
     }
 
+    // The worker's reader stops for one APNs round trip at its in-flight bound. A pause then threw
+    // away librdkafka's prefetch, and librdkafka 2.0 fetched again only up to a second after the
+    // resume: with a 600 ms round trip the worker kept 9,700 of the 13,300 events/s its streams allow.
+    @Test("a reader that stops for less than a second finds the partitions still fetching; a longer stop pauses them")
+    func briefStopKeepsFetching() async throws {
+        let cluster = try await TestCluster.start(.mock)
+        defer { Task { await cluster.shutdown() } }
+        let topic = uniqueName("brief")
+        try await cluster.createTopic(topic, partitions: 2)
+        let total = 2_000
+        try await produce(total, to: topic, on: cluster, partitions: 2)
+        var configuration = consumerConfiguration(cluster, group: uniqueName("g"))
+        configuration.bufferCapacity = 100
+        let consumer = try KafkaConsumer(configuration: configuration)
+        try consumer.subscribe(topics: [topic])
+        _ = try await read(1, from: consumer)  // joined, fetching; the buffer fills at once
+
+        var pausedDuringStop = false
+        for _ in 0..<8 {
+            try await Task.sleep(for: .milliseconds(100))
+            pausedDuringStop = pausedDuringStop || !consumer.pausedPartitions.isEmpty
+        }
+        #expect(consumer.bufferedCount >= 100, "the buffer is full")
+        #expect(!pausedDuringStop, "a stop shorter than the grace leaves librdkafka fetching")
+
+        try await withTimeout(30, "the partitions paused") {
+            while consumer.pausedPartitions.count != 2 { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let rest = try await read(total - 1, from: consumer, within: 60)
+        #expect(Set(rest.map { "\($0.partition)/\($0.offset)" }).count == total - 1, "everything once")
+        #expect(consumer.pausedPartitions.isEmpty, "reading again resumed them")
+        await consumer.close()
+    }
+
     @Test("a reader that stops reading does not make the consumer buffer the backlog", arguments: Broker.allCases)
     func bufferStaysBounded(_ broker: Broker) async throws {
         let cluster = try await TestCluster.start(broker)
