@@ -79,7 +79,7 @@ final class RDKafkaClient: @unchecked Sendable {
     func holdTopics(_ topics: [String]) {
         heldTopics.withLock { held in
             for topic in topics where held[topic] == nil {
-                if let handle = rd_kafka_topic_new(handle, topic, nil) { held[topic] = handle }
+                if let topicHandle = rd_kafka_topic_new(handle, topic, nil) { held[topic] = topicHandle }
             }
         }
     }
