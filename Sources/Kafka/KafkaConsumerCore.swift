@@ -182,6 +182,23 @@ final class KafkaConsumerCore: Sendable {
         }
     }
 
+    /// Before an assignment: resumes the partitions being assigned that librdkafka still has paused
+    /// from an earlier tenure (it keeps the flag after a revocation), unless everything is to stay
+    /// paused for flow. Before, not after: librdkafka (2.0, and still open upstream) discards an op
+    /// whose version is older than the partition's latest, and a resume's version barrier taken
+    /// just after the assignment can outdate the assignment's own fetch start, when the committed
+    /// offset came back first. The partition then never fetches. Done first, the resume is older
+    /// than the fetch start, which is only made once the committed offset is known.
+    private func resumeLeftPaused(_ handle: OpaquePointer, assigning partitions: [KafkaTopicPartition]) {
+        appliedPauses.withLock { applied in
+            guard !state.withLock({ $0.pausedForFlow }) else { return }
+            let leftover = applied.intersection(partitions)
+            guard !leftover.isEmpty else { return }
+            _ = RDKafkaTopicPartitionList(leftover).withPointer { rd_kafka_resume_partitions(handle, $0) }
+            applied.subtract(leftover)
+        }
+    }
+
     /// What librdkafka has paused among the assigned partitions (same lock order as `applyPauses`).
     var pausedPartitions: Set<KafkaTopicPartition> {
         appliedPauses.withLock { applied in applied.intersection(state.withLock { $0.assigned }) }
@@ -198,6 +215,7 @@ final class KafkaConsumerCore: Sendable {
         switch event {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
             logger.info("partitions assigned: \(partitions.map(\.description).joined(separator: ", "))")
+            resumeLeftPaused(handle, assigning: partitions)
             if cooperative {
                 if let error = rd_kafka_incremental_assign(handle, list) {
                     logger.error("incremental assign: \(KafkaError(consuming: error))")
