@@ -1,5 +1,7 @@
 import CRdKafka
+import Glibc
 import Logging
+import Threading
 
 /// librdkafka's mock cluster: real Kafka brokers' protocol over TCP on localhost, in this process,
 /// with fault injection. For tests and the embedded demo; any Kafka client (kcat too) can connect.
@@ -31,6 +33,8 @@ package final class KafkaMockCluster: Sendable {
     /// `host:port,host:port,…` to give clients as `bootstrap.servers`.
     package let bootstrapServers: String
     package let brokerCount: Int
+    /// Sockets holding the ports of brokers that are down (`setBroker(_:up:)`), by broker ID.
+    private let heldPorts = Locked<[Int32: Int32]>([:])
 
     package init(brokers: Int = 1, logger: Logger = Logger(label: "kafka.mock")) throws(KafkaError) {
         let config = try RDKafkaConfig(properties: [("client.id", "mock-cluster-owner")])
@@ -45,6 +49,7 @@ package final class KafkaMockCluster: Sendable {
     }
 
     deinit {
+        for socket in heldPorts.withLock({ $0.values }) { close(socket) }
         // Before the owner handle goes (stored properties are released after this body).
         rd_kafka_mock_cluster_destroy(cluster.pointer)
     }
@@ -62,9 +67,60 @@ package final class KafkaMockCluster: Sendable {
     }
 
     /// Takes a broker down (its listener closes connections) or brings it back. IDs start at 1.
+    ///
+    /// A broker brought back listens on its old port again, and librdkafka aborts the process if it
+    /// cannot ("Failed to create mock broker listener"): while the broker is down, anything else in
+    /// the process (another cluster's listener, a client's outgoing connection) could take that
+    /// ephemeral port. So the port is held here while the broker is down: bound (not listening, so
+    /// connections are refused as by a broker that is down), and let go just before the broker
+    /// listens again.
     package func setBroker(_ id: Int32, up: Bool) throws(KafkaError) {
-        try check(
-            up ? rd_kafka_mock_broker_set_up(cluster.pointer, id) : rd_kafka_mock_broker_set_down(cluster.pointer, id))
+        if up {
+            heldPorts.withLock { held in
+                if let socket = held.removeValue(forKey: id) { close(socket) }
+            }
+            try check(rd_kafka_mock_broker_set_up(cluster.pointer, id))
+        } else {
+            try check(rd_kafka_mock_broker_set_down(cluster.pointer, id))
+            guard let port = brokerPort(id) else { return }
+            let socket = Self.bindLoopback(port)
+            guard socket >= 0 else { return }
+            heldPorts.withLock { held in
+                if let old = held.updateValue(socket, forKey: id) { close(old) }
+            }
+        }
+    }
+
+    /// The port broker `id` listens on: `bootstrapServers` lists the brokers in ID order.
+    private func brokerPort(_ id: Int32) -> UInt16? {
+        let servers = bootstrapServers.split(separator: ",")
+        guard id >= 1, Int(id) <= servers.count, let port = servers[Int(id) - 1].split(separator: ":").last else {
+            return nil
+        }
+        return UInt16(port)
+    }
+
+    /// A TCP socket bound to 127.0.0.1:`port` with SO_REUSEADDR (the broker's closed connections
+    /// linger in TIME_WAIT on it), or -1.
+    private static func bindLoopback(_ port: UInt16) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return -1 }
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0 else {
+            close(fd)
+            return -1
+        }
+        return fd
     }
 
     /// Adds this round-trip time to every response from a broker.
