@@ -1,0 +1,110 @@
+// libyaml is Yams's own parser (its C module); only this file reads its events, and no C type
+// leaves it.
+internal import CYaml
+
+extension ConfigNode {
+    /// Where the first anchor (`&name`) or alias (`*name`) of `text` is: its 1-based line and the key
+    /// path of the node that carries it. `nil` when there is none, or when the text is not valid YAML
+    /// before one (composing it then reports the syntax error).
+    ///
+    /// Configuration files may use neither, and they must be refused before Yams composes the
+    /// document: Yams hashes every mapping key to find duplicates while it composes, and an alias is
+    /// hashed with everything its anchor holds, so nested aliases in a key cost exponential time
+    /// (eight levels of nine, 9^8 nodes, from 500 bytes). This reads libyaml's event stream, where an
+    /// alias is one event and nothing is expanded: linear in the text, and exact, since it is the
+    /// parser Yams composes from.
+    static func firstAnchorOrAlias(in text: String) -> (line: Int, path: String)? {
+        var text = text
+        return text.withUTF8 { bytes in
+            var parser = yaml_parser_t()
+            guard yaml_parser_initialize(&parser) == 1 else { return nil }
+            defer { yaml_parser_delete(&parser) }
+            yaml_parser_set_encoding(&parser, YAML_UTF8_ENCODING)
+            yaml_parser_set_input_string(&parser, bytes.baseAddress, bytes.count)
+            var paths = NodePaths()
+            while true {
+                var event = yaml_event_t()
+                guard yaml_parser_parse(&parser, &event) == 1 else { return nil }
+                defer { yaml_event_delete(&event) }
+                let line = Int(event.start_mark.line) + 1
+                switch event.type {
+                case YAML_ALIAS_EVENT:
+                    return (line, paths.next())
+                case YAML_SCALAR_EVENT:
+                    let path = paths.next()
+                    if event.data.scalar.anchor != nil { return (line, path) }
+                    let value = String(
+                        decoding: UnsafeBufferPointer(start: event.data.scalar.value, count: event.data.scalar.length),
+                        as: UTF8.self)
+                    paths.scalar(value)
+                case YAML_SEQUENCE_START_EVENT:
+                    let path = paths.next()
+                    if event.data.sequence_start.anchor != nil { return (line, path) }
+                    paths.open(path, isMapping: false)
+                case YAML_MAPPING_START_EVENT:
+                    let path = paths.next()
+                    if event.data.mapping_start.anchor != nil { return (line, path) }
+                    paths.open(path, isMapping: true)
+                case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
+                    paths.close()
+                case YAML_STREAM_END_EVENT:
+                    return nil
+                default:
+                    break  // stream and document starts, document ends
+                }
+            }
+        }
+    }
+}
+
+/// The key path of each node as the events arrive, named as `convert` names it: `a.b[2].c`; a key
+/// is named by its mapping's path.
+private struct NodePaths {
+    private struct Collection {
+        var path: String
+        var isMapping: Bool
+        /// In a mapping: whether the next node is a key. In a sequence: unused.
+        var expectsKey = true
+        /// In a mapping: the current key when it is a scalar.
+        var key: String?
+        /// In a sequence: the next item's index.
+        var index = 0
+    }
+
+    private var open: [Collection] = []
+
+    /// The path of the node that starts now.
+    func next() -> String {
+        guard let parent = open.last else { return "" }
+        if parent.isMapping {
+            if parent.expectsKey { return parent.path }
+            let key = parent.key ?? "?"
+            return parent.path.isEmpty ? key : "\(parent.path).\(key)"
+        }
+        return "\(parent.path)[\(parent.index)]"
+    }
+
+    mutating func scalar(_ value: String) {
+        completed(scalar: value)
+    }
+
+    mutating func open(_ path: String, isMapping: Bool) {
+        open.append(Collection(path: path, isMapping: isMapping))
+    }
+
+    mutating func close() {
+        _ = open.popLast()
+        completed(scalar: nil)
+    }
+
+    /// A node of the innermost open collection is complete (a scalar's value, or `nil`).
+    private mutating func completed(scalar: String?) {
+        guard let last = open.indices.last else { return }
+        if open[last].isMapping {
+            if open[last].expectsKey { open[last].key = scalar }
+            open[last].expectsKey.toggle()
+        } else {
+            open[last].index += 1
+        }
+    }
+}
