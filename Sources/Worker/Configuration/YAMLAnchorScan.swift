@@ -29,22 +29,21 @@ extension ConfigNode {
                 let line = Int(event.start_mark.line) + 1
                 switch event.type {
                 case YAML_ALIAS_EVENT:
-                    return (line, paths.next())
+                    return (line, paths.current)
                 case YAML_SCALAR_EVENT:
-                    let path = paths.next()
-                    if event.data.scalar.anchor != nil { return (line, path) }
-                    let value = String(
-                        decoding: UnsafeBufferPointer(start: event.data.scalar.value, count: event.data.scalar.length),
-                        as: UTF8.self)
-                    paths.scalar(value)
+                    if event.data.scalar.anchor != nil { return (line, paths.current) }
+                    var key: String?
+                    if paths.atKey {
+                        let text = UnsafeBufferPointer(start: event.data.scalar.value, count: event.data.scalar.length)
+                        key = String(decoding: text, as: UTF8.self)
+                    }
+                    paths.completed(key: key)
                 case YAML_SEQUENCE_START_EVENT:
-                    let path = paths.next()
-                    if event.data.sequence_start.anchor != nil { return (line, path) }
-                    paths.open(path, isMapping: false)
+                    if event.data.sequence_start.anchor != nil { return (line, paths.current) }
+                    paths.open(isMapping: false)
                 case YAML_MAPPING_START_EVENT:
-                    let path = paths.next()
-                    if event.data.mapping_start.anchor != nil { return (line, path) }
-                    paths.open(path, isMapping: true)
+                    if event.data.mapping_start.anchor != nil { return (line, paths.current) }
+                    paths.open(isMapping: true)
                 case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
                     paths.close()
                 case YAML_STREAM_END_EVENT:
@@ -57,51 +56,53 @@ extension ConfigNode {
     }
 }
 
-/// The key path of each node as the events arrive, named as `convert` names it: `a.b[2].c`; a key
-/// is named by its mapping's path.
+/// Where the events are: the open collections, from which the key path of the node that starts
+/// now is built when it is needed, named as `convert` names it (`a.b[2].c`; a key is named by its
+/// mapping's path).
 private struct NodePaths {
     private struct Collection {
-        var path: String
-        var isMapping: Bool
-        /// In a mapping: whether the next node is a key. In a sequence: unused.
+        let isMapping: Bool
+        /// In a mapping: whether the next node is a key.
         var expectsKey = true
-        /// In a mapping: the current key when it is a scalar.
+        /// In a mapping: the current key, when it is a scalar.
         var key: String?
-        /// In a sequence: the next item's index.
+        /// In a sequence: the index of the current item.
         var index = 0
     }
 
     private var open: [Collection] = []
 
-    /// The path of the node that starts now.
-    func next() -> String {
-        guard let parent = open.last else { return "" }
-        if parent.isMapping {
-            if parent.expectsKey { return parent.path }
-            let key = parent.key ?? "?"
-            return parent.path.isEmpty ? key : "\(parent.path).\(key)"
+    /// Whether the node that starts now is a mapping key (whose text `completed(key:)` takes).
+    var atKey: Bool { open.last.map { $0.isMapping && $0.expectsKey } ?? false }
+
+    /// The key path of the node that starts now.
+    var current: String {
+        var path = ""
+        for collection in open {
+            if !collection.isMapping {
+                path += "[\(collection.index)]"
+            } else if !collection.expectsKey {
+                let key = collection.key ?? "?"
+                path = path.isEmpty ? key : "\(path).\(key)"
+            }
         }
-        return "\(parent.path)[\(parent.index)]"
+        return path
     }
 
-    mutating func scalar(_ value: String) {
-        completed(scalar: value)
-    }
-
-    mutating func open(_ path: String, isMapping: Bool) {
-        open.append(Collection(path: path, isMapping: isMapping))
+    mutating func open(isMapping: Bool) {
+        open.append(Collection(isMapping: isMapping))
     }
 
     mutating func close() {
         _ = open.popLast()
-        completed(scalar: nil)
+        completed(key: nil)
     }
 
-    /// A node of the innermost open collection is complete (a scalar's value, or `nil`).
-    private mutating func completed(scalar: String?) {
+    /// A node of the innermost open collection is complete; `key` is its text if it was a scalar key.
+    mutating func completed(key: String?) {
         guard let last = open.indices.last else { return }
         if open[last].isMapping {
-            if open[last].expectsKey { open[last].key = scalar }
+            if open[last].expectsKey { open[last].key = key }
             open[last].expectsKey.toggle()
         } else {
             open[last].index += 1
