@@ -1,10 +1,25 @@
 import Foundation
+import Threading
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
 private let spawnLock = NSLock()
+
+/// Background programs (`spawnInBackground`) not reaped yet: killed when the test process exits.
+///
+/// A test stops what it started, but with an unstructured `Task` in its `defer`; after the last test
+/// the process can exit before that task runs, and a broker it started (Tansu) then runs on with no
+/// parent. `exit` runs this, so no test run leaves a program behind.
+private let unreapedPrograms: Locked<Set<pid_t>> = {
+    atexit { killUnreapedPrograms() }
+    return Locked([])
+}()
+
+private func killUnreapedPrograms() {
+    for pid in unreapedPrograms.withLock({ $0 }) { kill(pid, SIGKILL) }
+}
 
 /// What a program spawned with `spawnAndWait` did.
 package struct SpawnedProgram: Sendable {
@@ -134,6 +149,7 @@ package final class BackgroundProgram: @unchecked Sendable {
 
     fileprivate init(pid: pid_t, stdout: Int32) {
         self.pid = pid
+        unreapedPrograms.withLock { _ = $0.insert(pid) }
         let output = self.output
         Thread.detachNewThread {
             var buffer = [UInt8](repeating: 0, count: 65_536)
@@ -179,6 +195,7 @@ package final class BackgroundProgram: @unchecked Sendable {
             if let exitCode { return exitCode }
             var status: Int32 = 0
             guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
+            unreapedPrograms.withLock { _ = $0.remove(pid) }
             exitCode = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
             return exitCode
         }
@@ -189,6 +206,7 @@ package final class BackgroundProgram: @unchecked Sendable {
             kill(pid, SIGKILL)
             var status: Int32 = 0
             while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+            unreapedPrograms.withLock { _ = $0.remove(pid) }
         }
     }
 }
