@@ -21,7 +21,7 @@ import Foundation
         let steps = try await OpenLoop.run(
             rates: offeredRates, seconds: stepSeconds, bootstrap: peers.bootstrap, resultsTopic: topic, logger: logger
         ) {
-            worker = try Child(workerArguments)
+            worker = try Child(workerArguments, wrapper: workerWrapper)
         }
         var cpu = 0.0
         for line in worker?.stop() ?? [] where line.hasPrefix("rss ") {
