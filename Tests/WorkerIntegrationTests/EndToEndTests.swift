@@ -117,11 +117,7 @@ struct EndToEndTests {
         let second = try harness.startWorker(group: "pair", maxInFlight: 20)
         try await eventually(
             90, "both workers in the group and busy",
-            state: {
-                "(first: kafka \(first.assembly.health.readiness.kafka), \(first.assembly.pipeline.inFlight) in flight; "
-                    + "second: kafka \(second.assembly.health.readiness.kafka), "
-                    + "\(second.assembly.pipeline.inFlight) in flight)"
-            }
+            state: { "(first: \(Self.describe(first)); second: \(Self.describe(second)))" }
         ) {
             first.assembly.health.readiness.kafka == "ok" && second.assembly.health.readiness.kafka == "ok"
                 && first.assembly.pipeline.inFlight > 0 && second.assembly.pipeline.inFlight > 0
@@ -142,5 +138,16 @@ struct EndToEndTests {
         #expect(all.count - 3_000 < 1_500, "duplicates: \(all.count - 3_000)")
         let outcomes = results.reduce(into: [ResultOutcome: Int]()) { $0[$1.outcome, default: 0] += 1 }
         #expect(outcomes == batch.expectedCounts)
+    }
+
+    /// A worker as a timed-out wait reports it: whether it is in the group, and what it owns, has
+    /// assigned, holds paused, buffers and runs, so that a stall (partitions owned but paused, or
+    /// assigned but not owned) can be told from a backlog read to its end before the second joined.
+    private static func describe(_ worker: RunningWorker) -> String {
+        let pipeline = worker.assembly.pipeline
+        let consumer = pipeline.consumerForTesting
+        return "kafka \(worker.assembly.health.readiness.kafka), \(pipeline.inFlight) in flight, "
+            + "owns \(pipeline.ownedPartitions) partition(s), assigned \(consumer?.assignment.count ?? 0), "
+            + "paused \(consumer?.pausedPartitions.count ?? 0), buffered \(consumer?.bufferedCount ?? 0)"
     }
 }
