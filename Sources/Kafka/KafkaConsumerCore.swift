@@ -45,10 +45,17 @@ final class KafkaConsumerCore: Sendable {
 
     /// The thread holds the client and this core until `close()` ends its loop.
     func startPolling(_ client: RDKafkaClient) {
-        let thread = Thread { [self] in pollLoop(client) }
-        thread.name = "kafka-consumer-poll"
+        let thread = Thread { [self] in
+            Thread.current.name = Self.pollThreadName
+            pollLoop(client)
+        }
         thread.start()
     }
+
+    /// The poll thread's name as `top -H`, `ps -L` and `perf` show it. Set by the thread itself:
+    /// Foundation on Linux does not pass a name given before `start()` to the system, and Linux takes
+    /// at most 15 bytes.
+    static let pollThreadName = "kafka-consumer"
 
     /// Records taken from librdkafka per hand-over to a waiting reader.
     static let pollBatch = 64

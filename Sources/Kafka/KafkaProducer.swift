@@ -179,6 +179,7 @@ private final class ProducerPoller: Sendable {
 
     init(client: RDKafkaClient, releaseSweep: Duration) {
         let thread = Thread { [self] in
+            Thread.current.name = Self.threadName
             let clock = ContinuousClock()
             var lastSweep = clock.now
             while !stopRequested.load(ordering: .acquiring) {
@@ -198,9 +199,12 @@ private final class ProducerPoller: Sendable {
             client.callbacks.homes.empty()
             finished.signal()
         }
-        thread.name = "kafka-producer-poll"
         thread.start()
     }
+
+    /// The poll thread's name as `top -H`, `ps -L` and `perf` show it (set by the thread itself, at
+    /// most 15 bytes: see `KafkaConsumerCore.pollThreadName`).
+    static let threadName = "kafka-producer"
 
     func stop() {
         stopRequested.store(true, ordering: .releasing)

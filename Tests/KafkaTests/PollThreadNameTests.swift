@@ -1,0 +1,40 @@
+import Foundation
+import Kafka
+import Testing
+
+/// The names the system gives this process's threads now (`/proc/self/task/*/comm`), as `top -H` and
+/// `ps -L` show them.
+private func threadNames() -> [String] {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    return tasks.compactMap { task in
+        guard let handle = FileHandle(forReadingAtPath: "/proc/self/task/\(task)/comm") else { return nil }
+        defer { try? handle.close() }
+        return (try? handle.readToEnd()).map {
+            String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+    }
+}
+
+@Suite("Thread names", .timeLimit(.minutes(1)))
+struct PollThreadNameTests {
+    @Test("a consumer's and a producer's poll threads show as kafka-consumer and kafka-producer")
+    func pollThreadNames() async throws {
+        let cluster = try KafkaMockCluster()
+        let consumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(
+                bootstrapServers: cluster.bootstrapServers, groupID: "thread-names-\(UUID().uuidString.prefix(8))"))
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
+        // A thread names itself as it starts.
+        var names: [String] = []
+        for _ in 0..<500 {
+            names = threadNames()
+            if names.contains("kafka-consumer") && names.contains("kafka-producer") { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(names.contains("kafka-consumer"), "\(names)")
+        #expect(names.contains("kafka-producer"), "\(names)")
+        await consumer.close()
+        await producer.close()
+    }
+}
