@@ -261,12 +261,22 @@ def part_profile(results):
         return
     directory = tempfile.mkdtemp(prefix="apns-worker-perf-")
     try:
-        worker_bench({"WORKER_BENCH_MODES": "worker", "WORKER_BENCH_EVENTS": 200_000, "WORKER_BENCH_PERF": directory})
+        runs = worker_bench({"WORKER_BENCH_MODES": "worker", "WORKER_BENCH_EVENTS": 200_000,
+                             "WORKER_BENCH_PERF": directory})
         data = os.path.join(directory, "worker-0.data")
         report = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,sym", "--stdio",
                                  "--percent-limit", "0.05", "-g", "none"], capture_output=True, text=True).stdout
+        by_thread = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "comm", "--stdio",
+                                    "-g", "none"], capture_output=True, text=True).stdout
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+    threads = {}
+    for line in by_thread.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+(\S.*?)\s*$", line)
+        if m:
+            group = thread_group(m.group(2))
+            threads[group] = threads.get(group, 0) + float(m.group(1))
+    cpu_per_event = runs[0]["cpuSeconds"] * 1e6 / runs[0]["results"] if runs and runs[0].get("results") else None
     groups = {}
     symbols = []
     for line in report.splitlines():
@@ -277,7 +287,25 @@ def part_profile(results):
         group = classify(dso, symbol)
         groups[group] = groups.get(group, 0) + percent
         symbols.append((percent, group, demangle_short(symbol)))
-    results["profile"] = {"groups": groups, "top": symbols[:15], "mallocs": malloc_counts()}
+    results["profile"] = {"groups": groups, "top": symbols[:15], "threads": threads, "cpuPerEvent": cpu_per_event,
+                          "mallocs": malloc_counts()}
+
+
+# The worker's threads by the names the system shows (`perf report --sort comm`), with what each does.
+THREAD_GROUPS = [
+    ("NIO-", "APNs event loops: HTTP/2 and TLS both ways, and each answer (classify, result event, produce)"),
+    ("kafka-consumer", "consumer poll thread: records copied out of librdkafka, rebalances"),
+    ("kafka-producer", "producer poll thread: delivery reports (the pipeline's state, offsets, metrics)"),
+    ("rdk:", "librdkafka's threads: fetch, produce, compression"),
+    ("qos", "Swift's cooperative pool: the reader (decode, validate, requests to the pool), commits"),
+]
+
+
+def thread_group(comm):
+    for prefix, name in THREAD_GROUPS:
+        if comm.startswith(prefix) or (prefix == "qos" and "qos" in comm):
+            return name
+    return "other"
 
 
 def malloc_counts():
@@ -591,6 +619,14 @@ def report(results):
                 "share of the process's CPU samples by module.", "", "| module | share |", "| --- | ---: |"]
         for name, percent in sorted(p["groups"].items(), key=lambda kv: -kv[1]):
             out.append(f"| {name} | {percent:.1f}% |")
+        if p.get("threads"):
+            per_event = p.get("cpuPerEvent")
+            out += ["", "By thread" + (f" (the run took {per_event:.1f} µs of the worker's CPU per event)" if per_event
+                                       else "") + ":", "",
+                    "| thread | share | µs per event |", "| --- | ---: | ---: |"]
+            for name, percent in sorted(p["threads"].items(), key=lambda kv: -kv[1]):
+                micros = f"{per_event * percent / 100:.1f}" if per_event else "-"
+                out.append(f"| {name} | {percent:.1f}% | {micros} |")
         out += ["", "Top symbols:", "", "| share | module | symbol |", "| ---: | --- | --- |"]
         for percent, group, symbol in p["top"]:
             out.append(f"| {percent:.1f}% | {group.split(' (')[0]} | `{symbol}` |")
