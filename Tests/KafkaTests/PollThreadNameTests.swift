@@ -36,5 +36,6 @@ struct PollThreadNameTests {
         #expect(names.contains("kafka-producer"), "\(names)")
         await consumer.close()
         await producer.close()
+        withExtendedLifetime(cluster) {}  // the brokers outlive their clients
     }
 }
