@@ -1,18 +1,13 @@
 import Foundation
 import Kafka
+import TestPeers
 import Testing
 
 /// The names the system gives this process's threads now (`/proc/self/task/*/comm`), as `top -H` and
 /// `ps -L` show them.
 private func threadNames() -> [String] {
     let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-    return tasks.compactMap { task in
-        guard let handle = FileHandle(forReadingAtPath: "/proc/self/task/\(task)/comm") else { return nil }
-        defer { try? handle.close() }
-        return (try? handle.readToEnd()).map {
-            String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        }
-    }
+    return tasks.compactMap { fileText("/proc/self/task/\($0)/comm")?.trimmingCharacters(in: .whitespacesAndNewlines) }
 }
 
 @Suite("Thread names", .timeLimit(.minutes(1)))
