@@ -1,4 +1,5 @@
 import Foundation
+import APNsSimulator
 import JSONSchema
 import Kafka
 import ReliabilityMatrix
@@ -39,6 +40,13 @@ struct ContractTests {
         )
     }
 
+    /// An event whose record's key is not its id.
+    static func keyed(_ key: String, id: String, token: Int, _ members: String) -> KafkaProducerMessage {
+        var message = event(id, token: token, members)
+        message.key = Array(key.utf8)
+        return message
+    }
+
     /// A Live Activity update broadcast to `channel` (the bare bundle id, priority and expiration).
     static func broadcast(_ id: String, channel: String, expiration: Int = 0) -> KafkaProducerMessage {
         let payload = #"{"aps":{"timestamp":1767225600,"event":"update","content-state":{"score":"2-1"}}}"#
@@ -74,6 +82,18 @@ struct ContractTests {
         simulator.faults.script(deviceToken: Samples.deviceToken(9), Array(repeating: .tooManyRequests, count: 5))
         simulator.faults.script(deviceToken: Samples.deviceToken(10), Array(repeating: .internalServerError, count: 5))
         simulator.faults.script(deviceToken: Samples.deviceToken(11), Array(repeating: .serviceUnavailable, count: 5))
+        // Answers the worker retries besides 429, 500 and 503, until retries or the expiration run
+        // out: a 5xx Apple's tables do not list (a gateway's), 400 IdleTimeout (the connection's,
+        // not the notification's) and 403 UnrelatedKeyIdInToken; and a 4xx Apple's tables do not list,
+        // which is not retried.
+        let badGateway = SimulatorReason("BadGateway", status: 502)
+        simulator.faults.script(deviceToken: Samples.deviceToken(18), Array(repeating: badGateway, count: 5))
+        simulator.faults.script(deviceToken: Samples.deviceToken(19), Array(repeating: .idleTimeout, count: 5))
+        simulator.faults.script(
+            deviceToken: Samples.deviceToken(20), Array(repeating: .unrelatedKeyIdInToken, count: 5))
+        simulator.faults.script(deviceToken: Samples.deviceToken(21), Array(repeating: badGateway, count: 5))
+        simulator.faults.script(deviceToken: Samples.deviceToken(22), Array(repeating: .idleTimeout, count: 5))
+        simulator.faults.script(deviceToken: Samples.deviceToken(23), [SimulatorReason("Unauthorized", status: 401)])
         // Broadcast channels: one that stores nothing (expiration must be 0), one deleted, and one
         // whose broadcasts meet 503s until retries run out.
         let channel = try simulator.channels.create(bundleID: EmbeddedStack.bundleID, storagePolicy: .noMessageStored)
@@ -102,6 +122,12 @@ struct ContractTests {
             (Self.event("exhausted-429", token: 9, alert), .failed, "TooManyRequests"),
             (Self.event("exhausted-500", token: 10, alert), .failed, "InternalServerError"),
             (Self.event("expired", token: 11, #""expiration":1,"# + alert), .expired, "ServiceUnavailable"),
+            (Self.event("exhausted-502", token: 18, alert), .failed, "BadGateway"),
+            (Self.event("exhausted-idle", token: 19, alert), .failed, "IdleTimeout"),
+            (Self.event("exhausted-unrelated-key", token: 20, alert), .failed, "UnrelatedKeyIdInToken"),
+            (Self.event("expired-502", token: 21, #""expiration":1,"# + alert), .expired, "BadGateway"),
+            (Self.event("expired-idle", token: 22, #""expiration":1,"# + alert), .expired, "IdleTimeout"),
+            (Self.event("rejected-401", token: 23, alert), .rejected, "Unauthorized"),
             (
                 Samples.alert(
                     id: "stale", deviceToken: Samples.deviceToken(13),
@@ -123,6 +149,12 @@ struct ContractTests {
             ),
             (Self.event("schema", token: 14, #""pushType":"alert","payload":{"aps":{}}"#), .invalid, "schema"),
             (Self.event("priority", token: 15, #""priority":"10","# + alert), .invalid, "schema"),
+            // A member name with a space: the detail's JSON pointer holds it as it is.
+            (Self.event("member-name", token: 24, #""two words":1,"# + alert), .invalid, "schema"),
+            // Ids the event schema refuses (empty, longer than 256): results and dead letters carry
+            // them as they were read. The empty one is found by its record's key.
+            (Self.keyed("empty-id", id: "", token: 25, alert), .invalid, "schema"),
+            (Self.event(String(repeating: "i", count: 300), token: 26, alert), .invalid, "schema"),
             (
                 Self.event("payload-size", token: 16, #""pushType":"alert","payload":{"aps":{"alert":"\#(big)"}}"#),
                 .invalid, "payloadTooLarge"

@@ -65,6 +65,38 @@ struct ResultEventTests {
         #expect((message.value?.count ?? 0) < 1_000)
     }
 
+    @Test("an event id too empty to key by: the result keeps its record's key, and says the id as it was")
+    func emptyEventID() throws {
+        var result = EventResult(eventID: "", outcome: .invalid, attempts: 0)
+        result.reason = "schema"
+        result.detail = "/id: string is 0 characters long, less than the minimum of 1"
+        let message = ResultEvent.message(
+            for: result, source: Self.source, latency: .milliseconds(1), completedAt: Date(), topic: "results")
+        #expect(message.key == Self.source.key)
+        let value = try JSONParser.parse(message.value ?? [])
+        #expect(value["eventId"]?.stringValue == "")
+        #expect(EventSchemas.resultEvent.validate(value, mode: .allErrors).isEmpty)
+    }
+
+    @Test("a degraded dead letter stays small: an event id longer than 256 bytes is left out, a short one kept")
+    func degradedDeadLetterEventID() {
+        for (id, kept) in [(String(repeating: "i", count: 300), false), ("e-1", true)] {
+            var result = EventResult(eventID: id, outcome: .invalid, attempts: 0)
+            result.reason = "schema"
+            result.detail = "/id: string is too long"
+            result.deadLetter = .schema
+            let source = KafkaConsumerMessage(
+                topic: "events", partition: 1, offset: 7, key: Array("k".utf8), value: Array("{}".utf8))
+            let full = DeadLetterRecord.message(
+                for: source, result: result, reason: .schema, consumerGroup: "g", topic: "dead", now: Date())
+            #expect(full.headers.lastString(DeadLetterHeader.eventID) == id)
+            let degraded = DeadLetterRecord.degraded(
+                full, source: source, error: KafkaError(code: .messageSizeTooLarge, message: "too large"))
+            #expect(degraded.headers.lastString(DeadLetterHeader.eventID) == (kept ? id : nil), "\(id.count)")
+            #expect(degraded.headers.lastString(DeadLetterHeader.reason) == "schema")
+        }
+    }
+
     @Test("every outcome validates and says what the result says")
     func everyOutcome() throws {
         let completedAt = Date(timeIntervalSince1970: 1_795_421_717.123)

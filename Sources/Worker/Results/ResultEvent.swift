@@ -9,8 +9,9 @@ package enum ResultEvent {
     static func message(
         for result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String
     ) -> KafkaProducerMessage {
-        // Keyed by event id; an invalid event whose id could not be read keeps its record's key.
-        let key = result.eventID.map { Array($0.utf8) } ?? source.key
+        // Keyed by event id; an invalid event whose id could not be read, or is empty (no key to
+        // partition or compact by), keeps its record's key.
+        let key = result.eventID.flatMap { $0.isEmpty ? nil : Array($0.utf8) } ?? source.key
         return KafkaProducerMessage(
             topic: topic, key: key,
             value: value(for: result, source: source, latency: latency, completedAt: completedAt),
