@@ -90,7 +90,7 @@ test: deps-test deps-tansu
 	echo "all test targets passed"
 
 test-kafka: deps-test deps-tansu
-	$(SWIFT) test $(SWIFT_FLAGS) --filter KafkaTests
+	$(SWIFT) test $(SWIFT_FLAGS) --no-parallel --filter KafkaTests
 
 # The reliability matrix (docs/reliability.md): every scenario of things going wrong, on the mock
 # cluster and on Tansu, one bounded run each, then a table; fails when any row lost an event.
