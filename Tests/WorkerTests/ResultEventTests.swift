@@ -78,12 +78,16 @@ struct ResultEventTests {
         #expect(EventSchemas.resultEvent.validate(value, mode: .allErrors).isEmpty)
     }
 
-    @Test("a degraded dead letter stays small: an event id longer than 256 bytes is left out, a short one kept")
+    @Test(
+        "a degraded dead letter stays small: an event id longer than 256 bytes left out, a short one kept; dlq-detail cut short"
+    )
     func degradedDeadLetterEventID() {
+        // A member name as long as the record allows makes a detail as long (its JSON pointer).
+        let longDetail = "/" + String(repeating: "n", count: 10_000) + ": property is not allowed"
         for (id, kept) in [(String(repeating: "i", count: 300), false), ("e-1", true)] {
             var result = EventResult(eventID: id, outcome: .invalid, attempts: 0)
             result.reason = "schema"
-            result.detail = "/id: string is too long"
+            result.detail = kept ? "/id: string is too long" : longDetail
             result.deadLetter = .schema
             let source = KafkaConsumerMessage(
                 topic: "events", partition: 1, offset: 7, key: Array("k".utf8), value: Array("{}".utf8))
@@ -94,6 +98,8 @@ struct ResultEventTests {
                 full, source: source, error: KafkaError(code: .messageSizeTooLarge, message: "too large"))
             #expect(degraded.headers.lastString(DeadLetterHeader.eventID) == (kept ? id : nil), "\(id.count)")
             #expect(degraded.headers.lastString(DeadLetterHeader.reason) == "schema")
+            let detail = degraded.headers.lastString(DeadLetterHeader.detail)
+            #expect(detail == (kept ? result.detail : String(longDetail.prefix(ResultEvent.degradedDetailLimit)) + "…"))
         }
     }
 

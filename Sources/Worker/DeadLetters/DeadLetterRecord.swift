@@ -34,17 +34,29 @@ enum DeadLetterRecord {
 
     /// The dead letter Kafka refused as it was (`error`: too large, refused by the topic's rules),
     /// made small and valid: no value, only the `dlq-*` headers (the original headers were part of
-    /// its size; `dlq-event-id` only up to 256 bytes), the original sizes, and a key of its own where
-    /// the original was missing or long (a compacted topic refuses a record without a key). Replay
-    /// skips it: there is nothing to replay.
+    /// its size; `dlq-event-id` only up to 256 bytes, `dlq-detail` cut to 200 characters), the
+    /// original sizes, and a key of its own where the original was missing or long (a compacted
+    /// topic refuses a record without a key). Replay skips it: there is nothing to replay.
     static func degraded(_ message: KafkaProducerMessage, source: KafkaConsumerMessage, error: KafkaError)
         -> KafkaProducerMessage
     {
-        // The event id only where it is a short one, as a degraded result keeps it: an invalid
-        // event's id may be as long as its record allows.
-        var headers = message.headers.filter {
-            $0.key.hasPrefix(DeadLetterHeader.prefix)
-                && ($0.key != DeadLetterHeader.eventID || ($0.value?.count ?? 0) <= degradedKeyLimit)
+        // The event id only where it is a short one, and the detail cut short, as a degraded result
+        // keeps them: an invalid event's id, and a detail naming one of its members, may be as long
+        // as its record allows.
+        var headers: [KafkaHeader] = []
+        for header in message.headers where header.key.hasPrefix(DeadLetterHeader.prefix) {
+            switch header.key {
+            case DeadLetterHeader.eventID where (header.value?.count ?? 0) > degradedKeyLimit:
+                continue
+            case DeadLetterHeader.detail:
+                let detail = header.stringValue ?? ""
+                let limit = ResultEvent.degradedDetailLimit
+                headers.append(
+                    detail.count > limit
+                        ? KafkaHeader(key: header.key, string: String(detail.prefix(limit)) + "…") : header)
+            default:
+                headers.append(header)
+            }
         }
         func add(_ key: String, _ value: String) { headers.append(KafkaHeader(key: key, string: value)) }
         add(DeadLetterHeader.degraded, error.code.name)
