@@ -77,22 +77,17 @@ struct ReplayCommand: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "apns-worker.replay")
         logger.logLevel = .warning
-        var consumer: KafkaConsumerConfiguration
-        var producer: KafkaProducerConfiguration
+        let replayer: DeadLetterReplayer
         if let config {
             do {
-                let configuration = try WorkerConfiguration.load(path: config)
-                consumer = configuration.kafkaConsumerConfiguration
-                producer = configuration.kafkaProducerConfiguration
+                replayer = DeadLetterReplayer(configuration: try WorkerConfiguration.load(path: config), logger: logger)
             } catch {
                 FileOutput.standardError.write("\(error)\n")
                 throw ExitCode(2)
             }
         } else {
-            consumer = KafkaConsumerConfiguration(bootstrapServers: bootstrapServers!, groupID: "apns-worker-replay")
-            producer = KafkaProducerConfiguration(bootstrapServers: bootstrapServers!)
+            replayer = DeadLetterReplayer(bootstrapServers: bootstrapServers!, logger: logger)
         }
-        consumer.groupID += "-replay"
         var request = ReplayRequest(deadLetterTopic: from)
         request.targetTopic = to
         request.reasons = Set(reason.compactMap(DeadLetterReason.init))
@@ -103,9 +98,7 @@ struct ReplayCommand: AsyncParsableCommand {
         request.dryRun = dryRun
         request.maxReplays = maxReplays
         do {
-            let report = try await DeadLetterReplayer(
-                consumerConfiguration: consumer, producerConfiguration: producer, logger: logger
-            ).run(request)
+            let report = try await replayer.run(request)
             FileOutput.standardOutput.write(report.table + "\n")
         } catch let error as KafkaError {
             FileOutput.standardError.write("replay: \(error)\n")

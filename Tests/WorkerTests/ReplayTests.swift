@@ -100,6 +100,26 @@ struct ReplayDecisionTests {
             ).0.action == .noDestination)
     }
 
+    @Test("replay names the same cursors from the worker's configuration file as from bare brokers")
+    func cursorsFromEitherSettings() throws {
+        // The worker's default group: a replay run with --bootstrap-servers and one with --config
+        // of a configuration that keeps the default must resume from each other's cursors.
+        let configuration = try WorkerConfiguration.parse(ConfigurationFixtures.minimalYAML)
+        let fromFile = DeadLetterReplayer(configuration: configuration)
+        let fromBrokers = DeadLetterReplayer(bootstrapServers: "kafka-0:9092")
+        #expect(fromFile.cursorGroup(.credentials) == "apns-worker-replay.credentials")
+        #expect(fromBrokers.cursorGroup(.credentials) == "apns-worker-replay.credentials")
+        #expect(fromBrokers.consumerConfiguration.bootstrapServers == "kafka-0:9092")
+        // A configuration's own group names its own cursors, and its Kafka settings come along.
+        var pushers = configuration
+        pushers.consumer.group = "pushers"
+        pushers.kafka["security.protocol"] = "SASL_SSL"
+        let replayer = DeadLetterReplayer(configuration: pushers)
+        #expect(replayer.cursorGroup(.schema) == "pushers-replay.schema")
+        #expect(replayer.consumerConfiguration.properties["security.protocol"] == "SASL_SSL")
+        #expect(replayer.producerConfiguration.properties["security.protocol"] == "SASL_SSL")
+    }
+
     @Test("a dry run produces nothing and says what it would do")
     func dryRun() {
         var request = ReplayRequest(deadLetterTopic: "dlq")

@@ -33,6 +33,33 @@ package struct DeadLetterReplayer: Sendable {
         self.logger = logger
     }
 
+    /// Replay with the worker's Kafka settings from its configuration (brokers, security, client
+    /// properties); the cursors are named after its group, `<consumer.group>-replay.<reason>`.
+    package init(configuration: WorkerConfiguration, logger: Logger = Logger(label: "apns-worker.replay")) {
+        var consumer = configuration.kafkaConsumerConfiguration
+        consumer.groupID = Self.cursorPrefix(configuration.consumer.group)
+        self.init(
+            consumerConfiguration: consumer, producerConfiguration: configuration.kafkaProducerConfiguration,
+            logger: logger)
+    }
+
+    /// Replay with brokers alone. The cursors are the worker's default group's, so that a run from
+    /// a configuration file that keeps the default group resumes where this one stopped, and back.
+    package init(bootstrapServers: String, logger: Logger = Logger(label: "apns-worker.replay")) {
+        self.init(
+            consumerConfiguration: KafkaConsumerConfiguration(
+                bootstrapServers: bootstrapServers, groupID: Self.cursorPrefix(ConsumerSettings(topics: []).group)),
+            producerConfiguration: KafkaProducerConfiguration(bootstrapServers: bootstrapServers), logger: logger)
+    }
+
+    /// The group whose committed offsets are `reason`'s cursor.
+    package func cursorGroup(_ reason: DeadLetterReason) -> String {
+        Self.cursorGroup(consumerConfiguration.groupID, reason)
+    }
+
+    /// The prefix of the cursors' groups for a worker's consumer group.
+    static func cursorPrefix(_ workerGroup: String) -> String { workerGroup + "-replay" }
+
     package struct ReplayError: Error, CustomStringConvertible {
         package let description: String
         /// The request cannot be carried out as given (a topic that does not exist): nothing was replayed.
