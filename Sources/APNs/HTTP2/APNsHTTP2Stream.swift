@@ -153,7 +153,9 @@ struct APNsHeaderEncoder {
         block.append(":method", "POST")
         block.append(":scheme", "https")
         block.append(":authority", authority)
-        block.append(":path", neverIndex: true) { bytes in
+        // Not flagged: nghttp2 then sends :path as a literal without indexing, the form Apple asks
+        // for (flagged, it would be never indexed). authorization is never indexed either way.
+        block.append(":path", neverIndex: false) { bytes in
             bytes.append(contentsOf: "/3/device/".utf8)
             bytes.append(contentsOf: notification.deviceToken.hex.utf8)
         }
@@ -191,7 +193,7 @@ struct APNsHeaderEncoder {
         block.append(dynamicName: ":method", request.method)
         block.append(":scheme", "https")
         block.append(":authority", authority)
-        block.append(":path", request.path, neverIndex: true)
+        block.append(":path", request.path)
         for (name, value) in request.headers {
             block.append(dynamicName: name, value, neverIndex: name.hasSuffix("-id"))
         }
