@@ -38,6 +38,9 @@ struct ChannelsCommand: AsyncParsableCommand {
         /// The manager these flags describe (usage errors as `ValidationError`).
         func manager() throws -> APNsChannelManager {
             try credentials.checkOne()
+            if port != nil, host == nil {
+                throw ValidationError("--port goes with --host: Apple's hosts have their own ports")
+            }
             var configuration = APNsClientConfiguration(
                 environment: environment, host: host, port: port ?? APNsChannelManager.port(for: environment),
                 tls: APNsTLSConfiguration(trust: caFile.map { .caFile($0) } ?? .system))

@@ -29,6 +29,10 @@ struct CredentialFlags: ParsableArguments {
         if kinds.filter({ $0 }).count > 1 {
             throw ValidationError("give one credential: --key-file, --p12-file, or --cert-file with --cert-key-file")
         }
+        // Unset, the password would be empty, and the bundle fail to open with OpenSSL's words.
+        if let passwordVariable, ProcessInfo.processInfo.environment[passwordVariable] == nil {
+            throw ValidationError("--password-env: the environment variable \(passwordVariable) is not set")
+        }
     }
 
     var password: String? { passwordVariable.flatMap { ProcessInfo.processInfo.environment[$0] } }

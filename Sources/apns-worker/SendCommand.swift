@@ -19,8 +19,8 @@ struct SendCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(name: .long, help: "production or development.")
-    var environment: APNsEnvironment = .production
+    @Option(name: .long, help: "production (default) or development; an --event file says its own.")
+    var environment: APNsEnvironment?
     @Option(name: .long, help: "Override the environment's host (the simulator, a proxy).")
     var host: String?
     @Option(name: .long, help: "443 (default) or 2197; anything for the simulator.")
@@ -36,7 +36,8 @@ struct SendCommand: AsyncParsableCommand {
     var caFile: String?
     @OptionGroup var credentials: CredentialFlags
     @Option(name: .long) var topic: String?
-    @Option(name: .customLong("push-type")) var pushType: APNsPushType = .alert
+    @Option(name: .customLong("push-type"), help: "alert (default), background, voip, liveactivity, …")
+    var pushType: APNsPushType?
     @Option(name: .long) var priority: Int?
     @Option(name: .long, help: "apns-expiration: UNIX seconds, 0 = do not store.") var expiration: Int64?
     @Option(name: .customLong("collapse-id")) var collapseID: String?
@@ -62,6 +63,14 @@ struct SendCommand: AsyncParsableCommand {
             if flags.contains(where: { $0 != nil }) {
                 throw ValidationError("--event FILE carries the notification: drop the notification flags")
             }
+            // The file says where it goes (its "environment", production when absent) and its type.
+            if environment != nil {
+                throw ValidationError(
+                    "--event FILE says its environment (\"environment\", production when absent): drop --environment")
+            }
+            if pushType != nil {
+                throw ValidationError("--event FILE says its push type (\"pushType\"): drop --push-type")
+            }
         } else {
             guard topic != nil, (deviceToken == nil) != (channelID == nil), payload != nil else {
                 throw ValidationError("give --topic, --device-token (or --channel-id) and --payload, or --event FILE")
@@ -78,7 +87,7 @@ struct SendCommand: AsyncParsableCommand {
     func run() async throws {
         try checkFlags()
         var send = OneShotSend()
-        send.environment = environment
+        send.environment = environment ?? .production
         send.host = host
         send.port = port
         send.caFile = caFile
@@ -104,7 +113,7 @@ struct SendCommand: AsyncParsableCommand {
                 ?? EventFile.notification(flags: [
                     "id": apnsID ?? "apns-worker-send", "deviceToken": deviceToken, "channelId": channelID,
                     "topic": topic,
-                    "pushType": pushType.rawValue, "environment": environment.rawValue,
+                    "pushType": (pushType ?? .alert).rawValue, "environment": (environment ?? .production).rawValue,
                     "priority": priority.map(String.init), "expiration": expiration.map(String.init),
                     "collapseId": collapseID, "payload": payload,
                 ])
@@ -112,7 +121,8 @@ struct SendCommand: AsyncParsableCommand {
             send.environment = decoded.environment
         } catch {
             FileOutput.standardError.write("\(error)\n")
-            throw ExitCode(1)
+            // A file that cannot be read is a usage error; an event its rules refuse, a rejection.
+            throw ExitCode((error as? EventFile.Problem)?.unreadable == true ? 2 : 1)
         }
         let result = await send.run(prepared)
         for line in result.lines { FileOutput.standardOutput.write(line + "\n") }

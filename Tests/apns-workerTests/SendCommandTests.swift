@@ -126,6 +126,42 @@ struct SendCommandTests {
         #expect(apnsID.stderr.contains("--apns-id must be a UUID"), "\(apnsID.stderr)")
     }
 
+    @Test(
+        "flags that would be ignored are usage errors (exit 2): --environment or --push-type with --event, --port without --host, an unset --password-env; an unreadable --event file exits 2"
+    )
+    func ignoredFlagsRefused() throws {
+        let helper = WorkerCommand()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("send-flags-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let event = directory.appendingPathComponent("event.json").path
+        try Data(
+            #"{"id":"e1","deviceToken":"\#(Self.token)","topic":"com.example.app","pushType":"alert","payload":{"aps":{"alert":"hi"}}}"#
+                .utf8
+        ).write(to: URL(fileURLWithPath: event))
+        // The event file says where it goes (production when it says nothing): a development flag
+        // beside it used to be dropped without a word, and the push went to production.
+        for flags in [["--environment", "development"], ["--push-type", "background"]] {
+            let result = try helper.run(["send", "--key-file", "k.p8", "--event", event] + flags)
+            #expect(result.status == 2, "\(flags)")
+            #expect(result.stderr.contains(flags[0]), "\(flags): \(result.stderr)")
+        }
+        let unreadable = try helper.run(["send", "--key-file", "k.p8", "--event", directory.path + "/missing.json"])
+        #expect(unreadable.status == 2)
+        #expect(unreadable.stderr.contains("missing.json: cannot read the file"), "\(unreadable.stderr)")
+        let unset = try helper.run([
+            "send", "--p12-file", "c.p12", "--password-env", "APNS_WORKER_TEST_UNSET_VARIABLE", "--topic", "t",
+            "--device-token", "ab", "--payload", "{}",
+        ])
+        #expect(unset.status == 2)
+        #expect(unset.stderr.contains("APNS_WORKER_TEST_UNSET_VARIABLE is not set"), "\(unset.stderr)")
+        let port = try helper.run([
+            "channels", "list", "--bundle-id", "com.example.app", "--key-file", "k.p8", "--port", "1",
+        ])
+        #expect(port.status == 2)
+        #expect(port.stderr.contains("--port"), "\(port.stderr)")
+    }
+
     @Test("channels create, get, list and delete against the simulator, as a table and as JSON; APNs' refusal exits 1")
     func channels() throws {
         let helper = WorkerCommand()

@@ -7,6 +7,8 @@ import JSONSchema
 package enum EventFile {
     package struct Problem: Error, CustomStringConvertible {
         package let description: String
+        /// The file could not be read (a usage error), as opposed to an event its rules refuse.
+        package var unreadable = false
     }
 
     /// `apns-worker send`'s flags as a notification event (`id`, `deviceToken`, `topic`, `pushType`,
@@ -40,7 +42,7 @@ package enum EventFile {
 
     package static func notification(at path: String) throws(Problem) -> NotificationEvent {
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw Problem(description: "\(path): cannot read the file")
+            throw Problem(description: "\(path): cannot read the file", unreadable: true)
         }
         do {
             return try NotificationEventDecoder.standard.decode(Array(data))
