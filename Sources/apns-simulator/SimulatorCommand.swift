@@ -81,7 +81,7 @@ struct SimulatorCommand: AsyncParsableCommand {
         config.threads = threads
         config.allowsUnauthenticated = noAuth
         config.unknownDevices = acceptAnyDevice ? .accept : .reject
-        config.idleTimeout = try idleTimeout.map(Self.duration)
+        config.idleTimeout = try idleTimeout.map { try Self.duration($0, flag: "--idle-timeout") }
         config.clientCertificateAuthorityPEM = try clientCa.map { try String(contentsOfFile: $0, encoding: .utf8) }
         for spec in tokenKey {
             config.tokenKeys.append(try Self.tokenKey(spec))
@@ -102,17 +102,24 @@ struct SimulatorCommand: AsyncParsableCommand {
         }
         for spec in unregistered {
             let (token, since) = Self.split(spec)
-            config.unregisteredDevices[token] = since.flatMap(Double.init) ?? Date().timeIntervalSince1970
+            guard let seconds = since.map(Double.init) ?? Date().timeIntervalSince1970 else {
+                throw ValidationError("--unregistered wants TOKEN[=UNIX-SECONDS], got \(spec)")
+            }
+            config.unregisteredDevices[token] = seconds
         }
-        let simulator = try await Simulator.start(config)
+        // Every flag read before anything listens: a typo stops it without a port bound.
+        var rates: [(SimulatorReason, Double)] = []
         for spec in fault {
             let (name, rate) = Self.split(spec)
             guard let reason = SimulatorReason(named: name), let rate = rate.flatMap(Double.init) else {
                 throw ValidationError("--fault wants REASON=RATE with a reason from Apple's table, got \(spec)")
             }
-            simulator.faults.setRate(reason, rate)
+            rates.append((reason, rate))
         }
-        if let latency { simulator.faults.latency = try Self.latency(latency) }
+        let latency = try self.latency.map(Self.latency)
+        let simulator = try await Simulator.start(config)
+        for (reason, rate) in rates { simulator.faults.setRate(reason, rate) }
+        if let latency { simulator.faults.latency = latency }
         var connectionFaults = FaultInjector.ConnectionFaults()
         connectionFaults.goAwayAfter = goawayAfter
         connectionFaults.closeAfter = closeAfter
@@ -175,19 +182,20 @@ struct SimulatorCommand: AsyncParsableCommand {
         return (String(spec[..<eq]), String(spec[spec.index(after: eq)...]))
     }
 
-    static func duration(_ text: String) throws -> Duration {
+    static func duration(_ text: String, flag: String) throws -> Duration {
         let units: [(String, Double)] = [("ms", 1e-3), ("us", 1e-6), ("s", 1), ("m", 60)]
         for (suffix, scale) in units where text.hasSuffix(suffix) {
             if let value = Double(text.dropLast(suffix.count)) { return .nanoseconds(Int64(value * scale * 1e9)) }
         }
-        throw ValidationError("not a duration: \(text) (use 5ms, 2s, 1m)")
+        throw ValidationError("\(flag): not a duration: \(text) (use 5ms, 2s, 1m)")
     }
 
     static func latency(_ text: String) throws -> FaultInjector.Latency {
         if let range = text.range(of: "..") {
             return .uniform(
-                try duration(String(text[..<range.lowerBound])), try duration(String(text[range.upperBound...])))
+                try duration(String(text[..<range.lowerBound]), flag: "--latency"),
+                try duration(String(text[range.upperBound...]), flag: "--latency"))
         }
-        return .fixed(try duration(text))
+        return .fixed(try duration(text, flag: "--latency"))
     }
 }

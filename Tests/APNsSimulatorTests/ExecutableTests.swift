@@ -50,6 +50,27 @@ struct ExecutableTests {
         #expect(text.contains("410 Unregistered 1"), "\(text)")
     }
 
+    @Test(
+        "a flag it cannot read stops it before it listens, naming the flag: a fault, a latency, an unregistered time, an idle timeout"
+    )
+    func badFlagsStopBeforeListening() async throws {
+        let dir = try TemporaryDirectory()
+        let cases: [(flags: [String], named: String)] = [
+            (["--fault", "NoSuchReason=0.5"], "--fault"),
+            (["--latency", "5 parsecs"], "--latency"),
+            (["--unregistered", "\(Fixture.goneDevice)=yesterday"], "--unregistered"),
+            (["--idle-timeout", "5"], "--idle-timeout"),
+        ]
+        for (flags, named) in cases {
+            let output = try await run(
+                try simulatorExecutable(), ["--port", "0", "--tls-dir", dir.path + "/tls", "--no-auth"] + flags,
+                timeout: 30)
+            #expect(output.status != 0, "\(flags)")
+            #expect(!output.stdout.contains("listening on"), "\(flags): \(output.stdout)")
+            #expect(output.stderr.contains(named), "\(flags): \(output.stderr)")
+        }
+    }
+
     @Test("h2load gets only 200s, and recording stays bounded")
     func h2loadGetsOnly200AndRecordingStaysBounded() async throws {
         let key = TestSigningKey()
