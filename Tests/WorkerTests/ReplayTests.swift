@@ -209,6 +209,34 @@ struct ReplayRunTests {
         #expect(try await replayer.run(everything).count(.wouldReplay) == 20)
     }
 
+    @Test("a cursor Kafka will not store stops the run part-way: a replay failure (exit 1), not a usage error")
+    func failedCheckpointIsPartWay() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        for topic in ["dlq", "events"] { try cluster.createTopic(topic, partitions: 1) }
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
+        for index in 0..<4 {
+            let record = deadLetter(reason: "credentials", source: "events", offset: Int64(index))
+            _ = try await producer.send(
+                KafkaProducerMessage(topic: "dlq", key: record.key, value: record.value, headers: record.headers))
+        }
+        await producer.close()
+        var replayer = DeadLetterReplayer(
+            consumerConfiguration: KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "r"),
+            producerConfiguration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
+        replayer.checkpointInterval = 2
+        cluster.failNextRequests(.offsetCommit, with: Array(repeating: .topicAuthorizationFailed, count: 50))
+        var request = ReplayRequest(deadLetterTopic: "dlq")
+        request.reasons = [.credentials]
+        do {
+            let report = try await replayer.run(request)
+            Issue.record("the run ended as if its cursor were stored: \(report.table)")
+        } catch let error as DeadLetterReplayer.ReplayError {
+            #expect(!error.isUsageError, "\(error)")
+            #expect(error.description.contains("TOPIC_AUTHORIZATION_FAILED"), "\(error)")
+        }
+    }
+
     @Test("each reason keeps its own cursor, moved at every checkpoint; schema dead letters only when named")
     func resumeAndNamedReasons() async throws {
         let cluster = try KafkaMockCluster(brokers: 1)

@@ -82,7 +82,16 @@ package struct DeadLetterReplayer: Sendable {
                 configuration.groupID = Self.cursorGroup(consumerConfiguration.groupID, reason)
                 cursors[reason] = try KafkaConsumer(configuration: configuration, logger: logger)
             }
-            let report = try await replay(request, from: consumer, cursors: cursors)
+            let report: ReplayReport
+            do {
+                report = try await replay(request, from: consumer, cursors: cursors)
+            } catch let error as ReplayError {
+                throw error
+            } catch {
+                // Once it has started, Kafka's refusal (a cursor it will not store, a flush that
+                // timed out) stops the run part-way: the next run resumes at its last checkpoint.
+                throw ReplayError(description: "stopped part-way: \(error)")
+            }
             for opened in [consumer] + cursors.values { await opened.close() }
             return report
         } catch {
