@@ -4,35 +4,35 @@ import Foundation
 /// What `apns-worker send` does once its flags are parsed: build the client, push one notification
 /// (or broadcast), and describe the answer as lines and an exit code. The APNs library has no part
 /// of this; the event file form is decoded by the worker's event decoder before it gets here.
-struct OneShotSend: Sendable {
-    var environment: APNsEnvironment = .production
-    var host: String?
-    var port: Int = APNsEnvironment.defaultPort
-    var caFile: String?
+package struct OneShotSend: Sendable {
+    package var environment: APNsEnvironment = .production
+    package var host: String?
+    package var port: Int = APNsEnvironment.defaultPort
+    package var caFile: String?
     /// Tunnel through this HTTP proxy.
-    var proxy: APNsProxy?
+    package var proxy: APNsProxy?
     // Token authentication.
-    var teamID: String?
-    var keyID: String?
-    var keyFile: String?
+    package var teamID: String?
+    package var keyID: String?
+    package var keyFile: String?
     // Certificate authentication.
-    var certificateFile: String?
-    var certificateKeyFile: String?
-    var pkcs12File: String?
-    var pkcs12Password: String = ""
-    var timeout: Duration = .seconds(30)
+    package var certificateFile: String?
+    package var certificateKeyFile: String?
+    package var pkcs12File: String?
+    package var pkcs12Password: String = ""
+    package var timeout: Duration = .seconds(30)
 
-    init() {}
+    package init() {}
 
     /// What happened, for printing; `exitCode` is 0 on 200, 1 when APNs (or a local rule) rejected
     /// the notification, 2 for usage, configuration and connection errors.
-    struct Result: Sendable {
-        var exitCode: Int32
-        var lines: [String]
-        var response: APNsResponse?
+    package struct Result: Sendable {
+        package var exitCode: Int32
+        package var lines: [String]
+        package var response: APNsResponse?
     }
 
-    func credential() throws -> APNsCredential {
+    package func credential() throws -> APNsCredential {
         try APNsCredential.load(
             keyFile: keyFile, teamID: teamID, keyID: keyID, certificateFile: certificateFile,
             certificateKeyFile: certificateKeyFile, pkcs12File: pkcs12File, password: pkcs12Password)
@@ -40,7 +40,7 @@ struct OneShotSend: Sendable {
 
     /// Sends `push` (decoded by the worker's event decoder, from a file or from the flags) and
     /// describes the answer. Never throws: every failure becomes lines and an exit code.
-    func run(_ push: APNsPush) async -> Result {
+    package func run(_ push: APNsPush) async -> Result {
         let client: APNsClient
         do {
             try push.validate()
