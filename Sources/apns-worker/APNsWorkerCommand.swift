@@ -26,7 +26,8 @@ struct APNsWorkerCommand: AsyncParsableCommand {
 #endif
 
 /// Runs the command line with the project's exit codes: usage errors exit 2 (ArgumentParser's
-/// default is 64), so scripts see 0 valid, 1 invalid, 2 cannot tell.
+/// default is 64). Each subcommand's help gives its own codes: for `validate` 0 valid, 1 invalid,
+/// 2 cannot tell; `check` says 2 for a configuration that is not valid.
 @main
 enum Main {
     static func main() async {

@@ -11,7 +11,8 @@ struct RunCommand: AsyncParsableCommand {
         discussion: """
             Runs until SIGTERM or SIGINT, then drains in-flight events, commits and leaves the group; a
             second signal exits at once. Configuration: docs/configuration.md. Exit status: 0 after a
-            clean shutdown, 1 when the worker failed, 2 for configuration errors.
+            clean shutdown, 1 when the worker failed, 2 for configuration errors, 130 when a second
+            signal cut the drain short.
             """
     )
 
