@@ -30,7 +30,10 @@ struct ChannelsCommand: AsyncParsableCommand {
             name: .customLong("ca-file"),
             help: ArgumentHelp("Trust these roots (PEM) instead of the system store.", valueName: "FILE"))
         var caFile: String?
-        @Option(help: ArgumentHelp("Tunnel through this HTTP proxy (CONNECT).", valueName: "URL"))
+        @Option(
+            help: ArgumentHelp(
+                "Tunnel through this HTTP proxy (CONNECT): http://[user:password@]host[:port]. Without it, HTTPS_PROXY (unless NO_PROXY exempts the host), as the worker does.",
+                valueName: "URL"))
         var proxy: String?
         @OptionGroup var credentials: CredentialFlags
         @Flag(help: "Print JSON instead of a table.") var json = false
@@ -51,6 +54,10 @@ struct ChannelsCommand: AsyncParsableCommand {
                 } catch {
                     throw ValidationError("--proxy: \(error)")
                 }
+            } else {
+                configuration.proxy = try APNsSettings.environmentProxy(
+                    forHost: host ?? APNsChannelManager.host(for: environment),
+                    environment: ProcessInfo.processInfo.environment)
             }
             return try APNsChannelManager(configuration: configuration, credential: credentials.credential())
         }

@@ -28,7 +28,8 @@ struct SendCommand: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Tunnel through this HTTP proxy (CONNECT): http://[user:password@]host[:port].", valueName: "URL"))
+            "Tunnel through this HTTP proxy (CONNECT): http://[user:password@]host[:port]. Without it, HTTPS_PROXY (unless NO_PROXY exempts the host), as the worker does.",
+            valueName: "URL"))
     var proxy: String?
     @Option(
         name: .customLong("ca-file"),
@@ -123,6 +124,15 @@ struct SendCommand: AsyncParsableCommand {
             FileOutput.standardError.write("\(error)\n")
             // A file that cannot be read is a usage error; an event its rules refuse, a rejection.
             throw ExitCode((error as? EventFile.Problem)?.unreadable == true ? 2 : 1)
+        }
+        if send.proxy == nil {
+            do {
+                send.proxy = try APNsSettings.environmentProxy(
+                    forHost: host ?? send.environment.host, environment: ProcessInfo.processInfo.environment)
+            } catch {
+                FileOutput.standardError.write("configuration error: \(error) (or give --proxy)\n")
+                throw ExitCode(2)
+            }
         }
         let result = await send.run(prepared)
         for line in result.lines { FileOutput.standardOutput.write(line + "\n") }

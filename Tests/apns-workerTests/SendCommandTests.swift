@@ -107,6 +107,39 @@ struct SendCommandTests {
         #expect(missingKey.stdout.contains("missing.p8"), "\(missingKey.stdout)")
     }
 
+    @Test(
+        "without --proxy, send goes through HTTPS_PROXY as the worker does (a real CONNECT proxy), not where NO_PROXY exempts the host; a bad HTTPS_PROXY is a configuration error naming it"
+    )
+    func environmentProxy() throws {
+        let helper = WorkerCommand()
+        let key = try helper.temporaryFile("AuthKey.p8", P256.Signing.PrivateKey().pemRepresentation)
+        let directory = URL(fileURLWithPath: key).deletingLastPathComponent().path
+        let simulator = try Simulator(directory: directory, keyFile: key)
+        let proxy = try TinyProxy(username: "relay", password: "s3cret")
+        defer { proxy.stop() }
+        let arguments = [
+            "send", "--host", "127.0.0.1", "--port", "\(simulator.port)", "--ca-file", directory + "/tls/ca.pem",
+            "--key-file", key, "--team-id", "ABCDE12345", "--key-id", "KEY1234567", "--topic", "com.example.app",
+            "--device-token", Self.token, "--payload", #"{"aps":{"alert":"hi"}}"#,
+        ]
+        let viaProxy = try helper.run(
+            arguments,
+            environment: ["HTTPS_PROXY": "http://relay:s3cret@127.0.0.1:\(proxy.port)", "NO_PROXY": "", "no_proxy": ""])
+        #expect(viaProxy.status == 0, "\(viaProxy.stdout) \(viaProxy.stderr)")
+        #expect(viaProxy.stdout.contains("outcome: delivered"), "\(viaProxy.stdout)")
+        let tunnels = proxy.log.split(separator: "\n").filter { $0.contains("CONNECT") && $0.contains("Request") }
+        #expect(tunnels.count == 1, "tinyproxy's CONNECTs: \(proxy.log.suffix(2000))")
+        // NO_PROXY names the host: straight there, no second tunnel.
+        let exempt = try helper.run(
+            arguments,
+            environment: ["HTTPS_PROXY": "http://relay:s3cret@127.0.0.1:\(proxy.port)", "NO_PROXY": "127.0.0.1"])
+        #expect(exempt.status == 0, "\(exempt.stdout) \(exempt.stderr)")
+        #expect(proxy.log.split(separator: "\n").filter { $0.contains("CONNECT") && $0.contains("Request") }.count == 1)
+        let bad = try helper.run(arguments, environment: ["HTTPS_PROXY": "socks5://127.0.0.1:1", "NO_PROXY": ""])
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains("HTTPS_PROXY"), "\(bad.stderr)")
+    }
+
     @Test("two credentials, an unknown flag, a bad --apns-id: usage errors (exit 2) that say so")
     func usageErrors() throws {
         let helper = WorkerCommand()

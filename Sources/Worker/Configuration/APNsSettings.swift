@@ -31,21 +31,42 @@ package struct APNsSettings: Sendable, Hashable {
         case .none: return nil
         case .url(let proxy): return proxy
         case .environment:
-            guard
-                let (name, text) = ["HTTPS_PROXY", "https_proxy"].lazy.compactMap({ name in
-                    environment[name].map { (name, $0) }
-                }).first, !text.isEmpty
-            else { return nil }
-            let exemptions = environment["NO_PROXY"] ?? environment["no_proxy"] ?? ""
-            if APNsProxy.isExempt(host, noProxy: exemptions) { return nil }
             do {
-                return try APNsProxy(url: text)
+                return try Self.environmentProxy(forHost: host, environment: environment)
             } catch {
                 throw ConfigurationError(
-                    code: .invalidValue, keyPath: "apns.proxy", environmentVariable: name,
-                    message: "\(error) (apns.proxy is environment; set it to none to ignore \(name))")
+                    code: .invalidValue, keyPath: "apns.proxy", environmentVariable: error.variable,
+                    message: "\(error.problem) (apns.proxy is environment; set it to none to ignore \(error.variable))")
             }
         }
+    }
+
+    /// The proxy `HTTPS_PROXY` (or `https_proxy`) names for `host`, unless `NO_PROXY` (or
+    /// `no_proxy`) exempts it, as curl and Go read them; `nil` when none applies. The worker's
+    /// `apns.proxy: environment` and `apns-worker send` and `channels` without `--proxy` use it.
+    package static func environmentProxy(
+        forHost host: String, environment: [String: String]
+    ) throws(EnvironmentProxyError) -> APNsProxy? {
+        guard
+            let (name, text) = ["HTTPS_PROXY", "https_proxy"].lazy.compactMap({ name in
+                environment[name].map { (name, $0) }
+            }).first, !text.isEmpty
+        else { return nil }
+        let exemptions = environment["NO_PROXY"] ?? environment["no_proxy"] ?? ""
+        if APNsProxy.isExempt(host, noProxy: exemptions) { return nil }
+        do {
+            return try APNsProxy(url: text)
+        } catch {
+            throw EnvironmentProxyError(variable: name, problem: "\(error)")
+        }
+    }
+
+    /// A proxy variable that holds no proxy URL this client can use: which one, and why (never its
+    /// value, which may carry a password).
+    package struct EnvironmentProxyError: Error, CustomStringConvertible {
+        package let variable: String
+        package let problem: String
+        package var description: String { "\(variable): \(problem)" }
     }
 
     /// What a connection verifies APNs' certificate against: the system store, plus `caFile`.

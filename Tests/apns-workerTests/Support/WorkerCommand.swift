@@ -25,8 +25,11 @@ struct WorkerCommand {
 
     /// The binary with `arguments` (and `stdin`), to its end; spawned without Foundation's
     /// `Process`, whose `run()` crashes now and then on Linux (see `spawnAndWait`).
-    func run(_ arguments: [String], stdin: String? = nil) throws -> Run {
-        let program = try spawnAndWait(Self.binary.path, arguments, stdin: Array((stdin ?? "").utf8), timeout: 120)
+    /// `environment`: added to this process's own (the binary inherits both).
+    func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> Run {
+        let inherited = ProcessInfo.processInfo.environment.merging(environment) { _, added in added }
+        let program = try spawnAndWait(
+            Self.binary.path, arguments, environment: inherited, stdin: Array((stdin ?? "").utf8), timeout: 120)
         return Run(status: program.status, stdout: program.stdout, stderr: program.stderr)
     }
 
