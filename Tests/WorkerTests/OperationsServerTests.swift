@@ -266,6 +266,12 @@ struct OperationsServerTests {
             #expect(text.contains(#"apns_worker_build_info{version="\#(WorkerVersion.current)"} 1"#))
             #expect(text.contains(#"apns_worker_credential_outcomes_total{credential="app",outcome="failed"} 1"#))
             #expect(text.contains(#"apns_worker_credential_outcomes_total{credential="app",outcome="delivered"} 0"#))
+            // Every dlq-reason from the start, so rate() counts its first dead letter after a restart.
+            for reason in DeadLetterReason.allCases where reason != .schema {
+                #expect(
+                    text.contains(#"apns_worker_dead_letters_total{reason="\#(reason.rawValue)"} 0"#),
+                    "no series at 0 for \(reason.rawValue)")
+            }
             let lines = text.split(separator: "\n")
             for (index, line) in lines.enumerated() where line.hasPrefix("# TYPE ") {
                 let name = line.split(separator: " ")[2]

@@ -12,7 +12,7 @@ package final class WorkerMetrics: Sendable {
     /// Label values known up front; their series exist (at 0) from the start, so dashboards and
     /// alerts see them before the first event.
     package static let outcomes = ["delivered", "unregistered", "rejected", "failed", "expired", "invalid"]
-    package static let deadLetterReasons = ["malformed-json", "schema", "rule", "credentials", "retries-exhausted"]
+    package static let deadLetterReasons = DeadLetterReason.allCases.map(\.rawValue)
     package static let retryCauses = [
         "too-many-requests", "server-error", "unavailable", "transport", "timeout", "provider-token",
     ]
