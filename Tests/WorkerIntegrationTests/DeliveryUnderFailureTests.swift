@@ -2,6 +2,7 @@ import APNsSimulator
 import Foundation
 import ReliabilityMatrix
 import Kafka
+import NIOConcurrencyHelpers
 import Testing
 import Worker
 import WorkerDemo
@@ -187,6 +188,34 @@ struct DeliveryUnderFailureTests {
         let results = try await harness.results(100)
         try await next.stop()
         #expect(Set(results.compactMap(\.eventID)).count == 100, "every event ends with a result")
+    }
+
+    // A fatal producer error can come before the consumer exists (the idempotent producer's set-up
+    // refused as it starts): the stop it begins found no consumer to close, and the worker then
+    // read nothing, committed nothing and never ended.
+    @Test("a stop begun before the consumer exists still ends the worker")
+    func stopBeforeTheConsumerExists() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        try await harness.produce((0..<10).map { Self.event("s-\($0)", token: $0 + 1, partition: nil) })
+        let configuration = try harness.stack.configuration(group: "early-stop", maxInFlight: 20)
+        let assembly = try WorkerRuntime.assemble(configuration, logger: harness.logger)
+        assembly.pipeline.beginShutdown()
+        let serviceGroup = assembly.serviceGroup(handlingSignals: false)
+        let ended = NIOLockedValueBox(false)
+        let task = Task {
+            defer { ended.withLockedValue { $0 = true } }
+            try await serviceGroup.run()
+        }
+        do {
+            try await eventually(30, "the worker ended") { ended.withLockedValue { $0 } }
+        } catch {
+            await serviceGroup.triggerGracefulShutdown()
+            task.cancel()
+            throw error
+        }
+        _ = await task.result
+        #expect(assembly.pipeline.ownedPartitions == 0)
     }
 
     // SIGTERM while the reader waited at the in-flight bound under a 503 storm: the reader was

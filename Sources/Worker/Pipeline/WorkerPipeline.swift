@@ -87,9 +87,16 @@ package final class WorkerPipeline: Service, Sendable {
             configuration: consumerConfiguration, rebalanceHandler: rebalance,
             statisticsHandler: { observer.lag($0) }, logger: logger)
         consumerBox.withLockedValue { $0 = consumer }
-        try consumer.subscribe(topics: configuration.inputTopics)
-        logger.info(
-            "consuming \(configuration.inputTopics.joined(separator: ", ")) as group \(consumerConfiguration.groupID)")
+        // A stop begun before this (a fatal producer error as the producer starts) found no
+        // consumer to close: close it now, or the reader would wait for records it must not take.
+        if state.withLockedValue({ $0.isStopping }) {
+            Task { await consumer.close() }
+        } else {
+            try consumer.subscribe(topics: configuration.inputTopics)
+            logger.info(
+                "consuming \(configuration.inputTopics.joined(separator: ", ")) as group \(consumerConfiguration.groupID)"
+            )
+        }
 
         // Cancelled (another service of the group failed): the same orderly stop as a signal.
         await withTaskCancellationHandler {
