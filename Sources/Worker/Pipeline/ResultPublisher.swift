@@ -134,6 +134,9 @@ final class ResultPublisher: Sendable {
         }
     }
 
+    /// Whether `topic` refuses every record now, as far as this publisher has seen.
+    func isBlocked(_ topic: String) -> Bool { blockedTopics.contains(topic) }
+
     private func stored(_ attempt: Attempt) {
         if attempt.failing { observer.producerRecovered() }
         if blockedTopics.any, blockedTopics.remove(attempt.message.topic) {
@@ -189,6 +192,8 @@ private final class BlockedTopicCount: Sendable {
     private let topics = NIOLockedValueBox<Set<String>>([])
 
     var any: Bool { count.load(ordering: .acquiring) > 0 }
+
+    func contains(_ topic: String) -> Bool { topics.withLockedValue { $0.contains(topic) } }
 
     /// Returns true if the topic was not blocked yet.
     func insert(_ topic: String) -> Bool {

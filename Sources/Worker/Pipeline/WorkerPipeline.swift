@@ -29,6 +29,8 @@ package final class WorkerPipeline: Service, Sendable {
     private let failure = NIOLockedValueBox<(any Error)?>(nil)
     private let periodicCommitPending = Atomic<Bool>(false)
     private let producerBox = NIOLockedValueBox<KafkaProducer?>(nil)
+    /// Read by `publisherReported`: a report is applied as the publisher's state is then.
+    private let publisherBox = NIOLockedValueBox<ResultPublisher?>(nil)
     /// Steps taken (records admitted, APNs answers, publish attempts), for liveness.
     private let progress = ProgressCounter()
 
@@ -80,6 +82,7 @@ package final class WorkerPipeline: Service, Sendable {
         let publisher = ResultPublisher(
             producer: producer, scheduler: scheduler, observer: observer, logger: logger, progress: progress,
             report: { [weak self] report in self?.publisherReported(report) })
+        publisherBox.withLockedValue { $0 = publisher }
         let (commitRequests, commitQueue) = AsyncStream<CommitRequest>.makeStream()
         let rebalance = RebalanceBridge(pipeline: self, commits: commitQueue)
         let observer = self.observer
@@ -422,17 +425,32 @@ package final class WorkerPipeline: Service, Sendable {
     // MARK: output topics
 
     private func publisherReported(_ report: ResultPublisher.Report) {
+        let topic: String
         switch report {
-        case .blocked(let topic, let error):
+        case .fatal(let error):
+            fail(error)
+            return
+        case .blocked(let refusing, let error):
+            topic = refusing
             logger.error("\(topic) refuses every record (\(error)); input stops until it takes records again")
-            if state.withLockedValue({ $0.block(topic, now: .now) }) { observer.pausedChanged(true) }
-        case .unblocked(let topic):
+        case .unblocked(let taking):
+            topic = taking
             logger.info("\(topic) takes records again; input resumes")
+        }
+        // Refusals (reported from the reader's, an event loop's or the scheduler's thread) and
+        // acknowledgements (from the producer's poll thread) of one topic race, and their reports can
+        // arrive here in the other order. Each is applied as the publisher's state is now, not as
+        // the report says, so the last one applied leaves the pipeline agreeing with the publisher:
+        // held while the topic is blocked, flowing once it is not.
+        var blocked = true
+        if case .unblocked = report { blocked = false }
+        if let publisher = publisherBox.withLockedValue({ $0 }) { blocked = publisher.isBlocked(topic) }
+        if blocked {
+            if state.withLockedValue({ $0.block(topic, now: .now) }) { observer.pausedChanged(true) }
+        } else {
             let action = state.withLockedValue { $0.unblock(topic) }
             if action.inputFlows { observer.pausedChanged(false) }
             action.resume?.resume()
-        case .fatal(let error):
-            fail(error)
         }
     }
 
