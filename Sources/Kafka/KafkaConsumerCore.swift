@@ -46,7 +46,7 @@ final class KafkaConsumerCore: Sendable {
     /// The thread holds the client and this core until `close()` ends its loop.
     func startPolling(_ client: RDKafkaClient) {
         let thread = Thread { [self] in
-            Thread.current.name = Self.pollThreadName
+            nameCurrentThread(Self.pollThreadName)
             pollLoop(client)
         }
         thread.start()

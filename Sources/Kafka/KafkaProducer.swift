@@ -179,7 +179,7 @@ private final class ProducerPoller: Sendable {
 
     init(client: RDKafkaClient, releaseSweep: Duration) {
         let thread = Thread { [self] in
-            Thread.current.name = Self.threadName
+            nameCurrentThread(Self.threadName)
             let clock = ContinuousClock()
             var lastSweep = clock.now
             while !stopRequested.load(ordering: .acquiring) {
