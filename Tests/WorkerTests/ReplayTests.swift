@@ -209,14 +209,15 @@ struct ReplayRunTests {
         #expect(try await replayer.run(everything).count(.wouldReplay) == 20)
     }
 
-    @Test("a cursor Kafka will not store stops the run part-way: a replay failure (exit 1), not a usage error")
-    func failedCheckpointIsPartWay() async throws {
+    /// A mock cluster whose one-partition "dlq" topic holds a dead letter from "events" per reason
+    /// given (offsets 0, 1, …), and a replayer for it that checkpoints every 2 records.
+    static func deadLetterTopic(reasons: [String]) async throws -> (KafkaMockCluster, DeadLetterReplayer) {
         let cluster = try KafkaMockCluster(brokers: 1)
         for topic in ["dlq", "events"] { try cluster.createTopic(topic, partitions: 1) }
         let producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
-        for index in 0..<4 {
-            let record = deadLetter(reason: "credentials", source: "events", offset: Int64(index))
+        for (index, reason) in reasons.enumerated() {
+            let record = deadLetter(reason: reason, source: "events", offset: Int64(index))
             _ = try await producer.send(
                 KafkaProducerMessage(topic: "dlq", key: record.key, value: record.value, headers: record.headers))
         }
@@ -225,6 +226,12 @@ struct ReplayRunTests {
             consumerConfiguration: KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "r"),
             producerConfiguration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
         replayer.checkpointInterval = 2
+        return (cluster, replayer)
+    }
+
+    @Test("a cursor Kafka will not store stops the run part-way: a replay failure (exit 1), not a usage error")
+    func failedCheckpointIsPartWay() async throws {
+        let (cluster, replayer) = try await Self.deadLetterTopic(reasons: Array(repeating: "credentials", count: 4))
         cluster.failNextRequests(.offsetCommit, with: Array(repeating: .topicAuthorizationFailed, count: 50))
         var request = ReplayRequest(deadLetterTopic: "dlq")
         request.reasons = [.credentials]
@@ -239,21 +246,8 @@ struct ReplayRunTests {
 
     @Test("each reason keeps its own cursor, moved at every checkpoint; schema dead letters only when named")
     func resumeAndNamedReasons() async throws {
-        let cluster = try KafkaMockCluster(brokers: 1)
-        for topic in ["dlq", "events"] { try cluster.createTopic(topic, partitions: 1) }
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
-        for index in 0..<10 {
-            let record = deadLetter(
-                reason: index < 5 ? "credentials" : "schema", source: "events", offset: Int64(index))
-            _ = try await producer.send(
-                KafkaProducerMessage(topic: "dlq", key: record.key, value: record.value, headers: record.headers))
-        }
-        await producer.close()
-        var replayer = DeadLetterReplayer(
-            consumerConfiguration: KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "r"),
-            producerConfiguration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
-        replayer.checkpointInterval = 2
+        let (cluster, replayer) = try await Self.deadLetterTopic(
+            reasons: Array(repeating: "credentials", count: 5) + Array(repeating: "schema", count: 5))
 
         var credentials = ReplayRequest(deadLetterTopic: "dlq")
         credentials.reasons = [.credentials]
@@ -273,6 +267,7 @@ struct ReplayRunTests {
         #expect(third.scanned == 10)
         #expect(third.count(.replayedBefore) == 5)
         #expect(third.count(.replayed) == 0)
+        withExtendedLifetime(cluster) {}  // the brokers outlive the runs
     }
 
     @Test("a dead-letter or target topic that does not exist is an error, and is not created")
