@@ -38,7 +38,9 @@ package struct WorkerConfiguration: Sendable {
 /// `consumer:`
 package struct ConsumerSettings: Sendable, Hashable {
     /// Consumer group id.
-    package var group: String = "apns-worker"
+    package var group: String = Self.defaultGroup
+    /// `consumer.group` when the file names none; replay's cursors are named after it too.
+    package static let defaultGroup = "apns-worker"
     /// Input topics (at least one).
     package var topics: [String]
     /// Records handed over by librdkafka and not yet dispatched.

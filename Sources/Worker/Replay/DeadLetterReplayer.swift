@@ -48,7 +48,7 @@ package struct DeadLetterReplayer: Sendable {
     package init(bootstrapServers: String, logger: Logger = Logger(label: "apns-worker.replay")) {
         self.init(
             consumerConfiguration: KafkaConsumerConfiguration(
-                bootstrapServers: bootstrapServers, groupID: Self.cursorPrefix(ConsumerSettings(topics: []).group)),
+                bootstrapServers: bootstrapServers, groupID: Self.cursorPrefix(ConsumerSettings.defaultGroup)),
             producerConfiguration: KafkaProducerConfiguration(bootstrapServers: bootstrapServers), logger: logger)
     }
 
