@@ -48,6 +48,11 @@ extension KafkaConsumerCore {
         /// revokes its partitions.
         private(set) var assigned: Set<KafkaTopicPartition> = []
         private var pausedByCaller: Set<KafkaTopicPartition> = []
+        /// Grows at every change of the assignment (an assignment or a revocation); each record is
+        /// stamped with it as it is buffered (`KafkaConsumerMessage.tenure`). The rebalance callbacks
+        /// and the buffering both run on the poll thread, so a record's stamp says which tenure of its
+        /// partition fetched it.
+        private(set) var tenure: UInt64 = 0
 
         /// The poll thread's life, apart from the sequence's: the sequence may end (a fatal error)
         /// while the thread still runs, and the thread ends only after leaving the group.
@@ -115,6 +120,8 @@ extension KafkaConsumerCore {
         /// the rate (Benchmarks/README.md, "The consumer's two speeds").
         mutating func push(_ message: KafkaConsumerMessage) -> PushAction {
             guard case .open = phase else { return .dropped }
+            var message = message
+            message.tenure = tenure
             buffer.append(message)
             bufferedBytes += message.byteCount
             return .buffered(full: isFull)
@@ -159,8 +166,12 @@ extension KafkaConsumerCore {
             return true
         }
 
-        mutating func assign(_ partitions: [KafkaTopicPartition]) {
+        /// Returns the new assignment's tenure.
+        @discardableResult
+        mutating func assign(_ partitions: [KafkaTopicPartition]) -> UInt64 {
+            tenure += 1
             assigned.formUnion(partitions)
+            return tenure
         }
 
         /// Forgets revoked partitions, and drops their records not yet handed over: they were never seen
@@ -168,6 +179,7 @@ extension KafkaConsumerCore {
         /// Returns whether the desired pause set changed.
         mutating func revoke(_ partitions: [KafkaTopicPartition]) -> Bool {
             let revoked = Set(partitions)
+            tenure += 1
             assigned.subtract(revoked)
             pausedByCaller.subtract(revoked)
             buffer.removeAll { revoked.contains($0.topicPartition) }

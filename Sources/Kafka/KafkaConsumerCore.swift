@@ -231,9 +231,9 @@ final class KafkaConsumerCore: Sendable {
                 let err = rd_kafka_assign(handle, list)
                 if err != RD_KAFKA_RESP_ERR_NO_ERROR { logger.error("assign: \(KafkaError(err))") }
             }
-            state.withLock { $0.assign(partitions) }
+            let tenure = state.withLock { $0.assign(partitions) }
             applyPauses(handle)
-            runHandler { await $0.partitionsAssigned(partitions) }
+            runHandler { await $0.partitionsAssigned(partitions, tenure: tenure) }
 
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             let lost = rd_kafka_assignment_lost(handle) != 0

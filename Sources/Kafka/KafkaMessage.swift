@@ -45,6 +45,11 @@ package struct KafkaConsumerMessage: Sendable, Hashable {
     package var headers: [KafkaHeader]
     /// Milliseconds since the UNIX epoch (create or log-append time), when the broker gave one.
     package var timestampMilliseconds: Int64?
+    /// The tenure the consumer fetched it in: its count of assignment changes then. The record belongs
+    /// to its partition's current tenure if this is at least the tenure the partition was last
+    /// assigned in (`KafkaRebalanceHandler.partitionsAssigned(_:tenure:)`); lower, it was fetched before
+    /// the partition was revoked or lost, whatever happened since. 0 for a record no consumer stamped.
+    package var tenure: UInt64 = 0
 
     package init(
         topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?,

@@ -217,7 +217,7 @@ struct KafkaGroupTests {
     func pollThreadLiveness() async throws {
         let cluster = try KafkaMockCluster(brokers: 1)
         let topic = uniqueName("alive")
-        try await cluster.createTopic(topic, partitions: 1)
+        try cluster.createTopic(topic, partitions: 1)
         let consumer = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: uniqueName("g")))
         try consumer.subscribe(topics: [topic])
         for _ in 0..<10 {

@@ -79,6 +79,27 @@ struct KafkaUnitTests {
         #expect(state.bufferedBytes == 300_002)
     }
 
+    @Test("records carry the tenure that fetched them: one fetched before a revocation is below the next assignment's")
+    func recordsCarryTheirTenure() {
+        var state = KafkaConsumerCore.StateMachine(capacity: 10)
+        let partition = KafkaTopicPartition(topic: "t", partition: 0)
+        let first = state.assign([partition])
+        _ = state.push(record(0, 0))
+        _ = state.assign([KafkaTopicPartition(topic: "t", partition: 1)])  // another partition joins
+        _ = state.push(record(0, 1))
+        guard case .message(let taken, _, _) = state.take() else { return #expect(Bool(false)) }
+        #expect(taken.tenure == first)
+        // The reader holds offset 0; the partition is lost (its buffered offset 1 is dropped) and
+        // assigned back.
+        _ = state.revoke([partition])
+        #expect(state.bufferedCount == 0)
+        let second = state.assign([partition])
+        #expect(taken.tenure < second, "the held record belongs to the tenure that ended")
+        _ = state.push(record(0, 0))
+        guard case .message(let again, _, _) = state.take() else { return #expect(Bool(false)) }
+        #expect(again.tenure >= second, "read again in the new tenure")
+    }
+
     @Test("a poller held by a full buffer is woken once 64 slots are free, not at every record")
     func wakeInBatches() {
         var state = KafkaConsumerCore.StateMachine(capacity: 2048)

@@ -13,7 +13,7 @@ struct PipelineStateMachineTests {
         WorkerPipeline.StateMachine, [PartitionLease]
     ) {
         var state = WorkerPipeline.StateMachine(maxInFlight: maxInFlight)
-        _ = state.assign(partitions)
+        _ = state.assign(partitions, tenure: 1)
         return (state, partitions.map { state.lease(of: $0)! })
     }
 
@@ -47,7 +47,7 @@ struct PipelineStateMachineTests {
     @Test("large records reach the in-flight bound by bytes; input resumes when both count and bytes are at half")
     func byteBound() async {
         var state = WorkerPipeline.StateMachine(maxInFlight: 2000, maxInFlightBytes: 1_000_000)
-        _ = state.assign([p0])
+        _ = state.assign([p0], tenure: 1)
         let lease = state.lease(of: p0)!
         let admitted = (0..<4).map { ran(state.admit(p0, offset: Int64($0), lease: lease, bytes: 300_000)) }
         #expect(admitted == [false, false, false, true], "the fourth passes 1 MB")
@@ -130,7 +130,7 @@ struct PipelineStateMachineTests {
 
         // Assigned back: a new lease and fresh tracking. A record read under the old lease is not
         // admitted under the new one, and an old event finishing does not count for the new tenure.
-        _ = state.assign([p0])
+        _ = state.assign([p0], tenure: 3)
         let fresh = state.lease(of: p0)!
         #expect(fresh !== leases[0])
         let stale = state.admit(p0, offset: 1, lease: leases[0])
@@ -144,7 +144,7 @@ struct PipelineStateMachineTests {
     func aLateForgetLeavesANewTenureAlone() {
         var (state, leases) = owning([p0], maxInFlight: 10)
         state.revoke([p0])
-        _ = state.assign([p0])  // the rebalance handler's bound passed; the partition is back
+        _ = state.assign([p0], tenure: 3)  // the rebalance handler's bound passed; the partition is back
         let fresh = state.lease(of: p0)!
         _ = state.admit(p0, offset: 7, lease: fresh)
         let ended = state.forget([p0])  // the old revocation finishes late
@@ -153,6 +153,26 @@ struct PipelineStateMachineTests {
         _ = state.finish(p0, offset: 7, lease: fresh)
         #expect(state.commitCandidates(in: nil) == [KafkaTopicPartitionOffset(p0, offset: 8)])
         _ = leases
+    }
+
+    // The reader looked a record's lease up when it took the record, not when the consumer fetched
+    // it: a record fetched before its partition was lost, taken after the partition was assigned
+    // back, was admitted under the new lease. The new tenure then read the partition again from its
+    // committed offset, below that record, and the tracker ignored those offsets.
+    @Test("a record fetched in a tenure that ended finds no lease, even with its partition assigned back")
+    func aRecordOfAnEndedTenureFindsNoLease() {
+        var (state, leases) = owning([p0], maxInFlight: 10)
+        #expect(state.lease(of: p0, readIn: 1) === leases[0])
+        #expect(state.lease(of: p0, readIn: 2) === leases[0], "fetched later in the same tenure")
+        state.revoke([p0])  // lost: tenure 2
+        #expect(state.lease(of: p0, readIn: 1) == nil)
+        _ = state.forget([p0])
+        _ = state.assign([p0], tenure: 3)
+        #expect(state.lease(of: p0, readIn: 1) == nil, "fetched before the loss")
+        #expect(state.lease(of: p0, readIn: 2) == nil, "fetched between the loss and the new assignment")
+        let fresh = state.lease(of: p0, readIn: 3)
+        #expect(fresh != nil && fresh !== leases[0])
+        #expect(fresh?.tenure == 3)
     }
 
     // SIGTERM while the reader waited at the bound: it was resumed only when half the in-flight

@@ -12,11 +12,15 @@ import Synchronization
 /// the new one.
 package final class PartitionLease: Sendable {
     package let partition: KafkaTopicPartition?
+    /// The consumer's tenure the partition was assigned in: records fetched before it
+    /// (`KafkaConsumerMessage.tenure` below this) belong to an earlier tenure, not to this lease.
+    package let tenure: UInt64
     private let active = Atomic<Bool>(true)
 
     /// - Parameter partition: `nil` for a lease that belongs to no partition (tests, one-off sends).
-    package init(_ partition: KafkaTopicPartition? = nil) {
+    package init(_ partition: KafkaTopicPartition? = nil, tenure: UInt64 = 0) {
         self.partition = partition
+        self.tenure = tenure
     }
 
     /// False once the partition is gone: the event's work should stop at its next step.

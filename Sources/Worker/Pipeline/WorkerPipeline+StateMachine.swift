@@ -58,12 +58,13 @@ extension WorkerPipeline {
             private(set) var leases: [KafkaTopicPartition: PartitionLease] = [:]
             private(set) var tracker = OffsetTracker()
 
-            /// New leases and fresh tracking for these partitions; returns the leases they replace.
-            mutating func assign(_ partitions: [KafkaTopicPartition]) -> [PartitionLease] {
+            /// New leases (of the consumer's `tenure`) and fresh tracking for these partitions; returns
+            /// the leases they replace.
+            mutating func assign(_ partitions: [KafkaTopicPartition], tenure: UInt64) -> [PartitionLease] {
                 var ended: [PartitionLease] = []
                 for partition in partitions {
                     if let old = leases[partition] { ended.append(old) }
-                    leases[partition] = PartitionLease(partition)
+                    leases[partition] = PartitionLease(partition, tenure: tenure)
                     owned.insert(partition)
                 }
                 tracker.remove(partitions)
@@ -91,6 +92,11 @@ extension WorkerPipeline {
             }
 
             /// Tracks the record if its partition is owned under `lease` now; returns whether it is.
+            ///
+            /// Within a tenure offsets only grow, except when librdkafka resets a partition's position
+            /// (`auto.offset.reset` on an offset out of range, as when a topic is recreated): the
+            /// tracker ignores such a lower offset and the record runs untracked, so that it still
+            /// ends with a result.
             mutating func start(_ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease) -> Bool {
                 guard owned.contains(partition), leases[partition] === lease else { return false }
                 tracker.start(partition, offset: offset)
@@ -178,8 +184,8 @@ extension WorkerPipeline {
         /// The group gave these partitions to this member: each gets a new lease and fresh tracking
         /// (whatever an earlier tenure left is no longer this member's to commit). Returns the leases
         /// that ended (a partition assigned again while its old revocation had not finished).
-        mutating func assign(_ partitions: [KafkaTopicPartition]) -> [PartitionLease] {
-            ownership.assign(partitions)
+        mutating func assign(_ partitions: [KafkaTopicPartition], tenure: UInt64) -> [PartitionLease] {
+            ownership.assign(partitions, tenure: tenure)
         }
 
         /// The group takes these partitions away: nothing more of them is admitted from now on. Their
@@ -196,9 +202,19 @@ extension WorkerPipeline {
             ownership.forget(partitions)
         }
 
-        /// The lease a record of this partition would be admitted under now, if the partition is owned.
+        /// The partition's lease, if it is owned now.
         func lease(of partition: KafkaTopicPartition) -> PartitionLease? {
             ownership.lease(of: partition)
+        }
+
+        /// The lease a record of this partition fetched in the consumer's tenure `tenure` would be
+        /// admitted under now: the partition's, if it is owned and was assigned in that tenure or
+        /// before. A record fetched before the partition's current assignment belongs to a tenure
+        /// that ended (revoked or lost, even if assigned back since): the current one reads it again
+        /// from its committed offset, which may lie below it.
+        func lease(of partition: KafkaTopicPartition, readIn tenure: UInt64) -> PartitionLease? {
+            guard let lease = ownership.lease(of: partition), tenure >= lease.tenure else { return nil }
+            return lease
         }
 
         // MARK: reader

@@ -223,9 +223,10 @@ package final class WorkerPipeline: Service, Sendable {
     /// and writes once per batch rather than once per event. An idle stream still sends each event
     /// at once (a batch of one); a backlog costs at most a batch's decoding in latency.
     ///
-    /// A record is admitted only under the lease its partition had when it was read, checked after
-    /// any wait: a partition revoked (and even assigned back) while the reader waited at the bound
-    /// is not this record's to run or commit any more.
+    /// A record is admitted only under the lease of the tenure that fetched it (its partition's
+    /// assignment then), checked when it is taken and again after any wait: a partition revoked or
+    /// lost (and even assigned back) between the fetch and the admission is not this record's to run
+    /// or commit any more. Its partition's current tenure reads it again.
     private func readLoop(_ consumer: KafkaConsumer, publisher: ResultPublisher) async {
         var records = consumer.messages.makeAsyncIterator()
         var requests: [NotificationRequest] = []
@@ -242,7 +243,7 @@ package final class WorkerPipeline: Service, Sendable {
                     let partition = record.topicPartition
                     let bytes = record.byteCount
                     let step = state.withLockedValue { state -> ReadStep in
-                        guard let lease = state.lease(of: partition) else { return .notOwned }
+                        guard let lease = state.lease(of: partition, readIn: record.tenure) else { return .notOwned }
                         guard !state.paused else { return .paused(lease) }
                         let action = state.admit(partition, offset: record.offset, lease: lease, bytes: bytes)
                         return .admitted(lease, action, running: state.running)
@@ -276,7 +277,8 @@ package final class WorkerPipeline: Service, Sendable {
 
     /// What the reader found for a record, under the lock.
     private enum ReadStep {
-        /// Its partition is not this member's (revoked since it was fetched): dropped unread.
+        /// Its partition is not this member's, or not under the tenure that fetched it (revoked or lost
+        /// since, perhaps assigned back): dropped unread.
         case notOwned
         /// Admitted (or skipped) under its partition's lease.
         case admitted(PartitionLease, StateMachine.AdmitAction, running: Int)
@@ -581,9 +583,9 @@ package final class WorkerPipeline: Service, Sendable {
         for lease in state.withLockedValue({ $0.forget(partitions) }) { lease.end() }
     }
 
-    fileprivate func assigned(_ partitions: [KafkaTopicPartition]) {
+    fileprivate func assigned(_ partitions: [KafkaTopicPartition], tenure: UInt64) {
         observer.consumerJoined()
-        let ended = state.withLockedValue { $0.assign(partitions) }
+        let ended = state.withLockedValue { $0.assign(partitions, tenure: tenure) }
         for lease in ended { lease.end() }
     }
 }
@@ -628,8 +630,8 @@ private struct RebalanceBridge: KafkaRebalanceHandler {
     let pipeline: WorkerPipeline
     let commits: AsyncStream<CommitRequest>.Continuation
 
-    func partitionsAssigned(_ partitions: [KafkaTopicPartition]) async {
-        pipeline.assigned(partitions)
+    func partitionsAssigned(_ partitions: [KafkaTopicPartition], tenure: UInt64) async {
+        pipeline.assigned(partitions, tenure: tenure)
     }
 
     func partitionsRevoked(_ partitions: [KafkaTopicPartition], lost: Bool) async {

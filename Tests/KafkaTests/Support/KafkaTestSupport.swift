@@ -137,7 +137,7 @@ final class RecordingRebalanceHandler: KafkaRebalanceHandler {
         state.withLock { $0.processed[record.topicPartition] = record.offset + 1 }
     }
 
-    func partitionsAssigned(_ partitions: [KafkaTopicPartition]) async {
+    func partitionsAssigned(_ partitions: [KafkaTopicPartition], tenure: UInt64) async {
         state.withLock { $0.events.append(.assigned(partitions.sorted())) }
     }
 

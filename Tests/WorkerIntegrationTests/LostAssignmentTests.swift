@@ -1,0 +1,168 @@
+import APNs
+import Foundation
+import Kafka
+import Logging
+import NIOConcurrencyHelpers
+import ReliabilityMatrix
+import Testing
+import Worker
+import WorkerDemo
+
+/// A partition lost (the group threw this member out) and given back to the same member while the
+/// reader holds one of its records: the record belongs to the tenure that ended, not the new one.
+@Suite("The worker across a lost assignment", .serialized, .timeLimit(.minutes(5)))
+struct LostAssignmentTests {
+    /// Answers at once, except for the device tokens in `held`: those wait until `releaseHeld()`.
+    final class HoldingSender: NotificationSending {
+        let held: Set<String>
+        private let waiting = NIOLockedValueBox<[NotificationRequest]>([])
+
+        init(holding tokens: Set<String>) { held = tokens }
+
+        var waitingCount: Int { waiting.withLockedValue { $0.count } }
+
+        func send(_ requests: [NotificationRequest]) {
+            for request in requests {
+                if held.contains(request.push.recipientKey) {
+                    waiting.withLockedValue { $0.append(request) }
+                } else {
+                    request.completion(Self.delivered)
+                }
+            }
+        }
+
+        func releaseHeld() {
+            for request in waiting.withLockedValue({ held in defer { held = [] }; return held }) {
+                request.completion(Self.delivered)
+            }
+        }
+
+        func shutdown() async { releaseHeld() }
+
+        static let delivered = SendAttempt(
+            response: APNsResponse(status: 200, apnsID: "00000000-0000-0000-0000-000000000000"), error: nil,
+            outcome: .delivered, credential: "main", duration: .zero)
+    }
+
+    /// Stops the reader inside its `consumed` report of the `gateAt`-th record (counting from 1)
+    /// until `open()`, and counts the group's hand-overs.
+    final class GateObserver: PipelineObserver {
+        let gateAt: Int
+        private let counts = NIOLockedValueBox<(consumed: Int, joined: Int, left: Int)>((0, 0, 0))
+        private let reached = DispatchSemaphore(value: 0)
+        private let gate = DispatchSemaphore(value: 0)
+
+        init(gateAt: Int) { self.gateAt = gateAt }
+
+        var joined: Int { counts.withLockedValue { $0.joined } }
+        var left: Int { counts.withLockedValue { $0.left } }
+
+        /// Waits (off the cooperative pool) until the reader stands at the gate.
+        func waitAtGate(seconds: Int) async -> Bool {
+            await withCheckedContinuation { continuation in
+                Thread.detachNewThread { [reached] in
+                    continuation.resume(returning: reached.wait(timeout: .now() + .seconds(seconds)) == .success)
+                }
+            }
+        }
+
+        func open() { gate.signal() }
+
+        func consumed(topic: String) {
+            let count = counts.withLockedValue { counts in
+                counts.consumed += 1
+                return counts.consumed
+            }
+            guard count == gateAt else { return }
+            reached.signal()
+            // Bounded, so that a failing test cannot hang the run.
+            _ = gate.wait(timeout: .now() + .seconds(60))
+        }
+
+        func consumerJoined() { counts.withLockedValue { $0.joined += 1 } }
+        func consumerLeft() { counts.withLockedValue { $0.left += 1 } }
+        func completed(_ outcome: ResultOutcome, credential: String?, duration: Duration) {}
+        func deadLettered(_ reason: DeadLetterReason) {}
+        func apnsAnswered(status: Int?, reason: String?, duration: Duration) {}
+        func retryScheduled(_ cause: RetryCause) {}
+        func inFlightChanged(_ count: Int) {}
+        func pausedChanged(_ paused: Bool) {}
+        func committed(ok: Bool) {}
+        func partitionsRevoked(_ partitions: [KafkaTopicPartition]) {}
+        func lag(_ statistics: KafkaConsumerStatistics) {}
+        func credentialBroken(_ name: String, reason: String) {}
+        func credentialHealthy(_ name: String) {}
+        func producerFailing(_ error: any Error) {}
+        func producerRecovered() {}
+        func publishedDegraded(topic: String, reason: String) {}
+        func heartbeat() {}
+    }
+
+    // The reader looked a record's partition up when it admitted the record, not when the consumer
+    // fetched it. A record taken just before its partition was lost and admitted after the group gave
+    // the partition back ran under the new tenure: the new tenure reads from the committed offset,
+    // below that record, and the offset tracker ignored those lower offsets. Their events ran
+    // untracked, and the commit passed them while they still waited for APNs: a crash then would
+    // have left them without a result.
+    @Test(
+        "a record read before its partition was lost is not run under the partition's next tenure; the commit never passes an event without a result"
+    )
+    func recordOfALostTenureIsNotAdmitted() async throws {
+        let harness = try await Harness.start(partitions: 1)
+        defer { Task { await harness.shutdown() } }
+        let mock = try #require(harness.stack.mockCluster)
+        let events = 10
+        try await harness.produce(
+            (0..<events).map { DeliveryUnderFailureTests.event("event-\($0)", token: $0 + 1) })
+
+        // Events 0 to 4 wait for APNs until the end; the reader stops at event 5, the first time.
+        let sender = HoldingSender(holding: Set((1...5).map { Samples.deviceToken($0) }))
+        let observer = GateObserver(gateAt: 6)
+        let group = "lost-tenure"
+        let configuration = try harness.stack.configuration(group: group)
+        var pipelineConfiguration = PipelineConfiguration(
+            inputTopics: configuration.consumer.topics, resultsTopic: configuration.topics.results,
+            deadLetterTopic: configuration.topics.deadLetters)
+        pipelineConfiguration.commitInterval = .milliseconds(200)
+        let pipeline = WorkerPipeline(
+            configuration: pipelineConfiguration, consumer: configuration.kafkaConsumerConfiguration,
+            producer: configuration.kafkaProducerConfiguration, sender: sender, observer: observer,
+            logger: harness.logger)
+        let run = Task { try await pipeline.run() }
+        defer { observer.open() }
+
+        #expect(await observer.waitAtGate(seconds: 60), "the reader reached event 5")
+        // The coordinator says this member's generation is over: librdkafka drops the assignment as
+        // lost, rejoins, and the group (of one) gives the partition back.
+        mock.failNextRequests(.heartbeat, with: [.illegalGeneration])
+        try await eventually(60, "the assignment lost and given back") {
+            observer.left >= 1 && observer.joined >= 2
+        }
+        observer.open()
+
+        // The new tenure reads from the start (nothing was committed): events 5 to 9 get their results,
+        // events 0 to 4 wait for APNs.
+        try await eventually(60, "results of events 5 to 9") {
+            let offsets = try await harness.allRecords(of: EmbeddedStack.resultsTopic).map {
+                try ResultRecord($0).sourceOffset
+            }
+            return Set(offsets).isSuperset(of: 5..<10)
+        }
+        try await Task.sleep(for: .seconds(1))  // five commit intervals
+        let whileHeld = try await harness.commitProgress(group: group)
+        #expect(
+            whileHeld.allSatisfy { ($0.committed ?? 0) <= 0 },
+            "committed \(whileHeld.map { $0.committed.map(String.init) ?? "nothing" }) while events 0 to 4 wait for APNs"
+        )
+
+        sender.releaseHeld()
+        try await eventually(30, "the commit at the end once every event has its result") {
+            try await harness.commitProgress(group: group).allSatisfy { $0.committed == $0.end }
+        }
+        let offsets = Set(
+            try await harness.allRecords(of: EmbeddedStack.resultsTopic).map { try ResultRecord($0).sourceOffset })
+        #expect(offsets == Set(0..<Int64(events)))
+        pipeline.beginShutdown()
+        try await run.value
+    }
+}
