@@ -32,7 +32,11 @@ struct LostAssignmentTests {
         }
 
         func releaseHeld() {
-            for request in waiting.withLockedValue({ held in defer { held = [] }; return held }) {
+            let released = waiting.withLockedValue { held in
+                defer { held = [] }
+                return held
+            }
+            for request in released {
                 request.completion(Self.delivered)
             }
         }
