@@ -516,12 +516,13 @@ def report(results):
                 "delays every answer (`100..200`: uniformly between the two). Each connection carries at most the",
                 "1,000 concurrent streams APNs (and the simulator) allow, so the ceiling is min(connections x",
                 "1,000, maxInFlight) / round trip.", "",
+                # Before the table: a line between its header and its rows would cut it in two.
+                f"Defaults: `delivery.maxInFlight` {DEFAULT_MAX_IN_FLIGHT:,}, `apns.connectionsPerCredential` "
+                f"{DEFAULT_CONNECTIONS}; the columns vary the connections at the default maxInFlight.", "",
                 "| APNs round trip | 1 connection | 2 connections | 4 connections | 8 connections |",
                 "| --- | ---: | ---: | ---: | ---: |"]
         fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
         defaults = [r for r in runs if r["maxInFlight"] == 0]
-        out += [f"Defaults: `delivery.maxInFlight` {DEFAULT_MAX_IN_FLIGHT:,}, `apns.connectionsPerCredential` "
-                f"{DEFAULT_CONNECTIONS}; the columns vary the connections at the default maxInFlight.", ""]
         for latency in ("0", "50", "100", "100..200"):
             cells, ys = [], []
             for c in (1, 2, 4, 8):
