@@ -48,7 +48,7 @@ struct ReplayCommand: AsyncParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Report what would be replayed; produce nothing.")
     var dryRun = false
     @Option(name: .customLong("max-replays"), help: "Refuse dead letters already replayed this many times.")
-    var maxReplays = 3
+    var maxReplays = ReplayRequest.defaultMaxReplays
     @Option(name: .long, help: ArgumentHelp("Kafka settings from the worker's configuration file.", valueName: "FILE"))
     var config: String?
     @Option(

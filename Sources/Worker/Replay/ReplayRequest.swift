@@ -16,7 +16,8 @@ package struct ReplayRequest: Sendable {
     /// Report what would be replayed, produce nothing.
     package var dryRun = false
     /// A dead letter already replayed this many times is refused: a poison event cannot loop forever.
-    package var maxReplays = 3
+    package var maxReplays = ReplayRequest.defaultMaxReplays
+    package static let defaultMaxReplays = 3
     /// Ignore what earlier runs replayed and read the dead-letter topic from its beginning again.
     package var fromBeginning = false
 
