@@ -14,7 +14,7 @@ struct PipelineStateMachineTests {
     ) {
         var state = WorkerPipeline.StateMachine(maxInFlight: maxInFlight)
         _ = state.assign(partitions, tenure: 1)
-        return (state, partitions.map { state.lease(of: $0)! })
+        return (state, partitions.map { state.ownership.lease(of: $0)! })
     }
 
     func ran(_ action: WorkerPipeline.StateMachine.AdmitAction) -> Bool? {
@@ -48,7 +48,7 @@ struct PipelineStateMachineTests {
     func byteBound() async {
         var state = WorkerPipeline.StateMachine(maxInFlight: 2000, maxInFlightBytes: 1_000_000)
         _ = state.assign([p0], tenure: 1)
-        let lease = state.lease(of: p0)!
+        let lease = state.ownership.lease(of: p0)!
         let admitted = (0..<4).map { ran(state.admit(p0, offset: Int64($0), lease: lease, bytes: 300_000)) }
         #expect(admitted == [false, false, false, true], "the fourth passes 1 MB")
         #expect(state.paused && state.running == 4)
@@ -131,7 +131,7 @@ struct PipelineStateMachineTests {
         // Assigned back: a new lease and fresh tracking. A record read under the old lease is not
         // admitted under the new one, and an old event finishing does not count for the new tenure.
         _ = state.assign([p0], tenure: 3)
-        let fresh = state.lease(of: p0)!
+        let fresh = state.ownership.lease(of: p0)!
         #expect(fresh !== leases[0])
         let stale = state.admit(p0, offset: 1, lease: leases[0])
         #expect(ran(stale) == nil)
@@ -145,11 +145,11 @@ struct PipelineStateMachineTests {
         var (state, leases) = owning([p0], maxInFlight: 10)
         state.revoke([p0])
         _ = state.assign([p0], tenure: 3)  // the rebalance handler's bound passed; the partition is back
-        let fresh = state.lease(of: p0)!
+        let fresh = state.ownership.lease(of: p0)!
         _ = state.admit(p0, offset: 7, lease: fresh)
         let ended = state.forget([p0])  // the old revocation finishes late
         #expect(ended.isEmpty)
-        #expect(state.lease(of: p0) === fresh)
+        #expect(state.ownership.lease(of: p0) === fresh)
         _ = state.finish(p0, offset: 7, lease: fresh)
         #expect(state.commitCandidates(in: nil) == [KafkaTopicPartitionOffset(p0, offset: 8)])
         _ = leases

@@ -202,11 +202,6 @@ extension WorkerPipeline {
             ownership.forget(partitions)
         }
 
-        /// The partition's lease, if it is owned now.
-        func lease(of partition: KafkaTopicPartition) -> PartitionLease? {
-            ownership.lease(of: partition)
-        }
-
         /// The lease a record of this partition fetched in the consumer's tenure `tenure` would be
         /// admitted under now: the partition's, if it is owned and was assigned in that tenure or
         /// before. A record fetched before the partition's current assignment belongs to a tenure
