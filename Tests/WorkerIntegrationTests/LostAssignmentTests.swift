@@ -49,7 +49,7 @@ struct LostAssignmentTests {
     }
 
     /// Stops the reader inside its `consumed` report of the `gateAt`-th record (counting from 1)
-    /// until `open()`, and counts the group's hand-overs.
+    /// until `open()`, and counts the group's hand-overs; the protocol's defaults observe the rest.
     final class GateObserver: PipelineObserver {
         let gateAt: Int
         private let counts = NIOLockedValueBox<(consumed: Int, joined: Int, left: Int)>((0, 0, 0))
@@ -85,21 +85,6 @@ struct LostAssignmentTests {
 
         func consumerJoined() { counts.withLockedValue { $0.joined += 1 } }
         func consumerLeft() { counts.withLockedValue { $0.left += 1 } }
-        func completed(_ outcome: ResultOutcome, credential: String?, duration: Duration) {}
-        func deadLettered(_ reason: DeadLetterReason) {}
-        func apnsAnswered(status: Int?, reason: String?, duration: Duration) {}
-        func retryScheduled(_ cause: RetryCause) {}
-        func inFlightChanged(_ count: Int) {}
-        func pausedChanged(_ paused: Bool) {}
-        func committed(ok: Bool) {}
-        func partitionsRevoked(_ partitions: [KafkaTopicPartition]) {}
-        func lag(_ statistics: KafkaConsumerStatistics) {}
-        func credentialBroken(_ name: String, reason: String) {}
-        func credentialHealthy(_ name: String) {}
-        func producerFailing(_ error: any Error) {}
-        func producerRecovered() {}
-        func publishedDegraded(topic: String, reason: String) {}
-        func heartbeat() {}
     }
 
     // The reader looked a record's partition up when it admitted the record, not when the consumer
