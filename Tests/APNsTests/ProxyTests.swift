@@ -98,6 +98,73 @@ struct ProxyTests {
         }
     }
 
+    // The answer's status line was read as Characters up to "\r", and "\r\n" is one Character: the
+    // "status line" was the proxy's whole header, so a 200 without a reason phrase was refused and
+    // every header the proxy sent was copied into the error.
+    @Test(
+        "any 2xx answer to CONNECT opens the tunnel, whatever follows the status code",
+        arguments: [
+            "HTTP/1.1 200\r\n\r\n",
+            "HTTP/1.1 200 Connection established\r\nProxy-Agent: scripted/1.0\r\nVia: 1.1 edge\r\n\r\n",
+            "HTTP/1.0 201 Created\r\n\r\n",
+            "HTTP/1.1 204\r\nX-Trace: 1\r\n\r\n",
+        ])
+    func anyTwoHundred(answer: String) async throws {
+        try await withSimulator { simulator, pki in
+            let proxy = try await FaultProxy.start(
+                upstreamHost: "127.0.0.1", upstreamPort: simulator.port, framing: .httpConnect(answer: answer))
+            var configuration = ClientFixtures.configuration(port: simulator.port, pki: pki, connections: 1)
+            configuration.proxy = APNsProxy(host: "127.0.0.1", port: proxy.port)
+            configuration.requestTimeout = .seconds(5)
+            try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+                let response = try await client.send(try ClientFixtures.notification(token: "aabb"))
+                #expect(response.status == 200)
+            }
+            #expect(await proxy.currentStatistics.connectRequests == ["CONNECT localhost:\(simulator.port) HTTP/1.1"])
+            #expect(simulator.observation.records.count == 1)
+            await proxy.shutdown()
+        }
+    }
+
+    @Test("a refusal is quoted by its status line alone, cut short and without control characters")
+    func refusalQuotedBriefly() async throws {
+        let body = String(repeating: "denied by policy ", count: 20)
+        let answers: [(answer: String, quoted: String)] = [
+            (
+                "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"corp\"\r\n"
+                    + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)",
+                "HTTP/1.1 407 Proxy Authentication Required"
+            ),
+            ("HTTP/1.1 403 \u{1B}[31mForbidden\u{7}\r\n\r\n", "HTTP/1.1 403 ?[31mForbidden?"),
+            (
+                "HTTP/1.1 502 " + String(repeating: "x", count: 200) + "\r\n\r\n",
+                "HTTP/1.1 502 " + String(repeating: "x", count: 67) + "…"
+            ),
+            ("SSH-2.0-OpenSSH_9.2\r\n\r\n", "SSH-2.0-OpenSSH_9.2"),
+            ("HTTP/1.1 2000 OK\r\n\r\n", "HTTP/1.1 2000 OK"),
+        ]
+        try await withSimulator { simulator, pki in
+            for (answer, quoted) in answers {
+                let proxy = try await FaultProxy.start(
+                    upstreamHost: "127.0.0.1", upstreamPort: simulator.port, framing: .httpConnect(answer: answer))
+                var configuration = ClientFixtures.configuration(port: simulator.port, pki: pki, connections: 1)
+                configuration.proxy = APNsProxy(host: "127.0.0.1", port: proxy.port)
+                configuration.requestTimeout = .seconds(5)
+                try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+                    let error = await #expect(throws: APNsClientError.self) {
+                        try await client.send(try ClientFixtures.notification(token: "aabb"))
+                    }
+                    let text = error.map { "\($0)" } ?? "no error"
+                    #expect(error?.mayHaveReachedAPNs == false)
+                    #expect(text.hasSuffix("refused CONNECT localhost:\(simulator.port): \(quoted)"), "\(text)")
+                    #expect(!text.contains("realm") && !text.contains("denied by policy"), "\(text)")
+                }
+                await proxy.shutdown()
+            }
+            #expect(simulator.observation.records.isEmpty)
+        }
+    }
+
     @Test("proxy URLs, NO_PROXY rules, and a description that never shows the password")
     func proxyURLs() throws {
         let proxy = try APNsProxy(url: "http://us%40er:p%3Ass@proxy.corp:3128")

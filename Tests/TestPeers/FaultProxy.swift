@@ -11,11 +11,15 @@ import NIOPosix
 /// Everything runs on one event loop thread of its own: the proxy copies no byte it does not have
 /// to and keeps its state confined to that thread.
 package final class FaultProxy: @unchecked Sendable {
-    package enum Framing: Sendable {
+    package enum Framing: Sendable, Equatable {
         /// Bytes pass as they come.
         case raw
         /// Kafka frames: ApiVersions v3+ answers are rewritten for librdkafka before 2.2.0.
         case kafka
+        /// An HTTP CONNECT proxy that answers every CONNECT with these exact bytes, then (for a 2xx
+        /// answer) tunnels to the upstream, else closes: for clients that must read any answer a
+        /// proxy may give.
+        case httpConnect(answer: String)
     }
 
     /// Counters, read on the proxy's thread.
@@ -26,6 +30,8 @@ package final class FaultProxy: @unchecked Sendable {
         package var bytesUp = 0
         package var bytesDown = 0
         package var rewritten = 0
+        /// The request lines of the CONNECTs answered (`.httpConnect`).
+        package var connectRequests: [String] = []
     }
 
     package let port: Int
@@ -187,6 +193,13 @@ package final class FaultProxy: @unchecked Sendable {
         pairs[ObjectIdentifier(pair)] = pair
         statistics.open += 1
         try? channel.pipeline.syncOperations.addHandlers(pair.handlers(for: .up))
+        if case .httpConnect(let answer) = framing {
+            // The tunnel opens once the CONNECT is read and answered.
+            try? channel.pipeline.syncOperations.addHandler(
+                ConnectAnswerHandler(pair: pair, answer: answer), position: .first)
+            _ = channel.setOption(ChannelOptions.autoRead, value: true)
+            return
+        }
         if !blackHoled { pair.connectUpstream() }
     }
 
@@ -241,12 +254,12 @@ final class ProxyPair: @unchecked Sendable {
     func handlers(for direction: Direction) -> [any ChannelHandler] {
         let forward = ForwardHandler(pair: self, direction: direction)
         switch proxy.framing {
-        case .raw: return [forward]
+        case .raw, .httpConnect: return [forward]
         case .kafka: return [ByteToMessageHandler(KafkaFrameDecoder()), forward]
         }
     }
 
-    func connectUpstream() {
+    func connectUpstream(then opened: (@Sendable (any Channel) -> Void)? = nil) {
         connecting = true
         proxy.makeUpstreamBootstrap(for: self)
             .connect(host: proxy.upstreamHost, port: proxy.upstreamPort)
@@ -259,6 +272,7 @@ final class ProxyPair: @unchecked Sendable {
                         return
                     }
                     self.upstream = channel
+                    opened?(channel)
                     self.updateReading()
                 case .failure:
                     self.reset()
@@ -388,5 +402,47 @@ final class ForwardHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         context.close(promise: nil)
+    }
+}
+
+/// `.httpConnect`: reads the client's CONNECT request head, answers it with the scripted bytes,
+/// then opens the tunnel (a 2xx answer) or closes. Unchecked: confined to the proxy's loop.
+final class ConnectAnswerHandler: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    let pair: ProxyPair
+    let answer: String
+    private var head: ByteBuffer?
+
+    init(pair: ProxyPair, answer: String) {
+        self.pair = pair
+        self.answer = answer
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var chunk = unwrapInboundIn(data)
+        if head == nil { head = chunk } else { head!.writeBuffer(&chunk) }
+        guard var head, let end = head.readableBytesView.firstRange(of: Array("\r\n\r\n".utf8)) else { return }
+        self.head = nil
+        let length = head.readableBytesView.distance(from: head.readableBytesView.startIndex, to: end.upperBound)
+        let request = head.readString(length: length) ?? ""
+        // Split on the string: "\r\n" is one Character, so no Character equals "\r".
+        pair.proxy.statistics.connectRequests.append(request.components(separatedBy: "\r\n")[0])
+        let rest = head
+        let channel = context.channel
+        let answer = channel.allocator.buffer(string: self.answer)
+        let accepted = self.answer.split(separator: " ", maxSplits: 2).dropFirst().first?.hasPrefix("2") ?? false
+        _ = channel.setOption(ChannelOptions.autoRead, value: false)
+        guard accepted else {
+            channel.writeAndFlush(answer).whenComplete { _ in channel.close(promise: nil) }
+            return
+        }
+        let pair = self.pair
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        pair.connectUpstream { upstream in
+            channel.writeAndFlush(answer, promise: nil)
+            if rest.readableBytes > 0 { upstream.writeAndFlush(rest, promise: nil) }
+        }
     }
 }

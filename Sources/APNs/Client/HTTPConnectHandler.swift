@@ -2,7 +2,7 @@ import NIOCore
 
 /// Opens an HTTP `CONNECT` tunnel through a proxy before anything else talks: it sits next to the
 /// socket, holds back `channelActive` (so TLS does not start) and every outbound write until the
-/// proxy answers 200, then lets both through and leaves the pipeline. Any other answer, a closed
+/// proxy answers with any 2xx status, then lets both through and leaves the pipeline. Any other answer, a closed
 /// connection or no answer within `timeout` becomes an `APNsClientError` (`connectFailed`, nothing
 /// reached APNs) that closes the channel. Runs on its channel's event loop only.
 final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHandler {
@@ -77,12 +77,16 @@ final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             return
         }
+        // The status line is the bytes up to the first CRLF (a String's Characters would merge
+        // "\r\n" into one and never stop at "\r").
+        let lineEnd = view.firstRange(of: [13, 10])!.lowerBound
+        let statusLine = Array(view[view.startIndex..<lineEnd])
         let headerLength = view.distance(from: view.startIndex, to: end.upperBound)
-        let header = answer!.readString(length: headerLength) ?? ""
-        let statusLine = header.prefix { $0 != "\r" }
-        let parts = statusLine.split(separator: " ", maxSplits: 2)
-        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1] == "200" else {
-            fail(context: context, "the proxy \(proxy.host):\(proxy.port) refused CONNECT \(target): \(statusLine)")
+        answer!.moveReaderIndex(forwardBy: headerLength)
+        guard let status = Self.status(of: statusLine), (200..<300).contains(status) else {
+            fail(
+                context: context,
+                "the proxy \(proxy.host):\(proxy.port) refused CONNECT \(target): \(Self.quoted(statusLine))")
             return
         }
         state = .established
@@ -116,6 +120,28 @@ final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHandler {
             )
         }
         context.fireChannelInactive()
+    }
+
+    /// The status code of an `HTTP/1.x NNN [reason]` status line, or nil when it is not one.
+    static func status(of line: [UInt8]) -> Int? {
+        let prefix = Array("HTTP/1.".utf8)
+        guard line.count >= prefix.count + 5, line.starts(with: prefix),
+            (0x30...0x39).contains(line[prefix.count]), line[prefix.count + 1] == 0x20
+        else {
+            return nil
+        }
+        let digits = line[(prefix.count + 2)...].prefix(3)
+        guard digits.count == 3, digits.allSatisfy({ (0x30...0x39).contains($0) }),
+            line.count == prefix.count + 5 || line[prefix.count + 5] == 0x20
+        else { return nil }
+        return digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+    }
+
+    /// What the proxy said, fit for an error and a log line: its first 80 bytes, control characters
+    /// and anything not ASCII shown as "?".
+    static func quoted(_ line: [UInt8]) -> String {
+        let shown = line.prefix(80).map { (0x20..<0x7F).contains($0) ? Character(UnicodeScalar($0)) : "?" }
+        return String(shown) + (line.count > 80 ? "…" : "")
     }
 
     private func fail(context: ChannelHandlerContext, _ message: String) {
