@@ -38,6 +38,14 @@ struct ChannelsCommand: AsyncParsableCommand {
         @OptionGroup var credentials: CredentialFlags
         @Flag(help: "Print JSON instead of a table.") var json = false
 
+        func validate() throws {
+            do {
+                try APNsBroadcast.validateBundleID(bundleID)
+            } catch {
+                throw ValidationError("--bundle-id: \(error.message)")
+            }
+        }
+
         /// The manager these flags describe (usage errors as `ValidationError`).
         func manager() throws -> APNsChannelManager {
             try credentials.checkOne()

@@ -114,6 +114,38 @@ struct BroadcastTests {
         #expect(throwing(broadcast(payload: []))?.code == .payloadEmpty)
     }
 
+    // The bundle id becomes part of the request's :path; the schema let any visible ASCII through,
+    // so "/", "?" and "#" reached /4/broadcasts/apps/{bundle} (and channel management's paths).
+    @Test(
+        "a bundle id that would change the request path is refused before anything is sent",
+        arguments: [
+            "com.example/../../3/device/aa", "com.example.app?x=1", "com.example#app", "com.example_app", "é.app",
+        ])
+    func bundleIDCharacters(bundleID: String) async throws {
+        let refused = try #require(
+            throwing(
+                APNsBroadcast(
+                    bundleID: bundleID, channelID: "YWJj", priority: .immediate, expiration: 0,
+                    payload: BroadcastTests.liveActivity)))
+        #expect(refused.code == .badTopic)
+        #expect(refused.message.contains("letters, digits, '.' and '-'"), "\(refused)")
+        try await withSimulator { simulator, pki in
+            let manager = try APNsChannelManager(
+                configuration: ClientFixtures.configuration(port: simulator.managementPort, pki: pki, connections: 1),
+                credential: ClientFixtures.tokenCredential(pki))
+            await #expect(throws: APNsNotificationError.self) {
+                _ = try await manager.create(bundleID: bundleID, storagePolicy: .noMessageStored)
+            }
+            await #expect(throws: APNsNotificationError.self) { _ = try await manager.list(bundleID: bundleID) }
+            await manager.shutdown()
+            #expect(simulator.observation.counters.isEmpty, "the server answered nothing: nothing reached it")
+        }
+        let plain = APNsBroadcast(
+            bundleID: "com.Example-2.app", channelID: "YWJj", priority: .immediate, expiration: 0,
+            payload: BroadcastTests.liveActivity)
+        #expect(throwing(plain) == nil, "letters, digits, '.' and '-' pass")
+    }
+
     private func throwing(_ broadcast: APNsBroadcast) -> APNsNotificationError? {
         do {
             try broadcast.validate()

@@ -438,6 +438,13 @@ struct NotificationEventDecoderTests {
         #expect(suffixed.instanceLocation == "/topic" && suffixed.keyword == "not", "\(suffixed)")
         #expect(suffixed.message.hasPrefix("a broadcast goes to the bare bundle id"))
 
+        // The bundle id is part of the broadcast's request path: only Apple's bundle-id characters.
+        for topic in ["com.example/x", "com.example.app?x=1", "com.example#a"] {
+            let pathy = try broadcastProblem(["topic": .string(topic)])
+            #expect(pathy.instanceLocation == "/topic" && pathy.keyword == "pattern", "\(topic): \(pathy)")
+            #expect(pathy.message.contains("letters, digits, '.' and '-'"), "\(pathy)")
+        }
+
         let noPriority = try broadcastProblem(["priority": nil])
         #expect(noPriority.instanceLocation == "" && noPriority.keyword == "required", "\(noPriority)")
         #expect(noPriority.message.contains("'priority'"))

@@ -193,6 +193,10 @@ struct SendCommandTests {
         ])
         #expect(port.status == 2)
         #expect(port.stderr.contains("--port"), "\(port.stderr)")
+        // The bundle id goes into channel management's request path.
+        let pathy = try helper.run(["channels", "list", "--bundle-id", "com.example/../x", "--key-file", "k.p8"])
+        #expect(pathy.status == 2)
+        #expect(pathy.stderr.contains("--bundle-id") && pathy.stderr.contains("letters, digits"), "\(pathy.stderr)")
     }
 
     @Test("channels create, get, list and delete against the simulator, as a table and as JSON; APNs' refusal exits 1")

@@ -5,7 +5,9 @@ import NIOCore
 /// Apple's broadcast channel management (iOS 18 Live Activities over channels): create, read,
 /// delete and list the channels of an app, on `api-manage-broadcast[.sandbox].push.apple.com`
 /// (ports 2196 and 2195), over HTTP/2 with token or certificate authentication, through the same
-/// connection machinery as notifications (proxy, TLS verification, reconnects).
+/// connection machinery as notifications (proxy, TLS verification, reconnects). A bundle id that is
+/// not one (anything but letters, digits, `.` and `-`) is refused with `APNsNotificationError`
+/// before a request is made.
 public final class APNsChannelManager: Sendable {
     /// How a channel keeps messages for devices that are offline.
     public enum StoragePolicy: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
@@ -118,6 +120,8 @@ public final class APNsChannelManager: Sendable {
         _ method: String, _ path: String, _ bundleID: String, _ requestID: UUID?,
         headers: [(name: String, value: String)] = [], body: [UInt8] = []
     ) async throws -> APNsResponse {
+        // The bundle id is part of the path: refused here, before it can point the request elsewhere.
+        try APNsBroadcast.validateBundleID(bundleID)
         var headers = headers
         if let requestID { headers.append(("apns-request-id", requestID.uuidString.lowercased())) }
         if !body.isEmpty { headers.append(("content-type", "application/json")) }

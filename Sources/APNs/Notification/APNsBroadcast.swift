@@ -34,9 +34,7 @@ public struct APNsBroadcast: Sendable, Hashable {
 
     /// Apple's rules that can be checked without APNs, as `APNsNotificationError`s.
     public func validate() throws(APNsNotificationError) {
-        if bundleID.isEmpty || bundleID.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) {
-            throw APNsNotificationError(.badTopic, field: .topic, "the bundle id must be visible ASCII, not empty")
-        }
+        try Self.validateBundleID(bundleID)
         if let type = APNsPushType.allCases.first(where: { $0.topicSuffix.map(bundleID.hasSuffix) ?? false }) {
             throw APNsNotificationError(
                 .badTopic, field: .topic,
@@ -60,6 +58,32 @@ public struct APNsBroadcast: Sendable, Hashable {
                 .payloadTooLarge, field: .payload,
                 "payload is \(payload.count) bytes; the limit for a broadcast is \(Self.maximumPayloadBytes)")
         }
+    }
+
+    /// A bundle id as Apple makes them (letters, digits, `.` and `-`), which is safe to put in a
+    /// request path (`/4/broadcasts/apps/<bundle ID>`, channel management's `/1/apps/<bundle ID>/…`):
+    /// a `/`, `?` or `#` would send the request somewhere else.
+    public static func validateBundleID(_ bundleID: String) throws(APNsNotificationError) {
+        guard !bundleID.isEmpty else {
+            throw APNsNotificationError(.badTopic, field: .topic, "the bundle id is empty")
+        }
+        if let (position, character) = bundleID.enumerated().first(where: { !isBundleIDCharacter($0.element) }) {
+            let shown =
+                character.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7F }
+                ? "'\(character)'" : "a character"
+            throw APNsNotificationError(
+                .badTopic, field: .topic,
+                "the bundle id may hold only letters, digits, '.' and '-' (it is part of the request path): "
+                    + "\(shown) at position \(position + 1)")
+        }
+    }
+
+    private static func isBundleIDCharacter(_ character: Character) -> Bool {
+        guard character.isASCII, let byte = character.asciiValue else { return false }
+        return (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+            || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".")
+            || byte == UInt8(ascii: "-")
     }
 
     private static func isBase64(_ byte: UInt8) -> Bool {
