@@ -173,6 +173,24 @@ package final class KafkaConsumer: Sendable {
         }
     }
 
+    /// The group's committed offsets for these partitions with their commit metadata; a partition
+    /// with nothing committed has no entry.
+    package func committed(
+        _ partitions: [KafkaTopicPartition], timeout: Duration = .seconds(10)
+    ) async throws -> [KafkaTopicPartition: KafkaTopicPartitionOffset] {
+        let client = self.client
+        return try await onBlockingQueue { () throws(KafkaError) in
+            let list = RDKafkaTopicPartitionList(partitions)
+            let err = list.withPointer { rd_kafka_committed(client.handle, $0, Int32(timeout.milliseconds)) }
+            guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+            var result: [KafkaTopicPartition: KafkaTopicPartitionOffset] = [:]
+            for offset in list.offsetsWithMetadata where offset.offset >= 0 {
+                result[offset.topicPartition] = offset
+            }
+            return result
+        }
+    }
+
     /// Leaves the group: the rebalance handler sees its partitions revoked (and commits), the message
     /// sequence ends, the poll thread stops. Idempotent.
     package func close() async {

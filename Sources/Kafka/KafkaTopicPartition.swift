@@ -20,10 +20,15 @@ package struct KafkaTopicPartition: Sendable, Hashable, Comparable, CustomString
 package struct KafkaTopicPartitionOffset: Sendable, Hashable, CustomStringConvertible {
     package var topicPartition: KafkaTopicPartition
     package var offset: Int64
+    /// The offset-commit metadata stored with a committed offset (Kafka keeps a string of up to the
+    /// broker's `offset.metadata.max.bytes`, 4,096 by default; some brokers drop it). `nil` commits
+    /// none, and reads back where the broker has none.
+    package var metadata: String?
 
-    package init(_ topicPartition: KafkaTopicPartition, offset: Int64) {
+    package init(_ topicPartition: KafkaTopicPartition, offset: Int64, metadata: String? = nil) {
         self.topicPartition = topicPartition
         self.offset = offset
+        self.metadata = metadata
     }
 
     package init(topic: String, partition: Int32, offset: Int64) {

@@ -14,11 +14,14 @@ struct ReplayCommand: AsyncParsableCommand {
             that pass the filters, and re-produces each with its original key, value and headers plus \
             a replay counter. Without --reason it replays credentials, no-credential and \
             retries-exhausted (what a replay can fix); name malformed-json, schema, rule or \
-            record-too-large to replay those. Each reason remembers where its last run stopped, so \
-            running the same replay twice replays once; --from-beginning reads everything again. A \
-            dead letter replayed --max-replays times already is refused. Prints a table of what it \
+            record-too-large to replay those. Each reason remembers which of its dead letters were \
+            replayed, so running the same replay twice replays once, and what a filtered run (--source-topic, \
+            --since, --until) leaves is replayed by a later run; --from-beginning reads everything again. A \
+            dead letter replayed --max-replays times already is refused. A run holds its reasons' cursors \
+            while it runs: a second run over the same reason is refused. Prints a table of what it \
             did. Exit status: 0 done, 1 the replay failed part-way (the next run resumes from its last \
-            checkpoint), 2 usage or configuration errors (an unknown reason, a topic that does not exist).
+            checkpoint) or another run holds the cursors, 2 usage or configuration errors (an unknown \
+            reason, a topic that does not exist).
             """
     )
 

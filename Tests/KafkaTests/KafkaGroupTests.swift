@@ -145,6 +145,33 @@ struct KafkaGroupTests {
         await second.close()
     }
 
+    @Test(
+        "commit metadata comes back with its offset where the broker keeps it (the mock), and not at all where it drops it (Tansu 0.6)",
+        arguments: Broker.allCases)
+    func commitMetadataRoundTrip(_ broker: Broker) async throws {
+        let cluster = try await TestCluster.start(broker)
+        defer { Task { await cluster.shutdown() } }
+        let topic = uniqueName("metadata")
+        try await cluster.createTopic(topic, partitions: 2)
+        let consumer = try KafkaConsumer(configuration: consumerConfiguration(cluster, group: uniqueName("group")))
+        // Close to the default offset.metadata.max.bytes (4,096), every printable ASCII character.
+        let long = String((0..<3_000).map { Character(UnicodeScalar(UInt8(0x21 + $0 % 94))) })
+        let zero = KafkaTopicPartition(topic: topic, partition: 0)
+        let one = KafkaTopicPartition(topic: topic, partition: 1)
+        try await consumer.commit([
+            KafkaTopicPartitionOffset(zero, offset: 7, metadata: long),
+            KafkaTopicPartitionOffset(one, offset: 3),
+        ])
+        let stored = try await consumer.committed([zero, one])
+        #expect(stored[zero]?.offset == 7 && stored[one]?.offset == 3)
+        #expect(stored[one]?.metadata == nil)
+        switch broker {
+        case .mock: #expect(stored[zero]?.metadata == long)
+        case .tansu: #expect(stored[zero]?.metadata == nil, "Tansu 0.6 stores the offset and drops the metadata")
+        }
+        await consumer.close()
+    }
+
     @Test("pause stops delivery from a partition and resume restarts it", arguments: Broker.allCases)
     func pauseAndResume(_ broker: Broker) async throws {
         let cluster = try await TestCluster.start(broker)

@@ -270,6 +270,143 @@ struct ReplayRunTests {
         withExtendedLifetime(cluster) {}  // the brokers outlive the runs
     }
 
+    /// A mock cluster whose two-partition "dlq" topic holds `count` credentials dead letters, the
+    /// i-th from topic A, B or C (i % 3), failed at 03:00 (even i) or 05:00 (odd i), value "dl-i";
+    /// and a replayer that checkpoints every 4 records and settles its hold in 100 ms.
+    static func threeSources(count: Int) async throws -> (KafkaMockCluster, DeadLetterReplayer) {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        try cluster.createTopic("dlq", partitions: 2)
+        for topic in ["A", "B", "C"] { try cluster.createTopic(topic, partitions: 1) }
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
+        for index in 0..<count {
+            let record = deadLetter(
+                reason: "credentials", source: ["A", "B", "C"][index % 3],
+                failedAt: index % 2 == 0 ? "2026-11-22T03:00:00Z" : "2026-11-22T05:00:00Z",
+                value: Array("dl-\(index)".utf8), key: Array("k\(index)".utf8))
+            _ = try await producer.send(
+                KafkaProducerMessage(
+                    topic: "dlq", partition: Int32(index % 2), key: record.key, value: record.value,
+                    headers: record.headers))
+        }
+        await producer.close()
+        var replayer = DeadLetterReplayer(
+            consumerConfiguration: KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "r"),
+            producerConfiguration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers))
+        replayer.checkpointInterval = 4
+        replayer.leaseSettle = .milliseconds(100)
+        return (cluster, replayer)
+    }
+
+    /// The values in `topic` (one partition), as replayed so far.
+    static func values(in topic: String, on cluster: KafkaMockCluster) async throws -> [String] {
+        let reader = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "check"))
+        defer { Task { await reader.close() } }
+        let partition = KafkaTopicPartition(topic: topic, partition: 0)
+        let end = try await reader.watermarks(of: partition).high
+        guard end > 0 else { return [] }
+        try reader.assign([KafkaTopicPartitionOffset(partition, offset: KafkaOffset.beginning)])
+        var values: [String] = []
+        for try await record in reader.messages {
+            values.append(String(decoding: record.value ?? [], as: UTF8.self))
+            if record.offset + 1 >= end { break }
+        }
+        return values
+    }
+
+    // The cursor used to move past every record a run read: a dead letter skipped by --source-topic
+    // (or --since, the replay limit, no destination) was "replayed before" for every later run.
+    @Test("a filtered run leaves what it filtered replayable: A, then B, then everything else, each dead letter once")
+    func filteredRunsLeaveTheRest() async throws {
+        let (cluster, replayer) = try await Self.threeSources(count: 30)
+        var onlyA = ReplayRequest(deadLetterTopic: "dlq")
+        onlyA.sourceTopics = ["A"]
+        #expect(try await replayer.run(onlyA).count(.replayed) == 10)
+        var onlyB = ReplayRequest(deadLetterTopic: "dlq")
+        onlyB.sourceTopics = ["B"]
+        let b = try await replayer.run(onlyB)
+        #expect(b.count(.replayed) == 10, "\(b.table)")
+        let row = { (action: ReplayReport.Action, topic: String) in
+            ReplayReport.Row(action: action, reason: "credentials", destination: topic)
+        }
+        #expect(b.counts[row(.replayedBefore, "B")] == nil, "A's run replayed none of B's: \(b.table)")
+        // Only the later half of C (failed at 05:00), then everything: the earlier half of C.
+        var laterC = ReplayRequest(deadLetterTopic: "dlq")
+        laterC.since = DeadLetterTime.parse("2026-11-22T04:00:00Z")
+        let later = try await replayer.run(laterC)
+        #expect(later.count(.replayed) == 5, "\(later.table)")
+        let rest = try await replayer.run(ReplayRequest(deadLetterTopic: "dlq"))
+        #expect(rest.count(.replayed) == 5, "exactly what the filtered runs skipped: \(rest.table)")
+        #expect(rest.counts[row(.replayed, "C")] == 5, "\(rest.table)")
+        #expect(try await replayer.run(ReplayRequest(deadLetterTopic: "dlq")).count(.replayed) == 0)
+
+        for (topic, residue) in [("A", 0), ("B", 1), ("C", 2)] {
+            let values = try await Self.values(in: topic, on: cluster)
+            #expect(
+                values.sorted() == (0..<30).filter { $0 % 3 == residue }.map { "dl-\($0)" }.sorted(),
+                "\(topic): every dead letter of it once")
+        }
+    }
+
+    @Test("two runs at once over the same cursors: one replays, the other is refused, nothing is replayed twice")
+    func concurrentRuns() async throws {
+        let (cluster, replayer) = try await Self.threeSources(count: 300)
+        var first = replayer
+        first.runID = "first-run"
+        var second = replayer
+        second.runID = "second-run"
+        let request = ReplayRequest(deadLetterTopic: "dlq")
+        func attempt(_ replayer: DeadLetterReplayer) async -> Result<ReplayReport, any Error> {
+            do { return .success(try await replayer.run(request)) } catch { return .failure(error) }
+        }
+        async let one = attempt(first)
+        async let two = attempt(second)
+        let results = await [one, two]
+        let reports = results.compactMap { try? $0.get() }
+        let refusals = results.compactMap { result -> String? in
+            guard case .failure(let error) = result else { return nil }
+            return "\(error)"
+        }
+        #expect(reports.count == 1 && refusals.count == 1, "\(refusals)")
+        #expect(refusals.allSatisfy { $0.contains("another replay run") && $0.contains("nothing was replayed") })
+        #expect(reports.first?.count(.replayed) == 300)
+        var replayed: [String] = []
+        for topic in ["A", "B", "C"] { replayed += try await Self.values(in: topic, on: cluster) }
+        #expect(replayed.count == 300 && Set(replayed).count == 300, "each dead letter once")
+    }
+
+    @Test("a run that died holding the cursors blocks the next until its hold expires, naming it")
+    func heldCursors() async throws {
+        let (cluster, replayer) = try await Self.threeSources(count: 6)
+        let holder = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(
+                bootstrapServers: cluster.bootstrapServers, groupID: replayer.cursorGroup(.credentials)))
+        func hold(expiringIn seconds: Double) async throws {
+            let expires = Int64((Date().timeIntervalSince1970 + seconds) * 1000)
+            let lease = CommitMetadata(
+                committed: 0, lease: CommitMetadata.Lease(holder: "pod-3:41:7", expires: expires))
+            try await holder.commit(
+                (0..<2).map {
+                    KafkaTopicPartitionOffset(
+                        KafkaTopicPartition(topic: "dlq", partition: $0), offset: 0, metadata: lease.encoded().text)
+                })
+        }
+        try await hold(expiringIn: 60)
+        var request = ReplayRequest(deadLetterTopic: "dlq")
+        request.reasons = [.credentials]
+        let error = await #expect(throws: DeadLetterReplayer.ReplayError.self) { try await replayer.run(request) }
+        #expect(error?.description.contains("another replay run (pod-3:41:7)") == true, "\(String(describing: error))")
+        #expect(try await Self.values(in: "A", on: cluster).isEmpty)
+        // A dry run reads without holding: it is not refused.
+        var dry = request
+        dry.dryRun = true
+        #expect(try await replayer.run(dry).count(.wouldReplay) == 6)
+        try await hold(expiringIn: -1)
+        #expect(try await replayer.run(request).count(.replayed) == 6)
+        await holder.close()
+    }
+
     @Test("a dead-letter or target topic that does not exist is an error, and is not created")
     func missingTopic() async throws {
         let cluster = try KafkaMockCluster(brokers: 1)

@@ -1,5 +1,11 @@
 import CRdKafka
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// An `rd_kafka_topic_partition_list_t` owned by Swift: created here, freed in `deinit`, reached only
 /// through `withPointer`.
 final class RDKafkaTopicPartitionList {
@@ -17,7 +23,16 @@ final class RDKafkaTopicPartitionList {
     convenience init(_ offsets: some Collection<KafkaTopicPartitionOffset>) {
         self.init(capacity: offsets.count)
         for offset in offsets {
-            add(offset.topicPartition.topic, offset.topicPartition.partition).pointee.offset = offset.offset
+            let element = add(offset.topicPartition.topic, offset.topicPartition.partition)
+            element.pointee.offset = offset.offset
+            if let metadata = offset.metadata, !metadata.isEmpty {
+                // The list owns it: rd_kafka_topic_partition_list_destroy frees it with free().
+                let bytes = Array(metadata.utf8)
+                let copy = malloc(bytes.count)!
+                bytes.withUnsafeBytes { copy.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+                element.pointee.metadata = copy
+                element.pointee.metadata_size = bytes.count
+            }
         }
     }
 
@@ -68,5 +83,20 @@ final class RDKafkaTopicPartitionList {
 
     var offsets: [KafkaTopicPartitionOffset] {
         Self.entries(of: pointer).map { KafkaTopicPartitionOffset($0.0, offset: $0.offset) }
+    }
+
+    /// Each entry's offset with its metadata (librdkafka gives an empty one back as none).
+    var offsetsWithMetadata: [KafkaTopicPartitionOffset] {
+        (0..<Int(pointer.pointee.cnt)).map { index in
+            let element = pointer.pointee.elems[index]
+            var metadata: String?
+            if let bytes = element.metadata, element.metadata_size > 0 {
+                metadata = String(
+                    decoding: UnsafeRawBufferPointer(start: bytes, count: element.metadata_size), as: UTF8.self)
+            }
+            return KafkaTopicPartitionOffset(
+                KafkaTopicPartition(topic: String(cString: element.topic), partition: element.partition),
+                offset: element.offset, metadata: metadata)
+        }
     }
 }

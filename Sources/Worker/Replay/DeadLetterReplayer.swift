@@ -7,11 +7,14 @@ import NIOConcurrencyHelpers
 /// (records dead-lettered during the run wait for the next run), applies the request's filters, and
 /// re-produces each chosen record with an idempotent producer.
 ///
-/// It remembers: each reason has a cursor, the offsets of a consumer group of its own
-/// (`<groupID>.<reason>`), committed after the records before it are stored. A run starts at the
-/// cursors and moves them to where it stopped, so running the same replay twice replays once, and
-/// a run that fails part-way resumes where its last checkpoint was (records after it may be
-/// produced again: at least once). `fromBeginning` ignores the cursors.
+/// It remembers: each reason has a cursor in a consumer group of its own (`<groupID>.<reason>`): the
+/// committed offset is the reason's lowest dead letter no run has replayed, and the commit metadata
+/// names what was replayed above it (`ReplayCursor`). Cursors are stored at every checkpoint, after
+/// the records before it are stored. So running the same replay twice replays once; a run that
+/// filters leaves what it filtered for a later run; and a run that fails part-way resumes where its
+/// last checkpoint was (records after it may be produced again: at least once). `fromBeginning`
+/// ignores what earlier runs did. A run holds its reasons' cursors while it runs, and a second run
+/// over any of them is refused (`ReplayCursorStore`).
 package struct DeadLetterReplayer: Sendable {
     package var consumerConfiguration: KafkaConsumerConfiguration
     package var producerConfiguration: KafkaProducerConfiguration
@@ -21,6 +24,14 @@ package struct DeadLetterReplayer: Sendable {
 
     /// Records replayed between checkpoints (flush, then cursors committed).
     package var checkpointInterval = 1_000
+    /// A checkpoint at least this often, to renew the run's hold on its cursors.
+    package var checkpointPeriod: Duration = .seconds(5)
+    /// How long a run's hold on its cursors lasts unless renewed: what a run that died blocks.
+    package var leaseDuration: Duration = .seconds(60)
+    /// How long a run waits after taking its hold before it reads it back (see `ReplayCursorStore`).
+    package var leaseSettle: Duration = .seconds(1)
+    /// Names this run in the holds it takes: host, process and a random part.
+    package var runID: String = DeadLetterReplayer.makeRunID()
 
     /// `groupID` of the consumer configuration names the cursors' groups (`<groupID>.<reason>`);
     /// replay reads without joining a group.
@@ -55,6 +66,11 @@ package struct DeadLetterReplayer: Sendable {
     /// The group whose committed offsets are `reason`'s cursor.
     package func cursorGroup(_ reason: DeadLetterReason) -> String {
         Self.cursorGroup(consumerConfiguration.groupID, reason)
+    }
+
+    static func makeRunID() -> String {
+        let host = ProcessInfo.processInfo.hostName.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+        return "\(host.prefix(40)):\(ProcessInfo.processInfo.processIdentifier):\(UInt32.random(in: 0...UInt32.max))"
     }
 
     /// The prefix of the cursors' groups for a worker's consumer group.
@@ -106,7 +122,7 @@ package struct DeadLetterReplayer: Sendable {
     }
 
     private func replay(
-        _ request: ReplayRequest, from consumer: KafkaConsumer, cursors: [DeadLetterReason: KafkaConsumer]
+        _ request: ReplayRequest, from consumer: KafkaConsumer, cursors groups: [DeadLetterReason: KafkaConsumer]
     ) async throws -> ReplayReport {
         // Where each partition ends now: the run stops there. Some brokers' ListOffsets answer lags the
         // log (Tansu 0.6 names the start of the last record batch), so the end a partition's first
@@ -116,36 +132,59 @@ package struct DeadLetterReplayer: Sendable {
         for id in try await consumer.partitions(of: request.deadLetterTopic) {
             let partition = KafkaTopicPartition(topic: request.deadLetterTopic, partition: id)
             let marks = try await consumer.watermarks(of: partition)
-            if marks.high > marks.low {
-                ends[partition] = marks.high
-                lows[partition] = marks.low
-            }
+            lows[partition] = marks.low
+            if marks.high > marks.low { ends[partition] = marks.high }
         }
-        guard !ends.isEmpty else { return ReplayReport() }
-        // Each reason's cursor per partition (where its earlier runs stopped); the run starts at the
-        // lowest cursor of the reasons it replays.
-        var cursor: [DeadLetterReason: [KafkaTopicPartition: Int64]] = [:]
-        if !request.fromBeginning {
-            for (reason, group) in cursors {
-                let committed = try await group.committedOffsets(for: Array(ends.keys))
-                cursor[reason] = committed.compactMapValues { $0 }
-            }
+        let partitions = lows.keys.sorted()
+        var report = ReplayReport()
+        // Each reason's cursor per partition: where earlier runs left it, and (unless this is a dry
+        // run) held by this run until it ends.
+        let store = ReplayCursorStore(
+            holder: runID, groups: groups, partitions: partitions, lows: lows, duration: leaseDuration,
+            settle: leaseSettle, logger: logger)
+        let held = request.dryRun ? try await store.read() : try await store.acquire()
+        report.notes += held.notes
+        do {
+            return try await replay(
+                request, from: consumer, cursors: held.cursors, ends: ends, lows: lows, store: store, report: report)
+        } catch {
+            if !request.dryRun { await store.abandon() }
+            throw error
+        }
+    }
+
+    private func replay(
+        _ request: ReplayRequest, from consumer: KafkaConsumer, cursors: ReplayCursorStore.Cursors,
+        ends: [KafkaTopicPartition: Int64], lows: [KafkaTopicPartition: Int64], store: ReplayCursorStore,
+        report: ReplayReport
+    ) async throws -> ReplayReport {
+        var cursors = cursors
+        var ends = ends
+        var report = report
+        guard !ends.isEmpty else {
+            if !request.dryRun { try await store.release(cursors) }
+            return report
         }
         var start: [KafkaTopicPartitionOffset] = []
         for (partition, end) in ends {
-            let low = lows[partition]!
-            let first = max(
-                low, request.effectiveReasons.map { cursor[$0]?[partition] ?? low }.min() ?? low)
+            var first = request.effectiveReasons.map { reason -> Int64 in
+                request.fromBeginning ? lows[partition]! : cursors[reason]![partition]!.low
+            }.min()!
+            first = max(first, lows[partition]!)
             if first < end {
                 start.append(KafkaTopicPartitionOffset(partition, offset: first))
+                for reason in request.effectiveReasons { cursors[reason]![partition]!.startScanning(at: first) }
             } else {
                 ends[partition] = nil
             }
         }
-        guard !start.isEmpty else { return ReplayReport() }
+        guard !start.isEmpty else {
+            if !request.dryRun { try await store.release(cursors) }
+            return report
+        }
         try consumer.assign(start)
-        let frozenCursor = cursor
         let checkpointInterval = self.checkpointInterval
+        let checkpointPeriod = self.checkpointPeriod
         let deliveryTimeout = producerConfiguration.deliveryTimeout
 
         let producer = request.dryRun ? nil : try KafkaProducer(configuration: producerConfiguration, logger: logger)
@@ -153,10 +192,12 @@ package struct DeadLetterReplayer: Sendable {
         let stallTimeout = self.stallTimeout
         let failures = NIOLockedValueBox<[String]>([])
 
-        // Flushes what was produced, then moves every replayed reason's cursor up to `position`
-        // (never back: another reason's lower cursor may have started the run earlier).
-        @Sendable func checkpoint(_ position: [KafkaTopicPartition: Int64]) async throws {
-            guard !request.dryRun, !position.isEmpty else { return }
+        // Flushes what was produced, then stores every replayed reason's cursor (renewing the
+        // run's hold on it, or giving it up with `release`).
+        @Sendable func checkpoint(_ cursors: [DeadLetterReason: [KafkaTopicPartition: ReplayCursor]], release: Bool)
+            async throws
+        {
+            guard !request.dryRun else { return }
             if let producer { try await producer.flush(timeout: deliveryTimeout) }
             let failed = failures.withLockedValue { $0 }
             guard failed.isEmpty else {
@@ -165,38 +206,34 @@ package struct DeadLetterReplayer: Sendable {
                         "\(failed.count) replayed record(s) were not stored: \(failed.prefix(3).joined(separator: "; "))"
                 )
             }
-            for (reason, group) in cursors {
-                let offsets = position.compactMap { partition, next -> KafkaTopicPartitionOffset? in
-                    if let old = frozenCursor[reason]?[partition], old >= next { return nil }
-                    return KafkaTopicPartitionOffset(partition, offset: next)
-                }
-                try await group.commit(offsets)
-            }
+            if release { try await store.release(cursors) } else { try await store.renew(cursors) }
         }
 
-        let report = try await withThrowingTaskGroup(of: ReplayReport?.self) { group in
-            group.addTask { [ends] in
+        let scan = try await withThrowingTaskGroup(of: ReplayReport?.self) { group in
+            group.addTask { [ends, cursors] in
                 var report = ReplayReport()
+                var cursors = cursors
                 var remaining = ends
-                var position: [KafkaTopicPartition: Int64] = [:]
                 var sinceCheckpoint = 0
+                var lastCheckpoint = ContinuousClock.now
                 var checked: Set<KafkaTopicPartition> = []
                 for try await record in consumer.messages {
                     lastProgress.withLockedValue { $0 = .now }
-                    if checked.insert(record.topicPartition).inserted, let queried = remaining[record.topicPartition],
-                        let fetched = consumer.fetchedHighWatermark(of: record.topicPartition), fetched > queried
+                    let partition = record.topicPartition
+                    if checked.insert(partition).inserted, let queried = remaining[partition],
+                        let fetched = consumer.fetchedHighWatermark(of: partition), fetched > queried
                     {
-                        remaining[record.topicPartition] = fetched
+                        remaining[partition] = fetched
                     }
-                    guard let end = remaining[record.topicPartition], record.offset < end else { continue }
-                    if record.offset + 1 >= end { remaining[record.topicPartition] = nil }
+                    guard let end = remaining[partition], record.offset < end else { continue }
+                    if record.offset + 1 >= end { remaining[partition] = nil }
                     report.scanned += 1
                     let reason = record.headers.lastString(DeadLetterHeader.reason).flatMap(DeadLetterReason.init)
-                    let behind =
-                        reason.flatMap { frozenCursor[$0]?[record.topicPartition] }.map { record.offset < $0 } ?? false
-                    let (row, message) = ReplayDecision.decide(record, request: request, replayedBefore: behind)
+                    let cursor = reason.flatMap { cursors[$0]?[partition] }
+                    let before = !request.fromBeginning && (cursor?.isHandled(record.offset) ?? false)
+                    let (row, message) = ReplayDecision.decide(record, request: request, replayedBefore: before)
                     if let message, let producer {
-                        let origin = "\(record.topicPartition)@\(record.offset)"
+                        let origin = "\(partition)@\(record.offset)"
                         try await producer.send(message) { result in
                             if case .failure(let error) = result {
                                 failures.withLockedValue { $0.append("\(origin): \(error)") }
@@ -204,16 +241,22 @@ package struct DeadLetterReplayer: Sendable {
                         }
                     }
                     report.counts[row, default: 0] += 1
-                    position[record.topicPartition] = record.offset + 1
+                    // Every cursor of the run moves past this record; the record's own reason's
+                    // only if it was replayed, now or before.
+                    for other in cursors.keys {
+                        let done = other != reason || message != nil || (cursor?.isHandled(record.offset) ?? false)
+                        cursors[other]![partition]!.scanned(record.offset, done: done)
+                    }
                     if message != nil { sinceCheckpoint += 1 }
-                    if sinceCheckpoint >= checkpointInterval {
-                        try await checkpoint(position)
+                    if sinceCheckpoint >= checkpointInterval || ContinuousClock.now - lastCheckpoint >= checkpointPeriod {
+                        try await checkpoint(cursors, release: false)
                         sinceCheckpoint = 0
+                        lastCheckpoint = .now
                         lastProgress.withLockedValue { $0 = .now }  // a slow flush is not a stalled topic
                     }
                     if remaining.isEmpty { break }
                 }
-                try await checkpoint(position)
+                try await checkpoint(cursors, release: true)
                 return report
             }
             // A watchdog: a topic that stops delivering fails the run instead of hanging it.
@@ -231,6 +274,8 @@ package struct DeadLetterReplayer: Sendable {
             return try await group.next()!!
         }
         if let producer { await producer.close() }
+        report.scanned = scan.scanned
+        report.counts = scan.counts
         return report
     }
 }

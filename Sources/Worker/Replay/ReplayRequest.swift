@@ -62,6 +62,9 @@ package struct ReplayReport: Sendable, Equatable {
     /// Dead letters read (up to the end offsets seen at the start).
     package var scanned = 0
     package var counts: [Row: Int] = [:]
+    /// What the operator should know beyond the counts (cursor metadata that could not be used, a
+    /// broker that keeps none), a line each.
+    package var notes: [String] = []
 
     package func count(_ action: Action) -> Int {
         counts.filter { $0.key.action == action }.reduce(0) { $0 + $1.value }
@@ -74,6 +77,7 @@ package struct ReplayReport: Sendable, Equatable {
             lines.append(pad(row.action.rawValue, 24) + pad(row.reason, 20) + pad(row.destination, 32) + String(count))
         }
         lines.append("scanned \(scanned) dead letters")
+        lines += notes.map { "note: " + $0 }
         return lines.joined(separator: "\n")
     }
 
