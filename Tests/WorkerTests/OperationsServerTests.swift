@@ -28,7 +28,7 @@ struct OperationsServerTests {
     /// Runs the server as a `Service` in a `ServiceGroup` on 127.0.0.1, port 0; shuts it down gracefully after `body`.
     private func withServer(
         health: HealthState, registry: PrometheusCollectorRegistry, beforeScrape: @escaping @Sendable () -> Void = {},
-        maxConnections: Int = 64, idleTimeout: Duration = .seconds(60),
+        maxConnections: Int = 64, idleTimeout: Duration = .seconds(60), requestTimeout: Duration = .seconds(5),
         _ body: (_ port: Int) async throws -> Void
     ) async throws {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
@@ -36,7 +36,7 @@ struct OperationsServerTests {
         let server = OperationsServer(
             host: "127.0.0.1", port: 0, health: health, registry: registry, logger: logger,
             beforeScrape: beforeScrape, onListening: { continuation.yield($0) }, maxConnections: maxConnections,
-            idleTimeout: idleTimeout)
+            idleTimeout: idleTimeout, requestTimeout: requestTimeout)
         let group = ServiceGroup(services: [server], gracefulShutdownSignals: [], logger: logger)
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
@@ -78,28 +78,107 @@ struct OperationsServerTests {
         }
     }
 
-    // The endpoint (bound to 0.0.0.0 by default, for the kubelet and Prometheus) had no connection
-    // cap and no idle timeout: connections opened and left open piled up for good.
-    @Test("connections over the cap are closed at once; an idle one is closed after the idle time")
-    func connectionCapAndIdleTimeout() async throws {
-        try await withServer(
-            health: HealthState(), registry: PrometheusCollectorRegistry(), maxConnections: 3,
-            idleTimeout: .seconds(2)
-        ) { port in
-            var sockets: [RawSocket] = []
-            for _ in 0..<5 {
-                sockets.append(try RawSocket(port: port))
+    // Past the cap the new connection was closed rather than an old one: 64 connections that sent
+    // nothing locked the kubelet's probes out (an empty reply), and Kubernetes restarted a healthy pod.
+    @Test("a full table of connections that sent nothing gives way: the probe is answered, the oldest silent one goes")
+    func fullTableGivesWay() async throws {
+        try await withServer(health: HealthState(), registry: PrometheusCollectorRegistry(), maxConnections: 3) {
+            port in
+            var silent: [RawSocket] = []
+            for _ in 0..<3 {
+                silent.append(try RawSocket(port: port))
                 try await Task.sleep(for: .milliseconds(50))  // accepted in this order
             }
-            let overCap = sockets.suffix(2).map { $0.closedByPeer(within: .milliseconds(500)) }
-            #expect(overCap == [true, true])
-            let kept = sockets.prefix(3).map { $0.closedByPeer(within: .milliseconds(100)) }
-            #expect(kept == [false, false, false])
-            // Nothing sent: the three kept ones go once the idle time passes. The bound is generous:
-            // a loaded machine (the whole suite in parallel) ran the server's timer late.
-            let closedLater = sockets.prefix(3).map { $0.closedByPeer(within: .seconds(10)) }
-            #expect(closedLater == [true, true, true])
-            #expect(try await request(port, "/health/live").status == 200, "the endpoint answers again")
+            #expect(try await request(port, "/health/live").status == 200)
+            #expect(silent[0].closedByPeer(within: .seconds(2)), "the oldest silent connection made room")
+            #expect(!silent[2].closedByPeer(within: .milliseconds(100)))
+            for _ in 0..<5 { #expect(try await request(port, "/health/live").status == 200) }
+        }
+    }
+
+    @Test("a connection that has made a request is kept over new ones that have not")
+    func keepAliveClientsStay() async throws {
+        try await withServer(health: HealthState(), registry: PrometheusCollectorRegistry(), maxConnections: 3) {
+            port in
+            let scraper = try RawSocket(port: port)
+            scraper.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"))
+            var silent: [RawSocket] = []
+            for _ in 0..<4 {
+                silent.append(try RawSocket(port: port))
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(silent[0].closedByPeer(within: .seconds(2)), "the oldest silent one made room for the fourth")
+            #expect(!scraper.closedByPeer(within: .milliseconds(200)))
+            scraper.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"), "still served on its connection")
+        }
+    }
+
+    // The idle timeout restarted on every byte: one byte every 50 s kept a connection for good.
+    @Test("a request must arrive whole within the request time, however slowly its bytes trickle in")
+    func slowRequestIsCut() async throws {
+        try await withServer(
+            health: HealthState(), registry: PrometheusCollectorRegistry(), idleTimeout: .seconds(60),
+            requestTimeout: .seconds(1)
+        ) { port in
+            let slow = try RawSocket(port: port)
+            var closed = false
+            for byte in "GET /health/live HTTP/1.1\r\nHost: x\r\n".utf8 {
+                slow.send(String(UnicodeScalar(byte)))
+                if slow.closedByPeer(within: .milliseconds(250)) {
+                    closed = true
+                    break
+                }
+            }
+            #expect(closed, "cut at the request time, not kept alive by each byte")
+            // Between requests a kept-alive connection may idle longer than the request time.
+            let scraper = try RawSocket(port: port)
+            scraper.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"))
+            #expect(!scraper.closedByPeer(within: .milliseconds(1_500)))
+            scraper.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"))
+        }
+    }
+
+    @Test("many slow clients trickling requests do not keep the probes from an answer")
+    func probesUnderSlowClients() async throws {
+        try await withServer(
+            health: HealthState(), registry: PrometheusCollectorRegistry(), maxConnections: 8,
+            requestTimeout: .seconds(1)
+        ) { port in
+            let stop = ManagedAtomicFlag()
+            let attackers = Task.detached {
+                var sockets: [RawSocket] = []
+                while !stop.isSet {
+                    if let socket = try? RawSocket(port: port) { sockets.append(socket) }
+                    for socket in sockets.suffix(40) { socket.send("G") }
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            var answered = 0
+            for _ in 0..<20 {
+                if (try? await request(port, "/health/live").status) == 200 { answered += 1 }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            stop.set()
+            await attackers.value
+            #expect(answered == 20)
+        }
+    }
+
+    @Test("an idle connection is closed after the idle time")
+    func idleTimeout() async throws {
+        try await withServer(
+            health: HealthState(), registry: PrometheusCollectorRegistry(), idleTimeout: .seconds(2)
+        ) { port in
+            let scraper = try RawSocket(port: port)
+            scraper.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"))
+            // The bound is generous: a loaded machine (the whole suite in parallel) ran the timer late.
+            #expect(scraper.closedByPeer(within: .seconds(10)))
         }
     }
 
@@ -291,6 +370,13 @@ final class ManualInstant: Sendable {
 }
 
 /// A plain TCP connection to 127.0.0.1 that sends nothing, to see when the server closes it.
+/// A flag set once, read from any thread.
+final class ManagedAtomicFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    func set() { value.store(true, ordering: .releasing) }
+}
+
 final class RawSocket {
     let descriptor: Int32
 
@@ -306,6 +392,23 @@ final class RawSocket {
             }
         }
         guard connected else { throw CocoaError(.fileReadUnknown) }
+    }
+
+    func send(_ text: String) {
+        _ = text.utf8CString.withUnsafeBufferPointer {
+            Glibc.send(descriptor, $0.baseAddress, $0.count - 1, Int32(MSG_NOSIGNAL))
+        }
+    }
+
+    /// What arrives within `within` (one read).
+    func read(within: Duration) -> String {
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        let milliseconds = Int32(
+            within.components.seconds * 1000 + within.components.attoseconds / 1_000_000_000_000_000)
+        guard poll(&entry, 1, milliseconds) == 1 else { return "" }
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        let count = recv(descriptor, &buffer, buffer.count, 0)
+        return count > 0 ? String(decoding: buffer.prefix(count), as: UTF8.self) : ""
     }
 
     /// True if the peer closed the connection (a read sees its end) within `within`.

@@ -1,34 +1,78 @@
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// The operations endpoint's open connections, so that shutdown closes them too: closing the
-/// listening socket alone leaves keep-alive connections (a Prometheus scraper's) served after the
-/// service has returned.
+/// The operations endpoint's open connections, so that shutdown closes them too (closing the
+/// listening socket alone leaves keep-alive connections, a Prometheus scraper's, served after the
+/// service has returned), and so that they stay few.
 ///
-/// It also caps them: a connection accepted over `limit` is closed at once, so that a client that
-/// opens connections and never closes them cannot exhaust the worker's descriptors.
+/// At `limit` a new connection takes the place of an old one rather than being turned away, so that
+/// connections left open cannot lock the kubelet's probes out: the one that goes is the oldest that
+/// has not completed a request yet (a client that connects and sends nothing, or trickles), else the
+/// one idle longest between requests; a connection whose request is being answered is never closed.
+/// Only when every one is being answered is the new connection closed.
 final class ConnectionTracker: Sendable {
+    /// Where a connection is in its request/response cycle.
+    enum Phase: Sendable {
+        /// Accepted, no request completed yet.
+        case new
+        /// Kept alive between requests.
+        case idle
+        /// A request came in whole and is being answered.
+        case answering
+    }
+
+    private struct Entry {
+        var channel: any Channel
+        var phase: Phase
+        /// When it entered its phase, in the tracker's own order (larger is later).
+        var since: UInt64
+    }
+
     private struct State {
-        var channels: [ObjectIdentifier: any Channel] = [:]
+        var entries: [ObjectIdentifier: Entry] = [:]
         var isShutDown = false
+        var clock: UInt64 = 0
         let limit: Int
 
         enum AddAction {
             case keep
-            /// Accepted while shutting down, or over the limit.
+            /// Kept, in place of this one.
+            case keepClosing(any Channel)
+            /// Accepted while shutting down, or every connection is being answered.
             case close
         }
 
         mutating func add(_ channel: any Channel) -> AddAction {
-            guard !isShutDown, channels.count < limit else { return .close }
-            channels[ObjectIdentifier(channel)] = channel
-            return .keep
+            guard !isShutDown else { return .close }
+            var action = AddAction.keep
+            if entries.count >= limit {
+                guard let (id, victim) = victim() else { return .close }
+                entries[id] = nil
+                action = .keepClosing(victim.channel)
+            }
+            clock += 1
+            entries[ObjectIdentifier(channel)] = Entry(channel: channel, phase: .new, since: clock)
+            return action
+        }
+
+        /// The oldest connection without a completed request, else the one idle longest.
+        private func victim() -> (ObjectIdentifier, Entry)? {
+            let waiting = entries.filter { $0.value.phase == .new }
+            let candidates = waiting.isEmpty ? entries.filter { $0.value.phase == .idle } : waiting
+            return candidates.min { $0.value.since < $1.value.since }.map { ($0.key, $0.value) }
+        }
+
+        mutating func update(_ id: ObjectIdentifier, to phase: Phase) {
+            guard entries[id] != nil else { return }
+            clock += 1
+            entries[id]!.phase = phase
+            entries[id]!.since = clock
         }
 
         mutating func shutDown() -> [any Channel] {
             isShutDown = true
-            defer { channels = [:] }
-            return Array(channels.values)
+            defer { entries = [:] }
+            return entries.values.map(\.channel)
         }
     }
 
@@ -38,16 +82,28 @@ final class ConnectionTracker: Sendable {
         state = NIOLockedValueBox(State(limit: limit))
     }
 
-    /// Tracks `channel` until it closes.
+    /// Tracks `channel` until it closes, closing another in its place at the limit.
     func add(_ channel: any Channel) {
         switch state.withLockedValue({ $0.add(channel) }) {
         case .keep:
-            let id = ObjectIdentifier(channel)
-            channel.closeFuture.whenComplete { [state] _ in
-                state.withLockedValue { _ = $0.channels.removeValue(forKey: id) }
-            }
+            removeWhenClosed(channel)
+        case .keepClosing(let victim):
+            removeWhenClosed(channel)
+            victim.close(promise: nil)
         case .close:
             channel.close(promise: nil)
+        }
+    }
+
+    /// A connection moved in its request/response cycle (`RequestDeadlineHandler` says when).
+    func update(_ channel: any Channel, to phase: Phase) {
+        state.withLockedValue { $0.update(ObjectIdentifier(channel), to: phase) }
+    }
+
+    private func removeWhenClosed(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        channel.closeFuture.whenComplete { [state] _ in
+            state.withLockedValue { _ = $0.entries.removeValue(forKey: id) }
         }
     }
 

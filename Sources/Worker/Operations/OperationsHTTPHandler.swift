@@ -23,6 +23,7 @@ final class OperationsHTTPHandler: ChannelInboundHandler {
         case .end:
             guard let head = request else { return }
             request = nil
+            context.triggerUserOutboundEvent(RequestDeadlineHandler.Event.requestReceived, promise: nil)
             respond(to: head, context: context)
         }
     }
@@ -47,9 +48,14 @@ final class OperationsHTTPHandler: ChannelInboundHandler {
         }
         let done = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
-        if !keepAlive {
-            let channel = context.channel
-            done.futureResult.whenComplete { _ in channel.close(promise: nil) }
+        let channel = context.channel
+        done.futureResult.whenComplete { _ in
+            if keepAlive {
+                channel.triggerUserOutboundEvent(
+                    RequestDeadlineHandler.Event.responseSent(keepAlive: true), promise: nil)
+            } else {
+                channel.close(promise: nil)
+            }
         }
     }
 }

@@ -22,8 +22,12 @@ package struct OperationsServer: Service {
     /// The listening socket once `listen()` bound it; `run()` serves on it.
     private let listener = NIOLockedValueBox<(any Channel)?>(nil)
     private let connections: ConnectionTracker
-    /// A connection that sends nothing for this long is closed (a scraper reconnects).
+    /// A kept-alive connection that sends nothing for this long between requests is closed (a
+    /// scraper reconnects).
     private let idleTimeout: Duration
+    /// A request must arrive whole within this time of its first byte (of the connection's start,
+    /// for the first one).
+    private let requestTimeout: Duration
 
     /// - Parameters:
     ///   - port: 0 picks a free port; `onListening` receives the real one once bound.
@@ -35,10 +39,11 @@ package struct OperationsServer: Service {
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         beforeScrape: @escaping @Sendable () -> Void = {},
         onListening: @escaping @Sendable (Int) -> Void = { _ in },
-        maxConnections: Int = 64, idleTimeout: Duration = .seconds(60)
+        maxConnections: Int = 64, idleTimeout: Duration = .seconds(60), requestTimeout: Duration = .seconds(5)
     ) {
         self.connections = ConnectionTracker(limit: maxConnections)
         self.idleTimeout = idleTimeout
+        self.requestTimeout = requestTimeout
         self.host = host
         self.port = port
         self.router = OperationsRouter(health: health, registry: registry, beforeScrape: beforeScrape)
@@ -95,9 +100,8 @@ package struct OperationsServer: Service {
 
     private func bind(tracking connections: ConnectionTracker) async throws -> any Channel {
         let router = self.router
-        let idle = TimeAmount.nanoseconds(
-            Int64(idleTimeout.components.seconds) * 1_000_000_000
-                + idleTimeout.components.attoseconds / 1_000_000_000)
+        let idle = TimeAmount(idleTimeout)
+        let request = TimeAmount(requestTimeout)
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -105,8 +109,8 @@ package struct OperationsServer: Service {
             .childChannelInitializer { channel in
                 connections.add(channel)
                 return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idle))
-                    try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
+                    try channel.pipeline.syncOperations.addHandler(
+                        RequestDeadlineHandler(requestTimeout: request, idleTimeout: idle, tracker: connections))
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(OperationsHTTPHandler(router: router))
                 }
@@ -124,18 +128,5 @@ package struct OperationsServerError: Error, CustomStringConvertible {
 
     package var description: String {
         "http.host/http.port: cannot listen on \(host):\(port): \(underlying)"
-    }
-}
-
-/// Closes a connection on NIO's `IdleStateHandler` event: nothing came or went for the idle time.
-private final class CloseWhenIdle: ChannelInboundHandler, Sendable {
-    typealias InboundIn = NIOAny
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is IdleStateHandler.IdleStateEvent {
-            context.close(promise: nil)
-        } else {
-            context.fireUserInboundEventTriggered(event)
-        }
     }
 }
