@@ -117,6 +117,16 @@ extension KafkaProducerConfiguration {
     }
 }
 
+/// librdkafka's own reading of its properties, for checks that must see through its aliases
+/// (`request.required.acks` is `acks`) and synonyms (`largest` and `end` are `latest`).
+package enum KafkaPropertyReading {
+    /// `name`'s value, as librdkafka prints it, once `properties` are applied in order to a new
+    /// configuration; `nil` when librdkafka refuses one of them or does not know `name`.
+    package static func value(of name: String, after properties: [(String, String)]) -> String? {
+        (try? RDKafkaConfig(properties: properties))?.value(of: name)
+    }
+}
+
 /// Typed values first, pass-through properties after (so they override), keys sorted for stable errors.
 private func merged(_ typed: [(String, String)], _ properties: [String: String]) -> [(String, String)] {
     typed.filter { properties[$0.0] == nil } + properties.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }

@@ -104,6 +104,11 @@ struct ConfigurationErrorTests {
         arguments: [
             ("consumer", "enable.auto.commit", "true"), ("kafka", "enable.auto.offset.store", "true"),
             ("producer", "enable.idempotence", "false"), ("producer", "acks", "1"),
+            // librdkafka's own name for acks, which passed and then failed at start with librdkafka's
+            // idempotence error (exit 1), and the settings the check did not know.
+            ("producer", "request.required.acks", "1"), ("kafka", "request.required.acks", "0"),
+            ("consumer", "isolation.level", "read_uncommitted"), ("kafka", "auto.offset.reset", "latest"),
+            ("consumer", "auto.offset.reset", "largest"), ("consumer", "auto.offset.reset", "end"),
         ])
     func guardedProperties(section: String, key: String, value: String) throws {
         let text: String
@@ -129,8 +134,16 @@ struct ConfigurationErrorTests {
     func guardedPropertiesAtTheirValues() throws {
         let text =
             ConfigurationFixtures.minimalYAML
-            + "\nproducer:\n  properties: { acks: all, enable.idempotence: \"true\" }\n"
+            + "\nproducer:\n  properties: { acks: all, request.required.acks: \"-1\", enable.idempotence: \"true\" }\n"
         _ = try WorkerConfiguration.parse(text)
+        for reset in ["earliest", "smallest", "beginning", "error"] {
+            let consumer = ConfigurationFixtures.minimalYAML.replacingOccurrences(
+                of: "  topics: [notifications]",
+                with:
+                    "  topics: [notifications]\n  properties: { auto.offset.reset: \(reset), isolation.level: read_committed }"
+            )
+            _ = try WorkerConfiguration.parse(consumer)
+        }
     }
 
     @Test("a revocationTimeout that max.poll.interval.ms cannot hold twice is refused, naming both")

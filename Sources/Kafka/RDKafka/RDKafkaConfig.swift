@@ -23,6 +23,17 @@ final class RDKafkaConfig {
         if let pointer { rd_kafka_conf_destroy(pointer) }
     }
 
+    /// The property's value as librdkafka prints it (its canonical spelling: `-1` for `acks=all`,
+    /// `smallest` for `earliest`), whichever of its names or synonyms set it; `nil` for a name it
+    /// does not know.
+    func value(of name: String) -> String? {
+        var size = 0
+        guard rd_kafka_conf_get(pointer!, name, nil, &size) == RD_KAFKA_CONF_OK else { return nil }
+        var buffer = [CChar](repeating: 0, count: size + 1)
+        guard rd_kafka_conf_get(pointer!, name, &buffer, &size) == RD_KAFKA_CONF_OK else { return nil }
+        return String(errorBuffer: buffer)
+    }
+
     /// Scoped access for `rd_kafka_conf_set_*` calls before the handle is created.
     func withPointer<T>(_ body: (OpaquePointer) throws -> T) rethrows -> T {
         try body(pointer!)

@@ -1,4 +1,5 @@
 import Foundation
+import Kafka
 
 /// Typed, checked reads from one mapping of the configuration tree.
 ///
@@ -127,13 +128,51 @@ struct ConfigSection {
         return try ConfigSection.properties(node, file: file, path: keyPath(key))
     }
 
-    /// librdkafka properties the worker's at-least-once guarantee rests on, and the values they
-    /// may take: offsets are committed only for finished events (never automatically), and results
-    /// are produced idempotently with `acks=all`.
-    static let guardedProperties: [String: Set<String>] = [
-        "enable.auto.commit": ["false"], "enable.auto.offset.store": ["false"],
-        "enable.idempotence": ["true"], "acks": ["all", "-1"],
+    /// A librdkafka property the worker's at-least-once guarantee rests on, the values it may take,
+    /// and why.
+    struct GuardedProperty: Sendable {
+        var name: String
+        var allowed: [String]
+        var reason: String
+    }
+
+    static let guardedProperties: [GuardedProperty] = [
+        GuardedProperty(
+            name: "enable.auto.commit", allowed: ["false"], reason: "offsets are committed only for finished events"),
+        GuardedProperty(
+            name: "enable.auto.offset.store", allowed: ["false"],
+            reason: "offsets are committed only for finished events"),
+        GuardedProperty(
+            name: "enable.idempotence", allowed: ["true"],
+            reason: "results are produced idempotently, never stored twice"),
+        GuardedProperty(
+            name: "acks", allowed: ["all", "-1"], reason: "a result counts as stored once every in-sync replica has it"),
+        GuardedProperty(
+            name: "isolation.level", allowed: ["read_committed"],
+            reason: "read_uncommitted would push the events of aborted transactions"),
+        GuardedProperty(
+            name: "auto.offset.reset", allowed: ["earliest", "error"],
+            reason:
+                "latest (largest, end) would skip, without a result, what a new group or a partition reset to its end would read"
+        ),
     ]
+
+    /// The guarded property `key` sets (itself, or through one of librdkafka's other names for it) to
+    /// a value it may not take, as librdkafka reads it.
+    static func guardViolation(_ key: String, _ value: String) -> GuardedProperty? {
+        for guarded in guardedProperties {
+            let permitted = Set(
+                guarded.allowed.compactMap { KafkaPropertyReading.value(of: guarded.name, after: [(guarded.name, $0)]) }
+            )
+            // Set to a permitted value first, so that a key that does not touch the property leaves it permitted.
+            guard
+                let read = KafkaPropertyReading.value(
+                    of: guarded.name, after: [(guarded.name, guarded.allowed[0]), (key, value)])
+            else { continue }  // librdkafka refuses the value itself: its own check says so
+            if !permitted.contains(read) { return guarded }
+        }
+        return nil
+    }
 
     static func properties(_ node: ConfigNode, file: String, path: String) throws(ConfigurationError)
         -> [String: String]
@@ -152,13 +191,15 @@ struct ConfigSection {
                     environmentVariable: value.environmentVariable,
                     message: "expected a single value for this librdkafka property, found \(value.typeName)")
             }
-            if let allowed = guardedProperties[key], !allowed.contains(text.lowercased()) {
+            if let guarded = guardViolation(key, text) {
+                let named =
+                    guarded.name == key ? "this property" : "'\(guarded.name)', which librdkafka reads this property as"
                 throw ConfigurationError(
                     code: .invalidValue, file: file, keyPath: "\(path).\(key)", line: value.line,
                     environmentVariable: value.environmentVariable,
                     message:
-                        "the worker's at-least-once delivery rests on this property; it may only be "
-                        + allowed.sorted().map { "\"\($0)\"" }.joined(separator: " or ") + ", found \"\(text)\"")
+                        "the worker's at-least-once delivery rests on \(named): \(guarded.reason); it may only be "
+                        + guarded.allowed.map { "\"\($0)\"" }.joined(separator: " or ") + ", found \"\(text)\"")
             }
             result[key] = text
         }
