@@ -90,8 +90,10 @@ struct OperationsServerTests {
                 try await Task.sleep(for: .milliseconds(50))  // accepted in this order
             }
             #expect(try await request(port, "/health/live").status == 200)
-            #expect(silent[0].closedByPeer(within: .seconds(2)), "the oldest silent connection made room")
-            #expect(!silent[2].closedByPeer(within: .milliseconds(100)))
+            // One silent connection made room (the oldest the server saw: its event loops may see
+            // connections made 50 ms apart in another order on a loaded machine).
+            let closed = silent.map { $0.closedByPeer(within: .milliseconds(500)) }
+            #expect(closed.filter { $0 }.count == 1, "\(closed)")
             for _ in 0..<5 { #expect(try await request(port, "/health/live").status == 200) }
         }
     }
@@ -108,7 +110,8 @@ struct OperationsServerTests {
                 silent.append(try RawSocket(port: port))
                 try await Task.sleep(for: .milliseconds(50))
             }
-            #expect(silent[0].closedByPeer(within: .seconds(2)), "the oldest silent one made room for the fourth")
+            let closed = silent.map { $0.closedByPeer(within: .milliseconds(500)) }
+            #expect(closed.filter { $0 }.count == 2, "two silent ones made room for the third and fourth: \(closed)")
             #expect(!scraper.closedByPeer(within: .milliseconds(200)))
             scraper.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
             #expect(scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"), "still served on its connection")
