@@ -22,6 +22,9 @@ package final class KafkaConsumer: Sendable {
     /// Blocking librdkafka calls made for async callers (commits, committed-offset queries) run here,
     /// in order: a later commit can never land before an earlier one.
     private let blockingQueue: DispatchQueue
+    /// For reads that must not wait behind a commit (which can wait for a rebalance): the committed
+    /// offsets a rebalance handler reads while the rebalance waits for it.
+    private let readingQueue: DispatchQueue
     package let messages: KafkaConsumerMessages
 
     package init(
@@ -54,6 +57,7 @@ package final class KafkaConsumer: Sendable {
         rd_kafka_poll_set_consumer(client.handle)
         self.core = core
         self.blockingQueue = DispatchQueue(label: "kafka.consumer.blocking")
+        self.readingQueue = DispatchQueue(label: "kafka.consumer.reading", attributes: .concurrent)
         self.messages = KafkaConsumerMessages(core: core, client: client)
         core.startPolling(client)
     }
@@ -175,11 +179,12 @@ package final class KafkaConsumer: Sendable {
 
     /// The group's committed offsets for these partitions with their commit metadata; a partition
     /// with nothing committed has no entry.
+    /// Safe inside a rebalance handler: it does not queue behind a commit.
     package func committed(
         _ partitions: [KafkaTopicPartition], timeout: Duration = .seconds(10)
     ) async throws -> [KafkaTopicPartition: KafkaTopicPartitionOffset] {
         let client = self.client
-        return try await onBlockingQueue { () throws(KafkaError) in
+        return try await onBlockingQueue(readingQueue) { () throws(KafkaError) in
             let list = RDKafkaTopicPartitionList(partitions)
             let err = list.withPointer { rd_kafka_committed(client.handle, $0, Int32(timeout.milliseconds)) }
             guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
@@ -197,10 +202,11 @@ package final class KafkaConsumer: Sendable {
         await core.close()
     }
 
-    private func onBlockingQueue<T: Sendable>(_ body: @escaping @Sendable () throws(KafkaError) -> T) async throws -> T
-    {
+    private func onBlockingQueue<T: Sendable>(
+        _ queue: DispatchQueue? = nil, _ body: @escaping @Sendable () throws(KafkaError) -> T
+    ) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            blockingQueue.async {
+            (queue ?? blockingQueue).async {
                 do throws(KafkaError) {
                     continuation.resume(returning: try body())
                 } catch {

@@ -46,16 +46,25 @@ struct EventProcessorTests {
     /// moves the clock to when it was due, so throttles expire as they would.
     final class ManualScheduler: DelayScheduling {
         let waiting = NIOLockedValueBox<
-            [(due: ContinuousClock.Instant, delay: Duration, work: @Sendable (Bool) -> Void)]
-        >(
-            [])
+            [(due: ContinuousClock.Instant, delay: Duration, lease: ObjectIdentifier?, work: @Sendable (Bool) -> Void)]
+        >([])
         private let clock = NIOLockedValueBox(ContinuousClock.now)
 
         var now: ContinuousClock.Instant { clock.withLockedValue { $0 } }
 
-        func after(_ delay: Duration, _ work: @escaping @Sendable (Bool) -> Void) {
+        func after(_ delay: Duration, lease: PartitionLease?, _ work: @escaping @Sendable (Bool) -> Void) {
             let due = now + delay
-            waiting.withLockedValue { $0.append((due, delay, work)) }
+            waiting.withLockedValue { $0.append((due, delay, lease.map(ObjectIdentifier.init), work)) }
+        }
+
+        func cancel(lease: PartitionLease) {
+            let owner = ObjectIdentifier(lease)
+            let cancelled = waiting.withLockedValue { waiting in
+                let matching = waiting.filter { $0.lease == owner }
+                waiting.removeAll { $0.lease == owner }
+                return matching
+            }
+            for item in cancelled { item.work(true) }
         }
 
         var delays: [Duration] { waiting.withLockedValue { $0.map(\.delay) } }
@@ -353,6 +362,34 @@ struct EventProcessorTests {
         scheduler.runNext(cancelled: true)
         #expect(results.count == 1)
         #expect(results.values.first! == nil, "abandoned: no result, the offset stays uncommitted")
+    }
+
+    @Test("a partition handed over: its event waiting for a retry is given up at once, never pushed again here")
+    func aHandedOverEventIsGivenUp() async throws {
+        let sender = ScriptedSender([ScriptedSender.answer(503, .serviceUnavailable)])
+        let scheduler = ManualScheduler()
+        let results = Results()
+        let lease = PartitionLease(KafkaTopicPartition(topic: "events", partition: 0))
+        Self.processor(sender, scheduler).process(Self.record(Self.valid), lease: lease) { results.append($0) }
+        #expect(scheduler.delays.count == 1, "waiting for its retry")
+        lease.handOver()
+        scheduler.cancel(lease: lease)
+        #expect(results.values.count == 1 && results.values.first! == nil, "given up: no result, uncommitted")
+        #expect(sender.sent.withLockedValue { $0.count } == 1, "not pushed again")
+
+        // The event-loop scheduler cancels only that lease's waits.
+        let real = EventLoopDelayScheduler()
+        let other = PartitionLease(KafkaTopicPartition(topic: "events", partition: 1))
+        let fired = NIOLockedValueBox<[String]>([])
+        real.after(.seconds(3600), lease: lease) { cancelled in fired.withLockedValue { $0.append("mine \(cancelled)") }
+        }
+        real.after(.seconds(3600), lease: other) { cancelled in
+            fired.withLockedValue { $0.append("other \(cancelled)") }
+        }
+        real.cancel(lease: lease)
+        #expect(fired.withLockedValue { $0 } == ["mine true"])
+        #expect(real.pendingCount == 1)
+        real.cancelAll()
     }
 
     @Test("the event-loop scheduler runs work after its delay; after cancelAll, waiting and new work run cancelled")

@@ -17,17 +17,19 @@ struct OffsetTrackerTests {
 
         tracker.finish(p0, offset: 12)
         tracker.finish(p0, offset: 14)
-        #expect(tracker.commitCandidates().isEmpty, "10 is still in flight")
+        // 10 is still in flight: the offset stays there, and the records done above it go with it.
+        #expect(tracker.commitCandidates().map(\.position) == [KafkaTopicPartitionOffset(p0, offset: 10)])
+        #expect(tracker.commitCandidates().first?.done == OffsetRanges([12..<13, 14..<15]))
 
         tracker.finish(p0, offset: 10)
-        #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p0, offset: 11)])
+        #expect(tracker.commitCandidates().map(\.position) == [KafkaTopicPartitionOffset(p0, offset: 11)])
         tracker.finish(p0, offset: 11)
-        #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p0, offset: 13)])
+        #expect(tracker.commitCandidates().map(\.position) == [KafkaTopicPartitionOffset(p0, offset: 13)])
         tracker.markCommitted(tracker.commitCandidates())
         #expect(tracker.commitCandidates().isEmpty, "already committed")
 
         tracker.finish(p0, offset: 13)
-        #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p0, offset: 15)])
+        #expect(tracker.commitCandidates().map(\.position) == [KafkaTopicPartitionOffset(p0, offset: 15)])
         #expect(tracker.inFlight == 0)
     }
 
@@ -37,10 +39,10 @@ struct OffsetTrackerTests {
         for offset: Int64 in [3, 7, 8, 20] { tracker.start(p0, offset: offset) }
         tracker.finish(p0, offset: 3)
         tracker.finish(p0, offset: 7)
-        #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p0, offset: 8)])
+        #expect(tracker.commitCandidates().map(\.position) == [KafkaTopicPartitionOffset(p0, offset: 8)])
         tracker.finish(p0, offset: 20)
         tracker.finish(p0, offset: 8)
-        #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p0, offset: 21)])
+        #expect(tracker.commitCandidates().map(\.position) == [KafkaTopicPartitionOffset(p0, offset: 21)])
     }
 
     @Test("partitions commit independently; a revoked one is forgotten and its late results refused")
@@ -50,7 +52,7 @@ struct OffsetTrackerTests {
         tracker.start(p1, offset: 0)
         tracker.start(p1, offset: 1)
         tracker.finish(p1, offset: 0)
-        #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p1, offset: 1)])
+        #expect(tracker.commitCandidates().map(\.position) == [KafkaTopicPartitionOffset(p1, offset: 1)])
         #expect(tracker.commitCandidates(in: [p0]).isEmpty)
         #expect(tracker.inFlight(in: [p0, p1]) == 2)
 
@@ -97,7 +99,7 @@ struct OffsetTrackerTests {
         #expect(tracker.inFlight(in: [p1]) == 2)
         #expect(tracker.inFlight(in: [p2]) == 1)
         #expect(
-            tracker.commitCandidates() == [
+            tracker.commitCandidates().map(\.position) == [
                 KafkaTopicPartitionOffset(p1, offset: 11), KafkaTopicPartitionOffset(p2, offset: 22),
             ])
 
@@ -110,13 +112,60 @@ struct OffsetTrackerTests {
         #expect(!stale, "p0's records from before it was forgotten are not tracked")
         #expect(tracker.inFlight == 2)
         #expect(
-            tracker.commitCandidates() == [
+            tracker.commitCandidates().map(\.position) == [
                 KafkaTopicPartitionOffset(p1, offset: 12), KafkaTopicPartitionOffset(p2, offset: 23),
             ])
         tracker.remove([p2, p1])
         #expect(tracker.inFlight == 1)
         let p0Finished = tracker.finish(p0, offset: 7)
         #expect(p0Finished)
-        #expect(tracker.commitCandidates() == [KafkaTopicPartitionOffset(p0, offset: 8)])
+        #expect(tracker.commitCandidates().map(\.position) == [KafkaTopicPartitionOffset(p0, offset: 8)])
+    }
+
+    @Test("records the last owner finished are not run again, and stay recorded until read")
+    func knownDoneRecords() {
+        var tracker = OffsetTracker()
+        // Committed 10; 11 to 13 and 20 done above it.
+        tracker.seed(p0, committed: 10, done: OffsetRanges([11..<14, 20..<21]))
+        #expect(tracker.start(p0, offset: 10) == .run)
+        #expect(tracker.start(p0, offset: 11) == .alreadyDone)
+        #expect(tracker.inFlight == 1)
+        // Nothing new finished: the commit would say what the broker has (10, 11-13 and 20 done).
+        let first = tracker.commitCandidates()
+        #expect(first.map(\.position) == [KafkaTopicPartitionOffset(p0, offset: 10)])
+        #expect(first.first?.done == OffsetRanges([11..<14, 20..<21]), "not read yet, still done")
+        tracker.markCommitted(first)
+        #expect(tracker.commitCandidates().isEmpty)
+        tracker.finish(p0, offset: 10)
+        #expect(tracker.start(p0, offset: 12) == .alreadyDone)
+        #expect(tracker.start(p0, offset: 13) == .alreadyDone)
+        #expect(tracker.start(p0, offset: 14) == .run)
+        #expect(tracker.commitCandidates().map(\.position) == [KafkaTopicPartitionOffset(p0, offset: 14)])
+        #expect(tracker.commitCandidates().first?.done == OffsetRanges([20..<21]))
+    }
+
+    @Test("a record below the committed offset (the position was reset) drops what was known done")
+    func resetDropsKnownDone() {
+        var tracker = OffsetTracker()
+        tracker.seed(p0, committed: 10, done: OffsetRanges([11..<14]))
+        var started: [PartitionOffsets.Start] = []
+        for offset: Int64 in 0..<14 { started.append(tracker.start(p0, offset: offset)) }
+        #expect(started == Array(repeating: .run, count: 14), "a recreated topic read from its start")
+    }
+
+    @Test("a record released at a hand-over is not waited for, and the commit stays below it")
+    func releasedRecords() {
+        var tracker = OffsetTracker()
+        for offset: Int64 in 0..<4 { tracker.start(p0, offset: offset) }
+        tracker.finish(p0, offset: 0)
+        tracker.finish(p0, offset: 2)
+        tracker.finish(p0, offset: 3)
+        let released = tracker.release(p0, offset: 1)
+        #expect(released)
+        #expect(tracker.inFlight(in: [p0]) == 0, "nothing to wait for")
+        let candidate = tracker.commitCandidates().first
+        #expect(candidate?.offset == 1 && candidate?.done == OffsetRanges([2..<4]), "1 is the next owner's")
+        let late = tracker.finish(p0, offset: 1)
+        #expect(!late, "released: its late result does not count")
     }
 }

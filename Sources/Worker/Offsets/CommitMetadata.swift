@@ -15,26 +15,26 @@ import Foundation
 /// FNV-1a (32 bits, hex) of everything before it. A reader trusts nothing it cannot check: a string of another program or version, a
 /// truncated or altered one, or one written for another committed offset (someone moved the offset
 /// without it) is refused, and the offset alone counts, so nothing is skipped that has no result.
-struct CommitMetadata: Equatable, Sendable {
+package struct CommitMetadata: Equatable, Sendable {
     /// The committed offset the string was written with.
-    var committed: Int64
+    package var committed: Int64
     /// Offsets above `committed` that are done too.
-    var done: OffsetRanges
-    var lease: Lease?
+    package var done: OffsetRanges
+    package var lease: Lease?
 
     /// A replay run's hold on a cursor.
-    struct Lease: Equatable, Sendable {
+    package struct Lease: Equatable, Sendable {
         /// Letters, digits and `._:-`, at most 64.
-        var holder: String
+        package var holder: String
         /// Milliseconds since 1970.
-        var expires: Int64
+        package var expires: Int64
 
         var expiryDate: Date { Date(timeIntervalSince1970: Double(expires) / 1000) }
     }
 
     static let prefix = "apns-worker/1 "
 
-    init(committed: Int64, done: OffsetRanges = OffsetRanges(), lease: Lease? = nil) {
+    package init(committed: Int64, done: OffsetRanges = OffsetRanges(), lease: Lease? = nil) {
         self.committed = committed
         self.done = done
         self.done.removeAll(below: committed + 1)
@@ -44,7 +44,7 @@ struct CommitMetadata: Equatable, Sendable {
     /// The string to commit, at most `maxBytes` long. What does not fit is left out from the top:
     /// the highest done ranges are then not recorded (a crash would push those events again), and
     /// `omitted` says how many offsets that leaves out.
-    func encoded(maxBytes: Int = 4096) -> (text: String, omitted: Int64) {
+    package func encoded(maxBytes: Int = 4096) -> (text: String, omitted: Int64) {
         let runs = text(ranges: done.ranges.count)
         let span = (done.ranges.last?.upperBound ?? committed + 1) - committed - 1
         // A bitmap costs a bit per offset of the span; only worth building when it can be shorter.
@@ -100,7 +100,7 @@ struct CommitMetadata: Equatable, Sendable {
     }
 
     /// Why a commit's metadata string was not used.
-    enum Problem: Error, Equatable, CustomStringConvertible {
+    package enum Problem: Error, Equatable, CustomStringConvertible {
         /// Not written by the worker (another program, or none of ours): nothing to read.
         case foreign
         /// Ours, but truncated, altered or of a version this release does not read.
@@ -108,7 +108,7 @@ struct CommitMetadata: Equatable, Sendable {
         /// Written with another committed offset: the offset was moved without it.
         case stale(writtenWith: Int64)
 
-        var description: String {
+        package var description: String {
             switch self {
             case .foreign: "not written by apns-worker"
             case .corrupt(let why): "unreadable (\(why))"
@@ -118,7 +118,7 @@ struct CommitMetadata: Equatable, Sendable {
     }
 
     /// Reads a commit's metadata string, checking it against the offset it came with.
-    static func decode(_ text: String, committed: Int64) throws(Problem) -> CommitMetadata {
+    package static func decode(_ text: String, committed: Int64) throws(Problem) -> CommitMetadata {
         guard text.hasPrefix(prefix) else {
             if text.hasPrefix("apns-worker/") { throw .corrupt("an unknown version") }
             throw .foreign

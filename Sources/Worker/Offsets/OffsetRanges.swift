@@ -1,24 +1,24 @@
 /// A set of offsets kept as sorted, disjoint, non-touching ranges: the done offsets above a
 /// partition's committed offset, which come in long runs (everything a worker finished while one
 /// event waited for a retry).
-struct OffsetRanges: Equatable, Sendable, CustomStringConvertible {
-    private(set) var ranges: [Range<Int64>] = []
+package struct OffsetRanges: Equatable, Sendable, CustomStringConvertible {
+    package private(set) var ranges: [Range<Int64>] = []
 
-    init(_ ranges: [Range<Int64>] = []) {
+    package init(_ ranges: [Range<Int64>] = []) {
         for range in ranges { insert(range) }
     }
 
-    var isEmpty: Bool { ranges.isEmpty }
+    package var isEmpty: Bool { ranges.isEmpty }
 
     /// How many offsets the set holds.
-    var count: Int64 { ranges.reduce(0) { $0 + Int64($1.count) } }
+    package var count: Int64 { ranges.reduce(0) { $0 + Int64($1.count) } }
 
-    var description: String {
+    package var description: String {
         ranges.map { $0.count == 1 ? "\($0.lowerBound)" : "\($0.lowerBound)-\($0.upperBound - 1)" }
             .joined(separator: ",")
     }
 
-    func contains(_ offset: Int64) -> Bool {
+    package func contains(_ offset: Int64) -> Bool {
         guard let index = lastIndex(startingAtOrBelow: offset) else { return false }
         return ranges[index].contains(offset)
     }

@@ -1,10 +1,23 @@
 import Kafka
 
+/// What to commit for one partition: the offset (everything below it is done), the done records
+/// above it (the commit's metadata), and the tracker's state it was taken at (`markCommitted`).
+struct CommitCandidate: Equatable, Sendable {
+    var partition: KafkaTopicPartition
+    var offset: Int64
+    var done: OffsetRanges
+    var version: UInt64
+
+    /// The offset alone.
+    var position: KafkaTopicPartitionOffset { KafkaTopicPartitionOffset(partition, offset: offset) }
+}
+
 /// Which consumed records are still in flight, per partition, and what can be committed.
 ///
 /// At-least-once: an offset is committed only when every record below it in its partition is done,
 /// i.e. its result event (and dead letter, if any) is acknowledged by Kafka. Events finish out of
-/// order; the commit point is the lowest offset still in flight.
+/// order; the commit point is the lowest offset still in flight, and the done records above it are
+/// committed too (as the offset's metadata), so that nobody runs them again.
 struct OffsetTracker {
     /// Each tracked partition's offsets, at the position `slots` names. An array changed in place
     /// rather than a dictionary of values: changing a dictionary's value in place (`d[k]?.f()`) goes
@@ -15,11 +28,26 @@ struct OffsetTracker {
     /// Records in flight over all partitions.
     private(set) var inFlight = 0
 
-    mutating func start(_ partition: KafkaTopicPartition, offset: Int64) {
+    @discardableResult
+    mutating func start(_ partition: KafkaTopicPartition, offset: Int64) -> PartitionOffsets.Start {
         let slot = slots[partition] ?? add(partition)
-        let before = offsets[slot].inFlight
-        offsets[slot].start(offset)
-        inFlight += offsets[slot].inFlight - before
+        let started = offsets[slot].start(offset)
+        if started == .run { inFlight += 1 }
+        return started
+    }
+
+    /// The partition starts from what its committed offset's metadata says is done above it.
+    mutating func seed(_ partition: KafkaTopicPartition, committed offset: Int64, done: OffsetRanges) {
+        let slot = slots[partition] ?? add(partition)
+        offsets[slot].seed(committed: offset, done: done)
+    }
+
+    /// A record in flight is given up before it was pushed (a hand-over): not done, not waited for.
+    @discardableResult
+    mutating func release(_ partition: KafkaTopicPartition, offset: Int64) -> Bool {
+        guard let slot = slots[partition], offsets[slot].release(offset) else { return false }
+        inFlight -= 1
+        return true
     }
 
     /// Returns false if the record is not tracked (its partition was revoked meanwhile).
@@ -38,17 +66,23 @@ struct OffsetTracker {
         selection.reduce(0) { $0 + inFlight(in: $1) }
     }
 
-    /// The offsets that moved since the last commit, optionally only for some partitions.
-    func commitCandidates(in selection: Set<KafkaTopicPartition>? = nil) -> [KafkaTopicPartitionOffset] {
+    /// What changed since the last commit (the offset, or the done records above it), optionally
+    /// only for some partitions.
+    func commitCandidates(in selection: Set<KafkaTopicPartition>? = nil) -> [CommitCandidate] {
         slots.compactMap { partition, slot in
-            guard selection?.contains(partition) ?? true, let offset = offsets[slot].commitCandidate else { return nil }
-            return KafkaTopicPartitionOffset(partition, offset: offset)
-        }.sorted { $0.topicPartition < $1.topicPartition }
+            guard selection?.contains(partition) ?? true, let candidate = offsets[slot].commitCandidate else {
+                return nil
+            }
+            return CommitCandidate(
+                partition: partition, offset: candidate.offset, done: candidate.done, version: candidate.version)
+        }.sorted { $0.partition < $1.partition }
     }
 
-    mutating func markCommitted(_ committed: [KafkaTopicPartitionOffset]) {
-        for offset in committed {
-            if let slot = slots[offset.topicPartition] { offsets[slot].markCommitted(offset.offset) }
+    mutating func markCommitted(_ committed: [CommitCandidate]) {
+        for candidate in committed {
+            if let slot = slots[candidate.partition] {
+                offsets[slot].markCommitted(candidate.offset, version: candidate.version)
+            }
         }
     }
 

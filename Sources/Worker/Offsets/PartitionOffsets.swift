@@ -1,53 +1,143 @@
 import DequeModule
 
-/// One partition's records between "read" and "done", in offset order, and the offset that can be
-/// committed: the lowest one still in flight (everything below it is done), or one past the last
-/// done record when nothing is in flight.
+/// One partition's records between "read" and "done", in offset order, and what a commit records:
+/// the offset (the lowest one still in flight: everything below it is done, or one past the last
+/// done record) and which records above it are done too.
 ///
 /// Records of a partition are read in increasing offset order but finish in any order. Offsets may
 /// have gaps (compaction, transaction markers), so entries are kept as a sorted deque rather than
-/// indexed by offset; finishing is a binary search, and the done prefix is dropped as it forms.
+/// indexed by offset; finishing is a binary search, and the done prefix is dropped as it forms. The
+/// done records above the first one still in flight are what a crash or a hand-over would otherwise
+/// push again: they go into the commit's metadata (`CommitMetadata`), and the partition's next owner
+/// starts with them as `knownDone` and does not run them again.
 struct PartitionOffsets {
-    private var entries: Deque<(offset: Int64, done: Bool)> = []
+    enum Mark: Equatable {
+        case inFlight
+        case done
+        /// Given up at a hand-over before it was pushed (it waited for a retry): not done, so the
+        /// commit stays below it and the next owner runs it, but nothing here waits for it any more.
+        case released
+    }
+
+    private var entries: Deque<(offset: Int64, mark: Mark)> = []
     /// One past the highest offset whose prefix is complete; `nil` before anything finished.
     private(set) var completedThrough: Int64?
-    /// The last offset handed to a commit.
-    private(set) var committed: Int64?
+    /// Records done before this tenure (by the partition's last owner, or by this member before the
+    /// partition went away and came back), from the committed offset's metadata: not run again.
+    private(set) var knownDone = OffsetRanges()
+    /// The committed offset `knownDone` came with. A record below it means librdkafka reset the
+    /// position (an offset out of range: a recreated topic): `knownDone` then describes other
+    /// records, and is dropped.
+    private var knownFrom: Int64?
 
-    /// Records read and not yet done.
+    /// The last commit handed out and stored: its offset and the `version` it was taken at.
+    private(set) var committed: Int64?
+    private var committedVersion: UInt64 = 0
+    /// Bumped whenever what a commit would record changes.
+    private var version: UInt64 = 0
+
+    /// Records read and not yet done (released ones excluded).
     private(set) var inFlight = 0
 
-    /// A record was read. Offsets must increase; a replayed or older offset is ignored.
-    mutating func start(_ offset: Int64) {
-        if let last = entries.last?.offset, offset <= last { return }
-        if let completedThrough, offset < completedThrough { return }
-        entries.append((offset, false))
+    /// Starts from what is known done at and above the committed offset (its metadata, and what
+    /// this member finished there before but could not commit).
+    mutating func seed(committed offset: Int64, done: OffsetRanges) {
+        knownFrom = offset
+        knownDone = done
+        knownDone.removeAll(below: offset)
+        if !knownDone.isEmpty { version += 1 }
+    }
+
+    enum Start: Equatable {
+        /// Tracked: run it.
+        case run
+        /// Done already (`knownDone`): counted as done, not run.
+        case alreadyDone
+        /// A repeated or older offset: not tracked.
+        case ignored
+    }
+
+    /// A record was read. Offsets must increase; a repeated or older offset is ignored.
+    mutating func start(_ offset: Int64) -> Start {
+        if let knownFrom, offset < knownFrom {
+            // The position went back below the committed offset: not the records knownDone names.
+            self.knownFrom = nil
+            knownDone = OffsetRanges()
+        }
+        if let last = entries.last?.offset, offset <= last { return .ignored }
+        if let completedThrough, offset < completedThrough { return .ignored }
+        if knownDone.contains(offset) {
+            entries.append((offset, .done))
+            version += 1
+            dropDonePrefix()
+            return .alreadyDone
+        }
+        entries.append((offset, .inFlight))
         inFlight += 1
+        return .run
     }
 
     /// A record is done (its result, and dead letter if any, acknowledged by Kafka).
     /// Returns false for an offset that is not in flight.
     @discardableResult
     mutating func finish(_ offset: Int64) -> Bool {
-        guard let index = indexOf(offset), !entries[index].done else { return false }
-        entries[index].done = true
+        guard let index = indexOf(offset), entries[index].mark == .inFlight else { return false }
+        entries[index].mark = .done
         inFlight -= 1
-        while let first = entries.first, first.done {
-            entries.removeFirst()
-            completedThrough = first.offset + 1
-        }
+        version += 1
+        dropDonePrefix()
         return true
     }
 
-    /// The offset to commit now (the next one to read: everything below it is done), or `nil` when
-    /// nothing has finished yet or it has not moved since the last commit.
-    var commitCandidate: Int64? {
-        guard completedThrough != nil, let candidate = entries.first?.offset ?? completedThrough else { return nil }
-        return candidate == committed ? nil : candidate
+    /// A record in flight was given up (`Mark.released`). Returns false for one not in flight.
+    @discardableResult
+    mutating func release(_ offset: Int64) -> Bool {
+        guard let index = indexOf(offset), entries[index].mark == .inFlight else { return false }
+        entries[index].mark = .released
+        inFlight -= 1
+        return true
     }
 
-    mutating func markCommitted(_ offset: Int64) {
+    private mutating func dropDonePrefix() {
+        while let first = entries.first, first.mark == .done {
+            entries.removeFirst()
+            completedThrough = first.offset + 1
+        }
+        if let completedThrough { knownDone.removeAll(below: completedThrough) }
+    }
+
+    /// What to commit now: the offset and the done records above it, or `nil` when nothing has
+    /// finished yet or nothing changed since the last commit.
+    var commitCandidate: (offset: Int64, done: OffsetRanges, version: UInt64)? {
+        guard var offset = entries.first?.offset ?? completedThrough else { return nil }
+        // Unchanged since the last commit, or nothing finished yet: nothing to record.
+        guard version != committedVersion || (offset != committed && completedThrough != nil) else { return nil }
+        var done = knownDone
+        if entries.isEmpty, let run = done.ranges.first, run.lowerBound == offset {
+            // Known done from here on without a record read yet: the offset moves over them.
+            offset = run.upperBound
+        }
+        // Runs of consecutive done entries: the offsets between two of them hold no record.
+        var runStart: Int64?
+        var previous: Int64 = offset
+        for entry in entries {
+            if entry.mark == .done {
+                if runStart == nil { runStart = entry.offset }
+            } else if let start = runStart {
+                done.insert(start..<previous + 1)
+                runStart = nil
+            }
+            previous = entry.offset
+        }
+        if let start = runStart { done.insert(start..<previous + 1) }
+        done.removeAll(below: offset + 1)
+        return (offset, done, version)
+    }
+
+    /// The commit taken at `version` with `offset` is stored.
+    mutating func markCommitted(_ offset: Int64, version: UInt64) {
         committed = max(committed ?? offset, offset)
+        committedVersion = max(committedVersion, version)
     }
 
     private func indexOf(_ offset: Int64) -> Int? {

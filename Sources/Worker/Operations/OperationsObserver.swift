@@ -28,6 +28,9 @@ package struct OperationsObserver: PipelineObserver {
     package func inFlightChanged(_ count: Int) { metrics.setInFlight(count) }
     package func pausedChanged(_ paused: Bool) { metrics.setConsumerPaused(paused) }
     package func committed(ok: Bool) { metrics.committed(success: ok) }
+    package func alreadyDone() { metrics.alreadyDone() }
+    package func commitMetadataOmitted(_ offsets: Int) { metrics.commitMetadataOmitted(offsets) }
+    package func revocationCommitGaveUp() { metrics.revocationCommitGaveUp() }
     package func consumerJoined() { health.markConsumerJoined() }
     package func consumerLeft() { health.markConsumerLeft() }
 

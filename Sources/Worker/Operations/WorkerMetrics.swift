@@ -37,6 +37,12 @@ package final class WorkerMetrics: Sendable {
         "apns_worker_consumer_paused": "1 while the input is paused at the in-flight bound.",
         "apns_worker_consumer_lag": "Records behind the end of each input partition (librdkafka statistics).",
         "apns_worker_commits_total": "Offset commits, by result.",
+        "apns_worker_events_already_done_total":
+            "Records read again that an earlier owner had finished (its commit said so): not pushed again.",
+        "apns_worker_commit_metadata_omitted_total":
+            "Done offsets a commit had no room to record (the highest): a crash before the next commit pushes them again.",
+        "apns_worker_revocation_commits_given_up_total":
+            "Revocations that let their partitions go without their commit: their next owner pushes again what finished since the last one.",
         "apns_worker_credentials_broken": "1 while APNs refuses the credential, 0 once it works.",
         "apns_worker_apns_connections": "APNs connections per pool, by state.",
         "apns_worker_apns_streams_in_use": "HTTP/2 streams in use per APNs pool.",
@@ -142,6 +148,10 @@ package final class WorkerMetrics: Sendable {
         deadLettersByReason = deadLetters
         retriesByCause = retries
         for result in ["ok", "error"] { _ = counter("apns_worker_commits_total", [("result", result)]) }
+        for name in [
+            "apns_worker_events_already_done_total", "apns_worker_commit_metadata_omitted_total",
+            "apns_worker_revocation_commits_given_up_total",
+        ] { _ = counter(name, []) }
         gauge("apns_worker_build_info", [("version", WorkerVersion.current)]).record(1)
     }
 
@@ -218,6 +228,21 @@ package final class WorkerMetrics: Sendable {
 
     package func committed(success: Bool) {
         counter("apns_worker_commits_total", [("result", success ? "ok" : "error")]).increment()
+    }
+
+    /// A record an earlier owner had finished was read again and not run.
+    package func alreadyDone() {
+        counter("apns_worker_events_already_done_total", []).increment()
+    }
+
+    /// A commit's metadata left out this many done offsets.
+    package func commitMetadataOmitted(_ offsets: Int) {
+        counter("apns_worker_commit_metadata_omitted_total", []).increment(by: Int64(offsets))
+    }
+
+    /// A revocation let its partitions go without its commit.
+    package func revocationCommitGaveUp() {
+        counter("apns_worker_revocation_commits_given_up_total", []).increment()
     }
 
     // MARK: Histograms and gauges

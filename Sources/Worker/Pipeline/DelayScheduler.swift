@@ -10,8 +10,18 @@ import NIOPosix
 /// abandoned (left uncommitted, read again by the next owner) instead of retried.
 protocol DelayScheduling: Sendable {
     /// `work` runs exactly once, on a thread of the scheduler's: after `delay`, or early with
-    /// `cancelled == true` once the scheduler is cancelled.
-    func after(_ delay: Duration, _ work: @escaping @Sendable (_ cancelled: Bool) -> Void)
+    /// `cancelled == true` once the scheduler is cancelled (or `lease`'s waits are: `cancel(lease:)`).
+    func after(_ delay: Duration, lease: PartitionLease?, _ work: @escaping @Sendable (_ cancelled: Bool) -> Void)
+
+    /// Runs every pending work item of `lease` now, as cancelled: its partition is handed over, and
+    /// its events waiting for a retry are the next owner's to push.
+    func cancel(lease: PartitionLease)
+}
+
+extension DelayScheduling {
+    func after(_ delay: Duration, _ work: @escaping @Sendable (_ cancelled: Bool) -> Void) {
+        after(delay, lease: nil, work)
+    }
 }
 
 /// `DelayScheduling` on a NIO event loop's timers.
@@ -25,6 +35,7 @@ final class EventLoopDelayScheduler: DelayScheduling {
     private struct Entry {
         var work: @Sendable (Bool) -> Void
         var timer: Scheduled<Void>?
+        var lease: ObjectIdentifier?
     }
 
     private let loop: any EventLoop
@@ -37,11 +48,11 @@ final class EventLoopDelayScheduler: DelayScheduling {
     /// Work items waiting.
     var pendingCount: Int { state.withLockedValue { $0.pending.count } }
 
-    func after(_ delay: Duration, _ work: @escaping @Sendable (Bool) -> Void) {
+    func after(_ delay: Duration, lease: PartitionLease?, _ work: @escaping @Sendable (Bool) -> Void) {
         let id: Int? = state.withLockedValue { state in
             guard !state.cancelled else { return nil }
             state.nextID += 1
-            state.pending[state.nextID] = Entry(work: work)
+            state.pending[state.nextID] = Entry(work: work, lease: lease.map(ObjectIdentifier.init))
             return state.nextID
         }
         guard let id else {
@@ -59,6 +70,19 @@ final class EventLoopDelayScheduler: DelayScheduling {
             return false
         }
         if stale { timer.cancel() }
+    }
+
+    func cancel(lease: PartitionLease) {
+        let owner = ObjectIdentifier(lease)
+        let entries = state.withLockedValue { state in
+            let matching = state.pending.filter { $0.value.lease == owner }
+            for id in matching.keys { state.pending[id] = nil }
+            return Array(matching.values)
+        }
+        for entry in entries {
+            entry.timer?.cancel()
+            entry.work(true)
+        }
     }
 
     /// Runs every pending work item now as cancelled, and every later one as soon as it is scheduled.

@@ -190,7 +190,7 @@ final class EventProcessor: Sendable {
 
     /// The next attempt after `wait` (a backoff, a throttle); abandoned if the wait is cancelled.
     private func attempt(_ run: Run, after wait: Duration) {
-        scheduler.after(wait) { [self, run] cancelled in
+        scheduler.after(wait, lease: run.lease) { [self, run] cancelled in
             if cancelled { run.end(nil) } else { attempt(run) }
         }
     }

@@ -8,8 +8,13 @@ package struct PipelineConfiguration: Sendable {
     package var maxInFlight = 10_000
     /// The same bound in bytes of the running events' records: large records reach it first.
     package var maxInFlightBytes = 32 * 1024 * 1024
-    /// Offsets are committed this often (and at every revocation, shutdown included).
+    /// Finished events are committed soon after they finish, at most once per this (and at every
+    /// revocation, shutdown included).
     package var commitInterval: Duration = .seconds(1)
+    /// The most commit metadata (the done records above a committed offset) a commit carries:
+    /// Kafka's default `offset.metadata.max.bytes`. A broker that allows less refuses the commit,
+    /// and the worker halves what it writes.
+    package var commitMetadataMaxBytes = 4096
     /// How long a revoked partition's in-flight events may take before the partition is let go.
     package var revocationTimeout: Duration = .seconds(30)
     /// How long shutdown waits for in-flight events.

@@ -16,6 +16,15 @@ package protocol PipelineObserver: Sendable {
     func inFlightChanged(_ count: Int)
     func pausedChanged(_ paused: Bool)
     func committed(ok: Bool)
+    /// A record its partition's last owner had finished (the committed offset's metadata says so)
+    /// was read again and not run: no second push, no second result.
+    func alreadyDone()
+    /// A commit's metadata had no room for this many done offsets (the highest): a crash before
+    /// the next commit would push them again.
+    func commitMetadataOmitted(_ offsets: Int)
+    /// A revocation let its partitions go without its commit (Kafka did not answer in time): their
+    /// next owner pushes again what was finished here since the last commit.
+    func revocationCommitGaveUp()
     func consumerJoined()
     /// The consumer lost its group membership (its assignment was lost) or left it (shutdown).
     func consumerLeft()
@@ -44,6 +53,9 @@ extension PipelineObserver {
     package func inFlightChanged(_ count: Int) {}
     package func pausedChanged(_ paused: Bool) {}
     package func committed(ok: Bool) {}
+    package func alreadyDone() {}
+    package func commitMetadataOmitted(_ offsets: Int) {}
+    package func revocationCommitGaveUp() {}
     package func consumerJoined() {}
     package func consumerLeft() {}
     package func partitionsRevoked(_ partitions: [KafkaTopicPartition]) {}

@@ -1,5 +1,12 @@
 import Kafka
 
+/// What a partition's committed offset says when it is assigned: the offset, and the records above
+/// it its last owner finished (the commit's metadata).
+struct KnownProgress: Sendable, Equatable {
+    var committed: Int64
+    var done: OffsetRanges
+}
+
 extension WorkerPipeline {
     /// The pipeline's shared state: whether it runs or stops (with a deadline), whether input flows or
     /// is held and whether the reader waits for it, the partitions this member owns (each with its
@@ -58,9 +65,12 @@ extension WorkerPipeline {
             private(set) var leases: [KafkaTopicPartition: PartitionLease] = [:]
             private(set) var tracker = OffsetTracker()
 
-            /// New leases (of the consumer's `tenure`) and fresh tracking for these partitions; returns
-            /// the leases they replace.
-            mutating func assign(_ partitions: [KafkaTopicPartition], tenure: UInt64) -> [PartitionLease] {
+            /// New leases (of the consumer's `tenure`) and fresh tracking for these partitions, each
+            /// starting from what is known done above its committed offset; returns the leases they
+            /// replace.
+            mutating func assign(
+                _ partitions: [KafkaTopicPartition], tenure: UInt64, progress: [KafkaTopicPartition: KnownProgress]
+            ) -> [PartitionLease] {
                 var ended: [PartitionLease] = []
                 for partition in partitions {
                     if let old = leases[partition] { ended.append(old) }
@@ -68,11 +78,19 @@ extension WorkerPipeline {
                     owned.insert(partition)
                 }
                 tracker.remove(partitions)
+                for (partition, known) in progress where owned.contains(partition) {
+                    tracker.seed(partition, committed: known.committed, done: known.done)
+                }
                 return ended
             }
 
-            mutating func revoke(_ partitions: some Sequence<KafkaTopicPartition>) {
-                owned.subtract(partitions)
+            /// Returns the leases of the partitions that were owned, to hand over.
+            mutating func revoke(_ partitions: some Sequence<KafkaTopicPartition>) -> [PartitionLease] {
+                var handedOver: [PartitionLease] = []
+                for partition in partitions where owned.remove(partition) != nil {
+                    if let lease = leases[partition] { handedOver.append(lease) }
+                }
+                return handedOver
             }
 
             /// Drops the partitions not owned again meanwhile; returns their leases.
@@ -91,16 +109,23 @@ extension WorkerPipeline {
                 owned.contains(partition) ? leases[partition] : nil
             }
 
-            /// Tracks the record if its partition is owned under `lease` now; returns whether it is.
+            /// Tracks the record if its partition is owned under `lease` now; `nil` when it is not.
             ///
             /// Within a tenure offsets only grow, except when librdkafka resets a partition's position
             /// (`auto.offset.reset` on an offset out of range, as when a topic is recreated): the
             /// tracker ignores such a lower offset and the record runs untracked, so that it still
             /// ends with a result.
-            mutating func start(_ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease) -> Bool {
-                guard owned.contains(partition), leases[partition] === lease else { return false }
-                tracker.start(partition, offset: offset)
-                return true
+            mutating func start(
+                _ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease
+            ) -> PartitionOffsets.Start? {
+                guard owned.contains(partition), leases[partition] === lease else { return nil }
+                return tracker.start(partition, offset: offset)
+            }
+
+            /// The record was given up before it was pushed again (its partition is being handed
+            /// over): no longer waited for, and not done.
+            mutating func release(_ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease) {
+                if leases[partition] === lease { tracker.release(partition, offset: offset) }
             }
 
             /// The record is done; it counts only if its partition is still tracked under `lease`.
@@ -108,12 +133,12 @@ extension WorkerPipeline {
                 if leases[partition] === lease { tracker.finish(partition, offset: offset) }
             }
 
-            func commitCandidates(in selection: Set<KafkaTopicPartition>?) -> [KafkaTopicPartitionOffset] {
+            func commitCandidates(in selection: Set<KafkaTopicPartition>?) -> [CommitCandidate] {
                 tracker.commitCandidates(in: selection ?? owned)
             }
 
-            mutating func markCommitted(_ offsets: [KafkaTopicPartitionOffset]) {
-                tracker.markCommitted(offsets)
+            mutating func markCommitted(_ committed: [CommitCandidate]) {
+                tracker.markCommitted(committed)
             }
         }
 
@@ -184,14 +209,17 @@ extension WorkerPipeline {
         /// The group gave these partitions to this member: each gets a new lease and fresh tracking
         /// (whatever an earlier tenure left is no longer this member's to commit). Returns the leases
         /// that ended (a partition assigned again while its old revocation had not finished).
-        mutating func assign(_ partitions: [KafkaTopicPartition], tenure: UInt64) -> [PartitionLease] {
-            ownership.assign(partitions, tenure: tenure)
+        mutating func assign(
+            _ partitions: [KafkaTopicPartition], tenure: UInt64, progress: [KafkaTopicPartition: KnownProgress] = [:]
+        ) -> [PartitionLease] {
+            ownership.assign(partitions, tenure: tenure, progress: progress)
         }
 
         /// The group takes these partitions away: nothing more of them is admitted from now on. Their
-        /// running events go on (the revocation waits for them, bounded) and their offsets stay tracked
-        /// until `forget`.
-        mutating func revoke(_ partitions: some Sequence<KafkaTopicPartition>) {
+        /// running events go on (the revocation waits for those at APNs, bounded) and their offsets
+        /// stay tracked until `forget`. Returns their leases, for the caller to hand over.
+        @discardableResult
+        mutating func revoke(_ partitions: some Sequence<KafkaTopicPartition>) -> [PartitionLease] {
             ownership.revoke(partitions)
         }
 
@@ -220,6 +248,8 @@ extension WorkerPipeline {
             /// Drop it unread: its partition is no longer owned under the lease it was read under, or
             /// the pipeline is stopping. It stays uncommitted; its partition's owner reads it again.
             case skip
+            /// Done already (an earlier owner's commit says so): counted as done, not run again.
+            case alreadyDone
         }
 
         /// A record read under `lease` is about to run. Checked after every wait of the reader, since
@@ -227,7 +257,10 @@ extension WorkerPipeline {
         mutating func admit(
             _ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease, bytes: Int = 0
         ) -> AdmitAction {
-            guard case .running = state, ownership.start(partition, offset: offset, lease: lease) else { return .skip }
+            guard case .running = state, let started = ownership.start(partition, offset: offset, lease: lease),
+                started != .ignored
+            else { return .skip }
+            if started == .alreadyDone { return .alreadyDone }
             load.events += 1
             load.bytes += bytes
             guard load.events >= maxInFlight || load.bytes >= maxInFlightBytes else { return .run(holdsInput: false) }
@@ -274,11 +307,14 @@ extension WorkerPipeline {
             return ended(bytes: bytes)
         }
 
-        /// An event was abandoned (its lease ended, or shutdown cancelled its wait): it no longer runs,
-        /// but its offset stays in flight, so nothing at or after it in its partition is committed and
-        /// it is read again.
-        mutating func abandon(bytes: Int = 0) -> FinishAction {
-            ended(bytes: bytes)
+        /// An event was abandoned (its lease was handed over or ended, or shutdown cancelled its wait):
+        /// it no longer runs, and is not done, so nothing at or after it in its partition is
+        /// committed and it is read again; a revocation no longer waits for it.
+        mutating func abandon(
+            _ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease, bytes: Int = 0
+        ) -> FinishAction {
+            ownership.release(partition, offset: offset, lease: lease)
+            return ended(bytes: bytes)
         }
 
         private mutating func ended(bytes: Int) -> FinishAction {
@@ -409,12 +445,12 @@ extension WorkerPipeline {
 
         /// What to commit: for a revocation its partitions, periodically only the partitions owned now
         /// (a partition being revoked is committed by its revocation, and only there).
-        func commitCandidates(in selection: Set<KafkaTopicPartition>?) -> [KafkaTopicPartitionOffset] {
+        func commitCandidates(in selection: Set<KafkaTopicPartition>?) -> [CommitCandidate] {
             ownership.commitCandidates(in: selection)
         }
 
-        mutating func markCommitted(_ offsets: [KafkaTopicPartitionOffset]) {
-            ownership.markCommitted(offsets)
+        mutating func markCommitted(_ committed: [CommitCandidate]) {
+            ownership.markCommitted(committed)
         }
 
         private func isDrained(_ partitions: Set<KafkaTopicPartition>?) -> Bool {

@@ -27,7 +27,11 @@ package final class WorkerPipeline: Service, Sendable {
     let state: NIOLockedValueBox<StateMachine>
     private let consumerBox = NIOLockedValueBox<KafkaConsumer?>(nil)
     private let failure = NIOLockedValueBox<(any Error)?>(nil)
-    private let periodicCommitPending = Atomic<Bool>(false)
+    /// The one committer's requests: finished events ask for a commit soon, revocations for one now.
+    private let commits: CommitQueue
+    /// Progress a revocation could not commit (it gave up), by partition: if the group gives the
+    /// partition back to this member, its records below are known done and not run again.
+    private let owed = NIOLockedValueBox<[KafkaTopicPartition: CommitCandidate]>([:])
     private let producerBox = NIOLockedValueBox<KafkaProducer?>(nil)
     /// Read by `publisherReported`: a report is applied as the publisher's state is then.
     private let publisherBox = NIOLockedValueBox<ResultPublisher?>(nil)
@@ -61,6 +65,7 @@ package final class WorkerPipeline: Service, Sendable {
         self.state = NIOLockedValueBox(
             StateMachine(
                 maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes))
+        self.commits = CommitQueue(spacing: configuration.commitInterval)
     }
 
     /// Events consumed and not yet done.
@@ -83,8 +88,7 @@ package final class WorkerPipeline: Service, Sendable {
             producer: producer, scheduler: scheduler, observer: observer, logger: logger, progress: progress,
             report: { [weak self] report in self?.publisherReported(report) })
         publisherBox.withLockedValue { $0 = publisher }
-        let (commitRequests, commitQueue) = AsyncStream<CommitRequest>.makeStream()
-        let rebalance = RebalanceBridge(pipeline: self, commits: commitQueue)
+        let rebalance = RebalanceBridge(pipeline: self)
         let observer = self.observer
         let consumer = try KafkaConsumer(
             configuration: consumerConfiguration, rebalanceHandler: rebalance,
@@ -103,7 +107,7 @@ package final class WorkerPipeline: Service, Sendable {
 
         // Cancelled (another service of the group failed): the same orderly stop as a signal.
         await withTaskCancellationHandler {
-            await runUntilStopped(consumer: consumer, publisher: publisher, commits: (commitRequests, commitQueue))
+            await runUntilStopped(consumer: consumer, publisher: publisher)
         } onCancel: {
             self.beginShutdown()
         }
@@ -142,15 +146,11 @@ package final class WorkerPipeline: Service, Sendable {
         logger.info("stopped")
     }
 
-    private func runUntilStopped(
-        consumer: KafkaConsumer, publisher: ResultPublisher,
-        commits: (AsyncStream<CommitRequest>, AsyncStream<CommitRequest>.Continuation)
-    ) async {
-        let (commitRequests, commitQueue) = commits
+    private func runUntilStopped(consumer: KafkaConsumer, publisher: ResultPublisher) async {
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
-                group.addTask { await self.commitLoop(commitRequests, consumer: consumer) }
-                group.addTask { await self.ticker(commitQueue, consumer: consumer) }
+                group.addTask { await self.commitLoop(consumer: consumer) }
+                group.addTask { await self.ticker(consumer: consumer) }
                 await readLoop(consumer, publisher: publisher)
                 // The sequence ended: the consumer was closed (shutdown) or failed, and its
                 // revocation drained (bounded) and committed what it could. What still runs gets
@@ -160,7 +160,7 @@ package final class WorkerPipeline: Service, Sendable {
                 await waitForDrain(of: nil, until: budget.drain)
                 endAllLeases()
                 scheduler.cancelAll()
-                commitQueue.finish()
+                commits.finish()
                 group.cancelAll()
             }
         } onGracefulShutdown: {
@@ -306,6 +306,13 @@ package final class WorkerPipeline: Service, Sendable {
         running: Int,
         sending requests: inout [NotificationRequest], publisher: ResultPublisher
     ) {
+        if case .alreadyDone = action {
+            // Its last owner published its result and recorded it as done: not pushed again.
+            progress.step()
+            observer.alreadyDone()
+            commits.wantCommit()
+            return
+        }
         // Skipped: revoked meanwhile, or stopping. Uncommitted: its partition's owner reads it again.
         guard case .run(let holdsInput) = action else { return }
         progress.step()
@@ -415,9 +422,10 @@ package final class WorkerPipeline: Service, Sendable {
             let action =
                 completed
                 ? state.finish(done.partition, offset: done.offset, lease: done.lease, bytes: done.bytes)
-                : state.abandon(bytes: done.bytes)
+                : state.abandon(done.partition, offset: done.offset, lease: done.lease, bytes: done.bytes)
             return (action, state.running)
         }
+        if completed { commits.wantCommit() }
         if action.inputFlows { observer.pausedChanged(false) }
         observer.inFlightChanged(running)
         action.resume?.resume()
@@ -499,14 +507,11 @@ package final class WorkerPipeline: Service, Sendable {
         for lease in state.withLockedValue({ $0.allLeases }) { lease.end() }
     }
 
-    private func ticker(_ commits: AsyncStream<CommitRequest>.Continuation, consumer: KafkaConsumer) async {
+    /// Every second: the blocked-topic limit and liveness.
+    private func ticker(consumer: KafkaConsumer) async {
         var watch = ProgressWatch()
         while !Task.isCancelled {
-            guard (try? await Task.sleep(for: configuration.commitInterval)) != nil else { return }
-            // At most one periodic request waits: while the coordinator is slow they do not pile up
-            // (each computes its offsets when served, so one is as good as many), and a
-            // revocation's commit waits behind at most one of them.
-            if !periodicCommitPending.exchange(true, ordering: .acquiringAndReleasing) { commits.yield(.periodic) }
+            guard (try? await Task.sleep(for: .seconds(1))) != nil else { return }
             checkBlockedTopics()
             let pending = state.withLockedValue { $0.running > 0 } || consumer.bufferedCount > 0
             if watch.alive(steps: progress.value, pending: pending, sincePolled: consumer.sincePolled) {
@@ -516,39 +521,68 @@ package final class WorkerPipeline: Service, Sendable {
     }
 
     /// The only place offsets are committed: requests are served one at a time, so a commit
-    /// computed earlier can never land after (and undo) a later one.
-    private func commitLoop(_ requests: AsyncStream<CommitRequest>, consumer: KafkaConsumer) async {
-        for await request in requests {
+    /// computed earlier can never land after (and undo) a later one. Each commit carries, as the
+    /// offset's metadata, the records above it that are done too (`CommitMetadata`).
+    private func commitLoop(consumer: KafkaConsumer) async {
+        // What the broker takes (its offset.metadata.max.bytes may be below the default).
+        var metadataBudget = configuration.commitMetadataMaxBytes
+        while let request = await commits.next() {
             let selection: Set<KafkaTopicPartition>?
             switch request {
-            case .periodic:
+            case .soon:
                 selection = nil
-                periodicCommitPending.store(false, ordering: .releasing)
+                commits.commitStarting()
             case .partitions(let partitions, _): selection = partitions
             }
-            let offsets = state.withLockedValue { $0.commitCandidates(in: selection) }
-            if !offsets.isEmpty {
+            let candidates = state.withLockedValue { $0.commitCandidates(in: selection) }
+            if !candidates.isEmpty {
                 do {
-                    try await consumer.commit(offsets)
-                    state.withLockedValue { $0.markCommitted(offsets) }
+                    try await consumer.commit(offsets(candidates, metadataBytes: metadataBudget))
+                    state.withLockedValue { $0.markCommitted(candidates) }
                     observer.committed(ok: true)
+                } catch let error as KafkaError where error.code == .offsetMetadataTooLarge && metadataBudget > 0 {
+                    observer.committed(ok: false)
+                    metadataBudget = metadataBudget >= 128 ? metadataBudget / 2 : 0
+                    logger.warning(
+                        "the broker refuses this much commit metadata (its offset.metadata.max.bytes is lower); writing at most \(metadataBudget) bytes"
+                    )
+                    commits.retryLater()
                 } catch {
                     observer.committed(ok: false)
                     logger.warning("commit failed: \(error)")
+                    commits.retryLater()
                 }
             }
             if case .partitions(_, let done) = request { done() }
         }
     }
 
-    fileprivate func revoked(
-        _ partitions: [KafkaTopicPartition], lost: Bool, commits: AsyncStream<CommitRequest>.Continuation
-    ) async {
+    /// The candidates as offsets to commit, each with its done records as metadata of at most
+    /// `metadataBytes` (0: none).
+    private func offsets(_ candidates: [CommitCandidate], metadataBytes: Int) -> [KafkaTopicPartitionOffset] {
+        candidates.map { candidate in
+            guard metadataBytes > 0 else {
+                if !candidate.done.isEmpty { observer.commitMetadataOmitted(Int(candidate.done.count)) }
+                return candidate.position
+            }
+            let (text, omitted) = CommitMetadata(committed: candidate.offset, done: candidate.done).encoded(
+                maxBytes: metadataBytes)
+            if omitted > 0 { observer.commitMetadataOmitted(Int(omitted)) }
+            return KafkaTopicPartitionOffset(candidate.partition, offset: candidate.offset, metadata: text)
+        }
+    }
+
+    fileprivate func revoked(_ partitions: [KafkaTopicPartition], lost: Bool) async {
         observer.partitionsRevoked(partitions)
         // Lost: the group threw this member out (it rejoins, and is ready again once assigned).
         if lost || isStopping { observer.consumerLeft() }
         let selection = Set(partitions)
-        state.withLockedValue { $0.revoke(partitions) }
+        // Nothing of these partitions is pushed from now on: what waits for a retry is the next
+        // owner's (released at once), what is at APNs finishes and counts.
+        for lease in state.withLockedValue({ $0.revoke(partitions) }) {
+            lease.handOver()
+            scheduler.cancel(lease: lease)
+        }
         let stopping = isStopping
         let budget = shutdownBudget()
         // A lost assignment may already be someone else's: nothing to wait for or commit.
@@ -571,11 +605,18 @@ package final class WorkerPipeline: Service, Sendable {
                     timer.cancel()
                     once.resume(true)
                 }
-                if case .terminated = commits.yield(.partitions(selection, done)) { done() }
+                if !commits.commitNow(selection, done: done) { done() }
             }
             if !committed {
+                observer.revocationCommitGaveUp()
                 logger.warning(
                     "revocation: the commit did not finish within \(bound); letting the partitions go uncommitted")
+            }
+            // What is not stored (the commit gave up, or events finished after it): should the group
+            // give the partitions back to this member, what was done here is not run again.
+            let unsaved = state.withLockedValue { $0.commitCandidates(in: selection) }
+            owed.withLockedValue { owed in
+                for candidate in unsaved { owed[candidate.partition] = candidate }
             }
         }
         // The partitions are gone: what of them still waits for a retry is abandoned at its next
@@ -583,10 +624,53 @@ package final class WorkerPipeline: Service, Sendable {
         for lease in state.withLockedValue({ $0.forget(partitions) }) { lease.end() }
     }
 
-    fileprivate func assigned(_ partitions: [KafkaTopicPartition], tenure: UInt64) {
+    fileprivate func assigned(_ partitions: [KafkaTopicPartition], tenure: UInt64) async {
         observer.consumerJoined()
-        let ended = state.withLockedValue { $0.assign(partitions, tenure: tenure) }
+        let progress = await knownProgress(of: partitions)
+        let ended = state.withLockedValue { $0.assign(partitions, tenure: tenure, progress: progress) }
         for lease in ended { lease.end() }
+        if progress.values.contains(where: { !$0.done.isEmpty }) { commits.wantCommit() }
+    }
+
+    /// What the partitions' committed offsets say is done above them (their metadata), plus what this
+    /// member finished there before a revocation that could not commit it. Read before any record
+    /// of the new assignment is admitted (the poll thread waits for the assignment's handler).
+    private func knownProgress(of partitions: [KafkaTopicPartition]) async -> [KafkaTopicPartition: KnownProgress] {
+        let owedHere = owed.withLockedValue { owed in
+            var taken: [KafkaTopicPartition: CommitCandidate] = [:]
+            for partition in partitions { taken[partition] = owed.removeValue(forKey: partition) }
+            return taken
+        }
+        guard let consumer = consumerBox.withLockedValue({ $0 }) else { return [:] }
+        let committed: [KafkaTopicPartition: KafkaTopicPartitionOffset]
+        do {
+            committed = try await consumer.committed(partitions)
+        } catch {
+            logger.warning(
+                "could not read the committed offsets' metadata of \(partitions.count) partition(s): \(error); records their last owner finished above the committed offsets are pushed again"
+            )
+            return [:]
+        }
+        var progress: [KafkaTopicPartition: KnownProgress] = [:]
+        for (partition, stored) in committed {
+            var known = KnownProgress(committed: stored.offset, done: OffsetRanges())
+            if let text = stored.metadata {
+                do {
+                    known.done = try CommitMetadata.decode(text, committed: stored.offset).done
+                } catch {
+                    logger.warning(
+                        "\(partition): the committed offset's metadata is \(error); ignored, so every record from offset \(stored.offset) on is run"
+                    )
+                }
+            }
+            // This member's own unsaved progress, if the committed offset is still the one it left.
+            if let candidate = owedHere[partition], candidate.offset > stored.offset {
+                known.done.insert(stored.offset..<candidate.offset)
+                for range in candidate.done.ranges { known.done.insert(range) }
+            }
+            progress[partition] = known
+        }
+        return progress
     }
 }
 
@@ -601,12 +685,6 @@ package enum PipelineError: Error, CustomStringConvertible {
             return "\(topic) refused every record for \(duration); stopping so that a restart (or an operator) can act"
         }
     }
-}
-
-enum CommitRequest: Sendable {
-    case periodic
-    /// Commit these partitions now and say when done (a revocation).
-    case partitions(Set<KafkaTopicPartition>, @Sendable () -> Void)
 }
 
 /// A continuation that the first of several racing parties resumes; the others find it spent.
@@ -628,13 +706,12 @@ private final class ResumeOnce<T: Sendable>: Sendable {
 /// The consumer's rebalance callbacks, into the pipeline.
 private struct RebalanceBridge: KafkaRebalanceHandler {
     let pipeline: WorkerPipeline
-    let commits: AsyncStream<CommitRequest>.Continuation
 
     func partitionsAssigned(_ partitions: [KafkaTopicPartition], tenure: UInt64) async {
-        pipeline.assigned(partitions, tenure: tenure)
+        await pipeline.assigned(partitions, tenure: tenure)
     }
 
     func partitionsRevoked(_ partitions: [KafkaTopicPartition], lost: Bool) async {
-        await pipeline.revoked(partitions, lost: lost, commits: commits)
+        await pipeline.revoked(partitions, lost: lost)
     }
 }

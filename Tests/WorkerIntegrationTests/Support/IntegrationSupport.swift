@@ -119,6 +119,33 @@ struct Harness: Sendable {
         return partitions.map { (committed[$0] ?? nil, ends[$0]!) }
     }
 
+    /// What the group committed for the input topic's partition 0: the offset and the done records
+    /// its metadata names above it (nil: nothing committed).
+    func committedProgress(group: String) async throws -> (offset: Int64, done: OffsetRanges)? {
+        let consumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(bootstrapServers: stack.cluster.bootstrapServers, groupID: group),
+            logger: logger)
+        let partition = KafkaTopicPartition(topic: EmbeddedStack.inputTopic, partition: 0)
+        let stored = try await consumer.committed([partition])[partition]
+        await consumer.close()
+        guard let stored else { return nil }
+        let done = stored.metadata.flatMap { try? CommitMetadata.decode($0, committed: stored.offset).done }
+        return (stored.offset, done ?? OffsetRanges())
+    }
+
+    /// Commits `offset` with `metadata` for the input topic's partition 0, as group `group` (a
+    /// member that left, or another program, would have).
+    func commit(group: String, offset: Int64, metadata: String?) async throws {
+        let consumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(bootstrapServers: stack.cluster.bootstrapServers, groupID: group),
+            logger: logger)
+        try await consumer.commit([
+            KafkaTopicPartitionOffset(
+                KafkaTopicPartition(topic: EmbeddedStack.inputTopic, partition: 0), offset: offset, metadata: metadata)
+        ])
+        await consumer.close()
+    }
+
     /// Reads a whole topic, and where each partition ends. The end is the one fetch responses
     /// report, not a ListOffsets answer: Tansu's lags behind the log when the last batch held more
     /// than one record.
