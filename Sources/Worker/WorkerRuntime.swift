@@ -73,6 +73,7 @@ package enum WorkerRuntime {
         pipelineConfiguration.maxEventAge = configuration.delivery.maxEventAge
         pipelineConfiguration.maxRecordBytes = configuration.delivery.maxRecordBytes
         pipelineConfiguration.publishBlockedLimit = configuration.delivery.publishBlockedLimit
+        pipelineConfiguration.progressTopic = configuration.delivery.progressTopic
 
         var consumer = configuration.kafkaConsumerConfiguration
         // Lag per partition, for apns_worker_consumer_lag.

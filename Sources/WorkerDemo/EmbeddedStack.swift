@@ -30,6 +30,8 @@ package final class EmbeddedStack: Sendable {
     package static let inputTopic = "notifications"
     package static let resultsTopic = "notification-results"
     package static let deadLetterTopic = "notification-dead-letters"
+    /// Done records above committed offsets, for a broker that drops commit metadata (Tansu).
+    package static let progressTopic = "apns-worker-progress"
 
     package let cluster: any EmbeddedKafkaCluster
     /// The cluster when it is librdkafka's mock (which can inject broker faults).
@@ -70,6 +72,7 @@ package final class EmbeddedStack: Sendable {
         try await cluster.create(topic: inputTopic, partitions: partitions)
         try await cluster.create(topic: resultsTopic, partitions: partitions)
         try await cluster.create(topic: deadLetterTopic, partitions: 1)
+        try await cluster.create(topic: progressTopic, partitions: 1)
 
         var configuration = SimulatorConfiguration(tls: .directory(directory + "/tls"))
         configuration.tokenKeys = [ProviderTokenKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey)]
@@ -115,6 +118,7 @@ package final class EmbeddedStack: Sendable {
               retry: { maxAttempts: 6, initialBackoff: 50ms, maxBackoff: 1s, maxRetryDuration: 1m }
               revocationTimeout: 10s
               shutdownTimeout: 10s
+              progressTopic: \(Self.progressTopic)
             http: { host: 127.0.0.1, port: 0 }
             logging: { level: warning, format: text }
             """

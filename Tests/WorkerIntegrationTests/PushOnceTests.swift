@@ -12,8 +12,9 @@ import WorkerDemo
 /// the committed offset below everything finished after it).
 @Suite("Push once: crashes and hand-overs with an event waiting for a retry", .serialized, .timeLimit(.minutes(5)))
 struct PushOnceTests {
-    /// 200 alerts in one partition: the first to a device APNs answers 503 for a long while (it
+    /// 200 alerts in partition 0 of two: the first to a device APNs answers 503 for a long while (it
     /// waits for retries, far longer than the test), the others to devices APNs accepts at once.
+
     struct Setup {
         let harness: Harness
         let config: String
@@ -21,7 +22,7 @@ struct PushOnceTests {
         let stuckToken = Samples.deviceToken(0xdead)
 
         static func start(_ broker: Broker) async throws -> Setup {
-            let harness = try await Harness.start(broker: broker, partitions: 1)
+            let harness = try await Harness.start(broker: broker, partitions: 2)
             let simulator = harness.stack.simulator
             simulator.faults.script(
                 deviceToken: Samples.deviceToken(0xdead), Array(repeating: .serviceUnavailable, count: 500))
@@ -32,7 +33,8 @@ struct PushOnceTests {
             try await harness.produce(
                 ids.enumerated().map { index, id in
                     Samples.alert(
-                        id: id, deviceToken: index == 0 ? Samples.deviceToken(0xdead) : Samples.deviceToken(index))
+                        id: id, deviceToken: index == 0 ? Samples.deviceToken(0xdead) : Samples.deviceToken(index),
+                        partition: 0)
                 })
             // Retries far apart and for long: the first event is still waiting when the test acts.
             let text = harness.stack.configurationText(group: "push-once", maxInFlight: 300)
@@ -60,9 +62,16 @@ struct PushOnceTests {
 
         /// Waits until the group's commit records the 199 finished events (offset 0, where the first one
         /// waits; 1 to 199 done above it), as it should within the commit interval (500 ms here).
+        /// On Tansu, which drops commit metadata, the done records are in the progress topic.
         func committed() async throws {
             try await eventually(10, "the commit of the finished events") {
                 guard let (offset, done) = try await harness.committedProgress(group: "push-once") else { return false }
+                if harness.broker == .tansu {
+                    guard let last = try await harness.allRecords(of: EmbeddedStack.progressTopic).last?.value,
+                        let progress = try? CommitMetadata.decode(String(decoding: last, as: UTF8.self), committed: 0)
+                    else { return false }
+                    return offset == 0 && progress.done.count == 199
+                }
                 return offset == 0 && done.count == 199
             }
         }
@@ -76,7 +85,7 @@ struct PushOnceTests {
     // and a crash re-pushed every event finished after it.
     @Test(
         "SIGKILL while one event waits for a retry: after a restart, only that event is pushed",
-        arguments: [Broker.mock])
+        arguments: Broker.allCases)
     func killWithAPinnedPartition(_ broker: Broker) async throws {
         let setup = try await Setup.start(broker)
         defer { Task { await setup.harness.shutdown() } }
@@ -107,7 +116,7 @@ struct PushOnceTests {
     // committed the prefix: the next owner pushed everything after it again.
     @Test(
         "SIGTERM hands the partition over while one event waits for a retry: nothing is pushed twice",
-        arguments: [Broker.mock])
+        arguments: Broker.allCases)
     func handOverWithAPinnedPartition(_ broker: Broker) async throws {
         let setup = try await Setup.start(broker)
         defer { Task { await setup.harness.shutdown() } }
@@ -116,8 +125,10 @@ struct PushOnceTests {
             try await setup.results().count >= 199
         }
         try await setup.committed()
-        let second = try setup.start()  // joins the group; the one partition stays with the first
-        try await Task.sleep(for: .seconds(3))
+        let second = try setup.start()  // joins the group: partition 0 stays with the first, or is handed over now
+        // Time for the join to settle: Tansu 0.6 holds a join for half the session (3 s here), and a
+        // member leaving during a rebalance left the other without an assignment for good.
+        try await Task.sleep(for: .seconds(8))
         setup.harness.stack.simulator.faults.clear()
         kill(first.processIdentifier, SIGTERM)
         #expect(first.waitUntilExit() == 0)

@@ -76,6 +76,41 @@ struct ConfigurationCheckTests {
         #expect(again.problems.contains { $0.contains("dlq-typo") }, "looking did not create it")
     }
 
+    @Test("check finds out where done records are kept: the mock keeps commit metadata, Tansu drops it")
+    func commitMetadataProbe() async throws {
+        let key = try Self.keyFile()
+        let cluster = try KafkaMockCluster(brokers: 1)
+        for topic in ["notifications", "apns-results", "apns-dead-letters"] {
+            try cluster.createTopic(topic, partitions: 1)
+        }
+        let mock = await ConfigurationCheck.run(
+            path: try Self.write(Self.configuration(servers: cluster.bootstrapServers, keyFile: key)), environment: [:])
+        #expect(mock.summary.contains { $0.contains("the broker keeps commit metadata") }, "\(mock.summary)")
+
+        let tansu = try await TansuBroker.start()
+        defer { Task { await tansu.shutdown() } }
+        for topic in ["notifications", "apns-results", "apns-dead-letters"] {
+            try await tansu.createTopic(topic, partitions: 1)
+        }
+        let bare = await ConfigurationCheck.run(
+            path: try Self.write(Self.configuration(servers: tansu.bootstrapServers, keyFile: key)), environment: [:])
+        #expect(bare.isValid, "a note, not a problem: \(bare.problems)")
+        #expect(bare.notes.contains { $0.contains("set delivery.progressTopic") }, "\(bare.notes)")
+
+        let withTopic =
+            Self.configuration(servers: tansu.bootstrapServers, keyFile: key)
+            + "\ndelivery:\n  progressTopic: progress\n"
+        let missing = await ConfigurationCheck.run(path: try Self.write(withTopic), environment: [:])
+        #expect(missing.problems.contains { $0.hasPrefix("delivery.progressTopic: topic 'progress' does not exist") })
+        try await tansu.createTopic("progress", partitions: 1)
+        let kept = await ConfigurationCheck.run(path: try Self.write(withTopic), environment: [:])
+        #expect(kept.isValid, "\(kept.problems)")
+        #expect(
+            kept.summary.contains {
+                $0.contains("drops commit metadata; what finishes above an event still waiting is kept in progress")
+            }, "\(kept.summary)")
+    }
+
     @Test("a broker that does not answer is a note, not a problem; --offline checks the file alone")
     func unreachableAndOffline() async throws {
         let key = try Self.keyFile()

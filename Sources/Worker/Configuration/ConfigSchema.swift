@@ -51,7 +51,7 @@ indirect enum ConfigSchema {
                     ])
                 ),
                 ("revocationTimeout", .scalar), ("shutdownTimeout", .scalar), ("maxEventAge", .scalar),
-                ("maxRecordBytes", .scalar), ("publishBlockedLimit", .scalar),
+                ("maxRecordBytes", .scalar), ("publishBlockedLimit", .scalar), ("progressTopic", .scalar),
             ])
         ),
         ("http", .section([("host", .scalar), ("port", .scalar)])),

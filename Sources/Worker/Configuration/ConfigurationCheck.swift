@@ -52,11 +52,11 @@ package struct ConfigurationCheck: Sendable {
         var quiet = logger
         quiet.logLevel = .critical  // librdkafka's own connection errors: the note below says it once
         let topics: Set<String>
+        let consumer: KafkaConsumer
         do {
-            let consumer = try KafkaConsumer(configuration: configuration.kafkaConsumerConfiguration, logger: quiet)
+            consumer = try KafkaConsumer(configuration: configuration.kafkaConsumerConfiguration, logger: quiet)
             do {
                 topics = try await consumer.topicNames(timeout: timeout)
-                await consumer.close()
             } catch {
                 await consumer.close()
                 throw error
@@ -71,12 +71,56 @@ package struct ConfigurationCheck: Sendable {
             configuration.consumer.topics.map { ("consumer.topics", $0) } + [
                 ("topics.results", configuration.topics.results),
                 ("topics.deadLetters", configuration.topics.deadLetters),
-            ]
+            ] + (configuration.delivery.progressTopic.map { [("delivery.progressTopic", $0)] } ?? [])
         for (key, topic) in wanted where !topics.contains(topic) {
             problems.append("\(key): topic '\(topic)' does not exist on \(configuration.bootstrapServers)")
         }
         if wanted.allSatisfy({ topics.contains($0.1) }) {
             summary.append("broker:       \(configuration.bootstrapServers) answered; every topic exists")
+            await probeCommitMetadata(configuration, consumer: consumer, timeout: timeout, logger: quiet)
+        }
+        await consumer.close()
+    }
+
+    /// The group that `check` commits a probe offset for: Kafka forgets it after
+    /// `offsets.retention.minutes` (7 days by default).
+    static func probeGroup(_ configuration: WorkerConfiguration) -> String { configuration.consumer.group + "-probe" }
+
+    /// Does the broker give commit metadata back? The worker keeps what finished above a waiting event
+    /// there; a broker that drops it (Tansu 0.6) needs `delivery.progressTopic`. Found out with a
+    /// commit of offset 0 of the first input topic's partition 0 as `probeGroup`.
+    private mutating func probeCommitMetadata(
+        _ configuration: WorkerConfiguration, consumer: KafkaConsumer, timeout: Duration, logger: Logger
+    ) async {
+        let group = Self.probeGroup(configuration)
+        var settings = configuration.kafkaConsumerConfiguration
+        settings.groupID = group
+        let partition = KafkaTopicPartition(topic: configuration.consumer.topics[0], partition: 0)
+        let probe = CommitMetadata(committed: 0, done: OffsetRanges([2..<3])).encoded().text
+        let kept: Bool
+        do {
+            let prober = try KafkaConsumer(configuration: settings, logger: logger)
+            defer { Task { await prober.close() } }
+            try await prober.commit([KafkaTopicPartitionOffset(partition, offset: 0, metadata: probe)])
+            kept = try await prober.committed([partition], timeout: timeout)[partition]?.metadata == probe
+        } catch {
+            notes.append(
+                "commit metadata: could not probe with group \(group) (\(error)); the worker finds out at its first commit"
+            )
+            return
+        }
+        if kept {
+            summary.append(
+                "progress:     the broker keeps commit metadata: what finishes above an event still waiting survives a crash or a hand-over"
+            )
+        } else if let topic = configuration.delivery.progressTopic {
+            summary.append(
+                "progress:     the broker drops commit metadata; what finishes above an event still waiting is kept in \(topic)"
+            )
+        } else {
+            notes.append(
+                "the broker drops commit metadata: set delivery.progressTopic (docs/kafka.md, \"Done records\"), or after a crash or a hand-over the events that finished above one still waiting are pushed again"
+            )
         }
     }
 

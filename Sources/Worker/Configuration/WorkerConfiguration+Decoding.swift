@@ -121,6 +121,7 @@ extension WorkerConfiguration {
         }
         delivery.maxRecordBytes = try section.int("maxRecordBytes", in: 1024...Int.max) ?? delivery.maxRecordBytes
         delivery.publishBlockedLimit = try section.duration("publishBlockedLimit") ?? delivery.publishBlockedLimit
+        delivery.progressTopic = try section.string("progressTopic")
         try section.finish()
         return delivery
     }

@@ -101,6 +101,9 @@ package struct DeliverySettings: Sendable, Hashable {
     package var maxRecordBytes: Int = 256 * 1024
     /// An output topic refusing every record (unknown, not authorized) this long stops the worker.
     package var publishBlockedLimit: Duration = .seconds(300)
+    /// A topic for the done records above committed offsets, used only when the broker drops commit
+    /// metadata (Tansu 0.6 does; Apache Kafka and its services keep it).
+    package var progressTopic: String?
 
     package init() {}
 }

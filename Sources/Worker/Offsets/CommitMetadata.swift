@@ -117,6 +117,15 @@ package struct CommitMetadata: Equatable, Sendable {
         }
     }
 
+    /// The committed offset a string of ours says it was written for, unchecked (`decode` checks).
+    static func writtenFor(_ text: String) -> Int64? {
+        guard text.hasPrefix(prefix) else { return nil }
+        for field in text.dropFirst(prefix.count).split(separator: " ") where field.hasPrefix("c=") {
+            return Int64(field.dropFirst(2))
+        }
+        return nil
+    }
+
     /// Reads a commit's metadata string, checking it against the offset it came with.
     package static func decode(_ text: String, committed: Int64) throws(Problem) -> CommitMetadata {
         guard text.hasPrefix(prefix) else {

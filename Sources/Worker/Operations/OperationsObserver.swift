@@ -31,6 +31,7 @@ package struct OperationsObserver: PipelineObserver {
     package func alreadyDone() { metrics.alreadyDone() }
     package func commitMetadataOmitted(_ offsets: Int) { metrics.commitMetadataOmitted(offsets) }
     package func revocationCommitGaveUp() { metrics.revocationCommitGaveUp() }
+    package func progressStore(_ store: ProgressStore) { metrics.setProgressStore(store.rawValue) }
     package func consumerJoined() { health.markConsumerJoined() }
     package func consumerLeft() { health.markConsumerLeft() }
 

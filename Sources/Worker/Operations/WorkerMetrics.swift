@@ -41,6 +41,8 @@ package final class WorkerMetrics: Sendable {
             "Records read again that an earlier owner had finished (its commit said so): not pushed again.",
         "apns_worker_commit_metadata_omitted_total":
             "Done offsets a commit had no room to record (the highest): a crash before the next commit pushes them again.",
+        "apns_worker_progress_store":
+            "1 for where done records above committed offsets are kept (commit-metadata, progress-topic, none, or unknown before the first such commit).",
         "apns_worker_revocation_commits_given_up_total":
             "Revocations that let their partitions go without their commit: their next owner pushes again what finished since the last one.",
         "apns_worker_credentials_broken": "1 while APNs refuses the credential, 0 once it works.",
@@ -152,6 +154,7 @@ package final class WorkerMetrics: Sendable {
             "apns_worker_events_already_done_total", "apns_worker_commit_metadata_omitted_total",
             "apns_worker_revocation_commits_given_up_total",
         ] { _ = counter(name, []) }
+        setProgressStore(ProgressStore.unknown.rawValue)
         gauge("apns_worker_build_info", [("version", WorkerVersion.current)]).record(1)
     }
 
@@ -238,6 +241,13 @@ package final class WorkerMetrics: Sendable {
     /// A commit's metadata left out this many done offsets.
     package func commitMetadataOmitted(_ offsets: Int) {
         counter("apns_worker_commit_metadata_omitted_total", []).increment(by: Int64(offsets))
+    }
+
+    /// Where done records above committed offsets are kept: 1 for `store`, 0 for the others.
+    package func setProgressStore(_ store: String) {
+        for known in ProgressStore.allCases.map(\.rawValue) {
+            gauge("apns_worker_progress_store", [("store", known)]).record(known == store ? 1 : 0)
+        }
     }
 
     /// A revocation let its partitions go without its commit.

@@ -15,6 +15,9 @@ package struct PipelineConfiguration: Sendable {
     /// Kafka's default `offset.metadata.max.bytes`. A broker that allows less refuses the commit,
     /// and the worker halves what it writes.
     package var commitMetadataMaxBytes = 4096
+    /// Where done records go when the broker drops commit metadata (`ProgressTopic`); `nil`: nowhere
+    /// (a crash or hand-over then pushes again what finished above a waiting event).
+    package var progressTopic: String?
     /// How long a revoked partition's in-flight events may take before the partition is let go.
     package var revocationTimeout: Duration = .seconds(30)
     /// How long shutdown waits for in-flight events.

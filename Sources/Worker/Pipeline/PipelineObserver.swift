@@ -25,6 +25,8 @@ package protocol PipelineObserver: Sendable {
     /// A revocation let its partitions go without its commit (Kafka did not answer in time): their
     /// next owner pushes again what was finished here since the last commit.
     func revocationCommitGaveUp()
+    /// Found out where done records above committed offsets are kept (at the first commit with any).
+    func progressStore(_ store: ProgressStore)
     func consumerJoined()
     /// The consumer lost its group membership (its assignment was lost) or left it (shutdown).
     func consumerLeft()
@@ -56,6 +58,7 @@ extension PipelineObserver {
     package func alreadyDone() {}
     package func commitMetadataOmitted(_ offsets: Int) {}
     package func revocationCommitGaveUp() {}
+    package func progressStore(_ store: ProgressStore) {}
     package func consumerJoined() {}
     package func consumerLeft() {}
     package func partitionsRevoked(_ partitions: [KafkaTopicPartition]) {}

@@ -32,6 +32,11 @@ package final class WorkerPipeline: Service, Sendable {
     /// Progress a revocation could not commit (it gave up), by partition: if the group gives the
     /// partition back to this member, its records below are known done and not run again.
     private let owed = NIOLockedValueBox<[KafkaTopicPartition: CommitCandidate]>([:])
+    /// Where the done records above committed offsets are kept: found out at the first commit that
+    /// has any (does the broker give commit metadata back?).
+    private let progressStore = NIOLockedValueBox(ProgressStore.unknown)
+    /// `configuration.progressTopic`, for a broker that drops commit metadata.
+    private let progressTopic: ProgressTopic?
     private let producerBox = NIOLockedValueBox<KafkaProducer?>(nil)
     /// Read by `publisherReported`: a report is applied as the publisher's state is then.
     private let publisherBox = NIOLockedValueBox<ResultPublisher?>(nil)
@@ -66,6 +71,9 @@ package final class WorkerPipeline: Service, Sendable {
             StateMachine(
                 maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes))
         self.commits = CommitQueue(spacing: configuration.commitInterval)
+        self.progressTopic = configuration.progressTopic.map {
+            ProgressTopic(topic: $0, group: consumer.groupID, consumer: consumer, logger: logger)
+        }
     }
 
     /// Events consumed and not yet done.
@@ -538,6 +546,7 @@ package final class WorkerPipeline: Service, Sendable {
             if !candidates.isEmpty {
                 do {
                     try await consumer.commit(offsets(candidates, metadataBytes: metadataBudget))
+                    try await keepProgress(candidates, consumer: consumer, metadataBytes: metadataBudget)
                     state.withLockedValue { $0.markCommitted(candidates) }
                     observer.committed(ok: true)
                 } catch let error as KafkaError where error.code == .offsetMetadataTooLarge && metadataBudget > 0 {
@@ -554,6 +563,45 @@ package final class WorkerPipeline: Service, Sendable {
                 }
             }
             if case .partitions(_, let done) = request { done() }
+        }
+    }
+
+    /// After a commit: where the broker keeps no commit metadata, the done records go to the
+    /// progress topic (and are stored before this returns). The first commit with done records
+    /// finds out which broker this is.
+    private func keepProgress(
+        _ candidates: [CommitCandidate], consumer: KafkaConsumer, metadataBytes: Int
+    ) async throws {
+        guard let sample = candidates.first(where: { !$0.done.isEmpty }) else { return }
+        var store = progressStore.withLockedValue { $0 }
+        if store == .unknown {
+            let stored = try await consumer.committed([sample.partition])[sample.partition]
+            let kept =
+                stored?.metadata.map { (try? CommitMetadata.decode($0, committed: sample.offset)) != nil } ?? false
+            store = kept ? .commitMetadata : progressTopic == nil ? .none : .progressTopic
+            progressStore.withLockedValue { $0 = store }
+            observer.progressStore(store)
+            switch store {
+            case .commitMetadata, .unknown: break
+            case .progressTopic:
+                logger.info(
+                    "the broker drops commit metadata: done records above committed offsets go to \(progressTopic?.topic ?? "")"
+                )
+            case .none:
+                logger.warning(
+                    "the broker drops commit metadata and delivery.progressTopic is not set: after a crash or a hand-over, events finished above one still waiting are pushed again"
+                )
+            }
+        }
+        guard store == .progressTopic, let progressTopic, let producer = producerBox.withLockedValue({ $0 }) else {
+            return
+        }
+        let records = try await progressTopic.records(candidates, metadataBytes: metadataBytes)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for record in records {
+                group.addTask { _ = try await producer.send(record) }
+            }
+            try await group.waitForAll()
         }
     }
 
@@ -651,6 +699,17 @@ package final class WorkerPipeline: Service, Sendable {
             )
             return [:]
         }
+        var fromTopic: [KafkaTopicPartition: OffsetRanges] = [:]
+        let bare = committed.filter { $0.value.metadata == nil }.mapValues(\.offset)
+        if let progressTopic, !bare.isEmpty, progressStore.withLockedValue({ $0 }) != .commitMetadata {
+            do {
+                fromTopic = try await progressTopic.read(committed: bare)
+            } catch {
+                logger.warning(
+                    "could not read \(progressTopic.topic): \(error); records their last owner finished above the committed offsets are pushed again"
+                )
+            }
+        }
         var progress: [KafkaTopicPartition: KnownProgress] = [:]
         for (partition, stored) in committed {
             var known = KnownProgress(committed: stored.offset, done: OffsetRanges())
@@ -663,6 +722,7 @@ package final class WorkerPipeline: Service, Sendable {
                     )
                 }
             }
+            if let done = fromTopic[partition] { known.done = done }
             // This member's own unsaved progress, if the committed offset is still the one it left.
             if let candidate = owedHere[partition], candidate.offset > stored.offset {
                 known.done.insert(stored.offset..<candidate.offset)
@@ -672,6 +732,18 @@ package final class WorkerPipeline: Service, Sendable {
         }
         return progress
     }
+}
+
+/// Where a worker keeps the done records above its committed offsets.
+package enum ProgressStore: String, Sendable, CaseIterable {
+    /// Not known yet: nothing has been committed with done records above its offset.
+    case unknown
+    /// In the commits' metadata: the broker gives it back.
+    case commitMetadata = "commit-metadata"
+    /// The broker drops commit metadata: in `delivery.progressTopic`.
+    case progressTopic = "progress-topic"
+    /// The broker drops commit metadata and no progress topic is set: only the offsets count.
+    case none
 }
 
 /// Why the pipeline stopped on its own.
