@@ -68,6 +68,7 @@ METRICS = {
     "apns_worker_commit_metadata_omitted_total": ("counter", set()),
     "apns_worker_revocation_commits_given_up_total": ("counter", set()),
     "apns_worker_progress_store": ("gauge", {"store"}),
+    "apns_worker_results_waiting_seconds": ("gauge", set()),
     "apns_worker_credentials_broken": ("gauge", {"credential"}),
     "apns_worker_apns_connections": ("gauge", {"credential", "environment", "state"}),
     "apns_worker_apns_streams_in_use": ("gauge", {"credential", "environment"}),

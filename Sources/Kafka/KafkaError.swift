@@ -31,6 +31,7 @@ package struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         package static let coordinatorNotAvailable = Code(RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE)
         package static let rebalanceInProgress = Code(RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS)
         package static let offsetMetadataTooLarge = Code(RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE)
+        package static let notEnoughReplicas = Code(RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS)
         package static let illegalGeneration = Code(RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION)
         package static let unknownMemberID = Code(RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID)
         package static let noOffset = Code(RD_KAFKA_RESP_ERR__NO_OFFSET)

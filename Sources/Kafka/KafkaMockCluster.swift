@@ -66,6 +66,11 @@ package final class KafkaMockCluster: Sendable {
         }
     }
 
+    /// Drops the errors still waiting for requests of `api`.
+    package func clearRequestErrors(_ api: API) {
+        rd_kafka_mock_clear_request_errors(cluster.pointer, api.rawValue)
+    }
+
     /// Takes a broker down (its listener closes connections) or brings it back. IDs start at 1.
     ///
     /// A broker brought back listens on its old port again, and librdkafka aborts the process if it

@@ -148,6 +148,10 @@ package final class KafkaProducer: Sendable {
         Int(rd_kafka_outq_len(client.handle))
     }
 
+    /// Since the poll thread last went round (it does every 100 ms): records waiting in a producer
+    /// whose thread goes round are waiting for Kafka, not for a stuck process.
+    package var sincePolled: Duration { poller.sincePolled }
+
     private func enqueue(
         _ message: KafkaProducerMessage,
         _ onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
@@ -176,6 +180,14 @@ package final class KafkaProducer: Sendable {
 private final class ProducerPoller: Sendable {
     private let stopRequested = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
+    private static let clock = ContinuousClock()
+    private static let epoch = clock.now
+    /// When the thread last went round, in nanoseconds since `epoch`.
+    private let lastPoll = Atomic<Int64>(0)
+
+    var sincePolled: Duration {
+        Self.clock.now - Self.epoch - .nanoseconds(lastPoll.load(ordering: .relaxed))
+    }
 
     init(client: RDKafkaClient, releaseSweep: Duration) {
         let thread = Thread { [self] in
@@ -186,6 +198,8 @@ private final class ProducerPoller: Sendable {
                 rd_kafka_poll(client.handle, 100)
                 // Contexts whose sending thread has not sent since they were acknowledged.
                 let now = clock.now
+                let (seconds, attoseconds) = (now - Self.epoch).components
+                lastPoll.store(seconds * 1_000_000_000 + attoseconds / 1_000_000_000, ordering: .relaxed)
                 if now - lastSweep >= releaseSweep {
                     HomeRelease.sweep(olderThan: releaseSweep)
                     lastSweep = now

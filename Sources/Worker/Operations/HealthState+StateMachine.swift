@@ -13,6 +13,8 @@ extension HealthState {
         /// Whether results can be published.
         enum Producer: Equatable {
             case healthy
+            /// Kafka does not take results (it refuses them, or acknowledges none for long): why.
+            case waiting(String)
             /// librdkafka reported a fatal error, with its reason.
             case fatal(String)
         }
@@ -37,7 +39,15 @@ extension HealthState {
         mutating func consumerJoined() { consumer = .joined }
         mutating func consumerLeft() { consumer = .outside }
         mutating func producerFailed(_ reason: String) { producer = .fatal(reason) }
-        mutating func producerRecovered() { producer = .healthy }
+        /// A fatal error stays (the worker stops); anything else is replaced.
+        mutating func resultsWaiting(_ reason: String) {
+            if case .fatal = producer { return }
+            producer = .waiting(reason)
+        }
+        mutating func producerRecovered() {
+            if case .fatal = producer { return }
+            producer = .healthy
+        }
 
         /// The first reason and time stay until the credential is healthy again, so "since" tells how
         /// long it has been broken.
@@ -57,6 +67,7 @@ extension HealthState {
             let kafka: String
             switch (producer, consumer) {
             case (.fatal(let reason), _): kafka = "producer fatal: \(reason)"
+            case (.waiting(let reason), _): kafka = "waiting for Kafka to accept results: \(reason)"
             case (.healthy, .outside): kafka = "consumer has not joined its group"
             case (.healthy, .joined): kafka = "ok"
             }

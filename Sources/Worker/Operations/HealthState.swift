@@ -57,6 +57,11 @@ package final class HealthState: Sendable {
         state.withLockedValue { $0.producerFailed(reason) }
     }
 
+    /// Kafka does not take results (`reason`: what it answered, or how long none was accepted).
+    package func markResultsWaiting(_ reason: String) {
+        state.withLockedValue { $0.resultsWaiting(reason) }
+    }
+
     /// Results can be published again after a producer failure.
     package func markProducerHealthy() {
         state.withLockedValue { $0.producerRecovered() }

@@ -61,8 +61,25 @@ package struct OperationsObserver: PipelineObserver {
         metrics.setCredentialBroken(name, false)
     }
 
-    package func producerFailing(_ error: any Error) { health.markProducerFatal("\(error)") }
-    package func producerRecovered() { health.markProducerHealthy() }
+    package func producerFailing(_ error: any Error) {
+        if let error = error as? KafkaError, !error.isFatal {
+            health.markResultsWaiting("\(error)")
+        } else {
+            health.markProducerFatal("\(error)")
+        }
+    }
+    package func producerRecovered() {
+        health.markProducerHealthy()
+        metrics.setResultsWaiting(.zero)
+    }
+    package func resultsWaiting(unacknowledged: Int, for duration: Duration) {
+        health.markResultsWaiting("\(unacknowledged) unacknowledged, none accepted for \(duration)")
+        metrics.setResultsWaiting(duration)
+    }
+    package func resultsAccepted() {
+        health.markProducerHealthy()
+        metrics.setResultsWaiting(.zero)
+    }
     package func publishedDegraded(topic: String, reason: String) {
         metrics.publishedDegraded(topic: topic, reason: reason)
     }

@@ -41,6 +41,8 @@ package final class WorkerMetrics: Sendable {
             "Records read again that an earlier owner had finished (its commit said so): not pushed again.",
         "apns_worker_commit_metadata_omitted_total":
             "Done offsets a commit had no room to record (the highest): a crash before the next commit pushes them again.",
+        "apns_worker_results_waiting_seconds":
+            "How long Kafka has acknowledged no result while some wait (0 while results are accepted).",
         "apns_worker_progress_store":
             "1 for where done records above committed offsets are kept (commit-metadata, progress-topic, none, or unknown before the first such commit).",
         "apns_worker_revocation_commits_given_up_total":
@@ -155,6 +157,7 @@ package final class WorkerMetrics: Sendable {
             "apns_worker_revocation_commits_given_up_total",
         ] { _ = counter(name, []) }
         setProgressStore(ProgressStore.unknown.rawValue)
+        setResultsWaiting(.zero)
         gauge("apns_worker_build_info", [("version", WorkerVersion.current)]).record(1)
     }
 
@@ -241,6 +244,11 @@ package final class WorkerMetrics: Sendable {
     /// A commit's metadata left out this many done offsets.
     package func commitMetadataOmitted(_ offsets: Int) {
         counter("apns_worker_commit_metadata_omitted_total", []).increment(by: Int64(offsets))
+    }
+
+    /// How long Kafka has acknowledged no result while some wait.
+    package func setResultsWaiting(_ duration: Duration) {
+        gauge("apns_worker_results_waiting_seconds", []).record(Double(duration.components.seconds))
     }
 
     /// Where done records above committed offsets are kept: 1 for `store`, 0 for the others.

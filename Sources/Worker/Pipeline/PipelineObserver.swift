@@ -36,9 +36,15 @@ package protocol PipelineObserver: Sendable {
     func credentialBroken(_ name: String, reason: String)
     /// A request with this credential succeeded again.
     func credentialHealthy(_ name: String)
-    /// Results cannot be published (the producer failed); the pipeline keeps retrying.
+    /// Results cannot be published (the producer failed); the pipeline keeps retrying unless the
+    /// error is fatal.
     func producerFailing(_ error: any Error)
     func producerRecovered()
+    /// Kafka has acknowledged no result for this long while these wait (librdkafka retries inside:
+    /// a leaderless partition, NOT_ENOUGH_REPLICAS). Said every second while it lasts.
+    func resultsWaiting(unacknowledged: Int, for: Duration)
+    /// Kafka acknowledges results again after `resultsWaiting`.
+    func resultsAccepted()
     /// A result or dead letter could not be stored as it was (`reason`: Kafka's error name); its
     /// degraded form was published instead.
     func publishedDegraded(topic: String, reason: String)
@@ -67,6 +73,8 @@ extension PipelineObserver {
     package func credentialHealthy(_ name: String) {}
     package func producerFailing(_ error: any Error) {}
     package func producerRecovered() {}
+    package func resultsWaiting(unacknowledged: Int, for: Duration) {}
+    package func resultsAccepted() {}
     package func publishedDegraded(topic: String, reason: String) {}
     package func heartbeat() {}
 }

@@ -43,6 +43,10 @@ final class ResultPublisher: Sendable {
     /// How many topics are reported blocked: while none is, a stored record reports nothing (one
     /// atomic read per record, no lock).
     private let blockedTopics = BlockedTopicCount()
+    /// Records Kafka has stored: the pipeline's ticker tells from it whether Kafka takes results.
+    private let acknowledgedCount = Atomic<UInt64>(0)
+
+    var acknowledged: UInt64 { acknowledgedCount.load(ordering: .relaxed) }
 
     static let firstBackoff: Duration = .milliseconds(100)
     static let maxBackoff: Duration = .seconds(30)
@@ -119,6 +123,7 @@ final class ResultPublisher: Sendable {
                 progress.step()
                 switch delivery {
                 case .success:
+                    acknowledgedCount.add(1, ordering: .relaxed)
                     stored(attempt)
                     done(true)
                 case .failure(let error):

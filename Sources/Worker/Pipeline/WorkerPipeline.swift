@@ -158,7 +158,9 @@ package final class WorkerPipeline: Service, Sendable {
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.commitLoop(consumer: consumer) }
-                group.addTask { await self.ticker(consumer: consumer) }
+                group.addTask {
+                    await self.ticker(consumer: consumer, producer: publisher.producer, publisher: publisher)
+                }
                 await readLoop(consumer, publisher: publisher)
                 // The sequence ended: the consumer was closed (shutdown) or failed, and its
                 // revocation drained (bounded) and committed what it could. What still runs gets
@@ -515,14 +517,25 @@ package final class WorkerPipeline: Service, Sendable {
         for lease in state.withLockedValue({ $0.allLeases }) { lease.end() }
     }
 
-    /// Every second: the blocked-topic limit and liveness.
-    private func ticker(consumer: KafkaConsumer) async {
+    /// Every second: the blocked-topic limit, whether Kafka takes results, and liveness.
+    private func ticker(consumer: KafkaConsumer, producer: KafkaProducer, publisher: ResultPublisher) async {
         var watch = ProgressWatch()
+        var acknowledgement = AcknowledgementWatch()
         while !Task.isCancelled {
             guard (try? await Task.sleep(for: .seconds(1))) != nil else { return }
             checkBlockedTopics()
+            let unacknowledged = producer.pendingCount
+            switch acknowledgement.tick(acknowledged: publisher.acknowledged, unacknowledged: unacknowledged) {
+            case .waiting(let seconds): observer.resultsWaiting(unacknowledged: unacknowledged, for: seconds)
+            case .flowingAgain: observer.resultsAccepted()
+            case .unchanged: break
+            }
             let pending = state.withLockedValue { $0.running > 0 } || consumer.bufferedCount > 0
-            if watch.alive(steps: progress.value, pending: pending, sincePolled: consumer.sincePolled) {
+            let waitingForKafka = unacknowledged > 0 && producer.sincePolled <= watch.pollStall
+            if watch.alive(
+                steps: progress.value, pending: pending, sincePolled: consumer.sincePolled,
+                waitingForKafka: waitingForKafka)
+            {
                 observer.heartbeat()
             }
         }
