@@ -238,7 +238,7 @@ extension Scenario {
             rig.simulator.devices.register(hot)
             rig.simulator.faults.script(deviceToken: hot, Array(repeating: .tooManyRequests, count: 40) + [nil])
             var records = rig.mixedBatch(scale.events).records
-            records += (0..<300).map { Samples.alert(id: "hot-\($0)", deviceToken: hot) }
+            records += (0..<300).map { Samples.alert(id: Samples.eventID(1, $0), deviceToken: hot) }
             try await rig.produce(records)
             rig.pace()
             _ = try rig.startWorker()
@@ -328,7 +328,7 @@ extension Scenario {
             rig.simulator.devices.policy = .accept
             let count = scale.events / 4
             try await rig.produce(
-                (0..<count).map { Samples.alert(id: "cred-\($0)", deviceToken: Samples.deviceToken($0 + 1)) })
+                (0..<count).map { Samples.alert(id: Samples.eventID(2, $0), deviceToken: Samples.deviceToken($0 + 1)) })
             let unknownKey = try Samples.unknownKeyFile(in: rig.stack.directory)
             let broken = try rig.startWorker { Samples.use(key: unknownKey, in: &$0) }
             try await rig.waitUntil(120, "every event dead-lettered") { rig.deadLetters.snapshot.seen.count >= count }
