@@ -57,6 +57,16 @@ package struct MatrixRow: Sendable {
     package var duplicates = 0
     /// Duplicates that are the same result published twice (not the event processed twice).
     package var republished = 0
+    /// Events whose device push APNs (the simulator) accepted more than once, by `apns-id`.
+    package var pushedTwice = 0
+    /// Acceptances beyond the first, summed over those events (an event pushed three times adds 2).
+    package var extraPushes = 0
+    /// Accepted device pushes the simulator could not count (sent without an `apns-id`).
+    package var untrackedPushes = 0
+    /// Rows that SIGKILL workers: device pushes the simulator had accepted on the killed workers'
+    /// connections and not yet answered at each kill, summed over the kills. Sent again whatever
+    /// the worker does, so `extraPushes` cannot go below it.
+    package var floor: Int?
     package var lost = 0
     package var recovery: Duration?
     package var elapsed: Duration = .zero
@@ -91,6 +101,10 @@ package enum ReliabilityMatrix {
         row.degradedDeadLetters = measurement.degradedDeadLetters
         row.duplicates = measurement.duplicates
         row.republished = measurement.republished
+        row.pushedTwice = measurement.pushedTwice
+        row.extraPushes = measurement.extraPushes
+        row.untrackedPushes = measurement.untrackedPushes
+        row.floor = measurement.floor
         row.lost = measurement.lost
         row.recovery = measurement.recovery
         row.elapsed = ContinuousClock.now - started
@@ -105,7 +119,8 @@ package enum ReliabilityMatrix {
     }
 
     package static let header =
-        "| scenario | broker | events in | results out | dead letters | duplicates | lost | time to recover | run |"
+        "| scenario | broker | events in | results out | dead letters | duplicates | pushed twice | lost "
+        + "| time to recover | run |"
 
     package static func line(_ row: MatrixRow) -> String {
         let recovery = row.recovery.map { format($0) } ?? "-"
@@ -116,14 +131,23 @@ package enum ReliabilityMatrix {
             ? "\(row.deadLetters) (\(row.degradedDeadLetters) reduced)" : "\(row.deadLetters)"
         var text =
             "| \(row.scenario) | \(row.broker) | \(row.eventsIn) | \(row.results) | \(letters) | \(duplicates) | "
-            + "\(row.lost) | \(recovery) | \(format(row.elapsed)) |"
+            + "\(pushedTwice(row)) | \(row.lost) | \(recovery) | \(format(row.elapsed)) |"
         if let failure = row.failure { text += " FAILED: \(failure)" }
         return text
     }
 
     package static func table(_ rows: [MatrixRow]) -> String {
-        ([header, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"] + rows.map(line)).joined(
+        ([header, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"] + rows.map(line)).joined(
             separator: "\n")
+    }
+
+    /// `312`, or with what else there is to read: `312 (330 extra, floor 280, 5 not counted)`.
+    static func pushedTwice(_ row: MatrixRow) -> String {
+        var notes: [String] = []
+        if row.extraPushes != row.pushedTwice { notes.append("\(row.extraPushes) extra") }
+        if let floor = row.floor { notes.append("floor \(floor)") }
+        if row.untrackedPushes > 0 { notes.append("\(row.untrackedPushes) not counted") }
+        return notes.isEmpty ? "\(row.pushedTwice)" : "\(row.pushedTwice) (\(notes.joined(separator: ", ")))"
     }
 
     static func format(_ duration: Duration) -> String {

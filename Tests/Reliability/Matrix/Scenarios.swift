@@ -400,15 +400,18 @@ extension Scenario {
             try await rig.produce(rig.mixedBatch(scale.events * 3).records)
             rig.pace()
             var random = SystemRandomNumberGenerator()
+            var mark = rig.simulator.observation.totalConnections
             var worker = try rig.startProcess()
             for _ in 0..<scale.repeats {
-                // Killed while it works: once it has published results since it started, a random
-                // moment later (a kill before it joined the group would show nothing).
-                let before = rig.resultCount
-                try await rig.waitUntil(60, "results from the restarted worker") { rig.resultCount >= before + 30 }
+                // Killed while it works: once it has pushed on connections of its own since it started, a
+                // random moment later (a kill before it joined the group would show nothing; results
+                // can still be the previous worker's, landing late).
+                try await rig.waitUntil(60, "pushes from the restarted worker") {
+                    await rig.pushes(onConnectionsAfter: mark) >= 30
+                }
                 try await Task.sleep(for: .milliseconds(Int.random(in: 0...1_500, using: &random)))
-                kill(worker.processIdentifier, SIGKILL)
-                worker.waitUntilExit()
+                await rig.sigkill(worker)
+                mark = rig.simulator.observation.totalConnections
                 worker = try rig.startProcess()
             }
             rig.faultCleared()
