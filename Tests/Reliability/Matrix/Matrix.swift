@@ -14,19 +14,22 @@ package struct Scenario: Sendable {
     package let shows: String
     /// Brokers in the mock cluster.
     package var mockBrokers = 1
+    /// Partitions of the input and results topics.
+    package var partitions = 4
     /// How long the rig may take to settle once the scenario's actions are done.
     package var settleSeconds: Double = 180
     /// Sets up, starts workers and injects the fault; the rig then waits and counts.
     let run: @Sendable (Rig, Scale) async throws -> Void
 
     init(
-        _ name: String, _ area: Area, brokers: [Broker] = Broker.allCases, mockBrokers: Int = 1,
+        _ name: String, _ area: Area, brokers: [Broker] = Broker.allCases, mockBrokers: Int = 1, partitions: Int = 4,
         shows: String, run: @escaping @Sendable (Rig, Scale) async throws -> Void
     ) {
         self.name = name
         self.area = area
         self.brokers = brokers
         self.mockBrokers = mockBrokers
+        self.partitions = partitions
         self.shows = shows
         self.run = run
     }
@@ -39,9 +42,13 @@ package struct Scale: Sendable {
     package var outage: Double
     /// Repetitions (SIGKILLs).
     package var repeats: Int
+    /// Events of a backlog that several workers share or hand over.
+    package var backlog: Int
+    /// Workers replaced one after the other in a rolling deploy.
+    package var generations: Int
 
-    package static let full = Scale(events: 2_000, outage: 1, repeats: 10)
-    package static let quick = Scale(events: 600, outage: 0.2, repeats: 3)
+    package static let full = Scale(events: 2_000, outage: 1, repeats: 10, backlog: 10_000, generations: 3)
+    package static let quick = Scale(events: 600, outage: 0.2, repeats: 3, backlog: 2_000, generations: 2)
 
     package func seconds(_ full: Double) -> Duration { .milliseconds(Int(full * outage * 1000)) }
 }
@@ -83,7 +90,8 @@ package enum ReliabilityMatrix {
         let started = ContinuousClock.now
         let rig: Rig
         do {
-            rig = try await Rig.start(broker: broker, mockBrokers: scenario.mockBrokers, logger: logger)
+            rig = try await Rig.start(
+                broker: broker, mockBrokers: scenario.mockBrokers, partitions: scenario.partitions, logger: logger)
         } catch {
             row.failure = "the rig did not start: \(error)"
             return row

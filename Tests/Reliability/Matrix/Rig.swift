@@ -69,8 +69,11 @@ package final class Rig: Sendable {
         self.deadLetters = deadLetters
     }
 
-    /// `mockBrokers`: brokers in the mock cluster (leader changes need more than one).
-    package static func start(broker: Broker, mockBrokers: Int = 1, logger: Logger) async throws -> Rig {
+    /// `mockBrokers`: brokers in the mock cluster (leader changes need more than one); `partitions`:
+    /// of the input and results topics.
+    package static func start(broker: Broker, mockBrokers: Int = 1, partitions: Int = 4, logger: Logger)
+        async throws -> Rig
+    {
         let tansu = broker == .tansu ? try await TansuBroker.start() : nil
         var quiet = logger
         quiet.logLevel = .error
@@ -78,7 +81,7 @@ package final class Rig: Sendable {
             if let tansu { TansuCluster(tansu: tansu) } else {
                 try KafkaMockCluster(brokers: mockBrokers, logger: quiet)
             }
-        let stack = try await EmbeddedStack.start(partitions: 4, kafka: kafka, logger: logger)
+        let stack = try await EmbeddedStack.start(partitions: partitions, kafka: kafka, logger: logger)
         let apnsProxy = try await FaultProxy.start(upstreamPort: stack.simulator.port)
         let servers = stack.cluster.bootstrapServers
         return Rig(
@@ -165,10 +168,10 @@ package final class Rig: Sendable {
 
     // MARK: Faults
 
-    /// APNs answers after 100 ms: with the workers' 20 events in flight, each does about 200
-    /// events/s, so a run lasts long enough for a fault to land in the middle of it.
-    package func pace() {
-        simulator.faults.latency = .fixed(.milliseconds(100))
+    /// APNs answers after 100 ms (or `latency`): with the workers' 20 events in flight, each does
+    /// about 200 events/s, so a run lasts long enough for a fault to land in the middle of it.
+    package func pace(_ latency: FaultInjector.Latency = .fixed(.milliseconds(100))) {
+        simulator.faults.latency = latency
     }
 
     /// SIGKILLs `process` and adds to the row's floor the device pushes the simulator had accepted on
