@@ -18,6 +18,9 @@ extension APNsConnectionHandler {
         var channelID: String?
         /// A JSON body of a successful answer (a channel read or list).
         var body: String?
+
+        /// A 200 to a device push (broadcasts and channel management name their id `apns-request-id`).
+        var acceptsDevicePush: Bool { reason == nil && !namesRequestID }
     }
 
     func makeResponse(_ outcome: Outcome, head: RequestHead, stream: PendingStream) -> Response {
@@ -34,6 +37,7 @@ extension APNsConnectionHandler {
             core.observation.answered(
                 status: 200,
                 reason: nil,
+                acceptedPush: AcceptedPush(apnsID: request.apnsID),
                 record: NotificationRecord(
                     deviceToken: request.deviceToken,
                     topic: request.topic,

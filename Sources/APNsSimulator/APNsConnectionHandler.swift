@@ -40,6 +40,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     var context: ChannelHandlerContext?
     var streams = PendingStreams()
     var delayedResponses = 0
+    /// Device pushes answered 200 on this connection, and those of them whose answer is still delayed.
+    var acceptedPushes = 0
+    var acceptancesAwaitingAnswer = 0
     /// Delayed answers by the millisecond they fall due (uptime, rounded up): one timer and one
     /// flush per millisecond, not per answer, as a busy server writes what is ready in one go.
     /// Per-answer timers and flushes cost the simulator (and its client, reading one frame per
@@ -104,6 +107,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         core.observation.streamsClosed(streams.count + delayedResponses)
         streams.removeAll()
         delayedResponses = 0
+        acceptancesAwaitingAnswer = 0
         delayedByMillisecond.removeAll()
         self.context = nil
         context.fireChannelInactive()
@@ -186,8 +190,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         }
         if outcome.reason == nil, let fault = decision.reason { outcome.reason = fault }
         let response = makeResponse(outcome, head: head, stream: stream)
+        if response.acceptsDevicePush { acceptedPushes += 1 }
         if decision.delayNanoseconds > 0 {
             delayedResponses += 1
+            if response.acceptsDevicePush { acceptancesAwaitingAnswer += 1 }
             let due = (NIODeadline.now().uptimeNanoseconds + UInt64(decision.delayNanoseconds) + 999_999) / 1_000_000
             let answer = DelayedAnswer(
                 response: response, streamID: streamID, resetAfter: resetAfterAnswer, decision: decision)
@@ -214,6 +220,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             // An answer's aftermath (a GOAWAY, a close) may end the connection for the rest.
             guard let context else { return }
             delayedResponses -= 1
+            if answer.response.acceptsDevicePush { acceptancesAwaitingAnswer -= 1 }
             write(answer.response, streamID: answer.streamID, context: context, resetAfter: answer.resetAfter)
             afterResponse(answer.response, decision: answer.decision)
         }
@@ -391,6 +398,12 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         let verdict = core.devices.verdict(token: token, topic: topic, environment: core.configuration.environment)
         lastVerdict = (token, topic, generation, verdict)
         return verdict
+    }
+
+    /// What ``Simulator/connections()`` reports.
+    var snapshot: ConnectionSnapshot {
+        ConnectionSnapshot(
+            id: connectionID, acceptedPushes: acceptedPushes, acceptancesAwaitingAnswer: acceptancesAwaitingAnswer)
     }
 
     private func afterResponse(_ response: Response, decision: FaultInjector.Decision) {

@@ -130,6 +130,13 @@ public final class Simulator: Sendable {
         core.forEachConnection { $0.run { $0.closeAbruptly() } }
     }
 
+    /// Every live connection (both listeners) with what it has accepted and what it still owes an
+    /// answer, each read on its connection's event loop: which connections a client had open, and how
+    /// many of its pushes the simulator had taken without answering when it went away.
+    public func connections() async -> [ConnectionSnapshot] {
+        await core.connectionSnapshots()
+    }
+
     /// Changes SETTINGS_MAX_CONCURRENT_STREAMS on every authorized connection and for new ones.
     public func setMaxConcurrentStreams(_ value: UInt32) {
         core.setMaxConcurrentStreams(value)

@@ -56,6 +56,9 @@ public struct SimulatorConfiguration: Sendable {
     public var channelLimit = ChannelRegistry.defaultLimit
     /// Accepted notifications (and, separately, broadcasts) kept for ``SimulatorObservation/records``; 0 records nothing.
     public var recordLimit = 10_000
+    /// Distinct `apns-id`s whose acceptances are counted, to tell a device push accepted twice
+    /// (``SimulatorObservation/repeatedAcceptances``); at most about 100 bytes each. 0 counts none.
+    public var apnsIDLimit = 100_000
     /// Event loop threads serving connections.
     public var threads = System.coreCount
     public var clock: any SimulatorClock = SystemSimulatorClock()

@@ -47,7 +47,8 @@ final class SimulatorCore: Sendable {
         self.channels = channels
         self.presetChannels = presetChannels
         self.faults = FaultInjector(seed: configuration.faultSeed)
-        self.observation = SimulatorObservation(recordLimit: configuration.recordLimit)
+        self.observation = SimulatorObservation(
+            recordLimit: configuration.recordLimit, apnsIDLimit: configuration.apnsIDLimit)
         self.clock = configuration.clock
         self.maxStreams = Synchronization.Atomic(configuration.maxConcurrentStreams)
     }
@@ -73,6 +74,17 @@ final class SimulatorCore: Sendable {
         _ = connections.withLockedValue { $0.removeValue(forKey: id) }
     }
 
+    /// Every live connection's counts, each read on its own event loop.
+    func connectionSnapshots() async -> [ConnectionSnapshot] {
+        let all = connections.withLockedValue { Array($0.values) }
+        var snapshots: [ConnectionSnapshot] = []
+        for control in all {
+            // A loop already shut down (the simulator stopping) has nothing left to tell.
+            if let snapshot = try? await control.read({ $0.snapshot }) { snapshots.append(snapshot) }
+        }
+        return snapshots.sorted { $0.id < $1.id }
+    }
+
     func forEachConnection(_ body: (ConnectionControl) -> Void) {
         let all = connections.withLockedValue { Array($0.values) }
         all.forEach(body)
@@ -91,5 +103,10 @@ struct ConnectionControl: Sendable {
     func run(_ body: @escaping @Sendable (APNsConnectionHandler) -> Void) {
         let handler = self.handler
         handler.eventLoop.execute { body(handler.value) }
+    }
+
+    func read<Value: Sendable>(_ body: @escaping @Sendable (APNsConnectionHandler) -> Value) async throws -> Value {
+        let handler = self.handler
+        return try await handler.eventLoop.submit { body(handler.value) }.get()
     }
 }

@@ -48,7 +48,8 @@ public struct ResponseKey: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// What the simulator saw: accepted notifications and broadcasts (bounded), broadcasts per channel,
-/// answers per status/reason (both listeners), live connections and streams. Safe from any thread.
+/// device pushes accepted more than once (by `apns-id`, bounded), answers per status/reason (both
+/// listeners), live connections and streams. Safe from any thread.
 public final class SimulatorObservation: Sendable {
     private struct Recorded {
         var records: CircularBuffer<NotificationRecord> = CircularBuffer()
@@ -58,6 +59,7 @@ public final class SimulatorObservation: Sendable {
         var broadcasts: CircularBuffer<BroadcastRecord> = CircularBuffer()
         var droppedBroadcasts = 0
         var broadcastCounts: [String: Int] = [:]
+        var acceptedIDs: AcceptedIDCounter
     }
 
     private let recorded: NIOLockedValueBox<Recorded>
@@ -65,15 +67,19 @@ public final class SimulatorObservation: Sendable {
     private let streams = Synchronization.Atomic<Int>(0)
     private let connectionsTotal = Synchronization.Atomic<Int>(0)
     private let goAwaysSent = Synchronization.Atomic<Int>(0)
-    /// 200s counted without the lock while nothing is recorded: the benchmark's hot path.
+    /// 200s counted without the lock while nothing is recorded or counted by `apns-id`: the
+    /// benchmark's hot path.
     private let unrecordedSuccesses = Synchronization.Atomic<Int>(0)
+    /// Records or `apns-id`s are kept: a 200 takes the lock.
     private let recording: Synchronization.Atomic<Bool>
 
     /// `recordLimit`: most recent accepted notifications kept (older ones are dropped); 0 switches
-    /// recording off, which benchmarks want.
-    public init(recordLimit: Int) {
-        self.recorded = NIOLockedValueBox(Recorded(limit: max(0, recordLimit)))
-        self.recording = Synchronization.Atomic(recordLimit > 0)
+    /// recording off, which benchmarks want. `apnsIDLimit`: distinct `apns-id`s whose acceptances are
+    /// counted (``repeatedAcceptances``); 0 counts none.
+    public init(recordLimit: Int, apnsIDLimit: Int = 0) {
+        self.recorded = NIOLockedValueBox(
+            Recorded(limit: max(0, recordLimit), acceptedIDs: AcceptedIDCounter(limit: apnsIDLimit)))
+        self.recording = Synchronization.Atomic(recordLimit > 0 || apnsIDLimit > 0)
     }
 
     /// Accepted notifications, oldest first (at most the record limit).
@@ -99,9 +105,9 @@ public final class SimulatorObservation: Sendable {
     public var recordLimit: Int {
         get { recorded.withLockedValue { $0.limit } }
         set {
-            recording.store(newValue > 0, ordering: .relaxed)
             recorded.withLockedValue { state in
                 state.limit = max(0, newValue)
+                recording.store(state.limit > 0 || state.acceptedIDs.limit > 0, ordering: .relaxed)
                 while state.records.count > state.limit {
                     state.records.removeFirst()
                     state.dropped += 1
@@ -110,6 +116,33 @@ public final class SimulatorObservation: Sendable {
                     state.broadcasts.removeFirst()
                     state.droppedBroadcasts += 1
                 }
+            }
+        }
+    }
+
+    /// Device pushes accepted (answered 200) more than once, by the `apns-id` the request carried.
+    ///
+    /// A push counts as accepted when the simulator decides to answer 200, before any injected latency:
+    /// APNs may deliver a notification whose answer its client never reads (a connection lost, a
+    /// process killed), so a push sent again after such a loss is a second push to the device.
+    /// Refused pushes (any other status), broadcasts and channel-management calls are not counted.
+    public var repeatedAcceptances: RepeatedAcceptances {
+        recorded.withLockedValue { $0.acceptedIDs.summary }
+    }
+
+    /// How many times the device push with this `apns-id` (either case) was accepted; 0 when it was
+    /// not, or is not tracked.
+    public func acceptances(apnsID: String) -> Int {
+        recorded.withLockedValue { $0.acceptedIDs.acceptances(of: apnsID) }
+    }
+
+    /// Distinct `apns-id`s whose acceptances are counted; lowering it forgets nothing already counted.
+    public var apnsIDLimit: Int {
+        get { recorded.withLockedValue { $0.acceptedIDs.limit } }
+        set {
+            recorded.withLockedValue { state in
+                state.acceptedIDs.limit = max(0, newValue)
+                recording.store(state.limit > 0 || state.acceptedIDs.limit > 0, ordering: .relaxed)
             }
         }
     }
@@ -144,12 +177,14 @@ public final class SimulatorObservation: Sendable {
             state.broadcasts.removeAll()
             state.droppedBroadcasts = 0
             state.broadcastCounts = [:]
+            state.acceptedIDs.removeAll()
         }
         unrecordedSuccesses.store(0, ordering: .relaxed)
     }
 
-    /// Counters as text lines, `status reason count`, sorted, then `broadcasts CHANNEL count` per channel;
-    /// what the executable prints on exit.
+    /// Counters as text lines, `status reason count`, sorted, then `broadcasts CHANNEL count` per channel,
+    /// then (while `apns-id`s are counted) `accepted twice IDS apns-ids EXTRA extra`; what the executable
+    /// prints on exit.
     public func summary() -> String {
         let counters = self.counters.sorted {
             ($0.key.status, $0.key.reason ?? "") < ($1.key.status, $1.key.reason ?? "")
@@ -158,18 +193,27 @@ public final class SimulatorObservation: Sendable {
         lines += broadcastCounts.sorted { $0.key < $1.key }.map { "broadcasts \($0.key) \($0.value)" }
         lines.append("connections total \(totalConnections)")
         lines.append("goaway sent \(goAways)")
+        if apnsIDLimit > 0 {
+            let repeated = repeatedAcceptances
+            lines.append("accepted twice \(repeated.ids) apns-ids \(repeated.extra) extra")
+        }
         return lines.joined(separator: "\n")
     }
 
     // MARK: recording (from the connections)
 
-    func answered(status: Int, reason: SimulatorReason?, record: @autoclosure () -> NotificationRecord?) {
+    /// One answer. `acceptedPush`: a device push answered 200, with the `apns-id` its request carried.
+    func answered(
+        status: Int, reason: SimulatorReason?, acceptedPush: AcceptedPush? = nil,
+        record: @autoclosure () -> NotificationRecord?
+    ) {
         if status == 200, !recording.load(ordering: .relaxed) {
             unrecordedSuccesses.wrappingAdd(1, ordering: .relaxed)
             return
         }
         recorded.withLockedValue { state in
             state.counters[ResponseKey(status: status, reason: reason?.rawValue), default: 0] += 1
+            if let acceptedPush, state.acceptedIDs.limit > 0 { state.acceptedIDs.accept(acceptedPush.apnsID) }
             guard state.limit > 0, let record = record() else { return }
             if state.records.count >= state.limit {
                 state.records.removeFirst()
@@ -200,4 +244,10 @@ public final class SimulatorObservation: Sendable {
     func streamOpened() { streams.wrappingAdd(1, ordering: .relaxed) }
     func streamsClosed(_ n: Int) { streams.wrappingSubtract(n, ordering: .relaxed) }
     func goAwaySent() { goAwaysSent.wrappingAdd(1, ordering: .relaxed) }
+}
+
+/// A device push the simulator answers 200.
+struct AcceptedPush {
+    /// The `apns-id` the request carried; `nil` when APNs made one up.
+    var apnsID: String?
 }

@@ -24,16 +24,19 @@ package struct SampleBatch: Sendable {
     }
 
     /// `count` events in these proportions: 70% alerts, 8% background, 7% VoIP, 4% throttled then
-    /// accepted, 3% unregistered token, 3% unknown token, 3% not JSON, 2% schema-invalid.
+    /// accepted, 3% unregistered token, 3% unknown token, 3% not JSON, 2% schema-invalid. Their ids
+    /// are UUIDs (the same for the same seed), so every event that reaches APNs carries its own id as
+    /// its `apns-id`, the same each time it is sent.
     package static func mixed(count: Int, topic: String, simulator: Simulator, seed: UInt64 = 1) -> SampleBatch {
         var batch = SampleBatch()
         var random = SplitMix(state: seed)
+        var ids = SplitMix(state: ~seed)
         let bundle = EmbeddedStack.bundleID
         let unregistered = token(&random)
         simulator.devices.unregister(unregistered, at: Date().timeIntervalSince1970 - 86_400)
 
         for index in 0..<count {
-            let id = "demo-\(index)"
+            let id = uuid(&ids)
             let roll = Int(random.next() % 100)
             let deviceToken = token(&random)
             var event: [String: Any] = ["id": id, "deviceToken": deviceToken, "environment": "production"]
@@ -128,6 +131,18 @@ package struct SampleBatch: Sendable {
                     headers: [KafkaHeader(key: "source", string: "apns-worker demo")]))
             expected[id] = .delivered
         }
+    }
+
+    /// A version-4 UUID in lowercase, drawn from its own generator: the other draws of a batch stay
+    /// what they were for its seed.
+    private static func uuid(_ random: inout SplitMix) -> String {
+        let high = random.next() & ~0xF000 | 0x4000
+        let low = random.next() & ~(0xC << 60) | 0x8 << 60
+        let hex = String(format: "%016llx%016llx", high, low)
+        let groups = [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { range in
+            hex.utf8.dropFirst(range.lowerBound).prefix(range.count)
+        }
+        return groups.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "-")
     }
 
     private static func token(_ random: inout SplitMix) -> String {

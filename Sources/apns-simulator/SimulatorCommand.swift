@@ -66,6 +66,8 @@ struct SimulatorCommand: AsyncParsableCommand {
     @Option(help: "Close idle connections after this long (e.g. 30s) with GOAWAY IdleTimeout.") var idleTimeout: String?
     @Option(help: "Token update window in seconds (APNs: 1200).") var tokenUpdateWindow: Double = 1200
     @Option(help: "Accepted notifications kept in memory (0: none).") var recordLimit = 0
+    @Option(help: "Distinct apns-ids whose acceptances are counted, to report pushes accepted twice (0: none).")
+    var apnsIdLimit = 0
     @Option(help: "Event loop threads.") var threads = System.coreCount
     @Flag(help: "Play the development environment (adds apns-unique-id).") var development = false
 
@@ -78,6 +80,7 @@ struct SimulatorCommand: AsyncParsableCommand {
         config.maxConcurrentStreams = maxStreams
         config.tokenUpdateWindow = tokenUpdateWindow
         config.recordLimit = recordLimit
+        config.apnsIDLimit = apnsIdLimit
         config.threads = threads
         config.allowsUnauthenticated = noAuth
         config.unknownDevices = acceptAnyDevice ? .accept : .reject

@@ -14,19 +14,22 @@ package struct Scenario: Sendable {
     package let shows: String
     /// Brokers in the mock cluster.
     package var mockBrokers = 1
+    /// Partitions of the input and results topics.
+    package var partitions = 4
     /// How long the rig may take to settle once the scenario's actions are done.
     package var settleSeconds: Double = 180
     /// Sets up, starts workers and injects the fault; the rig then waits and counts.
     let run: @Sendable (Rig, Scale) async throws -> Void
 
     init(
-        _ name: String, _ area: Area, brokers: [Broker] = Broker.allCases, mockBrokers: Int = 1,
+        _ name: String, _ area: Area, brokers: [Broker] = Broker.allCases, mockBrokers: Int = 1, partitions: Int = 4,
         shows: String, run: @escaping @Sendable (Rig, Scale) async throws -> Void
     ) {
         self.name = name
         self.area = area
         self.brokers = brokers
         self.mockBrokers = mockBrokers
+        self.partitions = partitions
         self.shows = shows
         self.run = run
     }
@@ -39,9 +42,13 @@ package struct Scale: Sendable {
     package var outage: Double
     /// Repetitions (SIGKILLs).
     package var repeats: Int
+    /// Events of a backlog that several workers share or hand over.
+    package var backlog: Int
+    /// Workers replaced one after the other in a rolling deploy.
+    package var generations: Int
 
-    package static let full = Scale(events: 2_000, outage: 1, repeats: 10)
-    package static let quick = Scale(events: 600, outage: 0.2, repeats: 3)
+    package static let full = Scale(events: 2_000, outage: 1, repeats: 10, backlog: 10_000, generations: 3)
+    package static let quick = Scale(events: 600, outage: 0.2, repeats: 3, backlog: 2_000, generations: 2)
 
     package func seconds(_ full: Double) -> Duration { .milliseconds(Int(full * outage * 1000)) }
 }
@@ -57,6 +64,16 @@ package struct MatrixRow: Sendable {
     package var duplicates = 0
     /// Duplicates that are the same result published twice (not the event processed twice).
     package var republished = 0
+    /// Events whose device push APNs (the simulator) accepted more than once, by `apns-id`.
+    package var pushedTwice = 0
+    /// Acceptances beyond the first, summed over those events (an event pushed three times adds 2).
+    package var extraPushes = 0
+    /// Accepted device pushes the simulator could not count (sent without an `apns-id`).
+    package var untrackedPushes = 0
+    /// Rows that SIGKILL workers: device pushes the simulator had accepted on the killed workers'
+    /// connections and not yet answered at each kill, summed over the kills. Sent again whatever
+    /// the worker does, so `extraPushes` cannot go below it.
+    package var floor: Int?
     package var lost = 0
     package var recovery: Duration?
     package var elapsed: Duration = .zero
@@ -73,7 +90,8 @@ package enum ReliabilityMatrix {
         let started = ContinuousClock.now
         let rig: Rig
         do {
-            rig = try await Rig.start(broker: broker, mockBrokers: scenario.mockBrokers, logger: logger)
+            rig = try await Rig.start(
+                broker: broker, mockBrokers: scenario.mockBrokers, partitions: scenario.partitions, logger: logger)
         } catch {
             row.failure = "the rig did not start: \(error)"
             return row
@@ -91,6 +109,10 @@ package enum ReliabilityMatrix {
         row.degradedDeadLetters = measurement.degradedDeadLetters
         row.duplicates = measurement.duplicates
         row.republished = measurement.republished
+        row.pushedTwice = measurement.pushedTwice
+        row.extraPushes = measurement.extraPushes
+        row.untrackedPushes = measurement.untrackedPushes
+        row.floor = measurement.floor
         row.lost = measurement.lost
         row.recovery = measurement.recovery
         row.elapsed = ContinuousClock.now - started
@@ -105,7 +127,8 @@ package enum ReliabilityMatrix {
     }
 
     package static let header =
-        "| scenario | broker | events in | results out | dead letters | duplicates | lost | time to recover | run |"
+        "| scenario | broker | events in | results out | dead letters | duplicates | pushed twice | lost "
+        + "| time to recover | run |"
 
     package static func line(_ row: MatrixRow) -> String {
         let recovery = row.recovery.map { format($0) } ?? "-"
@@ -116,14 +139,23 @@ package enum ReliabilityMatrix {
             ? "\(row.deadLetters) (\(row.degradedDeadLetters) reduced)" : "\(row.deadLetters)"
         var text =
             "| \(row.scenario) | \(row.broker) | \(row.eventsIn) | \(row.results) | \(letters) | \(duplicates) | "
-            + "\(row.lost) | \(recovery) | \(format(row.elapsed)) |"
+            + "\(pushedTwice(row)) | \(row.lost) | \(recovery) | \(format(row.elapsed)) |"
         if let failure = row.failure { text += " FAILED: \(failure)" }
         return text
     }
 
     package static func table(_ rows: [MatrixRow]) -> String {
-        ([header, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"] + rows.map(line)).joined(
+        ([header, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"] + rows.map(line)).joined(
             separator: "\n")
+    }
+
+    /// `312`, or with what else there is to read: `312 (330 extra, floor 280, 5 not counted)`.
+    static func pushedTwice(_ row: MatrixRow) -> String {
+        var notes: [String] = []
+        if row.extraPushes != row.pushedTwice { notes.append("\(row.extraPushes) extra") }
+        if let floor = row.floor { notes.append("floor \(floor)") }
+        if row.untrackedPushes > 0 { notes.append("\(row.untrackedPushes) not counted") }
+        return notes.isEmpty ? "\(row.pushedTwice)" : "\(row.pushedTwice) (\(notes.joined(separator: ", ")))"
     }
 
     static func format(_ duration: Duration) -> String {

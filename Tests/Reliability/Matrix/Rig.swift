@@ -46,6 +46,9 @@ package final class Rig: Sendable {
         var processes: [BackgroundProgram] = []
         var faultCleared: ContinuousClock.Instant?
         var configFiles = 0
+        /// Per SIGKILL: the device pushes the simulator had accepted on the killed process's
+        /// connections without answering yet (read once its connections have closed).
+        var floors: [Task<Int, Never>] = []
     }
 
     package var mock: KafkaMockCluster? { stack.mockCluster }
@@ -66,8 +69,11 @@ package final class Rig: Sendable {
         self.deadLetters = deadLetters
     }
 
-    /// `mockBrokers`: brokers in the mock cluster (leader changes need more than one).
-    package static func start(broker: Broker, mockBrokers: Int = 1, logger: Logger) async throws -> Rig {
+    /// `mockBrokers`: brokers in the mock cluster (leader changes need more than one); `partitions`:
+    /// of the input and results topics.
+    package static func start(broker: Broker, mockBrokers: Int = 1, partitions: Int = 4, logger: Logger)
+        async throws -> Rig
+    {
         let tansu = broker == .tansu ? try await TansuBroker.start() : nil
         var quiet = logger
         quiet.logLevel = .error
@@ -75,7 +81,7 @@ package final class Rig: Sendable {
             if let tansu { TansuCluster(tansu: tansu) } else {
                 try KafkaMockCluster(brokers: mockBrokers, logger: quiet)
             }
-        let stack = try await EmbeddedStack.start(partitions: 4, kafka: kafka, logger: logger)
+        let stack = try await EmbeddedStack.start(partitions: partitions, kafka: kafka, logger: logger)
         let apnsProxy = try await FaultProxy.start(upstreamPort: stack.simulator.port)
         let servers = stack.cluster.bootstrapServers
         return Rig(
@@ -162,10 +168,35 @@ package final class Rig: Sendable {
 
     // MARK: Faults
 
-    /// APNs answers after 100 ms: with the workers' 20 events in flight, each does about 200
-    /// events/s, so a run lasts long enough for a fault to land in the middle of it.
-    package func pace() {
-        simulator.faults.latency = .fixed(.milliseconds(100))
+    /// APNs answers after 100 ms (or `latency`): with the workers' 20 events in flight, each does
+    /// about 200 events/s, so a run lasts long enough for a fault to land in the middle of it.
+    package func pace(_ latency: FaultInjector.Latency = .fixed(.milliseconds(100))) {
+        simulator.faults.latency = latency
+    }
+
+    /// SIGKILLs `process` and adds to the row's floor the device pushes the simulator had accepted on
+    /// its connections and not answered yet: the worker cannot know of them, so whoever processes
+    /// those events next sends them again, however well it hands over. Its connections are those
+    /// open just before the kill that have closed 2 s after it (read in the background; `settle`
+    /// waits for it). Answers already written but not yet read by the worker are not in the floor.
+    package func sigkill(_ process: BackgroundProgram) async {
+        let simulator = self.simulator
+        let before = await simulator.connections()
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        let floor = Task {
+            try? await Task.sleep(for: .seconds(2))
+            let open = Set(await simulator.connections().map(\.id))
+            return before.filter { !open.contains($0.id) }.reduce(0) { $0 + $1.acceptancesAwaitingAnswer }
+        }
+        state.withLockedValue { $0.floors.append(floor) }
+    }
+
+    /// How many device pushes the simulator has accepted on connections opened after `mark` (a
+    /// reading of `observation.totalConnections`): a worker started after the mark pushes on those
+    /// only, so once this is above 0 it owns partitions and works on them.
+    package func pushes(onConnectionsAfter mark: Int) async -> Int {
+        await simulator.connections().filter { $0.id > mark }.reduce(0) { $0 + $1.acceptedPushes }
     }
 
     /// The fault is over: recovery is measured from now.
@@ -225,6 +256,19 @@ package final class Rig: Sendable {
         }
         var measurement = measure()
         measurement.inFlightAtEnd = stuck
+        let floors = state.withLockedValue { $0.floors }
+        if !floors.isEmpty {
+            var floor = 0
+            for task in floors { floor += await task.value }
+            measurement.floor = floor
+        }
+        let simulators = state.withLockedValue { [stack.simulator] + [$0.simulator].compactMap { $0 } }
+        for simulator in simulators {
+            let repeated = simulator.observation.repeatedAcceptances
+            measurement.pushedTwice += repeated.ids
+            measurement.extraPushes += repeated.extra
+            measurement.untrackedPushes += repeated.untracked
+        }
         if measurement.lost > 0 {
             // A second, fresh reader: whether the missing results are missing from the topic, or
             // only from what the first reader saw.
@@ -259,6 +303,13 @@ package final class Rig: Sendable {
         var republished = 0
         var lost = 0
         var degradedDeadLetters = 0
+        /// Events whose device push the simulator accepted more than once (by `apns-id`), the
+        /// acceptances beyond the first, and accepted pushes it could not count (no `apns-id`).
+        var pushedTwice = 0
+        var extraPushes = 0
+        var untrackedPushes = 0
+        /// Rows that SIGKILL workers: pushes accepted and not yet answered at the kills, summed.
+        var floor: Int?
         var recovery: Duration?
         /// Events the in-process workers still had in flight when the wait ended.
         var inFlightAtEnd = 0

@@ -20,6 +20,12 @@ package enum Samples {
             timestampMilliseconds: timestampMilliseconds)
     }
 
+    /// Event `n` of a numbered `series` as a UUID, so the worker sends it as the `apns-id` and the
+    /// simulator can tell a push sent twice (an id that is not a UUID gets a new `apns-id` each time).
+    package static func eventID(_ series: UInt16, _ n: Int) -> String {
+        String(format: "00000000-%04x-4000-8000-%012llx", series, UInt64(n))
+    }
+
     /// The device token `n` as 64 hex digits.
     package static func deviceToken(_ n: Int) -> String { String(format: "%064x", n) }
 

@@ -238,7 +238,7 @@ extension Scenario {
             rig.simulator.devices.register(hot)
             rig.simulator.faults.script(deviceToken: hot, Array(repeating: .tooManyRequests, count: 40) + [nil])
             var records = rig.mixedBatch(scale.events).records
-            records += (0..<300).map { Samples.alert(id: "hot-\($0)", deviceToken: hot) }
+            records += (0..<300).map { Samples.alert(id: Samples.eventID(1, $0), deviceToken: hot) }
             try await rig.produce(records)
             rig.pace()
             _ = try rig.startWorker()
@@ -328,7 +328,7 @@ extension Scenario {
             rig.simulator.devices.policy = .accept
             let count = scale.events / 4
             try await rig.produce(
-                (0..<count).map { Samples.alert(id: "cred-\($0)", deviceToken: Samples.deviceToken($0 + 1)) })
+                (0..<count).map { Samples.alert(id: Samples.eventID(2, $0), deviceToken: Samples.deviceToken($0 + 1)) })
             let unknownKey = try Samples.unknownKeyFile(in: rig.stack.directory)
             let broken = try rig.startWorker { Samples.use(key: unknownKey, in: &$0) }
             try await rig.waitUntil(120, "every event dead-lettered") { rig.deadLetters.snapshot.seen.count >= count }
@@ -400,17 +400,54 @@ extension Scenario {
             try await rig.produce(rig.mixedBatch(scale.events * 3).records)
             rig.pace()
             var random = SystemRandomNumberGenerator()
+            var mark = rig.simulator.observation.totalConnections
             var worker = try rig.startProcess()
             for _ in 0..<scale.repeats {
-                // Killed while it works: once it has published results since it started, a random
-                // moment later (a kill before it joined the group would show nothing).
-                let before = rig.resultCount
-                try await rig.waitUntil(60, "results from the restarted worker") { rig.resultCount >= before + 30 }
+                // Killed while it works: once it has pushed on connections of its own since it started, a
+                // random moment later (a kill before it joined the group would show nothing; results
+                // can still be the previous worker's, landing late).
+                try await rig.waitUntil(60, "pushes from the restarted worker") {
+                    await rig.pushes(onConnectionsAfter: mark) >= 30
+                }
                 try await Task.sleep(for: .milliseconds(Int.random(in: 0...1_500, using: &random)))
-                kill(worker.processIdentifier, SIGKILL)
-                worker.waitUntilExit()
+                await rig.sigkill(worker)
+                mark = rig.simulator.observation.totalConnections
                 worker = try rig.startProcess()
             }
+            rig.faultCleared()
+        },
+        Scenario(
+            "SIGKILL under a burst, APNs at 20-200 ms", .process, partitions: 8,
+            shows: """
+                Two `apns-worker run` processes (up to 1,000 events in flight each, commits every 500 ms) \
+                share 8 partitions and a backlog of 10,000 events (2,000 quick) while APNs answers after \
+                20-200 ms; one is SIGKILLed once a third of the events have results, and a third worker \
+                joins. What the killed worker had not committed is sent again: at best only the pushes \
+                APNs had not answered at the kill (the floor).
+                """
+        ) { rig, scale in
+            let records = rig.mixedBatch(scale.backlog).records
+            rig.pace(.uniform(.milliseconds(20), .milliseconds(200)))
+            let killed = try rig.startProcess(maxInFlight: 1_000)
+            _ = try rig.startProcess(maxInFlight: 1_000)
+            // Both in the group before the burst: its first events trickle in until both workers push
+            // (a worker opens its two APNs connections on its first push). Otherwise the first to join
+            // could take the whole burst while the other waits for its assignment.
+            var trickled = 0
+            let deadline = ContinuousClock.now + .seconds(90)
+            while rig.simulator.observation.liveConnections < 4 {
+                guard ContinuousClock.now < deadline else { throw ScenarioFailure("the pair never both pushed") }
+                let end = min(trickled + 8, records.count / 10)
+                if trickled < end {
+                    try await rig.produce(Array(records[trickled..<end]))
+                    trickled = end
+                }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            try await rig.produce(Array(records[trickled...]))
+            try await rig.waitForResults(scale.backlog / 3, within: 180)
+            await rig.sigkill(killed)
+            _ = try rig.startProcess(maxInFlight: 1_000)
             rig.faultCleared()
         },
         Scenario(
@@ -435,6 +472,40 @@ extension Scenario {
             guard took < .seconds(10) else { throw ScenarioFailure("SIGTERM took \(took), past the 10 s grace period") }
             rig.simulator.faults.setRate(.serviceUnavailable, 0)
             _ = try rig.startProcess()
+            rig.faultCleared()
+        },
+        Scenario(
+            "rolling deploy (maxSurge 1)", .process, partitions: 8,
+            shows: """
+                A worker (20 events in flight) works through a backlog of 10,000 events (2,000 quick, 4 in \
+                flight) while APNs answers after 20-200 ms; a new `apns-worker run` joins the group and, once \
+                it pushes, the old one gets SIGTERM and exits, three times over (twice quick), as a \
+                Deployment's rolling update does. A graceful hand-over: no event needs to be pushed twice.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.backlog).records)
+            rig.pace(.uniform(.milliseconds(20), .milliseconds(200)))
+            // 20 events in flight (4 quick), about 180 events/s a worker (36 quick): the backlog
+            // outlasts the hand-overs, a minute of work either way.
+            let inFlight = max(4, scale.backlog / 500)
+            var old = try rig.startProcess(maxInFlight: inFlight)
+            try await rig.waitForResults(scale.backlog / 20)
+            for generation in 1...scale.generations {
+                let mark = rig.simulator.observation.totalConnections
+                let new = try rig.startProcess(maxInFlight: inFlight)
+                // Its partitions assigned: it pushes on connections of its own (unless nothing is left).
+                try await rig.waitUntil(90, "worker \(generation + 1) to push") {
+                    await rig.pushes(onConnectionsAfter: mark) > 0 || rig.resultCount >= scale.backlog
+                }
+                old.signal(SIGTERM)
+                try await rig.waitUntil(30, "worker \(generation) to exit") { !old.isRunning }
+                let status = old.waitUntilExit()
+                guard status == 0 else { throw ScenarioFailure("worker \(generation): SIGTERM, exit \(status)") }
+                old = new
+            }
+            if rig.resultCount >= scale.backlog {
+                throw ScenarioFailure("the backlog was done before the last hand-over: make it longer")
+            }
             rig.faultCleared()
         },
         Scenario(
