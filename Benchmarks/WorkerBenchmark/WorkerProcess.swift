@@ -43,6 +43,10 @@ let byteBoundDelivery =
 
 /// `WORKER_BENCH_CONNECTIONS`: APNs connections per credential (0, the default: the worker's own).
 let connections = Int(ProcessInfo.processInfo.environment["WORKER_BENCH_CONNECTIONS"] ?? "") ?? 0
+/// `delivery.commitInterval` for the measured worker (its default when unset), e.g. `1s` to compare.
+let commitIntervalLine = ProcessInfo.processInfo.environment["WORKER_BENCH_COMMIT_INTERVAL"].map {
+    "\n  commitInterval: \($0)"
+} ?? ""
 
 /// The worker's settings for the child's peers, as a user would write them. `maxInFlight` 0: the
 /// worker's default.
@@ -69,8 +73,7 @@ func configurationText(_ peers: Peers.Addresses, group: String, resultsTopic: St
             - name: bench
               topics: ["\(Peers.bundleID)"]
               token: { teamId: \(Peers.teamID), keyId: \(Peers.keyID), keyFile: "\(peers.keyFile)" }
-        delivery:
-          commitInterval: 1s\(inFlight)\(byteBoundDelivery)
+        delivery:\(commitIntervalLine)\(inFlight)\(byteBoundDelivery)
           shutdownTimeout: 20s
         http: { host: 127.0.0.1, port: 0 }
         logging: { level: warning, format: text }

@@ -79,10 +79,12 @@ package enum WorkerRuntime {
         // Lag per partition, for apns_worker_consumer_lag.
         if consumer.statisticsInterval == nil { consumer.statisticsInterval = .seconds(10) }
 
+        var decoder = NotificationEventDecoder.standard
+        decoder.derivesCollapseIDs = configuration.apns.collapseIdFromEventId
         let pipeline = WorkerPipeline(
             configuration: pipelineConfiguration, consumer: consumer,
             producer: configuration.kafkaProducerConfiguration,
-            sender: sender, observer: observer, logger: logger)
+            sender: sender, decoder: decoder, observer: observer, logger: logger)
         let beforeScrape: @Sendable () -> Void = {
             for (credential, environment, statistics) in sender.poolStatistics() {
                 metrics.setAPNsPool(credential: credential, environment: environment.rawValue, statistics)

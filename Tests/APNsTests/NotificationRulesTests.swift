@@ -4,6 +4,19 @@ import Testing
 
 @Suite("Notification rules (Apple's provider API)")
 struct NotificationRulesTests {
+    @Test("a collapse id derived from an event id: SHA-256 in base64url, 43 bytes, a valid apns-collapse-id")
+    func derivedCollapseID() throws {
+        #expect(APNsDerivedCollapseID.fromEventID("abc") == "ungWv48Bz-pBQUDeXa4iI7ADYaOWF3qctBD_YfIAFa0")
+        let long = APNsDerivedCollapseID.fromEventID(String(repeating: "é", count: 256))
+        #expect(long.utf8.count == 43)
+        var notification = APNsNotification(
+            deviceToken: try APNsDeviceToken("aabb"), topic: "com.example.app", pushType: .alert,
+            collapseID: long, payload: Array(#"{"aps":{"alert":"hi"}}"#.utf8))
+        #expect(throws: Never.self) { try notification.validate() }
+        notification.collapseID = long + long
+        #expect(throws: APNsNotificationError.self) { try notification.validate() }
+    }
+
     static let token = "00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0"
 
     func alert(

@@ -334,6 +334,26 @@ struct NotificationEventDecoderTests {
         try expect(["collapseId": ""], at: "/collapseId", keyword: "minLength")
     }
 
+    @Test("apns.collapseIdFromEventId: a device push without a collapse id gets one from its event id; its own wins")
+    func derivedCollapseID() throws {
+        var deriving = NotificationEventDecoder.standard
+        deriving.derivesCollapseIDs = true
+        let plain = try deriving.decode(EventFixtures.event(["collapseId": nil]))
+        let derived = try #require(plain.notification?.collapseID)
+        #expect(derived.utf8.count == 43 && derived.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+        #expect(
+            try deriving.decode(EventFixtures.event(["collapseId": nil])).notification?.collapseID == derived,
+            "the same id, again")
+        let other = try deriving.decode(EventFixtures.event(["id": "another-event", "collapseId": nil]))
+        #expect(other.notification?.collapseID != derived)
+        #expect(try deriving.decode(EventFixtures.event(["collapseId": "score"])).notification?.collapseID == "score")
+        #expect(
+            try decoder.decode(EventFixtures.event(["collapseId": nil])).notification?.collapseID == nil,
+            "off by default")
+        // A broadcast takes none (APNs refuses it there).
+        #expect(try deriving.decode(EventFixtures.event([:], base: EventFixtures.broadcast)).notification == nil)
+    }
+
     // MARK: payload
 
     @Test("payload: a non-empty object, at most 4096 bytes (5120 for voip)")

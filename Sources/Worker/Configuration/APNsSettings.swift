@@ -12,6 +12,11 @@ package struct APNsSettings: Sendable, Hashable {
     /// Extra trust anchors (PEM) on top of the system store, e.g. a TLS-inspecting egress proxy's
     /// CA or the simulator's; `nil`: the system store alone.
     package var caFile: String? = nil
+    /// A device push whose event sets no `collapseId` is sent with one made from its event id, so
+    /// that if it is pushed again (the floor after a crash: a push whose answer never came back)
+    /// the device shows the second in place of the first, not both. Off by default: it changes
+    /// what reaches APNs, and an app may use collapse ids of its own meaning.
+    package var collapseIdFromEventId = false
 
     /// `proxy`: how APNs connections reach the internet. `environment` (the default) tunnels through
     /// `HTTPS_PROXY` (or `https_proxy`) unless `NO_PROXY` (or `no_proxy`) exempts the host, as curl

@@ -65,6 +65,15 @@ struct ConfigSection {
         return text
     }
 
+    mutating func bool(_ key: String) throws(ConfigurationError) -> Bool? {
+        guard let text = try scalar(key) else { return nil }
+        switch text {
+        case "true": return true
+        case "false": return false
+        default: throw error(key, node(key), "expected true or false, found \(shown(key, text))")
+        }
+    }
+
     mutating func int(_ key: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
         guard let text = try scalar(key) else { return nil }
         guard let value = Int(text.replacingOccurrences(of: "_", with: "")), range.contains(value) else {

@@ -133,6 +133,7 @@ extension WorkerConfiguration {
         apns.requestTimeout = try section.duration("requestTimeout") ?? apns.requestTimeout
         apns.eventLoopThreads = try section.int("eventLoopThreads", in: 1...64)
         apns.caFile = try section.string("caFile")
+        apns.collapseIdFromEventId = try section.bool("collapseIdFromEventId") ?? apns.collapseIdFromEventId
         if let proxy = try section.string("proxy") {
             switch proxy {
             case "none": apns.proxy = .none

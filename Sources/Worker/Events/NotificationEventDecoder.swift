@@ -10,6 +10,9 @@ import JSONSchema
 package struct NotificationEventDecoder: Sendable {
     package let schema: JSONSchema
     package let maxDepth: Int
+    /// A device push without a `collapseId` gets one made from its event id
+    /// (`APNsDerivedCollapseID`; `apns.collapseIdFromEventId`).
+    package var derivesCollapseIDs = false
 
     /// The decoder for `schemas/notification-event.schema.json`.
     package static let standard = NotificationEventDecoder(schema: EventSchemas.notificationEvent)
@@ -51,14 +54,15 @@ package struct NotificationEventDecoder: Sendable {
             throw EventDecodingError(eventID: eventID, problems: errors.map(EventProblem.init))
         }
         do {
-            return try Self.event(from: value)
+            return try Self.event(from: value, derivingCollapseID: derivesCollapseIDs)
         } catch {
             throw EventDecodingError(eventID: eventID, problems: [error])
         }
     }
 
     /// Builds the APNs notification from a schema-valid event and applies the APNs rules.
-    static func event(from value: JSONValue) throws(EventProblem) -> NotificationEvent {
+    static func event(from value: JSONValue, derivingCollapseID: Bool = false) throws(EventProblem) -> NotificationEvent
+    {
         func missing(_ pointer: String, _ what: String) -> EventProblem {
             EventProblem(kind: .rule, instanceLocation: pointer, keyword: "required", message: what)
         }
@@ -111,7 +115,7 @@ package struct NotificationEventDecoder: Sendable {
                 pushType: pushType,
                 priority: priority,
                 expiration: expiration,
-                collapseID: collapseID,
+                collapseID: collapseID ?? (derivingCollapseID ? APNsDerivedCollapseID.fromEventID(id) : nil),
                 apnsID: APNsNotificationID.derived(fromEventID: id),
                 payload: payload)
             // The payload bytes come from a parsed object: no need to parse them again.
