@@ -114,7 +114,6 @@ package final class EmbeddedStack: Sendable {
                   token: { teamId: \(Self.teamID), keyId: \(Self.keyID), keyFile: "\(keyFile)" }
             delivery:
               maxInFlight: \(maxInFlight)
-              commitInterval: 500ms
               retry: { maxAttempts: 6, initialBackoff: 50ms, maxBackoff: 1s, maxRetryDuration: 1m }
               revocationTimeout: 10s
               shutdownTimeout: 10s

@@ -61,7 +61,7 @@ struct PushOnceTests {
         var pushedTwice: [String] { acceptedPushes.filter { $0.value > 1 }.map(\.key) }
 
         /// Waits until the group's commit records the 199 finished events (offset 0, where the first one
-        /// waits; 1 to 199 done above it), as it should within the commit interval (500 ms here).
+        /// waits; 1 to 199 done above it), as it should within the commit interval (50 ms).
         /// On Tansu, which drops commit metadata, the done records are in the progress topic.
         func committed() async throws {
             try await eventually(10, "the commit of the finished events") {

@@ -10,7 +10,7 @@ package struct PipelineConfiguration: Sendable {
     package var maxInFlightBytes = 32 * 1024 * 1024
     /// Finished events are committed soon after they finish, at most once per this (and at every
     /// revocation, shutdown included).
-    package var commitInterval: Duration = .seconds(1)
+    package var commitInterval: Duration = .milliseconds(50)
     /// The most commit metadata (the done records above a committed offset) a commit carries:
     /// Kafka's default `offset.metadata.max.bytes`. A broker that allows less refuses the commit,
     /// and the worker halves what it writes.
