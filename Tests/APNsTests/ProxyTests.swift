@@ -111,18 +111,34 @@ struct ProxyTests {
         ])
     func anyTwoHundred(answer: String) async throws {
         try await withSimulator { simulator, pki in
-            let proxy = try await FaultProxy.start(
-                upstreamHost: "127.0.0.1", upstreamPort: simulator.port, framing: .httpConnect(answer: answer))
-            var configuration = ClientFixtures.configuration(port: simulator.port, pki: pki, connections: 1)
-            configuration.proxy = APNsProxy(host: "127.0.0.1", port: proxy.port)
-            configuration.requestTimeout = .seconds(5)
-            try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+            try await withScriptedProxy(answering: answer, simulator, pki) { client, proxy in
                 let response = try await client.send(try ClientFixtures.notification(token: "aabb"))
                 #expect(response.status == 200)
+                #expect(
+                    await proxy.currentStatistics.connectRequests == ["CONNECT localhost:\(simulator.port) HTTP/1.1"])
             }
-            #expect(await proxy.currentStatistics.connectRequests == ["CONNECT localhost:\(simulator.port) HTTP/1.1"])
             #expect(simulator.observation.records.count == 1)
+        }
+    }
+
+    /// A client whose one connection goes through a proxy that answers CONNECT with `answer`.
+    private func withScriptedProxy(
+        answering answer: String, _ simulator: Simulator, _ pki: TestPKI,
+        _ body: (APNsClient, FaultProxy) async throws -> Void
+    ) async throws {
+        let proxy = try await FaultProxy.start(
+            upstreamHost: "127.0.0.1", upstreamPort: simulator.port, framing: .httpConnect(answer: answer))
+        var configuration = ClientFixtures.configuration(port: simulator.port, pki: pki, connections: 1)
+        configuration.proxy = APNsProxy(host: "127.0.0.1", port: proxy.port)
+        configuration.requestTimeout = .seconds(5)
+        do {
+            try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) {
+                try await body($0, proxy)
+            }
             await proxy.shutdown()
+        } catch {
+            await proxy.shutdown()
+            throw error
         }
     }
 
@@ -145,12 +161,7 @@ struct ProxyTests {
         ]
         try await withSimulator { simulator, pki in
             for (answer, quoted) in answers {
-                let proxy = try await FaultProxy.start(
-                    upstreamHost: "127.0.0.1", upstreamPort: simulator.port, framing: .httpConnect(answer: answer))
-                var configuration = ClientFixtures.configuration(port: simulator.port, pki: pki, connections: 1)
-                configuration.proxy = APNsProxy(host: "127.0.0.1", port: proxy.port)
-                configuration.requestTimeout = .seconds(5)
-                try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
+                try await withScriptedProxy(answering: answer, simulator, pki) { client, _ in
                     let error = await #expect(throws: APNsClientError.self) {
                         try await client.send(try ClientFixtures.notification(token: "aabb"))
                     }
@@ -159,7 +170,6 @@ struct ProxyTests {
                     #expect(text.hasSuffix("refused CONNECT localhost:\(simulator.port): \(quoted)"), "\(text)")
                     #expect(!text.contains("realm") && !text.contains("denied by policy"), "\(text)")
                 }
-                await proxy.shutdown()
             }
             #expect(simulator.observation.records.isEmpty)
         }

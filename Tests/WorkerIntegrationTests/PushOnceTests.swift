@@ -79,6 +79,15 @@ struct PushOnceTests {
         func results() async throws -> [ResultRecord] {
             try await harness.allRecords(of: EmbeddedStack.resultsTopic).map(ResultRecord.init)
         }
+
+        /// What a user and downstream see at the end: every event pushed once, one result each.
+        func expectEachPushedOnce() async throws {
+            #expect(pushedTwice.isEmpty, "\(pushedTwice.count) notifications pushed twice")
+            #expect(acceptedPushes.count == 200)
+            let results = try await results()
+            #expect(results.count == 200, "one result each, none repeated: \(results.count)")
+            #expect(Set(results.compactMap(\.eventID)) == Set(ids))
+        }
     }
 
     // The committed offset was the contiguous done prefix: one event waiting for a retry pinned it,
@@ -104,12 +113,7 @@ struct PushOnceTests {
         try await Task.sleep(for: .seconds(1))
         kill(second.processIdentifier, SIGTERM)
         _ = second.waitUntilExit()
-
-        #expect(setup.pushedTwice.isEmpty, "\(setup.pushedTwice.count) notifications pushed twice")
-        #expect(setup.acceptedPushes.count == 200)
-        let results = try await setup.results()
-        #expect(results.count == 200, "one result each: \(results.count)")
-        #expect(Set(results.compactMap(\.eventID)) == Set(setup.ids))
+        try await setup.expectEachPushedOnce()
     }
 
     // A hand-over waited for the retrying event up to the drain bound, pushing it meanwhile, then
@@ -139,18 +143,14 @@ struct PushOnceTests {
         try await Task.sleep(for: .seconds(1))
         kill(second.processIdentifier, SIGTERM)
         _ = second.waitUntilExit()
-
-        #expect(setup.pushedTwice.isEmpty, "\(setup.pushedTwice.count) notifications pushed twice")
-        #expect(setup.acceptedPushes.count == 200)
-        let results = try await setup.results()
-        #expect(results.count == 200, "one result each, none repeated: \(results.count)")
+        try await setup.expectEachPushedOnce()
     }
 
     @Test(
         "commit metadata that cannot be trusted is ignored: every record from the committed offset is run",
         arguments: [
             ("a checksum that does not match", "apns-worker/1 c=5 d=AQ0 s=00000000"),
-            ("written for another offset", "apns-worker/1 c=3 d=AQ0 s=@"),
+            ("written for another offset", CommitMetadata(committed: 3, done: OffsetRanges([4..<20])).encoded().text),
             ("another program's", #"{"owner":"someone-else","done":[6,7,8]}"#),
             ("cut short", "apns-worker/1 c=5 d=AQ"),
         ])
@@ -160,13 +160,8 @@ struct PushOnceTests {
         let ids = (0..<20).map { _ in UUID().uuidString.lowercased() }
         for index in 0..<20 { harness.stack.simulator.devices.register(Samples.deviceToken(index)) }
         try await harness.produce(ids.enumerated().map { Samples.alert(id: $1, deviceToken: Samples.deviceToken($0)) })
-        // Offset 5 committed, with metadata saying 6 to 19 are done (were it trusted).
-        var text = metadata
-        if text.hasSuffix("s=@") {
-            let body = String(text.dropLast(4))
-            text = body + " s=" + CommitMetadataChecksum.of(body)
-        }
-        try await harness.commit(group: "untrusted", offset: 5, metadata: text)
+        // Offset 5 committed, with metadata saying records above it are done (were it trusted).
+        try await harness.commit(group: "untrusted", offset: 5, metadata: metadata)
         let worker = try harness.startWorker(group: "untrusted")
         let results = try await harness.results(15)
         try await worker.stop()
@@ -181,8 +176,8 @@ struct PushOnceTests {
         for index in 0..<20 { harness.stack.simulator.devices.register(Samples.deviceToken(index)) }
         try await harness.produce(ids.enumerated().map { Samples.alert(id: $1, deviceToken: Samples.deviceToken($0)) })
         // 5 committed; 6 to 9 and 12 done above it.
-        let body = "apns-worker/1 c=5 d=" + CommitMetadataChecksum.ranges([(6, 10), (12, 13)], above: 5)
-        try await harness.commit(group: "trusted", offset: 5, metadata: body + " s=" + CommitMetadataChecksum.of(body))
+        let metadata = CommitMetadata(committed: 5, done: OffsetRanges([6..<10, 12..<13])).encoded().text
+        try await harness.commit(group: "trusted", offset: 5, metadata: metadata)
         let worker = try harness.startWorker(group: "trusted")
         _ = try await harness.results(10)
         try await eventually(30, "offsets committed to the end") {
@@ -194,32 +189,5 @@ struct PushOnceTests {
         }
         #expect(offsets.sorted() == [5, 10, 11] + Array(13..<20), "only what was not done ran")
         #expect(harness.stack.simulator.observation.records.count == 10)
-    }
-}
-
-/// The metadata format written by hand, as another program (or a test) would: FNV-1a of the text
-/// before " s=", and ranges as LEB128 pairs in base64url (see the worker's CommitMetadata).
-enum CommitMetadataChecksum {
-    static func of(_ text: String) -> String {
-        var hash: UInt32 = 0x811C_9DC5
-        for byte in text.utf8 {
-            hash ^= UInt32(byte)
-            hash = hash &* 0x0100_0193
-        }
-        let hex = String(hash, radix: 16)
-        return String(repeating: "0", count: 8 - hex.count) + hex
-    }
-
-    /// Ranges (lower, upper) above `committed`, all below 128 apart: one byte per number.
-    static func ranges(_ ranges: [(Int64, Int64)], above committed: Int64) -> String {
-        var bytes: [UInt8] = []
-        var previous = committed
-        for (lower, upper) in ranges {
-            bytes.append(UInt8(lower - previous - 1))
-            bytes.append(UInt8(upper - lower - 1))
-            previous = upper - 1
-        }
-        return Data(bytes).base64EncodedString().replacingOccurrences(of: "=", with: "")
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
     }
 }

@@ -95,7 +95,7 @@ struct ConfigurationEnvironmentTests {
         let samples: [String: String] = [
             "host": "h", "port": "1", "group": "g", "results": "r", "deadLetters": "d", "caFile": "/f",
             "level": "info", "format": "json", "topics": "t", "maxRecordBytes": "4096", "maxInFlightBytes": "1048576",
-            "bufferBytes": "1048576", "proxy": "none",
+            "bufferBytes": "1048576", "proxy": "none", "collapseIdFromEventId": "true", "progressTopic": "p",
         ]
         for (path, schema) in ConfigSchema.worker.leaves() {
             guard case .scalar = schema, let key = path.last else {

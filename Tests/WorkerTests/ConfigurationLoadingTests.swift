@@ -24,7 +24,7 @@ struct ConfigurationLoadingTests {
         #expect(configuration.apns.endpoints.production == .init(host: "api.push.apple.com", port: 443))
         #expect(configuration.apns.endpoints.development == .init(host: "api.sandbox.push.apple.com", port: 443))
         #expect(configuration.delivery.maxInFlight == 10_000)
-        #expect(configuration.delivery.commitInterval == .seconds(1))
+        #expect(configuration.delivery.commitInterval == .milliseconds(50))
         #expect(configuration.delivery.retry.maxAttempts == 8)
         #expect(configuration.delivery.retry.initialBackoff == .milliseconds(200))
         #expect(configuration.delivery.retry.maxBackoff == .seconds(30))

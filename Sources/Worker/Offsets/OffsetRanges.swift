@@ -56,6 +56,27 @@ package struct OffsetRanges: Equatable, Sendable, CustomStringConvertible {
         ranges.replaceSubrange(first..<end, with: [lower..<upper])
     }
 
+    /// This set and `other` (sorted by lower bound, disjoint), merged in one pass.
+    func union(sorted other: [Range<Int64>]) -> OffsetRanges {
+        var merged = OffsetRanges()
+        merged.ranges.reserveCapacity(ranges.count + other.count)
+        var mine = ranges[...]
+        var theirs = other[...]
+        while let next = mine.first.map({ first in
+            theirs.first.map { $0.lowerBound < first.lowerBound ? $0 : first } ?? first
+        })
+            ?? theirs.first
+        {
+            if mine.first == next { mine.removeFirst() } else { theirs.removeFirst() }
+            if let last = merged.ranges.last, last.upperBound >= next.lowerBound {
+                merged.ranges[merged.ranges.count - 1] = last.lowerBound..<max(last.upperBound, next.upperBound)
+            } else {
+                merged.ranges.append(next)
+            }
+        }
+        return merged
+    }
+
     /// Drops every offset below `offset`.
     mutating func removeAll(below offset: Int64) {
         while let first = ranges.first, first.lowerBound < offset {

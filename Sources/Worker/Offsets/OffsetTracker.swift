@@ -7,6 +7,9 @@ struct CommitCandidate: Equatable, Sendable {
     var offset: Int64
     var done: OffsetRanges
     var version: UInt64
+    /// Which tracking of the partition it was taken from: a commit of a tenure that ended does not
+    /// mark the next one's as committed.
+    var generation: UInt64 = 0
 
     /// The offset alone.
     var position: KafkaTopicPartitionOffset { KafkaTopicPartitionOffset(partition, offset: offset) }
@@ -24,6 +27,9 @@ struct OffsetTracker {
     /// through an accessor that allocates its frame, twice for every event (start and finish).
     private var offsets: [PartitionOffsets] = []
     private var slots: [KafkaTopicPartition: Int] = [:]
+    /// The tracking generation of each slot, and the next to hand out.
+    private var generations: [UInt64] = []
+    private var nextGeneration: UInt64 = 1
 
     /// Records in flight over all partitions.
     private(set) var inFlight = 0
@@ -58,6 +64,11 @@ struct OffsetTracker {
         return true
     }
 
+    /// Where the partition's tenure started reading, unless its position was reset since.
+    func startOffset(of partition: KafkaTopicPartition) -> Int64? {
+        slots[partition].flatMap { offsets[$0].startOffset }
+    }
+
     func inFlight(in partition: KafkaTopicPartition) -> Int {
         slots[partition].map { offsets[$0].inFlight } ?? 0
     }
@@ -74,13 +85,14 @@ struct OffsetTracker {
                 return nil
             }
             return CommitCandidate(
-                partition: partition, offset: candidate.offset, done: candidate.done, version: candidate.version)
+                partition: partition, offset: candidate.offset, done: candidate.done, version: candidate.version,
+                generation: generations[slot])
         }.sorted { $0.partition < $1.partition }
     }
 
     mutating func markCommitted(_ committed: [CommitCandidate]) {
         for candidate in committed {
-            if let slot = slots[candidate.partition] {
+            if let slot = slots[candidate.partition], generations[slot] == candidate.generation {
                 offsets[slot].markCommitted(candidate.offset, version: candidate.version)
             }
         }
@@ -95,14 +107,18 @@ struct OffsetTracker {
             let last = offsets.count - 1
             if slot != last, let moved = slots.first(where: { $0.value == last })?.key {
                 offsets[slot] = offsets[last]
+                generations[slot] = generations[last]
                 slots[moved] = slot
             }
             offsets.removeLast()
+            generations.removeLast()
         }
     }
 
     private mutating func add(_ partition: KafkaTopicPartition) -> Int {
         offsets.append(PartitionOffsets())
+        generations.append(nextGeneration)
+        nextGeneration += 1
         slots[partition] = offsets.count - 1
         return offsets.count - 1
     }

@@ -30,6 +30,11 @@ struct PartitionOffsets {
     /// records, and is dropped.
     private var knownFrom: Int64?
 
+    /// Where this tenure started reading (the committed offset it was seeded with, else its first
+    /// record); `nil` once the position went back below what was read (a reset: a recreated topic),
+    /// after which nothing this tenure knows may be carried to a later one.
+    private(set) var startOffset: Int64?
+
     /// The last commit handed out and stored: its offset and the `version` it was taken at.
     private(set) var committed: Int64?
     private var committedVersion: UInt64 = 0
@@ -43,6 +48,7 @@ struct PartitionOffsets {
     /// this member finished there before but could not commit).
     mutating func seed(committed offset: Int64, done: OffsetRanges) {
         knownFrom = offset
+        startOffset = offset
         knownDone = done
         knownDone.removeAll(below: offset)
         if !knownDone.isEmpty { version += 1 }
@@ -63,9 +69,19 @@ struct PartitionOffsets {
             // The position went back below the committed offset: not the records knownDone names.
             self.knownFrom = nil
             knownDone = OffsetRanges()
+            startOffset = nil
         }
-        if let last = entries.last?.offset, offset <= last { return .ignored }
-        if let completedThrough, offset < completedThrough { return .ignored }
+        if entries.isEmpty, completedThrough == nil, knownFrom == nil, startOffset == nil, version == 0 {
+            startOffset = offset
+        }
+        if let last = entries.last?.offset, offset <= last {
+            startOffset = nil
+            return .ignored
+        }
+        if let completedThrough, offset < completedThrough {
+            startOffset = nil
+            return .ignored
+        }
         if knownDone.contains(offset) {
             entries.append((offset, .done))
             version += 1
@@ -110,26 +126,28 @@ struct PartitionOffsets {
     /// finished yet or nothing changed since the last commit.
     var commitCandidate: (offset: Int64, done: OffsetRanges, version: UInt64)? {
         guard var offset = entries.first?.offset ?? completedThrough else { return nil }
-        // Unchanged since the last commit, or nothing finished yet: nothing to record.
-        guard version != committedVersion || (offset != committed && completedThrough != nil) else { return nil }
-        var done = knownDone
-        if entries.isEmpty, let run = done.ranges.first, run.lowerBound == offset {
+        if entries.isEmpty, let run = knownDone.ranges.first, run.lowerBound == offset {
             // Known done from here on without a record read yet: the offset moves over them.
             offset = run.upperBound
         }
-        // Runs of consecutive done entries: the offsets between two of them hold no record.
+        // Unchanged since the last commit, or nothing finished yet: nothing to record.
+        guard version != committedVersion || (offset != committed && completedThrough != nil) else { return nil }
+        // Runs of consecutive done entries (the offsets between two of them hold no record), in
+        // offset order, merged with what is known done in one pass.
+        var runs: [Range<Int64>] = []
         var runStart: Int64?
         var previous: Int64 = offset
         for entry in entries {
             if entry.mark == .done {
                 if runStart == nil { runStart = entry.offset }
             } else if let start = runStart {
-                done.insert(start..<previous + 1)
+                runs.append(start..<previous + 1)
                 runStart = nil
             }
             previous = entry.offset
         }
-        if let start = runStart { done.insert(start..<previous + 1) }
+        if let start = runStart { runs.append(start..<previous + 1) }
+        var done = knownDone.union(sorted: runs)
         done.removeAll(below: offset + 1)
         return (offset, done, version)
     }

@@ -12,9 +12,10 @@ import NIOConcurrencyHelpers
 ///
 /// A partition's next owner looks for the newest record of its key, reading the progress partition
 /// backwards in growing windows from its end (the newest record of a busy partition is near the
-/// end; a compacted topic keeps the rest small); it trusts one written for the committed offset or
-/// an earlier one, and takes from it only what lies above the committed offset. Nothing else reads
-/// the topic: compact it, or give it a retention longer than an event's longest retry.
+/// end; a compacted topic keeps the rest small); it trusts only one written for the committed offset
+/// itself (an older one may describe another incarnation of a recreated topic, or a group moved back
+/// by an operator). Nothing else reads the topic: compact it, or give it a retention longer than an
+/// event's longest retry.
 final class ProgressTopic: Sendable {
     let topic: String
     let group: String
@@ -82,17 +83,12 @@ final class ProgressTopic: Sendable {
                     logger.warning("\(partition): its progress record in \(topic) is unreadable; ignored")
                     continue
                 }
-                // Written for a later offset than the one committed: the group was moved back (or a
-                // commit was lost); what it says no longer describes what this owner will read.
-                guard written <= offset else {
-                    logger.warning(
-                        "\(partition): its progress record in \(topic) was written for offset \(written), above the committed \(offset); ignored"
-                    )
-                    continue
-                }
+                // Written for another offset than the one committed: the group was moved (or a commit
+                // after it had nothing done above its offset, or the record of the last commit was not
+                // written before a crash); what it says may not describe what this owner will read.
+                guard written == offset else { continue }
                 do {
-                    var done = try CommitMetadata.decode(text, committed: written).done
-                    done.removeAll(below: offset + 1)
+                    let done = try CommitMetadata.decode(text, committed: written).done
                     if !done.isEmpty { found[partition] = done }
                 } catch {
                     logger.warning("\(partition): its progress record in \(topic) is \(error); ignored")
@@ -120,13 +116,18 @@ final class ProgressTopic: Sendable {
                 var latest: [KafkaTopicPartition: String] = [:]
                 try reader.assign([KafkaTopicPartitionOffset(partition, offset: start)])
                 // Offsets near the end may hold no record (transaction markers): the window also
-                // ends when nothing more arrives for a while (the reader is closed under it).
+                // ends once nothing has arrived for a while (the reader is closed under it).
+                let lastRecord = NIOLockedValueBox(ContinuousClock.now)
                 let quiet = Task {
-                    try await Task.sleep(for: .seconds(2))
+                    while true {
+                        try await Task.sleep(for: .milliseconds(250))
+                        if ContinuousClock.now - lastRecord.withLockedValue({ $0 }) > .milliseconds(1_500) { break }
+                    }
                     await reader.close()
                 }
                 defer { quiet.cancel() }
                 for try await record in reader.messages {
+                    lastRecord.withLockedValue { $0 = .now }
                     if record.offset >= windowEnd { break }
                     if let key = record.key, let owner = keys[key] {
                         latest[owner] = String(decoding: record.value ?? [], as: UTF8.self)  // later ones win

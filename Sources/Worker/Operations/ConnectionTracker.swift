@@ -82,6 +82,9 @@ final class ConnectionTracker: Sendable {
         state = NIOLockedValueBox(State(limit: limit))
     }
 
+    /// Connections open now (tests wait for the server to have accepted theirs).
+    var count: Int { state.withLockedValue { $0.entries.count } }
+
     /// Tracks `channel` until it closes, closing another in its place at the limit.
     func add(_ channel: any Channel) {
         switch state.withLockedValue({ $0.add(channel) }) {

@@ -64,6 +64,9 @@ package struct OperationsServer: Service {
     /// Binds the listening socket now, so that a port in use or a host not on this machine fails
     /// the start (the caller exits 2 naming the setting) instead of a service that dies on its own
     /// while the rest of the worker runs on. `run()` binds if this was not called.
+    /// Connections open now.
+    package var openConnections: Int { connections.count }
+
     package func listen() async throws(OperationsServerError) {
         guard listener.withLockedValue({ $0 }) == nil else { return }
         let channel: any Channel

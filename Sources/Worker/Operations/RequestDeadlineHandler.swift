@@ -34,6 +34,9 @@ final class RequestDeadlineHandler: ChannelDuplexHandler {
     private let tracker: ConnectionTracker
     private var state = State.receiving
     private var timer: Scheduled<Void>?
+    /// Bytes of a next request came while one was answered (HTTP/1.1 pipelining): its deadline is the
+    /// request time once the answer is out, not the idle time.
+    private var readWhileAnswering = false
 
     init(requestTimeout: TimeAmount, idleTimeout: TimeAmount, tracker: ConnectionTracker) {
         self.requestTimeout = requestTimeout
@@ -50,9 +53,14 @@ final class RequestDeadlineHandler: ChannelDuplexHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .idle = state {
+        switch state {
+        case .idle:
             state = .receiving
             arm(requestTimeout, context: context)
+        case .answering:
+            readWhileAnswering = true
+        case .receiving:
+            break
         }
         context.fireChannelRead(data)
     }
@@ -69,8 +77,14 @@ final class RequestDeadlineHandler: ChannelDuplexHandler {
             tracker.update(context.channel, to: .answering)
         case .responseSent(let keepAlive):
             guard keepAlive else { break }
-            state = .idle
-            arm(idleTimeout, context: context)
+            if readWhileAnswering {
+                readWhileAnswering = false
+                state = .receiving
+                arm(requestTimeout, context: context)
+            } else {
+                state = .idle
+                arm(idleTimeout, context: context)
+            }
             tracker.update(context.channel, to: .idle)
         }
         promise?.succeed()

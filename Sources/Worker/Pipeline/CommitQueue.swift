@@ -12,8 +12,17 @@ final class CommitQueue: Sendable {
     enum Request: Sendable {
         /// Commit what changed in the partitions owned now.
         case soon
-        /// Commit these partitions now and say when done (a revocation).
-        case partitions(Set<KafkaTopicPartition>, @Sendable () -> Void)
+        /// Commit these partitions now and say how it went (a revocation).
+        case partitions(Set<KafkaTopicPartition>, @Sendable (Outcome) -> Void)
+    }
+
+    /// How a revocation's commit went.
+    enum Outcome: Sendable, Equatable {
+        case stored
+        /// Refused in a way that may pass at once (the coordinator moving, less metadata allowed).
+        case worthRetrying
+        /// Refused until the rebalance is over (which waits for this revocation), or never.
+        case refused
     }
 
     private struct State {
@@ -37,7 +46,11 @@ final class CommitQueue: Sendable {
 
     /// Something finished: commit it soon. Cheap when a request is pending already.
     func wantCommit() {
-        guard !wanted.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        // A plain read first: while a request is pending (nearly always under load), finishing
+        // events do not write the shared flag.
+        guard !wanted.load(ordering: .relaxed), !wanted.exchange(true, ordering: .acquiringAndReleasing) else {
+            return
+        }
         let resume = state.withLockedValue { state -> (CheckedContinuation<Request?, Never>, Request)? in
             state.soonWanted = true
             return take(&state)
@@ -48,7 +61,7 @@ final class CommitQueue: Sendable {
     /// A revocation's commit: served before any `soon` one.
     /// Returns false when the committer has finished (nothing will serve it).
     @discardableResult
-    func commitNow(_ partitions: Set<KafkaTopicPartition>, done: @escaping @Sendable () -> Void) -> Bool {
+    func commitNow(_ partitions: Set<KafkaTopicPartition>, done: @escaping @Sendable (Outcome) -> Void) -> Bool {
         let (accepted, resume) = state.withLockedValue {
             state -> (Bool, (CheckedContinuation<Request?, Never>, Request)?) in
             guard !state.finished else { return (false, nil) }
@@ -92,6 +105,9 @@ final class CommitQueue: Sendable {
         }
         if let (waiter, request) = resume { waiter.resume(returning: request) }
     }
+
+    /// Whether `finish` was called (nothing serves requests any more).
+    var isFinished: Bool { state.withLockedValue { $0.finished } }
 
     /// No more requests: a waiting `next` returns `nil`, and so does every later one.
     func finish() {

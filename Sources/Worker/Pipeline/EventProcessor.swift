@@ -190,6 +190,12 @@ final class EventProcessor: Sendable {
 
     /// The next attempt after `wait` (a backoff, a throttle); abandoned if the wait is cancelled.
     private func attempt(_ run: Run, after wait: Duration) {
+        // Handed over (or gone) already: its waits were cancelled, and this one would hold the
+        // revocation's drain for nothing. The next owner pushes it.
+        guard run.lease.isActive else {
+            run.end(nil)
+            return
+        }
         scheduler.after(wait, lease: run.lease) { [self, run] cancelled in
             if cancelled { run.end(nil) } else { attempt(run) }
         }

@@ -257,9 +257,11 @@ extension WorkerPipeline {
         mutating func admit(
             _ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease, bytes: Int = 0
         ) -> AdmitAction {
-            guard case .running = state, let started = ownership.start(partition, offset: offset, lease: lease),
-                started != .ignored
-            else { return .skip }
+            guard case .running = state, let started = ownership.start(partition, offset: offset, lease: lease) else {
+                return .skip
+            }
+            // `.ignored` (an offset at or below one already read: librdkafka reset the position) runs
+            // untracked, so that it still ends with a result.
             if started == .alreadyDone { return .alreadyDone }
             load.events += 1
             load.bytes += bytes
@@ -451,6 +453,13 @@ extension WorkerPipeline {
 
         mutating func markCommitted(_ committed: [CommitCandidate]) {
             ownership.markCommitted(committed)
+        }
+
+        /// What is not committed of these partitions, each with where its tenure started reading.
+        func unsaved(_ partitions: Set<KafkaTopicPartition>) -> [(CommitCandidate, start: Int64)] {
+            ownership.commitCandidates(in: partitions).compactMap { candidate in
+                ownership.tracker.startOffset(of: candidate.partition).map { (candidate, $0) }
+            }
         }
 
         private func isDrained(_ partitions: Set<KafkaTopicPartition>?) -> Bool {

@@ -29,9 +29,9 @@ package final class WorkerPipeline: Service, Sendable {
     private let failure = NIOLockedValueBox<(any Error)?>(nil)
     /// The one committer's requests: finished events ask for a commit soon, revocations for one now.
     private let commits: CommitQueue
-    /// Progress a revocation could not commit (it gave up), by partition: if the group gives the
-    /// partition back to this member, its records below are known done and not run again.
-    private let owed = NIOLockedValueBox<[KafkaTopicPartition: CommitCandidate]>([:])
+    /// Progress a revocation could not commit (it gave up, or the assignment was lost), by partition:
+    /// if the group gives the partition back to this member, those records are not run again.
+    private let owed = NIOLockedValueBox<[KafkaTopicPartition: (CommitCandidate, start: Int64)]>([:])
     /// Where the done records above committed offsets are kept: found out at the first commit that
     /// has any (does the broker give commit metadata back?).
     private let progressStore = NIOLockedValueBox(ProgressStore.unknown)
@@ -556,6 +556,7 @@ package final class WorkerPipeline: Service, Sendable {
             case .partitions(let partitions, _): selection = partitions
             }
             let candidates = state.withLockedValue { $0.commitCandidates(in: selection) }
+            var outcome = CommitQueue.Outcome.stored
             if !candidates.isEmpty {
                 do {
                     try await consumer.commit(offsets(candidates, metadataBytes: metadataBudget))
@@ -564,6 +565,7 @@ package final class WorkerPipeline: Service, Sendable {
                     observer.committed(ok: true)
                 } catch let error as KafkaError where error.code == .offsetMetadataTooLarge && metadataBudget > 0 {
                     observer.committed(ok: false)
+                    outcome = .worthRetrying
                     metadataBudget = metadataBudget >= 128 ? metadataBudget / 2 : 0
                     logger.warning(
                         "the broker refuses this much commit metadata (its offset.metadata.max.bytes is lower); writing at most \(metadataBudget) bytes"
@@ -571,11 +573,16 @@ package final class WorkerPipeline: Service, Sendable {
                     commits.retryLater()
                 } catch {
                     observer.committed(ok: false)
+                    let passing: Set<KafkaError.Code> = [
+                        .notCoordinator, .coordinatorNotAvailable, .requestTimedOut, .timedOut, .transport,
+                    ]
+                    outcome =
+                        (error as? KafkaError).map { passing.contains($0.code) } == true ? .worthRetrying : .refused
                     logger.warning("commit failed: \(error)")
                     commits.retryLater()
                 }
             }
-            if case .partitions(_, let done) = request { done() }
+            if case .partitions(_, let done) = request { done(outcome) }
         }
     }
 
@@ -655,50 +662,87 @@ package final class WorkerPipeline: Service, Sendable {
             // idle for minutes). Past the bound the partitions go uncommitted past their last
             // commit: their next owner reads those events again (duplicates, never losses).
             let bound = stopping ? max(budget.commit - .now, .zero) : configuration.revocationTimeout
-            let committed = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let once = ResumeOnce(continuation)
-                // Cancelled once the commit is done: no sleeping task outlives a quick revocation.
-                let timer = Task {
-                    guard (try? await Task.sleep(for: bound)) != nil else { return }
-                    once.resume(false)
-                }
-                let done: @Sendable () -> Void = {
-                    timer.cancel()
-                    once.resume(true)
-                }
-                if !commits.commitNow(selection, done: done) { done() }
+            // Tried again (a commit refused while the group rebalances, a broker that allows less
+            // metadata) until stored or the bound passes.
+            let deadline = ContinuousClock.now + bound
+            var outcome = CommitQueue.Outcome.worthRetrying
+            while outcome == .worthRetrying, ContinuousClock.now < deadline, !commits.isFinished {
+                outcome = await commitRevoked(selection, until: deadline)
+                if outcome == .worthRetrying { try? await Task.sleep(for: .milliseconds(200)) }
             }
+            let committed = outcome == .stored
             if !committed {
                 observer.revocationCommitGaveUp()
                 logger.warning(
-                    "revocation: the commit did not finish within \(bound); letting the partitions go uncommitted")
+                    "revocation: the commit was refused or not done within \(bound); letting the partitions go uncommitted"
+                )
             }
-            // What is not stored (the commit gave up, or events finished after it): should the group
-            // give the partitions back to this member, what was done here is not run again.
-            let unsaved = state.withLockedValue { $0.commitCandidates(in: selection) }
-            owed.withLockedValue { owed in
-                for candidate in unsaved { owed[candidate.partition] = candidate }
-            }
+        }
+        // What is not stored (a lost assignment cannot commit; a revocation's commit may have given
+        // up, or events finished after it): should the group give the partitions back to this
+        // member, what was done here is not run again.
+        let unsaved = state.withLockedValue { $0.unsaved(selection) }
+        owed.withLockedValue { owed in
+            for (candidate, start) in unsaved { owed[candidate.partition] = (candidate, start) }
         }
         // The partitions are gone: what of them still waits for a retry is abandoned at its next
         // step (their next owner pushes it), not pushed from here as well.
         for lease in state.withLockedValue({ $0.forget(partitions) }) { lease.end() }
     }
 
+    /// One commit of revoked partitions, ahead of any other; `.refused` if not done by `deadline`.
+    private func commitRevoked(
+        _ partitions: Set<KafkaTopicPartition>, until deadline: ContinuousClock.Instant
+    ) async -> CommitQueue.Outcome {
+        await withCheckedContinuation { (continuation: CheckedContinuation<CommitQueue.Outcome, Never>) in
+            let once = ResumeOnce(continuation)
+            // Cancelled once the commit is done: no sleeping task outlives a quick revocation.
+            let timer = Task {
+                guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil else { return }
+                once.resume(.refused)
+            }
+            let done: @Sendable (CommitQueue.Outcome) -> Void = { outcome in
+                timer.cancel()
+                once.resume(outcome)
+            }
+            if !commits.commitNow(partitions, done: done) { done(.refused) }
+        }
+    }
+
     fileprivate func assigned(_ partitions: [KafkaTopicPartition], tenure: UInt64) async {
         observer.consumerJoined()
-        let progress = await knownProgress(of: partitions)
+        // Bounded well inside the consumer's handler bound (max.poll.interval.ms): past that the poll
+        // thread would go on, and records of the new tenure would reach the reader before their
+        // lease exists. Too slow an answer only means its done records run again.
+        let limit = min(.seconds(30), consumerConfiguration.maxPollInterval / 4)
+        let progress = await withCheckedContinuation {
+            (continuation: CheckedContinuation<[KafkaTopicPartition: KnownProgress], Never>) in
+            let once = ResumeOnce(continuation)
+            let timer = Task {
+                guard (try? await Task.sleep(for: limit)) != nil else { return }
+                self.logger.warning(
+                    "the done records of \(partitions.count) assigned partition(s) were not read within \(limit); what their last owner finished above the committed offsets is pushed again"
+                )
+                once.resume([:])
+            }
+            Task {
+                let known = await self.knownProgress(of: partitions)
+                timer.cancel()
+                once.resume(known)
+            }
+        }
         let ended = state.withLockedValue { $0.assign(partitions, tenure: tenure, progress: progress) }
         for lease in ended { lease.end() }
         if progress.values.contains(where: { !$0.done.isEmpty }) { commits.wantCommit() }
     }
 
     /// What the partitions' committed offsets say is done above them (their metadata), plus what this
-    /// member finished there before a revocation that could not commit it. Read before any record
+    /// member finished there before a revocation, or a lost assignment, that could not commit it.
+    /// Read before any record
     /// of the new assignment is admitted (the poll thread waits for the assignment's handler).
     private func knownProgress(of partitions: [KafkaTopicPartition]) async -> [KafkaTopicPartition: KnownProgress] {
         let owedHere = owed.withLockedValue { owed in
-            var taken: [KafkaTopicPartition: CommitCandidate] = [:]
+            var taken: [KafkaTopicPartition: (CommitCandidate, start: Int64)] = [:]
             for partition in partitions { taken[partition] = owed.removeValue(forKey: partition) }
             return taken
         }
@@ -736,8 +780,10 @@ package final class WorkerPipeline: Service, Sendable {
                 }
             }
             if let done = fromTopic[partition] { known.done = done }
-            // This member's own unsaved progress, if the committed offset is still the one it left.
-            if let candidate = owedHere[partition], candidate.offset > stored.offset {
+            // This member's own unsaved progress, if the committed offset lies in what that tenure
+            // read (a committed offset below it means the partition was read from elsewhere since:
+            // reset, or a recreated topic, and those records are not the ones it finished).
+            if let (candidate, start) = owedHere[partition], stored.offset >= start, candidate.offset > stored.offset {
                 known.done.insert(stored.offset..<candidate.offset)
                 for range in candidate.done.ranges { known.done.insert(range) }
             }

@@ -185,6 +185,7 @@ package struct DeadLetterReplayer: Sendable {
         try consumer.assign(start)
         let checkpointInterval = self.checkpointInterval
         let checkpointPeriod = self.checkpointPeriod
+        let leaseDuration = self.leaseDuration
         let deliveryTimeout = producerConfiguration.deliveryTimeout
 
         let producer = request.dryRun ? nil : try KafkaProducer(configuration: producerConfiguration, logger: logger)
@@ -198,7 +199,9 @@ package struct DeadLetterReplayer: Sendable {
             async throws
         {
             guard !request.dryRun else { return }
-            if let producer { try await producer.flush(timeout: deliveryTimeout) }
+            // Bounded well inside the hold (`leaseDuration`): a checkpoint that cannot flush fails the
+            // run part-way rather than outlive its hold.
+            if let producer { try await producer.flush(timeout: min(deliveryTimeout, leaseDuration / 2)) }
             let failed = failures.withLockedValue { $0 }
             guard failed.isEmpty else {
                 throw ReplayError(
@@ -248,7 +251,8 @@ package struct DeadLetterReplayer: Sendable {
                         cursors[other]![partition]!.scanned(record.offset, done: done)
                     }
                     if message != nil { sinceCheckpoint += 1 }
-                    if sinceCheckpoint >= checkpointInterval || ContinuousClock.now - lastCheckpoint >= checkpointPeriod {
+                    if sinceCheckpoint >= checkpointInterval || ContinuousClock.now - lastCheckpoint >= checkpointPeriod
+                    {
                         try await checkpoint(cursors, release: false)
                         sinceCheckpoint = 0
                         lastCheckpoint = .now

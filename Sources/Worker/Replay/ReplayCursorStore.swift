@@ -84,21 +84,27 @@ struct ReplayCursorStore: Sendable {
             }
         }
         try await store(held.cursors, lease: true)
-        let took = ContinuousClock.now - began
-        guard took < settle else {
-            throw DeadLetterReplayer.ReplayError(
-                description:
-                    "Kafka took \(took) to read and store the cursors (more than \(settle)), too long to tell whether "
-                    + "another replay run started at the same time; nothing was replayed: run it again")
-        }
-        try await Task.sleep(for: settle)
         var keeps = false
-        for (reason, group) in groups {
-            for (partition, read) in try await cursors(of: group) {
-                guard let lease = read.lease else { continue }
-                keeps = true
-                if lease.holder != holder { throw busy(reason, partition, lease) }
+        do {
+            let took = ContinuousClock.now - began
+            guard took < settle else {
+                throw DeadLetterReplayer.ReplayError(
+                    description:
+                        "Kafka took \(took) to read and store the cursors (more than \(settle)), too long to tell "
+                        + "whether another replay run started at the same time; nothing was replayed: run it again")
             }
+            try await Task.sleep(for: settle)
+            for (reason, group) in groups {
+                for (partition, read) in try await cursors(of: group) {
+                    guard let lease = read.lease else { continue }
+                    keeps = true
+                    if lease.holder != holder { throw busy(reason, partition, lease) }
+                }
+            }
+        } catch {
+            // Refused: what this run holds of the cursors goes at once, not when it expires.
+            await letGo()
+            throw error
         }
         if !keeps {
             keepsMetadata.withLockedValue { $0 = false }
@@ -111,41 +117,53 @@ struct ReplayCursorStore: Sendable {
 
     /// Stores the cursors and renews the hold, once sure it is still this run's.
     func renew(_ cursors: Cursors) async throws {
-        if keepsMetadata.withLockedValue({ $0 }) {
-            for (reason, group) in groups {
-                for (partition, read) in try await self.cursors(of: group) where read.lease?.holder != holder {
-                    let other = read.lease.map { "replay run \($0.holder)" } ?? "something else"
-                    throw DeadLetterReplayer.ReplayError(
-                        description:
-                            "the \(reason.rawValue) cursor of \(partition) was taken over by \(other) (this run's hold "
-                            + "lapsed); stopped")
-                }
-            }
-        }
+        try await checkStillHeld()
         try await store(cursors, lease: true)
     }
 
-    /// Stores the cursors and gives the hold up.
+    /// Stores the cursors and gives the hold up, once sure it is still this run's.
     func release(_ cursors: Cursors) async throws {
+        try await checkStillHeld()
         try await store(cursors, lease: false)
     }
 
-    /// After a failure: gives the hold up, with the cursors as the last store left them (best effort;
-    /// otherwise it expires).
-    func abandon() async {
-        guard let last = stored.withLockedValue({ $0 }) else { return }
-        do {
-            // Not if another run holds them now (this run's hold lapsed).
-            for group in groups.values {
-                if try await cursors(of: group).values.contains(where: { $0.lease.map { $0.holder != holder } ?? false }
-                ) {
-                    return
-                }
+    private func checkStillHeld() async throws {
+        guard keepsMetadata.withLockedValue({ $0 }) else { return }
+        for (reason, group) in groups {
+            for (partition, read) in try await self.cursors(of: group) where read.lease?.holder != holder {
+                let other = read.lease.map { "replay run \($0.holder)" } ?? "something else"
+                throw DeadLetterReplayer.ReplayError(
+                    description:
+                        "the \(reason.rawValue) cursor of \(partition) was taken over by \(other) (this run's hold "
+                        + "lapsed); stopped")
             }
-            try await store(last, lease: false)
-        } catch {
-            logger.warning("could not give up the hold on the replay cursors: \(error); it expires in \(duration)")
         }
+    }
+
+    /// Gives up whatever of the hold is still this run's, with the cursors as the last store left
+    /// them (best effort: otherwise it expires).
+    private func letGo() async {
+        guard let last = stored.withLockedValue({ $0 }) else { return }
+        for (reason, group) in groups {
+            do {
+                let mine = try await cursors(of: group).filter { $0.value.lease?.holder == holder }.keys
+                let offsets = mine.compactMap { partition -> KafkaTopicPartitionOffset? in
+                    guard let cursor = last[reason]?[partition] else { return nil }
+                    let text = cursor.metadata(lease: nil).encoded(maxBytes: maxMetadataBytes).text
+                    return KafkaTopicPartitionOffset(partition, offset: cursor.low, metadata: text)
+                }
+                try await group.commit(offsets)
+            } catch {
+                logger.warning(
+                    "could not give up the hold on the \(reason.rawValue) cursors: \(error); it expires in \(duration)")
+            }
+        }
+    }
+
+    /// After a failure: gives up what of the hold is still this run's, with the cursors as the last
+    /// store left them (best effort; otherwise it expires).
+    func abandon() async {
+        await letGo()
     }
 
     // MARK: -

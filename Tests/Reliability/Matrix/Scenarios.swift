@@ -352,6 +352,54 @@ extension Scenario {
         },
     ]
 
+    /// Two workers share a burst; one is SIGKILLed a third of the way through.
+    static func burstKill(faults: Bool) -> Scenario {
+        Scenario(
+            faults
+                ? "SIGKILL under a burst, APNs at 20-200 ms with faults" : "SIGKILL under a burst, APNs at 20-200 ms",
+            .process, partitions: 8,
+            shows: """
+                Two `apns-worker run` processes (up to 1,000 events in flight each, the default commit \
+                interval) share 8 partitions and a backlog of 10,000 events (2,000 quick; `--backlog N` \
+                sets it) while APNs answers after 20-200 ms\(faults ? ", 5% of requests get 503 and 2% get 429, and every connection is told to go away after 700 requests" : ""); \
+                one is SIGKILLed once a third of the events have results, and a third worker joins. What \
+                the killed worker had not committed is sent again: at best only the pushes APNs had not \
+                answered at the kill (the floor).
+                """
+        ) { rig, scale in
+            let records = rig.mixedBatch(scale.backlog).records
+            rig.pace(.uniform(.milliseconds(20), .milliseconds(200)))
+            if faults {
+                rig.simulator.faults.setRate(.serviceUnavailable, 0.05)
+                rig.simulator.faults.setRate(.tooManyRequests, 0.02)
+                var connection = rig.simulator.faults.connection
+                connection.goAwayAfter = 700
+                rig.simulator.faults.connection = connection
+            }
+            let killed = try rig.startProcess(maxInFlight: 1_000)
+            _ = try rig.startProcess(maxInFlight: 1_000)
+            // Both in the group before the burst: its first events trickle in until both workers push
+            // (a worker opens its two APNs connections on its first push). Otherwise the first to join
+            // could take the whole burst while the other waits for its assignment.
+            var trickled = 0
+            let deadline = ContinuousClock.now + .seconds(90)
+            while rig.simulator.observation.liveConnections < 4 {
+                guard ContinuousClock.now < deadline else { throw ScenarioFailure("the pair never both pushed") }
+                let end = min(trickled + 8, records.count / 10)
+                if trickled < end {
+                    try await rig.produce(Array(records[trickled..<end]))
+                    trickled = end
+                }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            try await rig.produce(Array(records[trickled...]))
+            try await rig.waitForResults(scale.backlog / 3, within: 180)
+            await rig.sigkill(killed)
+            _ = try rig.startProcess(maxInFlight: 1_000)
+            rig.faultCleared()
+        }
+    }
+
     /// A fault of every APNs connection, for the whole run.
     static func connectionFault(
         _ name: String, shows: String, _ set: @escaping @Sendable (inout FaultInjector.ConnectionFaults) -> Void
@@ -416,40 +464,8 @@ extension Scenario {
             }
             rig.faultCleared()
         },
-        Scenario(
-            "SIGKILL under a burst, APNs at 20-200 ms", .process, partitions: 8,
-            shows: """
-                Two `apns-worker run` processes (up to 1,000 events in flight each, commits every 500 ms) \
-                share 8 partitions and a backlog of 10,000 events (2,000 quick) while APNs answers after \
-                20-200 ms; one is SIGKILLed once a third of the events have results, and a third worker \
-                joins. What the killed worker had not committed is sent again: at best only the pushes \
-                APNs had not answered at the kill (the floor).
-                """
-        ) { rig, scale in
-            let records = rig.mixedBatch(scale.backlog).records
-            rig.pace(.uniform(.milliseconds(20), .milliseconds(200)))
-            let killed = try rig.startProcess(maxInFlight: 1_000)
-            _ = try rig.startProcess(maxInFlight: 1_000)
-            // Both in the group before the burst: its first events trickle in until both workers push
-            // (a worker opens its two APNs connections on its first push). Otherwise the first to join
-            // could take the whole burst while the other waits for its assignment.
-            var trickled = 0
-            let deadline = ContinuousClock.now + .seconds(90)
-            while rig.simulator.observation.liveConnections < 4 {
-                guard ContinuousClock.now < deadline else { throw ScenarioFailure("the pair never both pushed") }
-                let end = min(trickled + 8, records.count / 10)
-                if trickled < end {
-                    try await rig.produce(Array(records[trickled..<end]))
-                    trickled = end
-                }
-                try await Task.sleep(for: .milliseconds(500))
-            }
-            try await rig.produce(Array(records[trickled...]))
-            try await rig.waitForResults(scale.backlog / 3, within: 180)
-            await rig.sigkill(killed)
-            _ = try rig.startProcess(maxInFlight: 1_000)
-            rig.faultCleared()
-        },
+        burstKill(faults: false),
+        burstKill(faults: true),
         Scenario(
             "SIGTERM during a retry storm", .process,
             shows: """

@@ -6,7 +6,7 @@ import TestPeers
 // `make reliability`: every scenario of the reliability matrix on every broker it applies to, one
 // bounded run each, then the table. Exits 1 when any row lost an event or failed its own check.
 //
-//   reliability [--quick] [--broker mock|tansu] [SCENARIO-NAME-PART ...]
+//   reliability [--quick] [--broker mock|tansu] [--backlog N] [SCENARIO-NAME-PART ...]
 //   reliability --list      the scenarios, as a Markdown table
 
 var arguments = Array(CommandLine.arguments.dropFirst())
@@ -24,6 +24,13 @@ arguments.removeAll { $0 == "--quick" }
 var brokers = Broker.allCases
 if let index = arguments.firstIndex(of: "--broker"), index + 1 < arguments.count {
     brokers = [Broker(rawValue: arguments[index + 1])].compactMap { $0 }
+    arguments.removeSubrange(index...(index + 1))
+}
+var scale: Scale = quick ? .quick : .full
+if let index = arguments.firstIndex(of: "--backlog"), index + 1 < arguments.count,
+    let backlog = Int(arguments[index + 1])
+{
+    scale.backlog = backlog  // the backlog scenarios' size (the two-worker burst's 40,000, say)
     arguments.removeSubrange(index...(index + 1))
 }
 let filters = arguments.map { $0.lowercased() }
@@ -47,7 +54,7 @@ let started = ContinuousClock.now
 var rows: [MatrixRow] = []
 for scenario in scenarios {
     for broker in scenario.brokers where brokers.contains(broker) {
-        let row = await ReliabilityMatrix.run(scenario, on: broker, scale: quick ? .quick : .full, logger: logger)
+        let row = await ReliabilityMatrix.run(scenario, on: broker, scale: scale, logger: logger)
         // One line per run as it ends (stdout is a pipe under make: write it through at once).
         FileHandle.standardOutput.write(Data((ReliabilityMatrix.line(row) + "\n").utf8))
         rows.append(row)
