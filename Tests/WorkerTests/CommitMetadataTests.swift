@@ -46,8 +46,12 @@ struct CommitMetadataTests {
         #expect(throws: CommitMetadata.Problem.corrupt("an unknown version")) {
             try CommitMetadata.decode("apns-worker/2 c=100 d= s=00000000", committed: 100)
         }
-        // Done offsets at or below the committed one mean nothing and are not kept.
-        #expect(CommitMetadata(committed: 120, done: done).done.ranges.first == 121..<150)
+        // Done offsets below the committed one mean nothing and are not kept.
+        #expect(CommitMetadata(committed: 120, done: done).done.ranges.first == 120..<150)
+        // The committed offset itself may be named (a progress record of a revocation that could not
+        // commit): it reads back.
+        let fromItself = CommitMetadata(committed: 7, done: OffsetRanges([7..<9]))
+        #expect(try CommitMetadata.decode(fromItself.encoded().text, committed: 7) == fromItself)
     }
 
     @Test("metadata over the byte budget drops the highest ranges, and says how many offsets it left out")

@@ -8,17 +8,20 @@ import Foundation
 ///
 ///     apns-worker/1 c=<committed offset> d=<done ranges> [l=<holder>@<expiry, ms since 1970>] s=<checksum>
 ///
-/// `d` is the done ranges above the committed offset as unsigned LEB128 pairs (the gap before a range,
-/// its length minus one), base64url without padding. Where the done offsets are scattered (many short
-/// runs: what is still in flight near the top), a bitmap is shorter and is written instead as
-/// `m=<bits>` (bit i, least significant first, is offset committed + 1 + i), base64url too. `s` is
+/// `d` is the done ranges from the committed offset on as unsigned LEB128 pairs (the gap before a
+/// range, its length minus one; the first gap counts from the committed offset itself), base64url
+/// without padding. Where the done offsets are scattered (many short runs: what is still in flight
+/// near the top), a bitmap is shorter and is written instead as `m=<bits>` (bit i, least significant
+/// first, is offset committed + i), base64url too. A commit's own metadata never names its offset
+/// (that record is the first not done); a progress record written when a revocation could not
+/// commit does (everything from the broker's committed offset on that was finished). `s` is
 /// FNV-1a (32 bits, hex) of everything before it. A reader trusts nothing it cannot check: a string of another program or version, a
 /// truncated or altered one, or one written for another committed offset (someone moved the offset
 /// without it) is refused, and the offset alone counts, so nothing is skipped that has no result.
 package struct CommitMetadata: Equatable, Sendable {
     /// The committed offset the string was written with.
     package var committed: Int64
-    /// Offsets above `committed` that are done too.
+    /// Offsets from `committed` on that are done too.
     package var done: OffsetRanges
     package var lease: Lease?
 
@@ -37,7 +40,7 @@ package struct CommitMetadata: Equatable, Sendable {
     package init(committed: Int64, done: OffsetRanges = OffsetRanges(), lease: Lease? = nil) {
         self.committed = committed
         self.done = done
-        self.done.removeAll(below: committed + 1)
+        self.done.removeAll(below: committed)
         self.lease = lease
     }
 
@@ -46,7 +49,7 @@ package struct CommitMetadata: Equatable, Sendable {
     /// `omitted` says how many offsets that leaves out.
     package func encoded(maxBytes: Int = 4096) -> (text: String, omitted: Int64) {
         let runs = text(ranges: done.ranges.count)
-        let span = (done.ranges.last?.upperBound ?? committed + 1) - committed - 1
+        let span = (done.ranges.last?.upperBound ?? committed) - committed
         // A bitmap costs a bit per offset of the span; only worth building when it can be shorter.
         let bitmap = span / 6 < runs.utf8.count ? text(bitmapOffsets: span) : nil
         let whole = bitmap.map { $0.utf8.count < runs.utf8.count ? $0 : runs } ?? runs
@@ -62,7 +65,7 @@ package struct CommitMetadata: Equatable, Sendable {
         let overhead = text(bitmapOffsets: 0).utf8.count
         let bits = Int64(max(0, maxBytes - overhead)) / 4 * 3 * 8
         var keptBits = done
-        keptBits.removeAll(atOrAbove: committed + 1 + bits)
+        keptBits.removeAll(atOrAbove: committed + bits)
         if keptBits.count > keptRuns.count {
             return (text(bitmapOffsets: bits), done.count - keptBits.count)
         }
@@ -71,7 +74,7 @@ package struct CommitMetadata: Equatable, Sendable {
 
     private func text(ranges count: Int) -> String {
         var bytes: [UInt8] = []
-        var previous = committed
+        var previous = committed - 1
         for range in done.ranges.prefix(count) {
             Self.appendVarint(UInt64(range.lowerBound - previous - 1), to: &bytes)
             Self.appendVarint(UInt64(range.count - 1), to: &bytes)
@@ -83,7 +86,7 @@ package struct CommitMetadata: Equatable, Sendable {
     /// The done offsets among the `count` above the committed one, a bit each.
     private func text(bitmapOffsets count: Int64) -> String {
         var bytes = [UInt8](repeating: 0, count: Int((count + 7) / 8))
-        let first = committed + 1
+        let first = committed
         for range in done.ranges where range.lowerBound < first + count {
             for offset in range.clamped(to: first..<first + count) {
                 let bit = Int(offset - first)
@@ -148,7 +151,7 @@ package struct CommitMetadata: Equatable, Sendable {
         if let encoded = fields["d"] {
             guard let bytes = base64urlDecoded(encoded) else { throw .corrupt("bad ranges") }
             var index = 0
-            var previous = committed
+            var previous = committed - 1
             while index < bytes.count {
                 guard let gap = readVarint(bytes, &index), let length = readVarint(bytes, &index),
                     gap < UInt64(Int64.max / 4), length < UInt64(Int64.max / 4)
@@ -163,7 +166,7 @@ package struct CommitMetadata: Equatable, Sendable {
             guard let bytes = base64urlDecoded(encoded) else { throw .corrupt("bad bitmap") }
             for (index, byte) in bytes.enumerated() where byte != 0 {
                 for bit in 0..<8 where byte & (1 << UInt8(bit)) != 0 {
-                    done.insert(committed + 1 + Int64(index * 8 + bit))
+                    done.insert(committed + Int64(index * 8 + bit))
                 }
             }
         } else {

@@ -64,6 +64,11 @@ struct OffsetTracker {
         return true
     }
 
+    /// The partition's committed offset as the broker has it, as far as its tracking knows.
+    func lastStoredOffset(of partition: KafkaTopicPartition) -> Int64? {
+        slots[partition].flatMap { offsets[$0].lastStored }
+    }
+
     /// Where the partition's tenure started reading, unless its position was reset since.
     func startOffset(of partition: KafkaTopicPartition) -> Int64? {
         slots[partition].flatMap { offsets[$0].startOffset }

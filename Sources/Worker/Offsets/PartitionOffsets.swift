@@ -152,6 +152,10 @@ struct PartitionOffsets {
         return (offset, done, version)
     }
 
+    /// The committed offset as the broker has it, as far as this tenure knows: its last commit, or the
+    /// one it started from.
+    var lastStored: Int64? { committed ?? knownFrom }
+
     /// The commit taken at `version` with `offset` is stored.
     mutating func markCommitted(_ offset: Int64, version: UInt64) {
         committed = max(committed ?? offset, offset)

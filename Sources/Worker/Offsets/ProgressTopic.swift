@@ -51,6 +51,8 @@ final class ProgressTopic: Sendable {
     }
 
     /// The records to write for these commits: the ones with done records above their offset.
+    /// (A candidate's done records may include its offset: see `WorkerPipeline+StateMachine`'s
+    /// `doneSinceLastStored`.)
     func records(_ candidates: [CommitCandidate], metadataBytes: Int) async throws -> [KafkaProducerMessage] {
         let writing = candidates.filter { !$0.done.isEmpty }
         guard !writing.isEmpty else { return [] }

@@ -455,6 +455,22 @@ extension WorkerPipeline {
             ownership.markCommitted(committed)
         }
 
+        /// What is done in these partitions and not committed, said against the offset the broker has
+        /// committed (everything from it up to the candidate's offset is done, and the candidate's
+        /// done records): for a progress record when a revocation could not commit.
+        func doneSinceLastStored(_ partitions: Set<KafkaTopicPartition>) -> [CommitCandidate] {
+            ownership.commitCandidates(in: partitions).compactMap { candidate in
+                guard let stored = ownership.tracker.lastStoredOffset(of: candidate.partition),
+                    stored < candidate.offset
+                else { return nil }
+                var done = candidate.done
+                done.insert(stored..<candidate.offset)
+                return CommitCandidate(
+                    partition: candidate.partition, offset: stored, done: done, version: candidate.version,
+                    generation: candidate.generation)
+            }
+        }
+
         /// What is not committed of these partitions, each with where its tenure started reading.
         func unsaved(_ partitions: Set<KafkaTopicPartition>) -> [(CommitCandidate, start: Int64)] {
             ownership.commitCandidates(in: partitions).compactMap { candidate in

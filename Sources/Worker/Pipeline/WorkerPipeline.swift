@@ -625,6 +625,40 @@ package final class WorkerPipeline: Service, Sendable {
         }
     }
 
+    /// Where done records go to the progress topic (a broker that drops commit metadata, and refuses
+    /// commits while its group rebalances, as Tansu 0.6 does): a revocation that could not commit
+    /// still leaves what it finished there, said against the offset the broker has, so the next
+    /// owner does not push it again. Best effort, bounded by `deadline`.
+    private func keepProgressUncommitted(
+        _ partitions: Set<KafkaTopicPartition>, until deadline: ContinuousClock.Instant
+    ) async {
+        guard progressStore.withLockedValue({ $0 }) == .progressTopic, let progressTopic,
+            let producer = producerBox.withLockedValue({ $0 })
+        else { return }
+        let candidates = state.withLockedValue { $0.doneSinceLastStored(partitions) }
+        guard !candidates.isEmpty else { return }
+        let logger = self.logger
+        let metadataBytes = configuration.commitMetadataMaxBytes
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let once = ResumeOnce(continuation)
+            let timer = Task {
+                guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil else { return }
+                once.resume(())
+            }
+            Task {
+                do {
+                    let records = try await progressTopic.records(candidates, metadataBytes: metadataBytes)
+                    for record in records { _ = try await producer.send(record) }
+                } catch {
+                    logger.warning(
+                        "could not keep the revoked partitions' done records in \(progressTopic.topic): \(error)")
+                }
+                timer.cancel()
+                once.resume(())
+            }
+        }
+    }
+
     /// The candidates as offsets to commit, each with its done records as metadata of at most
     /// `metadataBytes` (0: none).
     private func offsets(_ candidates: [CommitCandidate], metadataBytes: Int) -> [KafkaTopicPartitionOffset] {
@@ -676,6 +710,7 @@ package final class WorkerPipeline: Service, Sendable {
                 logger.warning(
                     "revocation: the commit was refused or not done within \(bound); letting the partitions go uncommitted"
                 )
+                await keepProgressUncommitted(selection, until: deadline + .seconds(2))
             }
         }
         // What is not stored (a lost assignment cannot commit; a revocation's commit may have given

@@ -46,6 +46,8 @@ package final class Rig: Sendable {
         var processes: [BackgroundProgram] = []
         var faultCleared: ContinuousClock.Instant?
         var configFiles = 0
+        /// Worker processes whose log was written (`RELIABILITY_WORKER_LOGS`).
+        var loggedProcesses = 0
         /// Per SIGKILL: the device pushes the simulator had accepted on the killed process's
         /// connections without answering yet (read once its connections have closed).
         var floors: [Task<Int, Never>] = []
@@ -138,7 +140,10 @@ package final class Rig: Sendable {
             state.configFiles += 1
             return stack.directory + "/worker-\(state.configFiles).yaml"
         }
-        let text = stack.configurationText(group: group, maxInFlight: maxInFlight, apnsPort: apnsProxy.port)
+        var text = stack.configurationText(group: group, maxInFlight: maxInFlight, apnsPort: apnsProxy.port)
+        if Self.workerLogDirectory != nil {
+            text = text.replacingOccurrences(of: "logging: { level: warning", with: "logging: { level: info")
+        }
         try (text + "\n" + extra).write(toFile: file, atomically: true, encoding: .utf8)
         // posix_spawn, not Foundation's Process, whose run() crashes now and then on Linux.
         let process = try spawnInBackground(try Self.workerBinary().path, ["run", "--config", file])
@@ -356,7 +361,20 @@ package final class Rig: Sendable {
             while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         }
+        if let directory = Self.workerLogDirectory {
+            for process in processes {
+                let index = state.withLockedValue { state in
+                    state.loggedProcesses += 1
+                    return state.loggedProcesses
+                }
+                try? process.stdout.write(toFile: "\(directory)/worker-\(index).log", atomically: true, encoding: .utf8)
+            }
+        }
     }
+
+    /// `RELIABILITY_WORKER_LOGS`: a directory where each `apns-worker run` process's log (at info)
+    /// is written when the run ends, as `worker-N.log`.
+    static let workerLogDirectory = ProcessInfo.processInfo.environment["RELIABILITY_WORKER_LOGS"]
 
     package func shutdown() async {
         await stopWorkers()
