@@ -44,9 +44,10 @@ let byteBoundDelivery =
 /// `WORKER_BENCH_CONNECTIONS`: APNs connections per credential (0, the default: the worker's own).
 let connections = Int(ProcessInfo.processInfo.environment["WORKER_BENCH_CONNECTIONS"] ?? "") ?? 0
 /// `delivery.commitInterval` for the measured worker (its default when unset), e.g. `1s` to compare.
-let commitIntervalLine = ProcessInfo.processInfo.environment["WORKER_BENCH_COMMIT_INTERVAL"].map {
-    "\n  commitInterval: \($0)"
-} ?? ""
+let commitIntervalLine =
+    ProcessInfo.processInfo.environment["WORKER_BENCH_COMMIT_INTERVAL"].map {
+        "\n  commitInterval: \($0)"
+    } ?? ""
 
 /// The worker's settings for the child's peers, as a user would write them. `maxInFlight` 0: the
 /// worker's default.
