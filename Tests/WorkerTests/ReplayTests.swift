@@ -371,12 +371,27 @@ struct ReplayRunTests {
             guard case .failure(let error) = result else { return nil }
             return "\(error)"
         }
-        #expect(reports.count == 1 && refusals.count == 1, "\(refusals)")
-        #expect(refusals.allSatisfy { $0.contains("another replay run") && $0.contains("nothing was replayed") })
-        #expect(reports.first?.count(.replayed) == 300)
+        // Never both. Normally one replays all 300 and the other is refused as the second; on a
+        // machine so loaded that storing the cursors outlasts the settle time, a run gives up rather
+        // than guess, and the other may then stop part-way (its hold was disturbed).
+        #expect(reports.count <= 1, "both runs replayed")
+        #expect(
+            refusals.allSatisfy {
+                ($0.contains("another replay run") && $0.contains("nothing was replayed"))
+                    || $0.contains("too long to tell") || $0.contains("taken over")
+            }, "\(refusals)")
         var replayed: [String] = []
         for topic in ["A", "B", "C"] { replayed += try await Self.values(in: topic, on: cluster) }
-        #expect(replayed.count == 300 && Set(replayed).count == 300, "each dead letter once")
+        #expect(Set(replayed).count == replayed.count, "no dead letter replayed twice")
+        // Whatever was left, a run alone finishes: every dead letter replayed once. A run stopped
+        // part-way produced up to a checkpoint's worth past its last stored cursor, which the next
+        // run replays again (at least once, as documented).
+        _ = try await first.run(request)
+        replayed = []
+        for topic in ["A", "B", "C"] { replayed += try await Self.values(in: topic, on: cluster) }
+        let partWay = refusals.contains { $0.contains("taken over") }
+        #expect(Set(replayed).count == 300, "every dead letter replayed")
+        #expect(replayed.count - 300 <= (partWay ? first.checkpointInterval : 0), "each dead letter once")
     }
 
     @Test("a run that died holding the cursors blocks the next until its hold expires, naming it")

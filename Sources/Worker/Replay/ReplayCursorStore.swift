@@ -29,8 +29,6 @@ struct ReplayCursorStore: Sendable {
     let logger: Logger
     /// The most commit metadata a cursor stores (Kafka's default `offset.metadata.max.bytes`).
     var maxMetadataBytes = 4096
-    /// What the last store wrote, to give the hold up without moving anything after a failure.
-    private let stored = NIOLockedValueBox<Cursors?>(nil)
     private let keepsMetadata = NIOLockedValueBox(true)
 
     init(
@@ -140,17 +138,16 @@ struct ReplayCursorStore: Sendable {
         }
     }
 
-    /// Gives up whatever of the hold is still this run's, with the cursors as the last store left
-    /// them (best effort: otherwise it expires).
+    /// Gives up whatever of the hold is still this run's: each such cursor is stored again as it is
+    /// now, without the lease (never as this run last saw it: a run that gave up may have seen it
+    /// before another run moved it). Best effort: otherwise the hold expires.
     private func letGo() async {
-        guard let last = stored.withLockedValue({ $0 }) else { return }
         for (reason, group) in groups {
             do {
-                let mine = try await cursors(of: group).filter { $0.value.lease?.holder == holder }.keys
-                let offsets = mine.compactMap { partition -> KafkaTopicPartitionOffset? in
-                    guard let cursor = last[reason]?[partition] else { return nil }
-                    let text = cursor.metadata(lease: nil).encoded(maxBytes: maxMetadataBytes).text
-                    return KafkaTopicPartitionOffset(partition, offset: cursor.low, metadata: text)
+                let offsets = try await cursors(of: group).compactMap { partition, read -> KafkaTopicPartitionOffset? in
+                    guard read.lease?.holder == holder else { return nil }
+                    let text = read.cursor.metadata(lease: nil).encoded(maxBytes: maxMetadataBytes).text
+                    return KafkaTopicPartitionOffset(partition, offset: read.cursor.low, metadata: text)
                 }
                 try await group.commit(offsets)
             } catch {
@@ -160,8 +157,8 @@ struct ReplayCursorStore: Sendable {
         }
     }
 
-    /// After a failure: gives up what of the hold is still this run's, with the cursors as the last
-    /// store left them (best effort; otherwise it expires).
+    /// After a failure: gives up what of the hold is still this run's (best effort; otherwise it
+    /// expires).
     func abandon() async {
         await letGo()
     }
@@ -196,7 +193,6 @@ struct ReplayCursorStore: Sendable {
             }
             try await group.commit(offsets)
         }
-        stored.withLockedValue { $0 = cursors }
     }
 
     /// Each partition's cursor (its group's committed offset and what its metadata says), and the
