@@ -285,7 +285,10 @@ let package = Package(
         ),
         .testTarget(
             name: "apns-workerTests",
-            dependencies: ["apns-worker", "Kafka", "TestPeers", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "apns-worker", "Kafka", "TestPeers", "APNsSimulator",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
 

@@ -70,6 +70,7 @@ METRICS = {
     "apns_worker_progress_store": ("gauge", {"store"}),
     "apns_worker_results_waiting_seconds": ("gauge", set()),
     "apns_worker_credentials_broken": ("gauge", {"credential"}),
+    "apns_worker_credential_expiry_timestamp_seconds": ("gauge", {"credential"}),
     "apns_worker_apns_connections": ("gauge", {"credential", "environment", "state"}),
     "apns_worker_apns_streams_in_use": ("gauge", {"credential", "environment"}),
     "apns_worker_apns_stream_capacity": ("gauge", {"credential", "environment"}),

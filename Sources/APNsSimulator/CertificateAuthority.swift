@@ -75,6 +75,19 @@ public struct SimulatorCertificateAuthority: Sendable {
         environment: SimulatorEnvironment? = nil,
         validFor: TimeInterval = 365 * 86400
     ) throws -> IssuedCertificate {
+        let now = Date()
+        let start = validFor < 0 ? now.addingTimeInterval(validFor * 2) : now.addingTimeInterval(-3600)
+        return try issueClientCertificate(
+            topics: topics, environment: environment, validity: start...now.addingTimeInterval(validFor))
+    }
+
+    /// A provider certificate valid exactly from `validity`'s start to its end (an expired one, one
+    /// not valid yet, one that expires in days).
+    public func issueClientCertificate(
+        topics: [String],
+        environment: SimulatorEnvironment? = nil,
+        validity: ClosedRange<Date>
+    ) throws -> IssuedCertificate {
         let value = try Self.encodeTopics(topics)
         let extensions = try Certificate.Extensions {
             try ExtendedKeyUsage([.clientAuth])
@@ -88,17 +101,16 @@ public struct SimulatorCertificateAuthority: Sendable {
             }
         }
         let commonName = "Apple Push Services: \(topics.first ?? "")"
-        return try issue(commonName: commonName, uid: topics.first, validFor: validFor, extensions: extensions)
+        return try issue(commonName: commonName, uid: topics.first, validity: validity, extensions: extensions)
     }
 
     private func issue(
         commonName: String,
         uid: String?,
-        validFor: TimeInterval = 825 * 86400,
+        validity: ClosedRange<Date> = Date().addingTimeInterval(-3600)...Date().addingTimeInterval(825 * 86400),
         extensions: Certificate.Extensions
     ) throws -> IssuedCertificate {
         let key = P256.Signing.PrivateKey()
-        let now = Date()
         var rdns = [
             RelativeDistinguishedName(
                 RelativeDistinguishedName.Attribute(type: .RDNAttributeType.commonName, utf8String: commonName))
@@ -108,13 +120,12 @@ public struct SimulatorCertificateAuthority: Sendable {
                 RelativeDistinguishedName(RelativeDistinguishedName.Attribute(type: Self.userIDOID, utf8String: uid)))
         }
         let subject = DistinguishedName(rdns)
-        let start = validFor < 0 ? now.addingTimeInterval(validFor * 2) : now.addingTimeInterval(-3600)
         let certificate = try Certificate(
             version: .v3,
             serialNumber: Certificate.SerialNumber(),
             publicKey: Certificate.PublicKey(key.publicKey),
-            notValidBefore: start,
-            notValidAfter: now.addingTimeInterval(validFor),
+            notValidBefore: validity.lowerBound,
+            notValidAfter: validity.upperBound,
             issuer: self.certificate.subject,
             subject: subject,
             signatureAlgorithm: .ecdsaWithSHA256,

@@ -60,6 +60,7 @@ package enum WorkerRuntime {
         // and alerts see the series before anything goes wrong.
         for credential in configuration.apns.credentials { metrics.register(credential: credential.name) }
         let sender = try APNsSender(settings: configuration.apns, environment: environment, logger: logger)
+        checkCertificates(sender.certificateValidity, now: Date(), metrics: metrics, observer: observer, logger: logger)
 
         var pipelineConfiguration = PipelineConfiguration(
             inputTopics: configuration.consumer.topics, resultsTopic: configuration.topics.results,
@@ -96,6 +97,34 @@ package enum WorkerRuntime {
         return Assembly(
             pipeline: pipeline, operations: operations, health: health, metrics: metrics, registry: registry,
             beforeScrape: beforeScrape, logger: logger)
+    }
+
+    /// Exports each certificate's expiry, and says at start what `check` says: a certificate
+    /// expired or not yet valid marks its credential broken (its events are dead-lettered with reason
+    /// `credentials`; the other credentials run on), one within `CertificateLifetime.warningWindow`
+    /// of expiry is a warning.
+    static func checkCertificates(
+        _ certificates: [(credential: String, validity: ClosedRange<Date>)], now: Date, metrics: WorkerMetrics,
+        observer: some PipelineObserver, logger: Logger
+    ) {
+        for (credential, validity) in certificates {
+            metrics.setCredentialExpiry(credential, validity.upperBound)
+            let state = CertificateLifetime(validity: validity, now: now)
+            let metadata: Logger.Metadata = [
+                "credential": "\(credential)", "notAfter": "\(validity.upperBound.formatted(.iso8601))",
+            ]
+            switch state {
+            case .valid:
+                break
+            case .expiresSoon:
+                logger.warning("credential \(credential): \(state.sentence)", metadata: metadata)
+            case .expired, .notYetValid:
+                logger.error(
+                    "credential \(credential): \(state.sentence); its events go to the dead-letter topic (reason credentials) until it is replaced, the other credentials run on",
+                    metadata: metadata)
+                observer.credentialBroken(credential, reason: state.reason ?? "certificate")
+            }
+        }
     }
 
     /// A second SIGTERM or SIGINT while draining ends the process at once (exit 130), for an operator

@@ -9,7 +9,8 @@ struct CheckCommand: AsyncParsableCommand {
         abstract: "Check a configuration file as run would, without consuming.",
         discussion: """
             Loads and checks the file (and APNS_WORKER_* variables), opens every credential's key or \
-            certificate, and asks the broker whether the input, results and dead-letter topics exist. \
+            certificate (printing when each certificate expires: within 30 days a warning, expired or \
+            not yet valid a problem), and asks the broker whether the input, results and dead-letter topics exist. \
             Prints a summary with secrets redacted. A broker that does not answer is said, not an error. \
             --offline checks the file alone (no key files, secrets or broker), as deploy/check.py does. \
             Exit status: 0 valid, 2 not (each problem is printed).
@@ -30,6 +31,7 @@ struct CheckCommand: AsyncParsableCommand {
             path: config, offline: offline, brokerTimeout: .seconds(brokerTimeout))
         for line in check.summary { FileOutput.standardOutput.write(line + "\n") }
         for note in check.notes { FileOutput.standardError.write("note: \(note)\n") }
+        for warning in check.warnings { FileOutput.standardError.write("warning: \(warning)\n") }
         for problem in check.problems { FileOutput.standardError.write("error: \(problem)\n") }
         guard check.isValid else {
             FileOutput.standardError.write("\(config): not valid (\(check.problems.count) problem(s))\n")

@@ -75,6 +75,29 @@ struct CredentialTests {
             try APNsCertificateIdentity(certificateFile: pki.clientCertificate, keyFile: pki.serverKey)
         }
     }
+
+    @Test(
+        "a certificate's validity is read as openssl wrote it; outside it, the identity says expired or not yet valid")
+    func certificateValidity() throws {
+        let pki = try TestPKI()  // the client certificate: valid from now for 2 days
+        let now = Date()
+        let pem = try APNsCertificateIdentity(certificateFile: pki.clientCertificate, keyFile: pki.clientKey)
+        let p12 = try APNsCertificateIdentity(pkcs12File: pki.clientPKCS12, password: pki.pkcs12Password)
+        let validity = try #require(pem.validity)
+        #expect(p12.validity == validity)
+        #expect(abs(validity.lowerBound.timeIntervalSince(now)) < 120, "\(validity)")
+        #expect(abs(validity.upperBound.timeIntervalSince(now) - 2 * 86_400) < 120, "\(validity)")
+        try pem.checkValid(at: now)
+        let expired = #expect(throws: APNsCredentialError.self) {
+            try pem.checkValid(at: now.addingTimeInterval(3 * 86_400))
+        }
+        #expect(expired?.code == .certificateExpired)
+        #expect(expired?.message.contains("expired on \(validity.upperBound.formatted(.iso8601))") == true)
+        let early = #expect(throws: APNsCredentialError.self) {
+            try pem.checkValid(at: now.addingTimeInterval(-86_400))
+        }
+        #expect(early?.code == .certificateNotYetValid)
+    }
 }
 
 @Suite("Provider token timing (manual clock, no sleeps)")

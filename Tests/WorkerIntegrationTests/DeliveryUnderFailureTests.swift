@@ -132,6 +132,63 @@ struct DeliveryUnderFailureTests {
         try await worker.stop()
     }
 
+    // An expired APNs certificate passed `check` and nothing showed its expiry until APNs refused
+    // it: the classic APNs outage, yearly.
+    @Test(
+        "an expired certificate: its app's events are dead-lettered as credentials without being sent, every other app is delivered, its expiry is a metric"
+    )
+    func expiredCertificate() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        harness.stack.simulator.devices.policy = .accept
+        let legacy = "com.example.legacy"
+        let january2020 = Date(timeIntervalSince1970: 1_577_836_800)...Date(timeIntervalSince1970: 1_580_515_200)
+        let issued = try SimulatorCertificateAuthority().issueClientCertificate(topics: [legacy], validity: january2020)
+        let certificateFile = harness.stack.directory + "/legacy.pem"
+        let keyFile = harness.stack.directory + "/legacy-key.pem"
+        try Data(try issued.certificatePEM.utf8).write(to: URL(fileURLWithPath: certificateFile))
+        try Data(issued.privateKeyPEM.utf8).write(to: URL(fileURLWithPath: keyFile))
+        try await harness.produce(
+            (0..<10).map { Self.event("old-\($0)", token: $0 + 100, topic: legacy) }
+                + (0..<20).map { Self.event("ok-\($0)", token: $0 + 1) })
+
+        let worker = try harness.startWorker(group: "expired-certificate") {
+            $0.apns.credentials.append(
+                CredentialSettings(
+                    name: "legacy", topics: [legacy],
+                    kind: .certificate(
+                        CertificateCredentialSettings(
+                            source: .pem(certificateFile: certificateFile, privateKeyFile: keyFile)))))
+        }
+        // Said at start, before any event: not ready, naming the credential and why.
+        #expect(!worker.assembly.health.readiness.isReady)
+        #expect(
+            worker.assembly.health.readiness.credentials.contains("legacy: certificateExpired"),
+            "\(worker.assembly.health.readiness)")
+        let metrics = worker.assembly.registry.emitToString()
+        #expect(metrics.contains(#"apns_worker_credential_expiry_timestamp_seconds{credential="legacy"} 1580515200"#))
+        #expect(
+            !metrics.contains(#"apns_worker_credential_expiry_timestamp_seconds{credential="demo"}"#),
+            "a token key does not expire")
+
+        let results = try await harness.results(30)
+        let old = results.filter { $0.eventID?.hasPrefix("old-") == true }
+        #expect(old.count == 10)
+        #expect(
+            old.allSatisfy { $0.outcome == .failed && $0.reason == "certificateExpired" && $0.attempts == 0 }, "\(old)")
+        #expect(old.allSatisfy { $0.detail?.contains("2020-02-01T00:00:00Z") == true }, "\(old.first?.detail ?? "")")
+        #expect(results.filter { $0.outcome == .delivered }.count == 20, "the other app runs on")
+        let letters = try await harness.deadLetters(10)
+        #expect(letters.allSatisfy { $0.headers.lastString(DeadLetterHeader.reason) == "credentials" })
+        let records = harness.stack.simulator.observation.records
+        #expect(
+            records.count == 20 && !records.contains { $0.topic == legacy },
+            "nothing was sent with the expired certificate")
+        #expect(
+            worker.assembly.registry.emitToString().contains(#"apns_worker_credentials_broken{credential="legacy"} 1"#))
+        try await worker.stop()
+    }
+
     // A new consumer group (or expired group offsets) on a topic with days of retention re-pushed
     // everything it held.
     @Test("records older than delivery.maxEventAge end expired without being sent; fresh ones are delivered")

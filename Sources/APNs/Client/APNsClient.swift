@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOCore
 import NIOPosix
@@ -193,12 +194,17 @@ public final class APNsClient: Sendable {
 
     private func prepare(content: APNsRequestContent) throws -> Prepared {
         var token: APNsProviderToken?
-        if case .token(let authenticator) = credential {
+        switch credential {
+        case .token(let authenticator):
             do {
                 token = try authenticator.currentToken()
             } catch {
                 throw APNsClientError(.credentialUnusable, "\(error)", mayHaveReachedAPNs: false)
             }
+        case .certificate(let identity):
+            // An expired (or not yet valid) certificate fails the TLS handshake: said here, with
+            // its dates, rather than as a refused connection after a retry.
+            try identity.checkValid(at: Date())
         }
         return Prepared(content: content, token: token)
     }

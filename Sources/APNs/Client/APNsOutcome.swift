@@ -62,8 +62,8 @@ public enum APNsOutcome: Sendable, Hashable {
             }
         case let error as APNsNotificationError:
             return .rejected(error.apnsReason.map(APNsReason.init))
-        case is APNsCredentialError:
-            return .credentialsBroken("credential")
+        case let error as APNsCredentialError:
+            return .credentialsBroken(error.code.rawValue)
         default:
             return .retryLater(perDeviceToken: false, mayHaveReachedAPNs: true)
         }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A provider certificate and its key, for certificate-based authentication (TLS client certificate).
 public final class APNsCertificateIdentity: @unchecked Sendable {
     // @unchecked Sendable: the certificate and key are immutable after loading and only read when a
@@ -10,6 +12,7 @@ public final class APNsCertificateIdentity: @unchecked Sendable {
         do {
             self.identity = try OpenSSLClientIdentity(
                 certificatePEM: certificatePEM, keyPEM: keyPEM, password: password)
+            self.validity = identity.certificate.validity
         } catch let error as OpenSSLError {
             throw APNsCredentialError(.certificateUnreadable, "cannot load the certificate or its key", openSSL: error)
         } catch {
@@ -21,6 +24,7 @@ public final class APNsCertificateIdentity: @unchecked Sendable {
     public init(pkcs12: [UInt8], password: String) throws(APNsCredentialError) {
         do {
             self.identity = try OpenSSLClientIdentity(pkcs12: pkcs12, password: password)
+            self.validity = identity.certificate.validity
         } catch let error as OpenSSLError {
             throw APNsCredentialError(.certificateUnreadable, "cannot open the PKCS#12 bundle", openSSL: error)
         } catch {
@@ -40,4 +44,26 @@ public final class APNsCertificateIdentity: @unchecked Sendable {
 
     /// The certificate's common name (Apple's read "Apple Push Services: <bundle id>").
     public var commonName: String? { identity.certificate.commonName }
+
+    /// When the certificate starts and stops being valid (`notBefore`...`notAfter`); `nil` when the
+    /// certificate's dates cannot be read. Apple's push certificates are valid for a year.
+    public let validity: ClosedRange<Date>?
+
+    /// Throws `certificateExpired` or `certificateNotYetValid` when `date` is outside the
+    /// certificate's validity: APNs refuses the TLS handshake then, so nothing can be sent with it.
+    public func checkValid(at date: Date) throws(APNsCredentialError) {
+        guard let validity else { return }
+        if date > validity.upperBound {
+            throw APNsCredentialError(
+                .certificateExpired,
+                "the certificate expired on \(validity.upperBound.formatted(.iso8601)): renew it in Apple's developer account"
+            )
+        }
+        if date < validity.lowerBound {
+            throw APNsCredentialError(
+                .certificateNotYetValid,
+                "the certificate is not valid before \(validity.lowerBound.formatted(.iso8601)) (or this machine's clock is wrong)"
+            )
+        }
+    }
 }

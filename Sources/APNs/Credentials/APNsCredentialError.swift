@@ -10,6 +10,10 @@ public struct APNsCredentialError: Error, Hashable, Sendable, CustomStringConver
         public static let certificateUnreadable = Code(rawValue: "certificateUnreadable")
         public static let badIdentifier = Code(rawValue: "badIdentifier")
         public static let signingFailed = Code(rawValue: "signingFailed")
+        /// The certificate's `notAfter` has passed.
+        public static let certificateExpired = Code(rawValue: "certificateExpired")
+        /// The certificate's `notBefore` has not come yet (or the clock is wrong).
+        public static let certificateNotYetValid = Code(rawValue: "certificateNotYetValid")
     }
 
     public let code: Code

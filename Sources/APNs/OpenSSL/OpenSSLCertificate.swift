@@ -1,4 +1,5 @@
 import COpenSSL
+import Foundation
 
 /// An OpenSSL `X509` certificate; freed in `deinit`, reached only through `withPointer`.
 final class OpenSSLCertificate {
@@ -32,6 +33,22 @@ final class OpenSSLCertificate {
             throw OpenSSLError(.certificateUnreadable, "no PEM certificate found", stack: stack)
         }
         return certificates
+    }
+
+    /// When the certificate starts and stops being valid (its `notBefore` and `notAfter`), or `nil`
+    /// when either cannot be read.
+    var validity: ClosedRange<Date>? {
+        guard let start = X509_get0_notBefore(pointer).flatMap(Self.date),
+            let end = X509_get0_notAfter(pointer).flatMap(Self.date), start <= end
+        else { return nil }
+        return start...end
+    }
+
+    /// An `ASN1_TIME` (UTCTime or GeneralizedTime, always UTC in a certificate) as a date.
+    private static func date(_ time: UnsafePointer<ASN1_TIME>) -> Date? {
+        var parts = tm()
+        guard ASN1_TIME_to_tm(time, &parts) == 1 else { return nil }
+        return Date(timeIntervalSince1970: TimeInterval(timegm(&parts)))
     }
 
     /// The subject's common name, for logs and errors (certificates carry no secret).

@@ -1,3 +1,4 @@
+import APNs
 import Foundation
 import Kafka
 import Logging
@@ -12,6 +13,9 @@ package struct ConfigurationCheck: Sendable {
     package var problems: [String] = []
     /// What could not be checked (the broker did not answer), said but not a failure.
     package var notes: [String] = []
+    /// What works today but needs doing soon (a certificate that expires within 30 days); not a
+    /// failure.
+    package var warnings: [String] = []
 
     package var isValid: Bool { problems.isEmpty }
 
@@ -21,7 +25,7 @@ package struct ConfigurationCheck: Sendable {
     ///   - brokerTimeout: how long the broker has to answer the metadata request.
     package static func run(
         path: String, environment: [String: String] = ProcessInfo.processInfo.environment, offline: Bool = false,
-        brokerTimeout: Duration = .seconds(10), logger: Logger = Logger(label: "apns-worker.check")
+        brokerTimeout: Duration = .seconds(10), now: Date = Date(), logger: Logger = Logger(label: "apns-worker.check")
     ) async -> ConfigurationCheck {
         var check = ConfigurationCheck()
         let configuration: WorkerConfiguration
@@ -37,14 +41,33 @@ package struct ConfigurationCheck: Sendable {
             return check
         }
         for credential in configuration.apns.credentials {
+            let loaded: APNsCredential
             do {
-                _ = try APNsSender.load(credential, environment: environment)
+                loaded = try APNsSender.load(credential, environment: environment)
             } catch {
                 check.problems.append("apns.credentials: \(error)")
+                continue
             }
+            check.lookAtLifetime(credential.name, loaded, now: now)
         }
         await check.lookUpTopics(configuration, timeout: brokerTimeout, logger: logger)
         return check
+    }
+
+    /// A certificate's expiry in the summary; within 30 days a warning, outside its validity a problem.
+    private mutating func lookAtLifetime(_ name: String, _ credential: APNsCredential, now: Date) {
+        guard case .certificate(let identity) = credential else { return }
+        guard let validity = identity.validity else {
+            warnings.append("credential \(name): the certificate's validity dates could not be read")
+            return
+        }
+        let lifetime = CertificateLifetime(validity: validity, now: now)
+        summary.append("certificate:  \(name): \(lifetime.sentence)")
+        switch lifetime {
+        case .valid: break
+        case .expiresSoon: warnings.append("credential \(name): \(lifetime.sentence)")
+        case .expired, .notYetValid: problems.append("credential \(name): \(lifetime.sentence)")
+        }
     }
 
     /// Asks the broker for its topics: the input, results and dead-letter topics must exist.

@@ -1,5 +1,6 @@
 import APNs
 import CoreMetrics
+import Foundation
 import NIOConcurrencyHelpers
 import Prometheus
 
@@ -48,6 +49,8 @@ package final class WorkerMetrics: Sendable {
         "apns_worker_revocation_commits_given_up_total":
             "Revocations that let their partitions go without their commit: their next owner pushes again what finished since the last one.",
         "apns_worker_credentials_broken": "1 while APNs refuses the credential, 0 once it works.",
+        "apns_worker_credential_expiry_timestamp_seconds":
+            "When each certificate credential's certificate expires (its notAfter, Unix seconds); token keys do not expire.",
         "apns_worker_apns_connections": "APNs connections per pool, by state.",
         "apns_worker_apns_streams_in_use": "HTTP/2 streams in use per APNs pool.",
         "apns_worker_apns_stream_capacity": "HTTP/2 streams the pool's connections allow at once.",
@@ -288,6 +291,12 @@ package final class WorkerMetrics: Sendable {
         // Called for every delivered notification: the gauge is found by name alone.
         credentialGauges.value(for: name) { gauge("apns_worker_credentials_broken", [("credential", name)]) }
             .record(isBroken ? 1 : 0)
+    }
+
+    /// When a certificate credential's certificate expires (set once, at start).
+    package func setCredentialExpiry(_ name: String, _ date: Date) {
+        gauge("apns_worker_credential_expiry_timestamp_seconds", [("credential", name)])
+            .record(date.timeIntervalSince1970)
     }
 
     /// One APNs client's connection pool (credential × environment), sampled at scrape time.

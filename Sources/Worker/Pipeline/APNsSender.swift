@@ -9,6 +9,9 @@ import NIOPosix
 /// environment), the credential chosen by the notification's topic (a broadcast's bundle ID) as the configuration says
 /// (first match wins). Keys and certificates are loaded at start, so a bad key file stops the
 /// worker at once with a clear error; connections open on the first notification for that pair.
+/// A certificate outside its validity (expired, not yet valid) does not stop the worker: the
+/// client refuses each of its notifications as `credentialsBroken`, and every other credential
+/// runs on.
 package final class APNsSender: NotificationSending {
     private struct Route: Sendable {
         let settings: CredentialSettings
@@ -123,6 +126,16 @@ package final class APNsSender: NotificationSending {
         case .failure(let error):
             return SendAttempt(
                 response: nil, error: error, outcome: .classify(error), credential: credential, duration: duration)
+        }
+    }
+
+    /// Each certificate credential's validity (token keys do not expire), in configuration order.
+    package var certificateValidity: [(credential: String, validity: ClosedRange<Date>)] {
+        routes.compactMap { route in
+            guard case .certificate(let identity) = route.credential, let validity = identity.validity else {
+                return nil
+            }
+            return (route.settings.name, validity)
         }
     }
 

@@ -258,6 +258,28 @@ final class EventProcessor: Sendable {
             run.end(run.result)
             return
         }
+        if let error = attempt.error as? APNsCredentialError {
+            // The client refused before sending: the credential cannot be used as it is (a
+            // certificate expired or not yet valid). Nothing reached APNs; the fix is a new key or
+            // certificate, then replay.
+            let credential = attempt.credential ?? "?"
+            observer.credentialBroken(credential, reason: error.code.rawValue)
+            if credentialLog.shouldLog(credential, now: instant()) {
+                logger.error(
+                    "credential \(credential) cannot be used: \(error.message) (logged once a minute per credential while it lasts)",
+                    metadata: ["event": "\(run.event.id)", "topic": "\(run.event.push.topic)"])
+            }
+            run.result.attempts -= 1
+            run.result.credential = attempt.credential
+            run.result.outcome = .failed
+            run.result.status = nil
+            run.result.reason = error.code.rawValue
+            run.result.detail = "credential \(credential): \(error.message); replace it, then replay"
+            run.result.deadLetter = .credentials
+            markFailure(&run.result)
+            run.end(run.result)
+            return
+        }
         let response = attempt.response
         if let credential = attempt.credential { run.result.credential = credential }
         observer.apnsAnswered(
@@ -391,6 +413,7 @@ final class EventProcessor: Sendable {
     static func reason(of error: any Error) -> String {
         if let error = error as? APNsClientError { return error.code.rawValue }
         if let error = error as? APNsNotificationError { return error.apnsReason ?? error.code.rawValue }
+        if let error = error as? APNsCredentialError { return error.code.rawValue }
         return "\(type(of: error))"
     }
 
