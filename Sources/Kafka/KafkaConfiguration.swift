@@ -125,6 +125,17 @@ package enum KafkaPropertyReading {
     package static func value(of name: String, after properties: [(String, String)]) -> String? {
         (try? RDKafkaConfig(properties: properties))?.value(of: name)
     }
+
+    /// Why librdkafka refuses `name` set to `value` on its own (an unknown property, a value out of
+    /// range), or `nil` when it takes it.
+    package static func refusal(of name: String, value: String) -> KafkaError? {
+        do {
+            _ = try RDKafkaConfig(properties: [(name, value)])
+            return nil
+        } catch {
+            return error
+        }
+    }
 }
 
 /// Typed values first, pass-through properties after (so they override), keys sorted for stable errors.

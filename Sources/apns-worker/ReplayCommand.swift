@@ -85,7 +85,7 @@ struct ReplayCommand: AsyncParsableCommand {
             do {
                 replayer = DeadLetterReplayer(configuration: try WorkerConfiguration.load(path: config), logger: logger)
             } catch {
-                FileOutput.standardError.write("\(error)\n")
+                FileOutput.standardError.write("\(error.report)\n")
                 throw ExitCode(2)
             }
         } else {

@@ -24,7 +24,7 @@ struct RunCommand: AsyncParsableCommand {
         do {
             configuration = try WorkerConfiguration.load(path: config)
         } catch {
-            FileOutput.standardError.write("\(error)\n")
+            FileOutput.standardError.write("\(error.report)\n")
             throw ExitCode(2)
         }
         _ = configuration.logging.bootstrapLoggingSystem()

@@ -1,4 +1,5 @@
 import APNsSimulator
+import Crypto
 import Foundation
 import Testing
 
@@ -35,6 +36,11 @@ struct CheckCommandTests {
         try WorkerCommand().run(["check", "--config", path, "--broker-timeout", "1"])
     }
 
+    /// Whether a line of `text` starts with `prefix` (`error: `, `warning: `) and holds `part`.
+    func line(_ text: String, _ prefix: String, _ part: String) -> Bool {
+        text.split(separator: "\n").contains { $0.hasPrefix(prefix) && $0.contains(part) }
+    }
+
     // A certificate valid 2020-01-01 to 2020-02-01 passed `check` (`valid`, exit 0), and nothing
     // said when a certificate expires.
     @Test("an expired certificate fails check, with its date; one not yet valid too")
@@ -43,8 +49,9 @@ struct CheckCommandTests {
         let expired = try check(try configuration(certificateValidFor: january2020))
         #expect(expired.status == 2, "\(expired.stdout)\(expired.stderr)")
         #expect(
-            expired.stderr.contains(
-                "error: credential shop: the certificate expired on 2020-02-01T00:00:00Z"),
+            line(
+                expired.stderr, "error: ",
+                ":10: apns.credentials[0] (shop): the certificate expired on 2020-02-01T00:00:00Z"),
             "\(expired.stderr)")
         #expect(expired.stderr.contains("renew it"))
         #expect(!expired.stdout.contains(": valid"))
@@ -53,7 +60,8 @@ struct CheckCommandTests {
         let future = try check(try configuration(certificateValidFor: start...start.addingTimeInterval(365 * 86_400)))
         #expect(future.status == 2, "\(future.stderr)")
         #expect(
-            future.stderr.contains("error: credential shop: the certificate is not valid before"), "\(future.stderr)")
+            line(future.stderr, "error: ", "apns.credentials[0] (shop): the certificate is not valid before"),
+            "\(future.stderr)")
     }
 
     @Test("a certificate within 30 days of expiry passes with a warning; every certificate's expiry is in the summary")
@@ -64,7 +72,8 @@ struct CheckCommandTests {
                 certificateValidFor: now.addingTimeInterval(-300 * 86_400)...now.addingTimeInterval(10 * 86_400 + 3_600)
             ))
         #expect(soon.status == 0, "\(soon.stderr)")
-        #expect(soon.stderr.contains("warning: credential shop: the certificate expires on"), "\(soon.stderr)")
+        #expect(
+            line(soon.stderr, "warning: ", "apns.credentials[0] (shop): the certificate expires on"), "\(soon.stderr)")
         #expect(soon.stderr.contains("(in 10 days)"), "\(soon.stderr)")
         #expect(soon.stdout.contains("certificate:  shop: the certificate expires on"), "\(soon.stdout)")
 
@@ -75,5 +84,96 @@ struct CheckCommandTests {
         #expect(!later.stderr.contains("warning:"), "\(later.stderr)")
         #expect(later.stdout.contains("certificate:  shop: the certificate expires on"), "\(later.stdout)")
         #expect(later.stdout.contains("(in 199 days)") || later.stdout.contains("(in 200 days)"), "\(later.stdout)")
+    }
+
+    // Six mistakes in one file took four fix-and-rerun rounds: check stopped at the first problem,
+    // and credentials and librdkafka properties came without a line.
+    @Test("six mistakes in one file: check lists all six in one run, each with file:line, in plain words")
+    func everyProblemAtOnce() throws {
+        let helper = WorkerCommand()
+        let goodKey = try helper.temporaryFile("AuthKey.p8", P256.Signing.PrivateKey().pemRepresentation)
+        let missingKey = goodKey + ".missing"
+        let path = try helper.temporaryFile(
+            "worker.yaml",
+            """
+            kafka:
+              bootstrap.servers: "127.0.0.1:1"
+              sasl.mechanisms.typo: PLAIN
+              linger.ms: soon
+            consumer:
+              topics: [notifications]
+            topics:
+              results: results
+              deadLetters: dead-letters
+            apns:
+              credentials:
+                - name: shop
+                  topics: ["com.example.shop"]
+                  token: { teamId: ABCDE12345, keyId: KEY1234567, keyFile: "\(missingKey)" }
+                - name: news
+                  topics: ["com.example.news"]
+                  token: { teamId: news, keyId: KEY1234567, keyFile: "\(goodKey)" }
+            delivery:
+              maxAtempts: 3
+            http:
+              port: 99999
+            """)
+        let run = try WorkerCommand().run(["check", "--config", path, "--broker-timeout", "1"])
+        #expect(run.status == 2, "\(run.stderr)")
+        let errors = run.stderr.split(separator: "\n").filter { $0.hasPrefix("error: ") }.map(String.init)
+        #expect(errors.count == 6, "\(run.stderr)")
+        #expect(run.stderr.contains("not valid (6 problem(s))"), "\(run.stderr)")
+        for (line, expected) in [
+            (3, "kafka.sasl.mechanisms.typo: librdkafka refused it"),
+            (4, "kafka.linger.ms: librdkafka refused it"),
+            (12, "apns.credentials[0] (shop): cannot open \(missingKey): No such file or directory"),
+            (15, "apns.credentials[1] (news): the team id must be 10 letters or digits"),
+            (19, "delivery.maxAtempts: unknown key"),
+            (21, "http.port: expected an integer from 0 to 65535"),
+        ] {
+            #expect(
+                errors.contains { $0.hasPrefix("error: \(path):\(line): \(expected)") },
+                "line \(line): \(expected)\n\(run.stderr)")
+        }
+        for internalName in ["fileUnreadable", "badIdentifier", "keyUnreadable", "invalidValue", "unknownKey"] {
+            #expect(!run.stderr.contains(internalName), "\(internalName) in \(run.stderr)")
+        }
+        // Fixed, the same file passes.
+        let fixed = try String(contentsOfFile: path, encoding: .utf8)
+            .replacingOccurrences(of: "  sasl.mechanisms.typo: PLAIN\n", with: "")
+            .replacingOccurrences(of: "soon", with: "5")
+            .replacingOccurrences(of: missingKey, with: goodKey)
+            .replacingOccurrences(of: "teamId: news", with: "teamId: FGHIJ67890")
+            .replacingOccurrences(of: "maxAtempts: 3", with: "maxInFlight: 100")
+            .replacingOccurrences(of: "99999", with: "0")
+        try fixed.write(toFile: path, atomically: true, encoding: .utf8)
+        let valid = try WorkerCommand().run(["check", "--config", path, "--broker-timeout", "1"])
+        #expect(valid.status == 0, "\(valid.stderr)")
+    }
+
+    @Test("run lists every problem of the file too, and exits 2 before starting")
+    func runListsEveryProblem() throws {
+        let path = try WorkerCommand().temporaryFile(
+            "worker.yaml",
+            """
+            kafka:
+              bootstrap.servers: "127.0.0.1:1"
+            consumer:
+              topics: [notifications]
+              bufferCapacity: none
+            topics:
+              results: results
+              deadLetters: dead-letters
+            apns:
+              requestTimeout: soon
+              credentials:
+                - name: shop
+                  topics: ["com.example.shop"]
+                  token: { teamId: ABCDE12345, keyId: KEY1234567, keyFile: /nonexistent.p8 }
+            """)
+        let run = try WorkerCommand().run(["run", "--config", path])
+        #expect(run.status == 2, "\(run.stderr)")
+        #expect(run.stderr.contains("\(path):5: consumer.bufferCapacity: expected an integer"), "\(run.stderr)")
+        #expect(run.stderr.contains("\(path):10: apns.requestTimeout: expected a positive duration"), "\(run.stderr)")
     }
 }

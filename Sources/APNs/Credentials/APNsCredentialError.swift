@@ -30,7 +30,9 @@ public struct APNsCredentialError: Error, Hashable, Sendable, CustomStringConver
     /// Credentials do not fix themselves.
     public var isRetriable: Bool { false }
 
+    /// The message in plain words (the code is for programs: `code`), with OpenSSL's reason when
+    /// OpenSSL refused.
     public var description: String {
-        openSSL.map { "\(code): \(message) (\($0))" } ?? "\(code): \(message)"
+        openSSL.map { "\(message) (\($0))" } ?? message
     }
 }

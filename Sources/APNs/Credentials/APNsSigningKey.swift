@@ -1,5 +1,11 @@
 import COpenSSL
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// The `.p8` key Apple issues for token authentication: an ECDSA P-256 private key in PKCS#8 PEM.
 public final class APNsSigningKey: @unchecked Sendable {
     // @unchecked Sendable: the EVP_PKEY is immutable after loading; each signature uses its own
@@ -40,7 +46,8 @@ public final class APNsSigningKey: @unchecked Sendable {
 /// Reads a whole file (keys and certificates are small).
 func readFile(_ path: String) throws(APNsCredentialError) -> [UInt8] {
     guard let file = fopen(path, "rb") else {
-        throw APNsCredentialError(.fileUnreadable, "cannot open \(path)")
+        // Why, in the system's words: missing, not readable by this user, a directory.
+        throw APNsCredentialError(.fileUnreadable, "cannot open \(path): \(String(cString: strerror(errno)))")
     }
     defer { fclose(file) }
     var bytes: [UInt8] = []
@@ -50,6 +57,8 @@ func readFile(_ path: String) throws(APNsCredentialError) -> [UInt8] {
         if count > 0 { bytes.append(contentsOf: chunk.prefix(count)) }
         if count < chunk.count { break }
     }
-    guard ferror(file) == 0 else { throw APNsCredentialError(.fileUnreadable, "cannot read \(path)") }
+    guard ferror(file) == 0 else {
+        throw APNsCredentialError(.fileUnreadable, "cannot read \(path): \(String(cString: strerror(errno)))")
+    }
     return bytes
 }

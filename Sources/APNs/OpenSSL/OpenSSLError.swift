@@ -35,7 +35,7 @@ public struct OpenSSLError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        stack.isEmpty ? "\(code): \(message)" : "\(code): \(message) [\(stack.joined(separator: "; "))]"
+        stack.isEmpty ? message : "\(message) [\(stack.joined(separator: "; "))]"
     }
 
     /// Empties the calling thread's OpenSSL error queue and returns its entries, oldest first.

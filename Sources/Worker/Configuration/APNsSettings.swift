@@ -119,6 +119,10 @@ package struct CredentialSettings: Sendable, Hashable {
     /// a token key scoped to one environment); `nil`: both. Events for the other environment look
     /// further down the list.
     package var environment: APNsEnvironment?
+    /// Where the credential is written (`apns.credentials[1]` and its line), for problems found
+    /// after loading (a key file that cannot be opened, a certificate that expired).
+    package var keyPath: String?
+    package var line: Int?
 
     package init(name: String, topics: [String], kind: Kind, environment: APNsEnvironment? = nil) {
         self.name = name

@@ -21,6 +21,15 @@ struct ConfigNode: Sendable {
     /// Set when the value came from an environment override.
     var environmentVariable: String?
 
+    /// The line of the value at `path` (keys from here down), when there is one.
+    func line(at path: [String]) -> Int? {
+        guard let key = path.first else { return line }
+        guard case .mapping(let pairs) = value, let child = pairs.first(where: { $0.key == key })?.value else {
+            return nil
+        }
+        return child.line(at: Array(path.dropFirst()))
+    }
+
     var isNull: Bool {
         if case .scalar(_, isNull: true) = value { return true }
         return false

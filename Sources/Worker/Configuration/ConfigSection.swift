@@ -1,18 +1,45 @@
 import Foundation
 import Kafka
 
+/// Every problem found in one configuration file, in the order found (the file's, section by
+/// section), so that `check` and `run` list them all at once instead of one per run.
+final class ConfigProblems {
+    private(set) var all: [ConfigurationError] = []
+
+    func record(_ problem: ConfigurationError) { all.append(problem) }
+
+    /// The first problem, carrying the others, or `nil` when there is none. `byLine`: in the
+    /// file's order (problems without a line, from the environment, last).
+    func combined(byLine: Bool = false) -> ConfigurationError? {
+        let ordered =
+            byLine
+            ? all.enumerated().sorted {
+                ($0.element.line ?? Int.max, $0.offset) < ($1.element.line ?? Int.max, $1.offset)
+            }
+            .map(\.element)
+            : all
+        guard var first = ordered.first else { return nil }
+        first.others = Array(ordered.dropFirst())
+        return first
+    }
+}
+
 /// Typed, checked reads from one mapping of the configuration tree.
 ///
-/// Every key read is remembered; `finish()` then reports the first key nobody read as unknown, so a
-/// typo (`maxAtempts`) is an error instead of a silently ignored setting.
+/// A read that finds a problem records it in `problems` and gives `nil`, so decoding goes on and
+/// every problem of the file is found in one pass; the caller then uses the default (the
+/// configuration is thrown away when there is any problem). Every key read is remembered;
+/// `finish()` then reports each key nobody read as unknown, so a typo (`maxAtempts`) is an error
+/// instead of a silently ignored setting.
 struct ConfigSection {
     let file: String
     let path: String
     let node: ConfigNode
+    let problems: ConfigProblems
     private let pairs: [(key: String, value: ConfigNode)]
     private var read: Set<String> = []
 
-    init(_ node: ConfigNode, file: String, path: String) throws(ConfigurationError) {
+    init(_ node: ConfigNode, file: String, path: String, problems: ConfigProblems) throws(ConfigurationError) {
         guard case .mapping(let pairs) = node.value else {
             throw ConfigurationError(
                 code: .invalidValue, file: file, keyPath: path, line: node.line,
@@ -21,7 +48,23 @@ struct ConfigSection {
         self.file = file
         self.path = path
         self.node = node
+        self.problems = problems
         self.pairs = pairs
+    }
+
+    /// Records a problem found by the caller (a rule across keys, a duplicate name).
+    func report(_ problem: ConfigurationError) {
+        problems.record(problem)
+    }
+
+    /// Runs a checked read; its problem is recorded and the read gives `nil`.
+    private static func recording<T>(_ problems: ConfigProblems, _ body: () throws(ConfigurationError) -> T?) -> T? {
+        do {
+            return try body()
+        } catch {
+            problems.record(error)
+            return nil
+        }
     }
 
     func keyPath(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
@@ -46,7 +89,7 @@ struct ConfigSection {
         ConfigSecrets.isSecret(key: keyPath(key)) ? "<redacted>" : "\"\(text)\""
     }
 
-    mutating func scalar(_ key: String) throws(ConfigurationError) -> String? {
+    private mutating func checkedScalar(_ key: String) throws(ConfigurationError) -> String? {
         guard let node = node(key) else { return nil }
         guard case .scalar(let text, _) = node.value else {
             throw error(key, node, "expected a single value, found \(node.typeName)")
@@ -54,60 +97,80 @@ struct ConfigSection {
         return text
     }
 
-    func required<T>(_ key: String, _ value: T?) throws(ConfigurationError) -> T {
-        guard let value else { throw error(key, nil, "required key is missing", code: .missingKey) }
+    mutating func scalar(_ key: String) -> String? {
+        Self.recording(problems) { () throws(ConfigurationError) in try checkedScalar(key) }
+    }
+
+    /// `value`, or `nil` after recording that `key` is missing (when it is not there at all: a
+    /// value there that was refused has its own problem already).
+    mutating func required<T>(_ key: String, _ value: T?) -> T? {
+        if value == nil, node(key) == nil { report(error(key, nil, "required key is missing", code: .missingKey)) }
         return value
     }
 
-    mutating func string(_ key: String) throws(ConfigurationError) -> String? {
-        guard let text = try scalar(key) else { return nil }
-        guard !text.isEmpty else { throw error(key, node(key), "expected a non-empty string") }
-        return text
-    }
-
-    mutating func bool(_ key: String) throws(ConfigurationError) -> Bool? {
-        guard let text = try scalar(key) else { return nil }
-        switch text {
-        case "true": return true
-        case "false": return false
-        default: throw error(key, node(key), "expected true or false, found \(shown(key, text))")
+    mutating func string(_ key: String) -> String? {
+        Self.recording(problems) { () throws(ConfigurationError) in
+            guard let text = try checkedScalar(key) else { return nil }
+            guard !text.isEmpty else { throw error(key, node(key), "expected a non-empty string") }
+            return text
         }
     }
 
-    mutating func int(_ key: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
-        guard let text = try scalar(key) else { return nil }
-        guard let value = Int(text.replacingOccurrences(of: "_", with: "")), range.contains(value) else {
-            let bound =
-                range.upperBound == Int.max
-                ? "≥ \(range.lowerBound)" : "from \(range.lowerBound) to \(range.upperBound)"
-            throw error(key, node(key), "expected an integer \(bound), found \(shown(key, text))")
+    mutating func bool(_ key: String) -> Bool? {
+        Self.recording(problems) { () throws(ConfigurationError) in
+            guard let text = try checkedScalar(key) else { return nil }
+            switch text {
+            case "true": return true
+            case "false": return false
+            default: throw error(key, node(key), "expected true or false, found \(shown(key, text))")
+            }
         }
-        return value
     }
 
-    mutating func duration(_ key: String, allowZero: Bool = false) throws(ConfigurationError) -> Duration? {
-        guard let text = try scalar(key) else { return nil }
-        guard let value = ConfigDuration.parse(text), value > .zero || (allowZero && value == .zero) else {
-            throw error(
-                key, node(key),
-                "expected a \(allowZero ? "" : "positive ")duration such as \"200ms\", \"1.5s\", \"10m\", \"1h\" or a number of seconds, found \(shown(key, text))"
-            )
+    mutating func int(_ key: String, in range: ClosedRange<Int>) -> Int? {
+        Self.recording(problems) { () throws(ConfigurationError) in
+            guard let text = try checkedScalar(key) else { return nil }
+            guard let value = Int(text.replacingOccurrences(of: "_", with: "")), range.contains(value) else {
+                let bound =
+                    range.upperBound == Int.max
+                    ? "≥ \(range.lowerBound)" : "from \(range.lowerBound) to \(range.upperBound)"
+                throw error(key, node(key), "expected an integer \(bound), found \(shown(key, text))")
+            }
+            return value
         }
-        return value
     }
 
-    mutating func choice<T: RawRepresentable<String>>(_ key: String, _ all: [T]) throws(ConfigurationError) -> T? {
-        guard let text = try scalar(key) else { return nil }
-        guard let value = T(rawValue: text) else {
-            throw error(
-                key, node(key),
-                "expected one of \(all.map(\.rawValue).joined(separator: ", ")), found \(shown(key, text))")
+    mutating func duration(_ key: String, allowZero: Bool = false) -> Duration? {
+        Self.recording(problems) { () throws(ConfigurationError) in
+            guard let text = try checkedScalar(key) else { return nil }
+            guard let value = ConfigDuration.parse(text), value > .zero || (allowZero && value == .zero) else {
+                throw error(
+                    key, node(key),
+                    "expected a \(allowZero ? "" : "positive ")duration such as \"200ms\", \"1.5s\", \"10m\", \"1h\" or a number of seconds, found \(shown(key, text))"
+                )
+            }
+            return value
         }
-        return value
+    }
+
+    mutating func choice<T: RawRepresentable<String>>(_ key: String, _ all: [T]) -> T? {
+        Self.recording(problems) { () throws(ConfigurationError) in
+            guard let text = try checkedScalar(key) else { return nil }
+            guard let value = T(rawValue: text) else {
+                throw error(
+                    key, node(key),
+                    "expected one of \(all.map(\.rawValue).joined(separator: ", ")), found \(shown(key, text))")
+            }
+            return value
+        }
     }
 
     /// A list of non-empty strings; a single string counts as a list of one.
-    mutating func stringList(_ key: String) throws(ConfigurationError) -> [String]? {
+    mutating func stringList(_ key: String) -> [String]? {
+        Self.recording(problems) { () throws(ConfigurationError) in try checkedStringList(key) }
+    }
+
+    private mutating func checkedStringList(_ key: String) throws(ConfigurationError) -> [String]? {
         guard let node = node(key) else { return nil }
         switch node.value {
         case .scalar(let text, _):
@@ -132,9 +195,11 @@ struct ConfigSection {
 
     /// A free-form `string: scalar` mapping (librdkafka properties): keys are not checked, values
     /// are passed on as written (`true`, `5000`).
-    mutating func properties(_ key: String) throws(ConfigurationError) -> [String: String]? {
+    mutating func properties(_ key: String) -> [String: String]? {
         guard let node = node(key) else { return nil }
-        return try ConfigSection.properties(node, file: file, path: keyPath(key))
+        return Self.recording(problems) { () throws(ConfigurationError) in
+            try ConfigSection.properties(node, file: file, path: keyPath(key), problems: problems)
+        }
     }
 
     /// A librdkafka property the worker's at-least-once guarantee rests on, the values it may take,
@@ -183,8 +248,10 @@ struct ConfigSection {
         return nil
     }
 
-    static func properties(_ node: ConfigNode, file: String, path: String) throws(ConfigurationError)
-        -> [String: String]
+    /// Each property checked on its own: a value that is not a scalar, or one that breaks a guarded
+    /// property, is recorded in `problems` and left out; the mapping itself not being one throws.
+    static func properties(_ node: ConfigNode, file: String, path: String, problems: ConfigProblems)
+        throws(ConfigurationError) -> [String: String]
     {
         guard case .mapping(let pairs) = node.value else {
             throw ConfigurationError(
@@ -195,45 +262,53 @@ struct ConfigSection {
         var result: [String: String] = [:]
         for (key, value) in pairs {
             guard case .scalar(let text, isNull: false) = value.value else {
-                throw ConfigurationError(
-                    code: .invalidValue, file: file, keyPath: "\(path).\(key)", line: value.line,
-                    environmentVariable: value.environmentVariable,
-                    message: "expected a single value for this librdkafka property, found \(value.typeName)")
+                problems.record(
+                    ConfigurationError(
+                        code: .invalidValue, file: file, keyPath: "\(path).\(key)", line: value.line,
+                        environmentVariable: value.environmentVariable,
+                        message: "expected a single value for this librdkafka property, found \(value.typeName)"))
+                continue
             }
             if let guarded = guardViolation(key, text) {
                 let named =
                     guarded.name == key ? "this property" : "'\(guarded.name)', which librdkafka reads this property as"
-                throw ConfigurationError(
-                    code: .invalidValue, file: file, keyPath: "\(path).\(key)", line: value.line,
-                    environmentVariable: value.environmentVariable,
-                    message:
-                        "the worker's at-least-once delivery rests on \(named): \(guarded.reason); it may only be "
-                        + guarded.allowed.map { "\"\($0)\"" }.joined(separator: " or ") + ", found \"\(text)\"")
+                problems.record(
+                    ConfigurationError(
+                        code: .invalidValue, file: file, keyPath: "\(path).\(key)", line: value.line,
+                        environmentVariable: value.environmentVariable,
+                        message:
+                            "the worker's at-least-once delivery rests on \(named): \(guarded.reason); it may only be "
+                            + guarded.allowed.map { "\"\($0)\"" }.joined(separator: " or ") + ", found \"\(text)\""))
+                continue
             }
             result[key] = text
         }
         return result
     }
 
-    mutating func section(_ key: String) throws(ConfigurationError) -> ConfigSection? {
+    mutating func section(_ key: String) -> ConfigSection? {
         guard let node = node(key) else { return nil }
-        return try ConfigSection(node, file: file, path: keyPath(key))
+        return Self.recording(problems) { () throws(ConfigurationError) in
+            try ConfigSection(node, file: file, path: keyPath(key), problems: problems)
+        }
     }
 
-    mutating func list(_ key: String) throws(ConfigurationError) -> [ConfigNode]? {
+    mutating func list(_ key: String) -> [ConfigNode]? {
         guard let node = node(key) else { return nil }
         guard case .sequence(let items) = node.value else {
-            throw error(key, node, "expected a list, found \(node.typeName)")
+            report(error(key, node, "expected a list, found \(node.typeName)"))
+            return nil
         }
         return items
     }
 
-    /// Reports the first key that was never read.
-    func finish() throws(ConfigurationError) {
+    /// Reports each key that was never read.
+    func finish() {
         for (key, value) in pairs where !read.contains(key) {
-            throw ConfigurationError(
-                code: .unknownKey, file: file, keyPath: keyPath(key), line: value.line,
-                environmentVariable: value.environmentVariable, message: "unknown key")
+            report(
+                ConfigurationError(
+                    code: .unknownKey, file: file, keyPath: keyPath(key), line: value.line,
+                    environmentVariable: value.environmentVariable, message: "unknown key"))
         }
     }
 }

@@ -28,14 +28,12 @@ package struct ConfigurationCheck: Sendable {
         brokerTimeout: Duration = .seconds(10), now: Date = Date(), logger: Logger = Logger(label: "apns-worker.check")
     ) async -> ConfigurationCheck {
         var check = ConfigurationCheck()
-        let configuration: WorkerConfiguration
-        do {
-            configuration = try WorkerConfiguration.load(path: path, environment: environment)
-        } catch {
-            check.problems.append("\(error)")
-            return check
-        }
-        check.summary = summary(configuration)
+        // Every problem at once: the file's, then each credential that could be read (even when
+        // the file has other problems), then the broker (only for a file without any).
+        let (read, fileProblems) = WorkerConfiguration.inspect(path: path, environment: environment)
+        check.problems += fileProblems.map(\.description)
+        guard let configuration = read else { return check }
+        if fileProblems.isEmpty { check.summary = summary(configuration) }
         guard !offline else {
             check.notes.append("offline: key files, secrets and the broker were not checked")
             return check
@@ -43,30 +41,43 @@ package struct ConfigurationCheck: Sendable {
         for credential in configuration.apns.credentials {
             let loaded: APNsCredential
             do {
-                loaded = try APNsSender.load(credential, environment: environment)
+                loaded = try APNsSender.load(credential, environment: environment, namingCredential: false)
             } catch {
-                check.problems.append("apns.credentials: \(error)")
+                check.problems.append("\(Self.location(of: credential, in: path)): \(error)")
                 continue
             }
-            check.lookAtLifetime(credential.name, loaded, now: now)
+            check.lookAtLifetime(credential, loaded, in: path, now: now)
+        }
+        guard fileProblems.isEmpty else {
+            check.notes.append("the broker was not asked: fix the problems in the file first")
+            return check
         }
         await check.lookUpTopics(configuration, timeout: brokerTimeout, logger: logger)
         return check
     }
 
+    /// `worker.yaml:14: apns.credentials[0] (shop)`: where a credential is written.
+    static func location(of credential: CredentialSettings, in file: String) -> String {
+        let place = credential.line.map { "\(file):\($0)" } ?? file
+        return "\(place): \(credential.keyPath ?? "apns.credentials") (\(credential.name))"
+    }
+
     /// A certificate's expiry in the summary; within 30 days a warning, outside its validity a problem.
-    private mutating func lookAtLifetime(_ name: String, _ credential: APNsCredential, now: Date) {
-        guard case .certificate(let identity) = credential else { return }
+    private mutating func lookAtLifetime(
+        _ credential: CredentialSettings, _ loaded: APNsCredential, in file: String, now: Date
+    ) {
+        guard case .certificate(let identity) = loaded else { return }
+        let location = Self.location(of: credential, in: file)
         guard let validity = identity.validity else {
-            warnings.append("credential \(name): the certificate's validity dates could not be read")
+            warnings.append("\(location): the certificate's validity dates could not be read")
             return
         }
         let lifetime = CertificateLifetime(validity: validity, now: now)
-        summary.append("certificate:  \(name): \(lifetime.sentence)")
+        summary.append("certificate:  \(credential.name): \(lifetime.sentence)")
         switch lifetime {
         case .valid: break
-        case .expiresSoon: warnings.append("credential \(name): \(lifetime.sentence)")
-        case .expired, .notYetValid: problems.append("credential \(name): \(lifetime.sentence)")
+        case .expiresSoon: warnings.append("\(location): \(lifetime.sentence)")
+        case .expired, .notYetValid: problems.append("\(location): \(lifetime.sentence)")
         }
     }
 

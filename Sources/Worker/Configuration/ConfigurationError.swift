@@ -33,6 +33,19 @@ package struct ConfigurationError: Error, Sendable, Hashable, CustomStringConver
     package var environmentVariable: String?
     /// What is wrong or what was expected.
     package var message: String
+    /// The other problems found in the same file, after this one (in the file's order); `all`
+    /// lists this one and them.
+    package var others: [ConfigurationError] = []
+
+    /// Every problem, one per line, as `check` and `run` print them.
+    package var report: String { all.map(\.description).joined(separator: "\n") }
+
+    /// This problem and every other one found in the same file.
+    package var all: [ConfigurationError] {
+        var first = self
+        first.others = []
+        return [first] + others
+    }
 
     package init(
         code: Code, file: String? = nil, keyPath: String? = nil, line: Int? = nil,

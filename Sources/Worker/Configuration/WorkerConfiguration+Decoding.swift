@@ -4,78 +4,98 @@ import Kafka
 
 /// Typing and checking, one section at a time, in the file's order.
 extension WorkerConfiguration {
-    static func decode(_ root: inout ConfigSection) throws(ConfigurationError) -> WorkerConfiguration {
-        let kafka = try root.required("kafka", root.properties("kafka"))
-        guard let servers = kafka["bootstrap.servers"], !servers.isEmpty else {
-            throw ConfigurationError(
-                code: .missingKey, file: root.file, keyPath: "kafka.bootstrap.servers", line: root.node("kafka")?.line,
-                message: "required key is missing")
+    /// Every section typed and checked; each problem is recorded in `root.problems` (in the file's
+    /// order) and decoding goes on with a default in its place, so that one run finds them all. The
+    /// result is only used when there is none.
+    static func decode(_ root: inout ConfigSection) -> WorkerConfiguration {
+        let kafka = root.required("kafka", root.properties("kafka")) ?? [:]
+        if root.node("kafka") != nil, kafka["bootstrap.servers"]?.isEmpty ?? true {
+            root.report(
+                ConfigurationError(
+                    code: .missingKey, file: root.file, keyPath: "kafka.bootstrap.servers",
+                    line: root.node("kafka")?.line, message: "required key is missing"))
         }
-        var consumerSection = try root.required("consumer", root.section("consumer"))
-        let consumer = try decodeConsumer(&consumerSection)
+        var consumer = ConsumerSettings(topics: [])
+        if var section = root.required("consumer", root.section("consumer")) {
+            consumer = decodeConsumer(&section)
+        }
         var producer = ProducerSettings()
-        if var section = try root.section("producer") {
-            producer.deliveryTimeout = try section.duration("deliveryTimeout") ?? producer.deliveryTimeout
-            producer.properties = try section.properties("properties") ?? [:]
-            try section.finish()
+        if var section = root.section("producer") {
+            producer.deliveryTimeout = section.duration("deliveryTimeout") ?? producer.deliveryTimeout
+            producer.properties = section.properties("properties") ?? [:]
+            section.finish()
         }
-        var topicsSection = try root.required("topics", root.section("topics"))
-        let topics = TopicSettings(
-            results: try topicsSection.required("results", topicsSection.string("results")),
-            deadLetters: try topicsSection.required("deadLetters", topicsSection.string("deadLetters")))
-        // A results or dead-letter topic that is also an input would feed the worker its own output.
-        for (key, topic) in [("results", topics.results), ("deadLetters", topics.deadLetters)]
-        where consumer.topics.contains(topic) {
-            throw topicsSection.error(
-                key, topicsSection.node(key),
-                "\"\(topic)\" is also an input topic (consumer.topics): the worker would consume its own output")
+        var topics = TopicSettings(results: "", deadLetters: "")
+        if var section = root.required("topics", root.section("topics")) {
+            topics = decodeTopics(&section, inputs: consumer.topics)
         }
-        if topics.results == topics.deadLetters {
-            throw topicsSection.error(
-                "deadLetters", topicsSection.node("deadLetters"),
-                "must differ from topics.results: results and dead letters are different formats")
+        var apns = APNsSettings(credentials: [])
+        if var section = root.required("apns", root.section("apns")) {
+            apns = decodeAPNs(&section)
         }
-        try topicsSection.finish()
-        var apnsSection = try root.required("apns", root.section("apns"))
-        let apns = try decodeAPNs(&apnsSection)
         var delivery = DeliverySettings()
-        if var section = try root.section("delivery") {
-            let line = section.node("revocationTimeout")?.line
-            delivery = try decodeDelivery(&section)
-            try checkRevocationFits(delivery, kafka: kafka, consumer: consumer, file: root.file, line: line)
-        } else {
-            try checkRevocationFits(delivery, kafka: kafka, consumer: consumer, file: root.file, line: nil)
+        var revocationLine: Int?
+        if var section = root.section("delivery") {
+            revocationLine = section.node("revocationTimeout")?.line
+            delivery = decodeDelivery(&section)
+        }
+        if let problem = revocationProblem(
+            delivery, kafka: kafka, consumer: consumer, file: root.file, line: revocationLine)
+        {
+            root.report(problem)
         }
         var http = HTTPSettings()
-        if var section = try root.section("http") {
-            http.host = try section.string("host") ?? http.host
-            http.port = try section.int("port", in: 0...65535) ?? http.port
-            try section.finish()
+        if var section = root.section("http") {
+            http.host = section.string("host") ?? http.host
+            http.port = section.int("port", in: 0...65535) ?? http.port
+            section.finish()
         }
         var logging = LoggingSettings()
-        if var section = try root.section("logging") {
-            logging.level = try section.choice("level", Logger.Level.allCases) ?? logging.level
-            logging.format = try section.choice("format", LoggingSettings.Format.allCases) ?? logging.format
-            try section.finish()
+        if var section = root.section("logging") {
+            logging.level = section.choice("level", Logger.Level.allCases) ?? logging.level
+            logging.format = section.choice("format", LoggingSettings.Format.allCases) ?? logging.format
+            section.finish()
         }
         return WorkerConfiguration(
             kafka: kafka, consumer: consumer, producer: producer, topics: topics, apns: apns, delivery: delivery,
             http: http, logging: logging)
     }
 
+    private static func decodeTopics(_ section: inout ConfigSection, inputs: [String]) -> TopicSettings {
+        let topics = TopicSettings(
+            results: section.required("results", section.string("results")) ?? "",
+            deadLetters: section.required("deadLetters", section.string("deadLetters")) ?? "")
+        // A results or dead-letter topic that is also an input would feed the worker its own output.
+        for (key, topic) in [("results", topics.results), ("deadLetters", topics.deadLetters)]
+        where inputs.contains(topic) {
+            section.report(
+                section.error(
+                    key, section.node(key),
+                    "\"\(topic)\" is also an input topic (consumer.topics): the worker would consume its own output"))
+        }
+        if !topics.results.isEmpty, topics.results == topics.deadLetters {
+            section.report(
+                section.error(
+                    "deadLetters", section.node("deadLetters"),
+                    "must differ from topics.results: results and dead letters are different formats"))
+        }
+        section.finish()
+        return topics
+    }
+
     /// A revocation holds librdkafka's poll thread while it drains (up to `revocationTimeout`) and
     /// commits (up to `revocationTimeout` again); past `max.poll.interval.ms` without a poll the
     /// member is thrown out of its group in the middle of it.
-    private static func checkRevocationFits(
+    private static func revocationProblem(
         _ delivery: DeliverySettings, kafka: [String: String], consumer: ConsumerSettings, file: String, line: Int?
-    ) throws(ConfigurationError) {
+    ) -> ConfigurationError? {
         let configured = consumer.properties["max.poll.interval.ms"] ?? kafka["max.poll.interval.ms"]
         let pollInterval =
             configured.flatMap(Int64.init).map(Duration.milliseconds)
             ?? KafkaConsumerConfiguration(bootstrapServers: "", groupID: "").maxPollInterval
         let needed = delivery.revocationTimeout * 2 + .seconds(5)
-        guard pollInterval < needed else { return }
-        throw ConfigurationError(
+        guard pollInterval < needed else { return nil }
+        return ConfigurationError(
             code: .invalidValue, file: file, keyPath: "delivery.revocationTimeout", line: line,
             message:
                 "a revocation may hold the poll thread for twice this (drain, then commit), which must stay "
@@ -83,58 +103,58 @@ extension WorkerConfiguration {
                 + "lower it or raise max.poll.interval.ms")
     }
 
-    private static func decodeConsumer(_ section: inout ConfigSection) throws(ConfigurationError) -> ConsumerSettings {
+    private static func decodeConsumer(_ section: inout ConfigSection) -> ConsumerSettings {
         var consumer = ConsumerSettings(topics: [])
-        consumer.group = try section.string("group") ?? consumer.group
-        consumer.topics = try section.required("topics", section.stringList("topics"))
-        if consumer.topics.isEmpty {
-            throw section.error("topics", section.node("topics"), "expected at least one input topic")
+        consumer.group = section.string("group") ?? consumer.group
+        consumer.topics = section.required("topics", section.stringList("topics")) ?? []
+        if consumer.topics.isEmpty, let node = section.node("topics") {
+            section.report(section.error("topics", node, "expected at least one input topic"))
         }
-        consumer.bufferCapacity = try section.int("bufferCapacity", in: 1...Int.max) ?? consumer.bufferCapacity
-        consumer.bufferBytes = try section.int("bufferBytes", in: 65536...Int.max) ?? consumer.bufferBytes
-        consumer.properties = try section.properties("properties") ?? [:]
-        try section.finish()
+        consumer.bufferCapacity = section.int("bufferCapacity", in: 1...Int.max) ?? consumer.bufferCapacity
+        consumer.bufferBytes = section.int("bufferBytes", in: 65536...Int.max) ?? consumer.bufferBytes
+        consumer.properties = section.properties("properties") ?? [:]
+        section.finish()
         return consumer
     }
 
-    private static func decodeDelivery(_ section: inout ConfigSection) throws(ConfigurationError) -> DeliverySettings {
+    private static func decodeDelivery(_ section: inout ConfigSection) -> DeliverySettings {
         var delivery = DeliverySettings()
-        delivery.maxInFlight = try section.int("maxInFlight", in: 1...Int.max) ?? delivery.maxInFlight
-        delivery.maxInFlightBytes =
-            try section.int("maxInFlightBytes", in: 65536...Int.max) ?? delivery.maxInFlightBytes
-        delivery.commitInterval = try section.duration("commitInterval") ?? delivery.commitInterval
-        if var retry = try section.section("retry") {
-            delivery.retry.maxAttempts = try retry.int("maxAttempts", in: 1...Int.max) ?? delivery.retry.maxAttempts
-            delivery.retry.initialBackoff = try retry.duration("initialBackoff") ?? delivery.retry.initialBackoff
-            delivery.retry.maxBackoff = try retry.duration("maxBackoff") ?? delivery.retry.maxBackoff
+        delivery.maxInFlight = section.int("maxInFlight", in: 1...Int.max) ?? delivery.maxInFlight
+        delivery.maxInFlightBytes = section.int("maxInFlightBytes", in: 65536...Int.max) ?? delivery.maxInFlightBytes
+        delivery.commitInterval = section.duration("commitInterval") ?? delivery.commitInterval
+        if var retry = section.section("retry") {
+            delivery.retry.maxAttempts = retry.int("maxAttempts", in: 1...Int.max) ?? delivery.retry.maxAttempts
+            delivery.retry.initialBackoff = retry.duration("initialBackoff") ?? delivery.retry.initialBackoff
+            delivery.retry.maxBackoff = retry.duration("maxBackoff") ?? delivery.retry.maxBackoff
             delivery.retry.maxRetryDuration =
-                try retry.duration("maxRetryDuration", allowZero: true) ?? delivery.retry.maxRetryDuration
+                retry.duration("maxRetryDuration", allowZero: true) ?? delivery.retry.maxRetryDuration
             if delivery.retry.maxBackoff < delivery.retry.initialBackoff {
-                throw retry.error("maxBackoff", retry.node("maxBackoff"), "must not be less than initialBackoff")
+                retry.report(
+                    retry.error("maxBackoff", retry.node("maxBackoff"), "must not be less than initialBackoff"))
             }
-            try retry.finish()
+            retry.finish()
         }
-        delivery.revocationTimeout = try section.duration("revocationTimeout") ?? delivery.revocationTimeout
-        delivery.shutdownTimeout = try section.duration("shutdownTimeout") ?? delivery.shutdownTimeout
-        if let age = try section.duration("maxEventAge", allowZero: true) {
+        delivery.revocationTimeout = section.duration("revocationTimeout") ?? delivery.revocationTimeout
+        delivery.shutdownTimeout = section.duration("shutdownTimeout") ?? delivery.shutdownTimeout
+        if let age = section.duration("maxEventAge", allowZero: true) {
             delivery.maxEventAge = age == .zero ? nil : age
         }
-        delivery.maxRecordBytes = try section.int("maxRecordBytes", in: 1024...Int.max) ?? delivery.maxRecordBytes
-        delivery.publishBlockedLimit = try section.duration("publishBlockedLimit") ?? delivery.publishBlockedLimit
-        delivery.progressTopic = try section.string("progressTopic")
-        try section.finish()
+        delivery.maxRecordBytes = section.int("maxRecordBytes", in: 1024...Int.max) ?? delivery.maxRecordBytes
+        delivery.publishBlockedLimit = section.duration("publishBlockedLimit") ?? delivery.publishBlockedLimit
+        delivery.progressTopic = section.string("progressTopic")
+        section.finish()
         return delivery
     }
 
-    private static func decodeAPNs(_ section: inout ConfigSection) throws(ConfigurationError) -> APNsSettings {
+    private static func decodeAPNs(_ section: inout ConfigSection) -> APNsSettings {
         var apns = APNsSettings(credentials: [])
         apns.connectionsPerCredential =
-            try section.int("connectionsPerCredential", in: 1...Int.max) ?? apns.connectionsPerCredential
-        apns.requestTimeout = try section.duration("requestTimeout") ?? apns.requestTimeout
-        apns.eventLoopThreads = try section.int("eventLoopThreads", in: 1...64)
-        apns.caFile = try section.string("caFile")
-        apns.collapseIdFromEventId = try section.bool("collapseIdFromEventId") ?? apns.collapseIdFromEventId
-        if let proxy = try section.string("proxy") {
+            section.int("connectionsPerCredential", in: 1...Int.max) ?? apns.connectionsPerCredential
+        apns.requestTimeout = section.duration("requestTimeout") ?? apns.requestTimeout
+        apns.eventLoopThreads = section.int("eventLoopThreads", in: 1...64)
+        apns.caFile = section.string("caFile")
+        apns.collapseIdFromEventId = section.bool("collapseIdFromEventId") ?? apns.collapseIdFromEventId
+        if let proxy = section.string("proxy") {
             switch proxy {
             case "none": apns.proxy = .none
             case "environment": apns.proxy = .environment
@@ -143,115 +163,150 @@ extension WorkerConfiguration {
                     apns.proxy = .url(try APNsProxy(url: proxy))
                 } catch {
                     // The message never quotes the URL: it may carry a password.
-                    throw section.error(
-                        "proxy", section.node("proxy"),
-                        "\(error); expected none, environment or http://[user:password@]host[:port]")
+                    section.report(
+                        section.error(
+                            "proxy", section.node("proxy"),
+                            "\(error); expected none, environment or http://[user:password@]host[:port]"))
                 }
             }
         }
-        if var endpoints = try section.section("endpoints") {
-            apns.endpoints.production = try decodeEndpoint(&endpoints, "production", apns.endpoints.production)
-            apns.endpoints.development = try decodeEndpoint(&endpoints, "development", apns.endpoints.development)
-            try endpoints.finish()
+        if var endpoints = section.section("endpoints") {
+            apns.endpoints.production = decodeEndpoint(&endpoints, "production", apns.endpoints.production)
+            apns.endpoints.development = decodeEndpoint(&endpoints, "development", apns.endpoints.development)
+            endpoints.finish()
         }
-        let items = try section.required("credentials", section.list("credentials"))
-        if items.isEmpty {
-            throw section.error("credentials", section.node("credentials"), "expected at least one credential")
+        let items = section.required("credentials", section.list("credentials")) ?? []
+        if items.isEmpty, let node = section.node("credentials") {
+            section.report(section.error("credentials", node, "expected at least one credential"))
         }
         var names: Set<String> = []
         for (index, item) in items.enumerated() {
-            var credential = try ConfigSection(item, file: section.file, path: section.keyPath("credentials[\(index)]"))
-            let decoded = try decodeCredential(&credential)
-            guard names.insert(decoded.name).inserted else {
-                throw credential.error("name", credential.node("name"), "duplicate credential name \"\(decoded.name)\"")
+            let path = section.keyPath("credentials[\(index)]")
+            let credential: ConfigSection
+            do {
+                credential = try ConfigSection(item, file: section.file, path: path, problems: section.problems)
+            } catch {
+                section.report(error)
+                continue
             }
+            var reading = credential
+            guard var decoded = decodeCredential(&reading) else { continue }
+            guard names.insert(decoded.name).inserted else {
+                section.report(
+                    reading.error("name", reading.node("name"), "duplicate credential name \"\(decoded.name)\""))
+                continue
+            }
+            decoded.keyPath = path
+            decoded.line = item.line
             apns.credentials.append(decoded)
         }
-        try section.finish()
+        section.finish()
         return apns
     }
 
     private static func decodeEndpoint(
         _ section: inout ConfigSection, _ key: String, _ defaults: APNsSettings.Endpoint
-    ) throws(ConfigurationError) -> APNsSettings.Endpoint {
-        guard var endpoint = try section.section(key) else { return defaults }
+    ) -> APNsSettings.Endpoint {
+        guard var endpoint = section.section(key) else { return defaults }
         let result = APNsSettings.Endpoint(
-            host: try endpoint.string("host") ?? defaults.host,
-            port: try endpoint.int("port", in: 1...65535) ?? defaults.port)
-        try endpoint.finish()
+            host: endpoint.string("host") ?? defaults.host,
+            port: endpoint.int("port", in: 1...65535) ?? defaults.port)
+        endpoint.finish()
         return result
     }
 
-    private static func decodeCredential(_ section: inout ConfigSection) throws(ConfigurationError)
-        -> CredentialSettings
-    {
-        let name = try section.required("name", section.string("name"))
-        let topics = try section.required("topics", section.stringList("topics"))
-        if topics.isEmpty { throw section.error("topics", section.node("topics"), "expected at least one topic") }
-        for pattern in topics where !CredentialSettings.isValidPattern(pattern) {
-            throw section.error(
-                "topics", section.node("topics"), "\"\(pattern)\": expected an exact topic or a prefix ending in \".*\""
-            )
+    /// The credential, or `nil` when a problem leaves nothing to load (each problem recorded).
+    private static func decodeCredential(_ section: inout ConfigSection) -> CredentialSettings? {
+        let name = section.required("name", section.string("name"))
+        let topics = section.required("topics", section.stringList("topics")) ?? []
+        if topics.isEmpty, let node = section.node("topics") {
+            section.report(section.error("topics", node, "expected at least one topic"))
         }
-        let environment = try section.choice("environment", APNsEnvironment.allCases)
-        let token = try section.section("token")
-        let certificate = try section.section("certificate")
-        let kind: CredentialSettings.Kind
+        for pattern in topics where !CredentialSettings.isValidPattern(pattern) {
+            section.report(
+                section.error(
+                    "topics", section.node("topics"),
+                    "\"\(pattern)\": expected an exact topic or a prefix ending in \".*\""))
+        }
+        let environment = section.choice("environment", APNsEnvironment.allCases)
+        let token = section.section("token")
+        let certificate = section.section("certificate")
+        var kind: CredentialSettings.Kind?
         switch (token, certificate) {
         case (var token?, nil):
-            kind = .token(try decodeToken(&token))
+            kind = decodeToken(&token).map { .token($0) }
         case (nil, var certificate?):
-            kind = .certificate(try decodeCertificate(&certificate))
+            kind = decodeCertificate(&certificate).map { .certificate($0) }
         case (.some, .some):
-            throw section.error(
-                "certificate", section.node("certificate"), "expected either token or certificate, not both")
+            section.report(
+                section.error(
+                    "certificate", section.node("certificate"), "expected either token or certificate, not both"))
         case (nil, nil):
-            throw section.error("token", nil, "expected a token or a certificate section", code: .missingKey)
+            if section.node("token") == nil, section.node("certificate") == nil {
+                section.report(
+                    section.error("token", nil, "expected a token or a certificate section", code: .missingKey))
+            }
         }
-        try section.finish()
+        section.finish()
+        guard let name, let kind else { return nil }
         return CredentialSettings(name: name, topics: topics, kind: kind, environment: environment)
     }
 
-    private static func decodeToken(_ section: inout ConfigSection) throws(ConfigurationError)
-        -> TokenCredentialSettings
-    {
-        let teamID = try section.required("teamId", section.string("teamId"))
-        let keyID = try section.required("keyId", section.string("keyId"))
-        let key: TokenCredentialSettings.KeySource
-        switch (try section.string("keyFile"), try section.string("keyEnv")) {
+    private static func decodeToken(_ section: inout ConfigSection) -> TokenCredentialSettings? {
+        let teamID = section.required("teamId", section.string("teamId"))
+        let keyID = section.required("keyId", section.string("keyId"))
+        var key: TokenCredentialSettings.KeySource?
+        switch (section.string("keyFile"), section.string("keyEnv")) {
         case (let file?, nil): key = .file(file)
         case (nil, let variable?): key = .environment(variable)
         case (.some, .some):
-            throw section.error("keyEnv", section.node("keyEnv"), "expected keyFile or keyEnv, not both")
-        case (nil, nil): throw section.error("keyFile", nil, "expected keyFile or keyEnv", code: .missingKey)
+            section.report(section.error("keyEnv", section.node("keyEnv"), "expected keyFile or keyEnv, not both"))
+        case (nil, nil):
+            if section.node("keyFile") == nil, section.node("keyEnv") == nil {
+                section.report(section.error("keyFile", nil, "expected keyFile or keyEnv", code: .missingKey))
+            }
         }
-        try section.finish()
+        section.finish()
+        guard let teamID, let keyID, let key else { return nil }
         return TokenCredentialSettings(teamID: teamID, keyID: keyID, key: key)
     }
 
-    private static func decodeCertificate(
-        _ section: inout ConfigSection
-    ) throws(ConfigurationError) -> CertificateCredentialSettings {
-        let certificateFile = try section.string("certificateFile")
-        let privateKeyFile = try section.string("privateKeyFile")
-        let p12File = try section.string("p12File")
-        let source: CertificateCredentialSettings.Source
+    private static func decodeCertificate(_ section: inout ConfigSection) -> CertificateCredentialSettings? {
+        let certificateFile = section.string("certificateFile")
+        let privateKeyFile = section.string("privateKeyFile")
+        let p12File = section.string("p12File")
+        var source: CertificateCredentialSettings.Source?
         switch (certificateFile, privateKeyFile, p12File) {
         case (let certificate?, let key?, nil): source = .pem(certificateFile: certificate, privateKeyFile: key)
         case (nil, nil, let p12?): source = .pkcs12(file: p12)
         case (_?, nil, nil):
-            throw section.error("privateKeyFile", nil, "required with certificateFile", code: .missingKey)
+            if section.node("privateKeyFile") == nil {
+                section.report(
+                    section.error("privateKeyFile", nil, "required with certificateFile", code: .missingKey))
+            }
         case (nil, _?, nil):
-            throw section.error("certificateFile", nil, "required with privateKeyFile", code: .missingKey)
+            if section.node("certificateFile") == nil {
+                section.report(
+                    section.error("certificateFile", nil, "required with privateKeyFile", code: .missingKey))
+            }
         case (nil, nil, nil):
-            throw section.error(
-                "certificateFile", nil, "expected certificateFile + privateKeyFile, or p12File", code: .missingKey)
+            if section.node("certificateFile") == nil, section.node("privateKeyFile") == nil,
+                section.node("p12File") == nil
+            {
+                section.report(
+                    section.error(
+                        "certificateFile", nil, "expected certificateFile + privateKeyFile, or p12File",
+                        code: .missingKey))
+            }
         default:
-            throw section.error(
-                "p12File", section.node("p12File"), "expected certificateFile + privateKeyFile, or p12File, not both")
+            section.report(
+                section.error(
+                    "p12File", section.node("p12File"),
+                    "expected certificateFile + privateKeyFile, or p12File, not both"))
         }
-        let password = try section.string("passwordEnv")
-        try section.finish()
+        let password = section.string("passwordEnv")
+        section.finish()
+        guard let source else { return nil }
         return CertificateCredentialSettings(source: source, passwordEnvironmentVariable: password)
     }
 }

@@ -26,23 +26,50 @@ extension WorkerConfiguration {
     package func checkKafkaProperties(file: String? = nil, environment: [String: String] = [:])
         throws(ConfigurationError)
     {
-        do {
-            try kafkaConsumerConfiguration.validate()
-            try kafkaProducerConfiguration.validate()
-        } catch {
-            let property = error.property ?? ""
-            let keyPath =
+        let problems = ConfigProblems()
+        for problem in kafkaPropertyProblems(file: file, environment: environment, root: nil, combination: true) {
+            problems.record(problem)
+        }
+        if let combined = problems.combined() { throw combined }
+    }
+
+    /// Every property librdkafka refuses, each checked on its own (so that all are found at once),
+    /// then, with `combination`, the whole of each configuration (for what only the combination
+    /// shows). `root`: the parsed file, for each property's line.
+    func kafkaPropertyProblems(file: String?, environment: [String: String], root: ConfigNode?, combination: Bool)
+        -> [ConfigurationError]
+    {
+        func problem(_ property: String, _ message: String) -> ConfigurationError {
+            let section =
                 consumer.properties[property] != nil
-                ? "consumer.properties.\(property)"
-                : producer.properties[property] != nil ? "producer.properties.\(property)" : "kafka.\(property)"
+                ? ["consumer", "properties"]
+                : producer.properties[property] != nil ? ["producer", "properties"] : ["kafka"]
             let variable = environment.keys.first {
                 guard let target = try? EnvironmentOverrides.resolve($0) else { return false }
                 return target.path == ["kafka", property]
             }
-            throw ConfigurationError(
-                code: .invalidValue, file: variable == nil ? file : nil, keyPath: property.isEmpty ? "kafka" : keyPath,
-                environmentVariable: variable, message: "librdkafka refused it: \(error.message)")
+            return ConfigurationError(
+                code: .invalidValue, file: variable == nil ? file : nil,
+                keyPath: property.isEmpty ? "kafka" : (section + [property]).joined(separator: "."),
+                line: variable == nil ? root?.line(at: section + [property]) : nil,
+                environmentVariable: variable, message: "librdkafka refused it: \(message)")
         }
+        var problems: [ConfigurationError] = []
+        for properties in [kafka, consumer.properties, producer.properties] {
+            for (name, value) in properties.sorted(by: { $0.key < $1.key }) where name != "bootstrap.servers" {
+                if let refusal = KafkaPropertyReading.refusal(of: name, value: value) {
+                    problems.append(problem(name, refusal.message))
+                }
+            }
+        }
+        guard problems.isEmpty, combination else { return problems }
+        do {
+            try kafkaConsumerConfiguration.validate()
+            try kafkaProducerConfiguration.validate()
+        } catch {
+            problems.append(problem(error.property ?? "", error.message))
+        }
+        return problems
     }
 
     /// `delivery.retry`.

@@ -179,12 +179,14 @@ package final class APNsSender: NotificationSending {
         }
     }
 
-    /// Reads the key or certificate a credential names. Errors name the credential, never the secret.
-    static func load(_ settings: CredentialSettings, environment: [String: String]) throws -> APNsCredential {
+    /// Reads the key or certificate a credential names. Errors name the credential (unless the
+    /// caller names it itself: `namingCredential: false`), never the secret.
+    static func load(
+        _ settings: CredentialSettings, environment: [String: String], namingCredential: Bool = true
+    ) throws -> APNsCredential {
         func secret(_ variable: String) throws -> String {
             guard let value = environment[variable] else {
-                throw APNsCredentialError(
-                    .fileUnreadable, "credential \(settings.name): environment variable \(variable) is not set")
+                throw APNsCredentialError(.fileUnreadable, "environment variable \(variable) is not set")
             }
             return value
         }
@@ -225,7 +227,7 @@ package final class APNsSender: NotificationSending {
                     throw APNsCredentialError(error.code, "\(error.message) (\(hint))", openSSL: error.openSSL)
                 }
             }
-        } catch let error as APNsCredentialError {
+        } catch let error as APNsCredentialError where namingCredential {
             throw APNsCredentialError(
                 error.code, "credential \(settings.name): \(error.message)", openSSL: error.openSSL)
         }
