@@ -75,7 +75,7 @@ struct KafkaGroupTests {
             }
         }
         // Both members hold partitions at once: the group split them.
-        try await withTimeout(30, "the split") {
+        try await withTimeout(60, "the split") {
             while a.assignment.isEmpty || b.assignment.isEmpty || a.assignment.count + b.assignment.count != 4 {
                 try await Task.sleep(for: .milliseconds(100))
             }
