@@ -77,6 +77,18 @@ METRICS = {
     "apns_worker_apns_requests_waiting": ("gauge", {"credential", "environment"}),
 }
 
+# The conventional process metrics, which the worker appends to /metrics at each scrape from
+# /proc/self (Sources/Worker/Operations/ProcessMetrics.swift), outside WorkerMetrics.help.
+PROCESS_METRICS = {
+    "process_cpu_seconds_total": ("counter", set()),
+    "process_resident_memory_bytes": ("gauge", set()),
+    "process_virtual_memory_bytes": ("gauge", set()),
+    "process_open_fds": ("gauge", set()),
+    "process_max_fds": ("gauge", set()),
+    "process_threads": ("gauge", set()),
+    "process_start_time_seconds": ("gauge", set()),
+}
+
 # Series that are not the worker's but that the alerts may use.
 EXTERNAL_METRICS = {
     "kube_deployment_status_replicas_unavailable",  # kube-state-metrics
@@ -118,7 +130,7 @@ def check_worker_metrics(problems, root=None):
 
 def exported_series():
     """Every series name the worker's metrics produce (histograms: _bucket, _sum, _count)."""
-    names = set()
+    names = set(PROCESS_METRICS)
     for name, (kind, _) in METRICS.items():
         if kind == "histogram":
             names |= {name + "_bucket", name + "_sum", name + "_count"}

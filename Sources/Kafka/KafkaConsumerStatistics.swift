@@ -8,13 +8,25 @@ package struct KafkaConsumerStatistics: Sendable, Hashable {
         package var consumerLag: Int64?
         package var committedOffset: Int64?
         package var highWatermark: Int64?
+        package var lowWatermark: Int64? = nil
+
+        /// Records behind the partition's end: librdkafka's `consumer_lag`, or, while it has none
+        /// (an assigned partition that has delivered nothing yet, an empty one), the end less the
+        /// committed offset, or less the partition's start when nothing is committed (the worker
+        /// reads a new group's partitions from the start).
+        package var lag: Int64? {
+            if let consumerLag { return consumerLag }
+            guard let highWatermark else { return nil }
+            guard let from = committedOffset ?? lowWatermark else { return nil }
+            return max(highWatermark - from, 0)
+        }
     }
 
     package var partitions: [KafkaTopicPartition: Partition]
 
     /// The sum of known lags.
     package var totalLag: Int64 {
-        partitions.values.reduce(0) { $0 + max($1.consumerLag ?? 0, 0) }
+        partitions.values.reduce(0) { $0 + max($1.lag ?? 0, 0) }
     }
 
     /// Parses librdkafka's statistics JSON (`statistics.interval.ms`); `nil` if it is not that JSON.
@@ -38,7 +50,7 @@ package struct KafkaConsumerStatistics: Sendable, Hashable {
                 }
                 partitions[KafkaTopicPartition(topic: topic, partition: id)] = Partition(
                     consumerLag: number("consumer_lag"), committedOffset: number("committed_offset"),
-                    highWatermark: number("hi_offset"))
+                    highWatermark: number("hi_offset"), lowWatermark: number("lo_offset"))
             }
         }
         self.partitions = partitions

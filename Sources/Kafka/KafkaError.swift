@@ -102,11 +102,15 @@ package struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         case fatal
     }
 
+    /// The errors that refuse one record as it is (`ProduceFailureScope.record`): a smaller form
+    /// of it may be taken.
+    package static let recordRefusals: [Code] = [.messageSizeTooLarge, .recordListTooLarge, .invalidRecord]
+
     /// What this error means for the record whose production it failed.
     package var produceFailureScope: ProduceFailureScope {
         if isFatal { return .fatal }
+        if Self.recordRefusals.contains(code) { return .record }
         switch code {
-        case .messageSizeTooLarge, .recordListTooLarge, .invalidRecord: return .record
         case .topicException, .topicAuthorizationFailed, .clusterAuthorizationFailed, .unknownTopic,
             .unknownPartition, .unknownTopicOrPartition:
             return .topic

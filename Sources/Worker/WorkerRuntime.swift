@@ -59,6 +59,7 @@ package enum WorkerRuntime {
         // Every configured credential exports its gauge from the start (0 = healthy), so dashboards
         // and alerts see the series before anything goes wrong.
         for credential in configuration.apns.credentials { metrics.register(credential: credential.name) }
+        metrics.register(publishTopics: [configuration.topics.results, configuration.topics.deadLetters])
         let sender = try APNsSender(settings: configuration.apns, environment: environment, logger: logger)
         checkCertificates(sender.certificateValidity, now: Date(), metrics: metrics, observer: observer, logger: logger)
 

@@ -222,19 +222,26 @@ struct KafkaUnitTests {
         #expect(KafkaError(code: .fatal, message: "").isFatal)
     }
 
-    @Test("statistics give the lag of fetched partitions only")
+    // An assigned partition that had delivered nothing (librdkafka's consumer_lag -1) had no lag
+    // series at all.
+    @Test("statistics give the lag of every fetched partition, one that has delivered nothing yet included")
     func statistics() throws {
         let json = """
             {"name":"c","topics":{"events":{"partitions":{
               "0":{"fetch_state":"active","consumer_lag":42,"committed_offset":100,"hi_offset":142},
               "1":{"fetch_state":"none","consumer_lag":-1,"committed_offset":-1001,"hi_offset":-1},
+              "2":{"fetch_state":"active","consumer_lag":-1,"committed_offset":-1001,"hi_offset":5,"lo_offset":0},
+              "3":{"fetch_state":"offset-query","consumer_lag":-1,"committed_offset":-1001,"hi_offset":0,"lo_offset":0},
               "-1":{"fetch_state":"none","consumer_lag":-1}}}}}
             """
         let stats = try #require(KafkaConsumerStatistics(json: json))
-        #expect(stats.partitions.count == 1)
+        #expect(stats.partitions.count == 3)
         let partition = try #require(stats.partitions[KafkaTopicPartition(topic: "events", partition: 0)])
         #expect(partition.consumerLag == 42 && partition.committedOffset == 100 && partition.highWatermark == 142)
-        #expect(stats.totalLag == 42)
+        #expect(partition.lag == 42)
+        #expect(stats.partitions[KafkaTopicPartition(topic: "events", partition: 2)]?.lag == 5, "from the start")
+        #expect(stats.partitions[KafkaTopicPartition(topic: "events", partition: 3)]?.lag == 0, "an empty partition")
+        #expect(stats.totalLag == 47)
         #expect(KafkaConsumerStatistics(json: "not json") == nil)
     }
 }

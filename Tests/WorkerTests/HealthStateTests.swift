@@ -48,3 +48,32 @@ struct HealthStateTests {
         #expect(health.isLive)
     }
 }
+
+@Suite("Process metrics from /proc")
+struct ProcessMetricsTests {
+    @Test("a command name with spaces and parentheses does not shift the fields of /proc/self/stat")
+    func statWithOddName() throws {
+        let stat =
+            "4242 (apns (worker) 2) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 50 0 0 20 0 17 0 100000 "
+            + "1073741824 25600 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0"
+        let parsed = try #require(ProcessMetrics.parseStat(stat))
+        #expect(parsed.userTicks == 250 && parsed.systemTicks == 50)
+        #expect(parsed.threads == 17)
+        #expect(parsed.startTicks == 100_000)
+        #expect(parsed.virtualBytes == 1_073_741_824)
+        #expect(parsed.residentPages == 25_600)
+        #expect(ProcessMetrics.parseStat("garbage") == nil)
+    }
+
+    @Test("this process's sample is plausible: megabytes resident, some CPU, open descriptors, threads")
+    func ownSample() throws {
+        let sample = try #require(ProcessMetrics.sample())
+        #expect(sample.residentBytes > 1_000_000)
+        #expect(sample.cpuSeconds > 0)
+        #expect(sample.openFileDescriptors >= 3)
+        #expect(sample.threads >= 1)
+        #expect(abs(sample.startTimeSeconds - Date().timeIntervalSince1970) < 86_400)
+        let text = ProcessMetrics.text(sample)
+        #expect(text.contains("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total "))
+    }
+}

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import TestPeers
 import Testing
 
 #if canImport(Glibc)
@@ -87,5 +88,77 @@ struct RunCommandTests {
         ])
         #expect(valid.status == 0, "\(valid.stderr)")
         #expect(valid.stdout.contains("valid"))
+    }
+
+    /// `GET path` on 127.0.0.1:`port`, HTTP/1.0 over a plain socket: the body, or `nil`.
+    static func get(port: Int, _ path: String) -> String? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+        guard connected else { return nil }
+        let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        guard write(fd, request, request.count) == request.count else { return nil }
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = read(fd, &buffer, buffer.count)
+            if count <= 0 { break }
+            response += buffer[0..<count]
+        }
+        let text = String(decoding: response, as: UTF8.self)
+        return text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) }
+    }
+
+    // With http.port 0 and logging at warning, run never said which port it took; a first scrape
+    // had no process metrics and no degraded-publish series.
+    @Test(
+        "run on port 0 at warning says where it listens; the first scrape has process metrics and every degraded-publish series at 0"
+    )
+    func firstScrape() throws {
+        let path = try configuration(host: "127.0.0.1", port: 0)
+        let text = try String(contentsOfFile: path, encoding: .utf8) + "\nlogging:\n  level: warning\n"
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        let worker = try spawnInBackground(WorkerCommand.binary.path, ["run", "--config", path])
+        defer {
+            worker.signal(SIGTERM)
+            worker.waitUntilExit()
+        }
+        var port: Int?
+        let deadline = Date().addingTimeInterval(30)
+        while port == nil, Date() < deadline, worker.isRunning {
+            for line in worker.stdout.split(separator: "\n") where line.contains("operations endpoint listening on") {
+                if let range = line.range(of: #"listening on 127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
+                    port = Int(line[range].split(separator: ":").last ?? "")
+                }
+            }
+            usleep(100_000)
+        }
+        let bound = try #require(port, "no listening line in: \(worker.stdout)")
+        let metrics = try #require(Self.get(port: bound, "/metrics"))
+        for name in [
+            "process_resident_memory_bytes", "process_virtual_memory_bytes", "process_open_fds", "process_max_fds",
+            "process_threads", "process_start_time_seconds",
+        ] {
+            #expect(metrics.contains("# TYPE \(name) gauge\n\(name) "), "\(name) missing")
+        }
+        #expect(metrics.contains("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total "))
+        let resident = metrics.split(separator: "\n").first { $0.hasPrefix("process_resident_memory_bytes ") }
+            .flatMap { Double($0.split(separator: " ")[1]) }
+        #expect((resident ?? 0) > 1_000_000, "resident memory is megabytes, not \(resident ?? 0)")
+        for topic in ["results", "dead-letters"] {
+            for reason in ["MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD"] {
+                #expect(
+                    metrics.contains(#"apns_worker_published_degraded_total{topic="\#(topic)",reason="\#(reason)"} 0"#),
+                    "\(topic) \(reason)")
+            }
+        }
     }
 }

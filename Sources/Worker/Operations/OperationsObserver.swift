@@ -45,7 +45,7 @@ package struct OperationsObserver: PipelineObserver {
 
     package func lag(_ statistics: KafkaConsumerStatistics) {
         for (partition, stats) in statistics.partitions {
-            if let lag = stats.consumerLag {
+            if let lag = stats.lag {
                 metrics.setConsumerLag(topic: partition.topic, partition: partition.partition, lag: lag)
             }
         }

@@ -27,9 +27,12 @@ struct OperationsRouter: Sendable {
         case "/metrics":
             route = {
                 beforeScrape()
-                return Response(
-                    status: .ok, contentType: Self.prometheusContentType,
-                    body: WorkerMetrics.withHelpLines(registry.emitToBuffer()))
+                var body = WorkerMetrics.withHelpLines(registry.emitToBuffer())
+                if let sample = ProcessMetrics.sample() {
+                    if let last = body.last, last != UInt8(ascii: "\n") { body.append(UInt8(ascii: "\n")) }
+                    body += Array(ProcessMetrics.text(sample).utf8)
+                }
+                return Response(status: .ok, contentType: Self.prometheusContentType, body: body)
             }
         case "/health/live": route = live
         case "/health/ready": route = ready

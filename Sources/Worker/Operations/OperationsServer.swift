@@ -83,7 +83,13 @@ package struct OperationsServer: Service {
         guard let listener = self.listener.withLockedValue({ $0 }) else { return }
         let connections = self.connections
         let boundPort = listener.localAddress?.port ?? port
-        logger.info("operations endpoint listening", metadata: ["host": "\(host)", "port": "\(boundPort)"])
+        // Said at notice; with `port: 0` the port was picked here and cannot be known any other
+        // way, so it is said whatever the log level.
+        let level = port == 0 ? max(.notice, logger.logLevel) : .notice
+        logger.log(
+            level: level,
+            "operations endpoint listening on \(host):\(boundPort) (/health/live, /health/ready, /metrics)",
+            metadata: ["host": "\(host)", "port": "\(boundPort)"])
         onListening(boundPort)
         let stop: @Sendable () -> Void = {
             listener.close(promise: nil)

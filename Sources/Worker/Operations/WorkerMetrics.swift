@@ -1,6 +1,7 @@
 import APNs
 import CoreMetrics
 import Foundation
+import Kafka
 import NIOConcurrencyHelpers
 import Prometheus
 
@@ -196,6 +197,16 @@ package final class WorkerMetrics: Sendable {
 
     /// Makes `credential`'s series exist at 0 (its broken gauge and its outcomes), so that dashboards
     /// and alerts see them before the first event.
+    /// The topics results and dead letters are published to: `published_degraded_total` exists at
+    /// 0 for each, by every refusal it handles, from the start.
+    package func register(publishTopics topics: [String]) {
+        for topic in topics {
+            for code in KafkaError.recordRefusals {
+                _ = counter("apns_worker_published_degraded_total", [("topic", topic), ("reason", code.name)])
+            }
+        }
+    }
+
     package func register(credential: String) {
         setCredentialBroken(credential, false)
         for outcome in Self.sentOutcomes { _ = credentialOutcome(credential, outcome) }
