@@ -32,7 +32,7 @@ struct ReplayCommand: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Only this dlq-reason (repeatable): \(DeadLetterReason.allCases.map(\.rawValue).joined(separator: ", ")).",
+            "Only this dlq-reason (repeatable): \(DeadLetterReason.allCases.map(\.rawValue).joined(separator: ", ")); the result's spelling of the same reason (malformedJSON, recordTooLarge, noCredentialForTopic) works too.",
             valueName: "REASON"))
     var reason: [String] = []
     @Option(
@@ -70,10 +70,12 @@ struct ReplayCommand: AsyncParsableCommand {
             throw ValidationError("--until: not an RFC 3339 time: \(until)")
         }
         if maxReplays < 1 { throw ValidationError("--max-replays must be at least 1") }
-        for reason in reason where DeadLetterReason(rawValue: reason) == nil {
+        for reason in reason where DeadLetterReason(spelling: reason) == nil {
             throw ValidationError(
                 "--reason: unknown dlq-reason '\(reason)'; expected one of "
-                    + DeadLetterReason.allCases.map(\.rawValue).joined(separator: ", "))
+                    + DeadLetterReason.allCases.map(\.rawValue).joined(separator: ", ")
+                    + " (or the result's spelling of the same reason: malformedJSON, recordTooLarge, noCredentialForTopic)"
+            )
         }
     }
 
@@ -93,7 +95,7 @@ struct ReplayCommand: AsyncParsableCommand {
         }
         var request = ReplayRequest(deadLetterTopic: from)
         request.targetTopic = to
-        request.reasons = Set(reason.compactMap(DeadLetterReason.init))
+        request.reasons = Set(reason.compactMap(DeadLetterReason.init(spelling:)))
         request.fromBeginning = fromBeginning
         request.sourceTopics = Set(sourceTopic)
         request.since = since.flatMap(DeadLetterTimeParsing.date)

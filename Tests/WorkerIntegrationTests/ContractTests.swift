@@ -200,6 +200,17 @@ struct ContractTests {
                     "credentials", "retries-exhausted", "no-credential", "malformed-json", "record-too-large", "schema",
                     "rule",
                 ])
+        // Results, dead letters and the dead-letter metric join on one spelling: a dead-lettered
+        // event's result says its dead letter's dlq-reason; the others say none.
+        var letterReasons: [String: String] = [:]
+        for letter in deadLetters {
+            letterReasons[String(decoding: letter.key ?? [], as: UTF8.self)] = letter.headers.lastString("dlq-reason")
+        }
+        for result in results {
+            let key = String(decoding: result.record.key ?? [], as: UTF8.self)
+            let object = try #require(try JSONParser.parse(result.record.value ?? []).objectValue)
+            #expect(object["deadLetterReason"]?.stringValue == letterReasons[key], "\(key)")
+        }
         // Nothing sent: no credential, a stale record, invalid events.
         for id in ["no-credential", "stale", "schema", "collapse", "broadcast-invalid"] {
             #expect(results.first { $0.eventID == id }?.attempts == 0, "\(id)")

@@ -450,3 +450,16 @@ struct ReplayRunTests {
         await reader.close()
     }
 }
+
+@Suite("Dead-letter reasons as users write them")
+struct DeadLetterReasonSpellingTests {
+    @Test("replay --reason takes the dlq-reason or the result's spelling of the same reason, never a category's member")
+    func spellings() {
+        for reason in DeadLetterReason.allCases { #expect(DeadLetterReason(spelling: reason.rawValue) == reason) }
+        #expect(DeadLetterReason(spelling: "malformedJSON") == .malformedJSON)
+        #expect(DeadLetterReason(spelling: "recordTooLarge") == .recordTooLarge)
+        #expect(DeadLetterReason(spelling: "noCredentialForTopic") == .noCredential)
+        #expect(DeadLetterReason(spelling: "payloadTooLarge") == nil, "one rule is not every rule")
+        #expect(DeadLetterReason(spelling: "BadDeviceToken") == nil)
+    }
+}

@@ -56,6 +56,25 @@ package enum DeadLetterReason: String, Sendable, Hashable, CaseIterable {
     case noCredential = "no-credential"
     /// APNs kept answering "later", or the transport kept failing.
     case retriesExhausted = "retries-exhausted"
+
+    /// The reason as a user may write it: the `dlq-reason` spelling (`malformed-json`), or the
+    /// result's `reason` that names the same thing (`malformedJSON`, `recordTooLarge`,
+    /// `noCredentialForTopic`) or the case's own name (`retriesExhausted`); `nil` for anything else.
+    /// A result's specific reason that only belongs to a category (`payloadTooLarge` is one `rule`)
+    /// is not one: it would select every dead letter of the category.
+    package init?(spelling: String) {
+        if let exact = DeadLetterReason(rawValue: spelling) {
+            self = exact
+            return
+        }
+        switch spelling {
+        case "malformedJSON": self = .malformedJSON
+        case "recordTooLarge": self = .recordTooLarge
+        case "noCredential", "noCredentialForTopic": self = .noCredential
+        case "retriesExhausted": self = .retriesExhausted
+        default: return nil
+        }
+    }
 }
 
 /// RFC 3339 timestamps in UTC with milliseconds, as the dead-letter headers carry them.

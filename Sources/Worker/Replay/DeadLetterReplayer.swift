@@ -231,7 +231,8 @@ package struct DeadLetterReplayer: Sendable {
                     guard let end = remaining[partition], record.offset < end else { continue }
                     if record.offset + 1 >= end { remaining[partition] = nil }
                     report.scanned += 1
-                    let reason = record.headers.lastString(DeadLetterHeader.reason).flatMap(DeadLetterReason.init)
+                    let reason = record.headers.lastString(DeadLetterHeader.reason).flatMap(
+                        DeadLetterReason.init(rawValue:))
                     let cursor = reason.flatMap { cursors[$0]?[partition] }
                     let before = !request.fromBeginning && (cursor?.isHandled(record.offset) ?? false)
                     let (row, message) = ReplayDecision.decide(record, request: request, replayedBefore: before)

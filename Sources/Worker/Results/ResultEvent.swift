@@ -65,6 +65,9 @@ package enum ResultEvent {
         writer.member("status", integer: result.status.map(Int64.init))
         writer.member("reason", string: result.reason)
         if let detail = result.detail { writer.member("detail", string: detail) }
+        // The dead letter's category, spelled as its dlq-reason header and the dead-letter metric's
+        // label: what joins a result with its dead letter.
+        if let letter = result.deadLetter { writer.member("deadLetterReason", string: letter.rawValue) }
         if let timestamp = result.apnsTimestamp { writer.member("apnsTimestamp", integer: timestamp) }
         writer.member("attempts", integer: Int64(result.attempts))
         if result.replays > 0 { writer.member("replays", integer: Int64(result.replays)) }
