@@ -19,7 +19,8 @@ struct ReplayCommand: AsyncParsableCommand {
             --since, --until) leaves is replayed by a later run; --from-beginning reads everything again. A \
             dead letter replayed --max-replays times already is refused. A run holds its reasons' cursors \
             while it runs: a second run over the same reason is refused. Prints a table of what it \
-            did. Exit status: 0 done, 1 the replay failed part-way (the next run resumes from its last \
+            did, by action, reason and destination, with how many had failed again after an earlier \
+            replay (a loop: fix the cause before replaying them again). Exit status: 0 done, 1 the replay failed part-way (the next run resumes from its last \
             checkpoint) or another run holds the cursors, 2 usage or configuration errors (an unknown \
             reason, a topic that does not exist).
             """

@@ -142,8 +142,10 @@ struct ReplayRunTests {
         for index in 0..<30 {
             let reason = index % 3 == 0 ? "schema" : "credentials"
             let source = index % 2 == 0 ? "events" : "orders"
+            // Every fifth was replayed once before and failed again.
             let record = deadLetter(
-                reason: reason, source: source, value: Array("value-\(index)".utf8), key: Array("k\(index)".utf8))
+                reason: reason, source: source, replays: index % 5 == 1 ? 1 : nil, value: Array("value-\(index)".utf8),
+                key: Array("k\(index)".utf8))
             _ = try await producer.send(
                 KafkaProducerMessage(
                     topic: "dlq", partition: Int32(index % 2), key: record.key, value: record.value,
@@ -173,6 +175,11 @@ struct ReplayRunTests {
         #expect(report.count(.filtered) == 10)
         #expect(report.counts[ReplayReport.Row(action: .replayed, reason: "credentials", destination: "events")] == 10)
         #expect(report.table.contains("replayed"))
+        // A cron job's output shows a loop: 4 of the credentials dead letters (1, 11, 16, 26) had
+        // been replayed before.
+        #expect(dryReport.failedAgain.values.reduce(0, +) == 4 + 2, "and 2 schema ones: \(dryReport.table)")
+        #expect(report.failedAgain.filter { $0.key.action == .replayed }.values.reduce(0, +) == 4, "\(report.table)")
+        #expect(report.table.contains("note: 4 of the dead letters replayed had failed again after an earlier replay"))
 
         // What arrived: exactly the 20 credential failures, bytes intact, counted once.
         var check = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "check")
@@ -195,7 +202,7 @@ struct ReplayRunTests {
             #expect(index % 3 != 0, "only credential failures")
             #expect(record.topic == (index % 2 == 0 ? "events" : "orders"))
             #expect(record.key == Array("k\(index)".utf8))
-            #expect(record.headers.lastString("dlq-replay-count") == "1")
+            #expect(record.headers.lastString("dlq-replay-count") == (index % 5 == 1 ? "2" : "1"))
             #expect(record.headers.lastString("dlq-reason") == nil)
             #expect(record.headers.lastString("traceparent") == "00-abc-01")
         }

@@ -245,6 +245,11 @@ package struct DeadLetterReplayer: Sendable {
                         }
                     }
                     report.counts[row, default: 0] += 1
+                    if let replays = record.headers.lastString(DeadLetterHeader.replayCount).flatMap({ Int($0) }),
+                        replays > 0
+                    {
+                        report.failedAgain[row, default: 0] += 1
+                    }
                     // Every cursor of the run moves past this record; the record's own reason's
                     // only if it was replayed, now or before.
                     for other in cursors.keys {
@@ -281,6 +286,7 @@ package struct DeadLetterReplayer: Sendable {
         if let producer { await producer.close() }
         report.scanned = scan.scanned
         report.counts = scan.counts
+        report.failedAgain = scan.failedAgain
         return report
     }
 }

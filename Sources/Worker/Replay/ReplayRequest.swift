@@ -62,6 +62,9 @@ package struct ReplayReport: Sendable, Equatable {
     /// Dead letters read (up to the end offsets seen at the start).
     package var scanned = 0
     package var counts: [Row: Int] = [:]
+    /// Of each row's dead letters, those that had been replayed before (`dlq-replay-count` above 0)
+    /// and failed again: a loop, which a cron job's output should show.
+    package var failedAgain: [Row: Int] = [:]
     /// What the operator should know beyond the counts (cursor metadata that could not be used, a
     /// broker that keeps none), a line each.
     package var notes: [String] = []
@@ -70,16 +73,27 @@ package struct ReplayReport: Sendable, Equatable {
         counts.filter { $0.key.action == action }.reduce(0) { $0 + $1.value }
     }
 
-    /// A plain-text table, one row per (action, reason, destination).
+    /// A plain-text table, one row per (action, reason, destination); `failed again` counts the
+    /// row's dead letters that had been replayed before.
     package var table: String {
-        var lines = [pad("action", 24) + pad("reason", 20) + pad("destination", 32) + "count"]
+        var lines = [pad("action", 24) + pad("reason", 20) + pad("destination", 32) + pad("count", 8) + "failed again"]
         for (row, count) in counts.sorted(by: { $0.key < $1.key }) {
-            lines.append(pad(row.action.rawValue, 24) + pad(row.reason, 20) + pad(row.destination, 32) + String(count))
+            lines.append(
+                pad(row.action.rawValue, 24) + pad(row.reason, 20) + pad(row.destination, 32) + pad(String(count), 8)
+                    + String(failedAgain[row] ?? 0))
         }
         lines.append("scanned \(scanned) dead letters")
+        let again = failedAgain.filter { [.replayed, .wouldReplay].contains($0.key.action) }.values.reduce(0, +)
+        if again > 0 {
+            lines.append(
+                "note: \(again) of the dead letters \(dryRunWording) had failed again after an earlier replay: "
+                    + "fix what their reason's runbook says before replaying them, or they loop until --max-replays")
+        }
         lines += notes.map { "note: " + $0 }
         return lines.joined(separator: "\n")
     }
+
+    private var dryRunWording: String { count(.wouldReplay) > 0 ? "this run would replay" : "replayed" }
 
     private func pad(_ text: String, _ width: Int) -> String {
         text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
