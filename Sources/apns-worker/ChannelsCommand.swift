@@ -1,5 +1,6 @@
 import APNs
 import ArgumentParser
+import Logging
 import Foundation
 import Worker
 
@@ -67,7 +68,10 @@ struct ChannelsCommand: AsyncParsableCommand {
                     forHost: host ?? APNsChannelManager.host(for: environment),
                     environment: ProcessInfo.processInfo.environment)
             }
-            return try APNsChannelManager(configuration: configuration, credential: credentials.credential())
+            var quiet = Logger(label: "apns-worker.channels")
+            quiet.logLevel = .warning  // the pool's info lines would land on stderr beside the answer
+            return try APNsChannelManager(
+                configuration: configuration, credential: credentials.credential(), logger: quiet)
         }
 
         /// Runs `body` with a manager, printing what went wrong with the project's exit codes.

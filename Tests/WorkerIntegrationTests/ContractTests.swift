@@ -211,6 +211,13 @@ struct ContractTests {
             let object = try #require(try JSONParser.parse(result.record.value ?? []).objectValue)
             #expect(object["deadLetterReason"]?.stringValue == letterReasons[key], "\(key)")
         }
+        // A rejection says what Apple's reason means, not only the status.
+        let badToken = try #require(results.first { $0.eventID == "bad-token" })
+        #expect(
+            badToken.detail?.hasPrefix("APNs answered 400 BadDeviceToken: the device token is bad") == true,
+            "\(badToken.detail ?? "")")
+        let refused = try #require(results.first { $0.eventID == "credentials" })
+        #expect(refused.detail?.contains("InvalidProviderToken: the provider token is not valid") == true)
         // Nothing sent: no credential, a stale record, invalid events.
         for id in ["no-credential", "stale", "schema", "collapse", "broadcast-invalid"] {
             #expect(results.first { $0.eventID == id }?.attempts == 0, "\(id)")

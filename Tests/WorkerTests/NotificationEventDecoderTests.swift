@@ -76,6 +76,21 @@ struct NotificationEventDecoderTests {
         #expect(background.message == "must not have 'alert', 'sound', 'badge'")
     }
 
+    // A broadcast with "event": "start" and no attributes was reported as missing attributes-type;
+    // the real problem (a broadcast cannot start an activity) came fourth.
+    @Test("the problem reported first is the one to fix first: a wrong value before the properties it made required")
+    func fixFirst() throws {
+        let broadcast = Array(
+            #"{"id":"b1","channelId":"dGVzdA==","topic":"com.example.app","pushType":"liveactivity","priority":10,"expiration":0,"payload":{"aps":{"timestamp":1,"event":"start","content-state":{}}}}"#
+                .utf8)
+        let first = try problem(broadcast)
+        #expect(first.instanceLocation == "/payload/aps/event", "\(first)")
+        #expect(first.description.contains("a broadcast updates or ends a Live Activity"), "\(first)")
+        let all = decoder.problems(in: broadcast[...])
+        #expect(all.first == first)
+        #expect(all.contains { $0.keyword == "required" }, "the missing properties are still listed, after it")
+    }
+
     @Test("Live Activity rules, located: start needs attributes-type, attributes and alert; start-only keys; types")
     func liveActivityRules() throws {
         func liveActivity(_ aps: JSONValue, priority: JSONValue? = nil) -> [UInt8] {

@@ -96,6 +96,11 @@ struct SendCommandTests {
             ] + notification)
         #expect(untrusted.status == 2, "\(untrusted.stdout) \(untrusted.stderr)")
         #expect(untrusted.stdout.contains("serverCertificateRejected"), "\(untrusted.stdout)")
+        // The server was not trusted: the key is not to blame, and the pool's info lines stay out
+        // of the command's output.
+        #expect(!untrusted.stdout.contains("fix the key"), "\(untrusted.stdout)")
+        #expect(untrusted.stdout.contains("the key is not the problem"), "\(untrusted.stdout)")
+        #expect(!untrusted.stderr.contains("info"), "\(untrusted.stderr)")
         let missingKey = try helper.run(
             [
                 "send", "--host", "localhost", "--port", "\(simulator.port)", "--ca-file", directory + "/tls/ca.pem",

@@ -86,7 +86,17 @@ extension APNsOutcome: CustomStringConvertible {
         case .refreshToken:
             return "the provider token expired: sign a new one and send again"
         case .credentialsBroken(let reason):
-            return "credentials refused (\(reason)): fix the key or certificate"
+            switch reason {
+            case APNsClientError.Code.serverCertificateRejected.rawValue:
+                // Not the provider's key: this machine did not trust the server it reached.
+                return "the server's certificate did not verify (\(reason)): the key is not the problem; check the "
+                    + "endpoint host, the CA bundle (or caFile), and any TLS-inspecting proxy in between"
+            case APNsClientError.Code.alpnRefused.rawValue:
+                return "the server does not speak HTTP/2 (\(reason)): not APNs, or a proxy in between"
+            default:
+                let meaning = APNsReason(reason).meaning.map { ": \($0)" } ?? ""
+                return "credentials refused (\(reason)\(meaning)): fix the key or certificate"
+            }
         case .retryLater(let perDeviceToken, _):
             return perDeviceToken
                 ? "retry later: too many requests for this device token" : "retry later: APNs or the connection failed"

@@ -39,6 +39,14 @@ package struct NotificationEventDecoder: Sendable {
         }
     }
 
+    /// The problems in the order to fix them: a value that is there and wrong before a property
+    /// that is missing. A missing property is often what a wrong value asked for: a broadcast
+    /// with `"event": "start"` misses `attributes-type` only because starts need it, and what to
+    /// fix is the `event` (a broadcast cannot start an activity). Otherwise the schema's order.
+    static func fixFirst(_ problems: [EventProblem]) -> [EventProblem] {
+        problems.filter { $0.keyword != "required" } + problems.filter { $0.keyword == "required" }
+    }
+
     package func decode(_ bytes: ArraySlice<UInt8>, mode: ValidationMode) throws(EventDecodingError)
         -> NotificationEvent
     {
@@ -48,10 +56,13 @@ package struct NotificationEventDecoder: Sendable {
         } catch {
             throw EventDecodingError(eventID: nil, problems: [EventProblem(error)])
         }
-        let errors = schema.validate(value, mode: mode)
+        var errors = schema.validate(value, mode: mode)
         let eventID = value["id"]?.stringValue
+        // An invalid event (rare) is checked again for all its problems, so that the one reported
+        // first is the one to fix first, not the first the schema happened to meet.
+        if !errors.isEmpty, mode == .firstError { errors = schema.validate(value, mode: .allErrors) }
         guard errors.isEmpty else {
-            throw EventDecodingError(eventID: eventID, problems: errors.map(EventProblem.init))
+            throw EventDecodingError(eventID: eventID, problems: Self.fixFirst(errors.map(EventProblem.init)))
         }
         do {
             return try Self.event(from: value, derivingCollapseID: derivesCollapseIDs)

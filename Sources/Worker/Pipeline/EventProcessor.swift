@@ -303,7 +303,11 @@ final class EventProcessor: Sendable {
         case .rejected(let reason):
             run.result.outcome = .rejected
             run.result.reason = reason?.description ?? run.result.reason
-            run.result.detail = response.map { "APNs answered \($0.status)" } ?? attempt.error.map { "\($0)" }
+            run.result.detail =
+                response.map { answer in
+                    "APNs answered \(answer.status)"
+                        + (answer.reason.map { reason in " \(reason)" + (reason.meaning.map { ": \($0)" } ?? "") } ?? "")
+                } ?? attempt.error.map { "\($0)" }
             run.end(run.result)
         case .credentialsBroken(let reason):
             let push = run.event.push
@@ -317,7 +321,15 @@ final class EventProcessor: Sendable {
             }
             run.result.outcome = .failed
             run.result.reason = run.result.reason ?? reason
-            run.result.detail = "APNs refused the provider credentials (\(reason)); fix them, then replay"
+            if response != nil {
+                run.result.detail =
+                    "APNs refused the provider credentials (\(reason)"
+                    + (response?.reason?.meaning.map { ": \($0)" } ?? "") + "); fix them, then replay"
+            } else {
+                // No answer: the connection could not be made as configured (the server's
+                // certificate did not verify, no HTTP/2); the outcome says where to look.
+                run.result.detail = "\(attempt.outcome); then replay"
+            }
             run.result.deadLetter = .credentials
             markFailure(&run.result)
             run.end(run.result)

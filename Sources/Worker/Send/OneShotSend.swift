@@ -1,4 +1,5 @@
 import APNs
+import Logging
 import Foundation
 
 /// What `apns-worker send` does once its flags are parsed: build the client, push one notification
@@ -51,7 +52,11 @@ package struct OneShotSend: Sendable {
             configuration.proxy = proxy
             configuration.requestTimeout = timeout
             configuration.reconnectMaximum = .seconds(1)
-            client = try APNsClient(configuration: configuration, credential: try credential())
+            // A command's output is its answer: the pool's info lines (a connect that failed, then
+            // retried) would land on stderr beside it; what went wrong is in the result.
+            var quiet = Logger(label: "apns-worker.send")
+            quiet.logLevel = .warning
+            client = try APNsClient(configuration: configuration, credential: try credential(), logger: quiet)
         } catch let error as APNsNotificationError {
             return Result(exitCode: 1, lines: ["invalid notification: \(error)"])
         } catch {
