@@ -41,10 +41,28 @@ enum Main {
         } catch {
             let code = APNsWorkerCommand.exitCode(for: error)
             if code == .validationFailure {
-                FileOutput.standardError.write(APNsWorkerCommand.fullMessage(for: error) + "\n")
+                FileOutput.standardError.write(usageError(error) + "\n")
                 APNsWorkerCommand.exit(withError: ExitCode(2))
             }
             APNsWorkerCommand.exit(withError: error)
         }
     }
+}
+
+/// A usage error with the usage of the subcommand it is about (`apns-worker send` without
+/// arguments shows how to call `send`, not the list of subcommands).
+private func usageError(_ error: any Error) -> String {
+    var command: any ParsableCommand.Type = APNsWorkerCommand.self
+    var path: [String] = []
+    for argument in CommandLine.arguments.dropFirst() {
+        guard
+            let next = command.configuration.subcommands.first(where: { $0._commandName == argument })
+        else { break }
+        command = next
+        path.append(argument)
+    }
+    guard !path.isEmpty else { return APNsWorkerCommand.fullMessage(for: error) }
+    return "Error: \(APNsWorkerCommand.message(for: error))\n"
+        + "Usage: " + APNsWorkerCommand.usageString(for: command)
+        + "\n  See 'apns-worker \(path.joined(separator: " ")) --help' for more information."
 }

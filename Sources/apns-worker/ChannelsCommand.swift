@@ -144,7 +144,10 @@ struct ChannelsCommand: AsyncParsableCommand {
     struct Get: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show a channel's storage policy.")
         @OptionGroup var options: Options
-        @Option(name: .customLong("channel-id")) var channelID: String
+        @Option(
+            name: .customLong("channel-id"),
+            help: ArgumentHelp("The channel's id (base64, as create or list printed it).", valueName: "ID"))
+        var channelID: String
 
         func run() async throws {
             try await options.run { manager in
@@ -156,7 +159,10 @@ struct ChannelsCommand: AsyncParsableCommand {
     struct Delete: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Delete a channel (its id never comes back).")
         @OptionGroup var options: Options
-        @Option(name: .customLong("channel-id")) var channelID: String
+        @Option(
+            name: .customLong("channel-id"),
+            help: ArgumentHelp("The channel's id (base64, as create or list printed it).", valueName: "ID"))
+        var channelID: String
 
         func run() async throws {
             try await options.run { manager in

@@ -5,8 +5,15 @@ import Foundation
 /// The credential flags `send` and `channels` share: a `.p8` key with its team and key ids, a
 /// PKCS#12 bundle, or a PEM certificate with its key; a password from an environment variable.
 struct CredentialFlags: ParsableArguments {
-    @Option(name: .customLong("team-id")) var teamID: String?
-    @Option(name: .customLong("key-id")) var keyID: String?
+    @Option(
+        name: .customLong("team-id"),
+        help: ArgumentHelp("The Apple developer team id (10 characters), with --key-file.", valueName: "ID"))
+    var teamID: String?
+    @Option(
+        name: .customLong("key-id"),
+        help: ArgumentHelp("The signing key's id (10 characters, in the .p8's name), with --key-file.", valueName: "ID")
+    )
+    var keyID: String?
     @Option(
         name: .customLong("key-file"),
         help: ArgumentHelp("The .p8 signing key (token authentication).", valueName: "FILE"))

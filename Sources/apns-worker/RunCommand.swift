@@ -9,9 +9,9 @@ struct RunCommand: AsyncParsableCommand {
         commandName: "run",
         abstract: "Consume notification events, push them to APNs, publish results and dead letters.",
         discussion: """
-            Runs until SIGTERM or SIGINT, then drains in-flight events, commits and leaves the group; a
-            second signal exits at once. Configuration: docs/configuration.md. Exit status: 0 after a
-            clean shutdown, 1 when the worker failed, 2 for configuration errors, 130 when a second
+            Runs until SIGTERM or SIGINT, then drains in-flight events, commits and leaves the group; a \
+            second signal exits at once. Configuration: docs/configuration.md. Exit status: 0 after a \
+            clean shutdown, 1 when the worker failed, 2 for configuration errors, 130 when a second \
             signal cut the drain short.
             """
     )

@@ -36,15 +36,34 @@ struct SendCommand: AsyncParsableCommand {
         help: ArgumentHelp("Trust these roots (PEM) instead of the system store.", valueName: "FILE"))
     var caFile: String?
     @OptionGroup var credentials: CredentialFlags
-    @Option(name: .long) var topic: String?
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "apns-topic: the bundle id, plus the push type's suffix (.voip, .push-type.liveactivity, …); a broadcast's bare bundle id.",
+            valueName: "TOPIC"))
+    var topic: String?
     @Option(name: .customLong("push-type"), help: "alert (default), background, voip, liveactivity, …")
     var pushType: APNsPushType?
-    @Option(name: .long) var priority: Int?
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "apns-priority: 10 (at once), 5 (power considerations) or 1 (lowest); APNs' default is 10.",
+            valueName: "N"))
+    var priority: Int?
     @Option(name: .long, help: "apns-expiration: UNIX seconds, 0 = do not store.") var expiration: Int64?
-    @Option(name: .customLong("collapse-id")) var collapseID: String?
+    @Option(
+        name: .customLong("collapse-id"),
+        help: ArgumentHelp(
+            "apns-collapse-id: notifications with the same one replace each other on the device (64 bytes at most).",
+            valueName: "ID"))
+    var collapseID: String?
     @Option(name: .customLong("apns-id"), help: "A UUID: the apns-id (a broadcast's apns-request-id).")
     var apnsID: String?
-    @Option(name: .customLong("device-token")) var deviceToken: String?
+    @Option(
+        name: .customLong("device-token"),
+        help: ArgumentHelp(
+            "The device token, in hex (its app's, in the environment it was issued for).", valueName: "HEX"))
+    var deviceToken: String?
     @Option(
         name: .customLong("channel-id"),
         help: ArgumentHelp(

@@ -10,7 +10,7 @@ struct ValidateCommand: ParsableCommand {
         discussion: """
             Each FILE holds one JSON event, or one event per line when it is '-' (stdin) or ends in \
             .ndjson or .jsonl. Every problem prints as FILE[:LINE]: <instance pointer>: <message> \
-            [<keyword>] (the schema keyword, json for malformed input, or the code of a rule checked in code).
+            [<keyword>] (the schema keyword, json for malformed input, or the code of a rule checked in code). \
             Exit status: 0 all valid, 1 some invalid, 2 usage, file or schema error.
             """
     )
