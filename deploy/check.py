@@ -190,8 +190,8 @@ ENV_PREFIX = "APNS_WORKER_"
 # them, the self-test fails rather than misspellings passing.
 UNKNOWN_NAME = ("matches no configuration key", "No such configuration property")
 # What a `valueFrom` variable is given (its real value is in a Secret or the pod's fields), with a
-# config the worker accepts: whether the worker knows a name does not depend on the file, and a
-# mistake in the file would hide the name's problem (the worker stops at its first error).
+# config the worker accepts: whether the worker knows a name does not depend on the file, and the
+# file's own problems (the worker lists them all) would mix with the name's.
 PLACEHOLDER = "1"
 MINIMAL_CONFIG = {
     "kafka": {"bootstrap.servers": "kafka:9092"},
