@@ -115,7 +115,7 @@ demo: deps-build
 	$(SWIFT) run $(SWIFT_FLAGS) apns-worker demo
 
 dev: deps-build
-	$(SWIFT) run $(SWIFT_FLAGS) apns-worker dev
+	$(SWIFT) run $(SWIFT_FLAGS) apns-worker dev $(DEV_FLAGS)
 
 # Fuzzing (docs/reliability.md, "Fuzzers"): each libFuzzer target of Tests/Fuzz, built with AddressSanitizer
 # into .build-fuzz, runs FUZZ_SECONDS on its seed corpus copied to .build-fuzz/fuzz/<target>/corpus (new

@@ -5,11 +5,24 @@ import NIOConcurrencyHelpers
 /// Shared by every connection; safe from any thread.
 public final class DeviceRegistry: Sendable {
     /// What happens to a token the registry has never heard of.
-    public enum UnknownDevicePolicy: Sendable {
+    public enum UnknownDevicePolicy: Sendable, Equatable {
         /// 400 BadDeviceToken, as APNs answers for a token it did not issue.
         case reject
         /// 200, for load tests with made-up tokens.
         case accept
+        /// 200 for a token of this many bytes (APNs issues 32-byte tokens), 400 BadDeviceToken for any
+        /// other length: made-up tokens of the right shape pass, a cut or padded one is refused as APNs
+        /// refuses a token it cannot have issued.
+        case acceptLength(bytes: Int)
+
+        /// The verdict on a token the registry has no entry for.
+        func accepts(_ token: String) -> Bool {
+            switch self {
+            case .reject: false
+            case .accept: true
+            case .acceptLength(let bytes): token.utf8.count == 2 * bytes
+            }
+        }
     }
 
     /// A device: the app topic (bundle ID) it registered for and its environment (`nil`: any).
@@ -41,6 +54,8 @@ public final class DeviceRegistry: Sendable {
     private struct State {
         var entries: [String: Entry] = [:]
         var policy: UnknownDevicePolicy
+        /// The share of accepted unknown tokens that get 410 Unregistered, and since when.
+        var unregisteredShare: (fraction: Double, since: Double)?
     }
 
     private let state: NIOLockedValueBox<State>
@@ -88,6 +103,34 @@ public final class DeviceRegistry: Sendable {
         }
     }
 
+    /// Of the tokens the registry has no entry for and its policy accepts, this share (0...1) gets 410
+    /// Unregistered with `timestamp` (seconds since 1970) instead. Which ones is decided by a hash of
+    /// the token, so a token keeps its answer for the registry's life (and from one run to the next),
+    /// as a device that went away stays away. 0 removes it.
+    public func unregister(fraction: Double, since timestamp: Double) {
+        state.withLockedValue {
+            $0.unregisteredShare = fraction > 0 ? (min(fraction, 1), timestamp) : nil
+        }
+        changed()
+    }
+
+    /// The share of accepted unknown tokens answered 410 Unregistered (``unregister(fraction:since:)``).
+    public var unregisteredFraction: Double {
+        state.withLockedValue { $0.unregisteredShare?.fraction ?? 0 }
+    }
+
+    /// Where `token` falls in [0, 1): FNV-1a over its characters, spread by SplitMix64's finaliser.
+    static func position(of token: String) -> Double {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in token.utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        hash = (hash ^ (hash >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        hash = (hash ^ (hash >> 27)) &* 0x94D0_49BB_1331_11EB
+        hash ^= hash >> 31
+        return Double(hash >> 11) / Double(1 << 53)
+    }
+
     public func device(_ token: String) -> Device? {
         state.withLockedValue { $0.entries[token.lowercased()]?.device }
     }
@@ -99,7 +142,11 @@ public final class DeviceRegistry: Sendable {
             let entry = state.entries[token]
             if let since = entry?.unregisteredSince { return .unregistered(since: since) }
             guard let device = entry?.device else {
-                return state.policy == .accept ? .deliver : .reject(.badDeviceToken)
+                guard state.policy.accepts(token) else { return .reject(.badDeviceToken) }
+                if let share = state.unregisteredShare, Self.position(of: token) < share.fraction {
+                    return .unregistered(since: share.since)
+                }
+                return .deliver
             }
             if let env = device.environment, env != environment { return .reject(.badDeviceToken) }
             if let registered = entry?.bundleID, registered != requestBundleID {

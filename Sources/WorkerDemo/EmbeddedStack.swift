@@ -83,9 +83,11 @@ package final class EmbeddedStack: Sendable {
     }
 
     /// The worker's configuration for this stack, as a user would write it. `apnsPort`: where the
-    /// worker finds APNs, when not at the simulator itself (a proxy in front of it).
+    /// worker finds APNs, when not at the simulator itself (a proxy in front of it); `logging`: the
+    /// `logging:` section's value.
     package func configurationText(
-        group: String = "apns-worker-demo", maxInFlight: Int = 2000, apnsPort: Int? = nil
+        group: String = "apns-worker-demo", maxInFlight: Int = 2000, apnsPort: Int? = nil,
+        logging: String = "{ level: warning, format: text }"
     ) -> String {
         let apnsPort = apnsPort ?? simulator.port
         return """
@@ -119,7 +121,7 @@ package final class EmbeddedStack: Sendable {
               shutdownTimeout: 10s
               progressTopic: \(Self.progressTopic)
             http: { host: 127.0.0.1, port: 0 }
-            logging: { level: warning, format: text }
+            logging: \(logging)
             """
     }
 

@@ -43,6 +43,26 @@ struct SimulatorCommand: AsyncParsableCommand {
     @Flag(help: "Accept any well-formed device token.") var acceptAnyDevice = false
     @Option(
         help: """
+            Accept any device token of N bytes (2N hex digits; APNs issues 32-byte tokens) and answer 400 \
+            BadDeviceToken to other lengths.
+            """)
+    var acceptTokenBytes: Int?
+    @Option(
+        help: """
+            The share (0 to 1) of accepted unknown tokens answered 410 Unregistered, picked by each token's \
+            hash (a token keeps its answer). Needs --accept-any-device or --accept-token-bytes.
+            """)
+    var unregisteredFraction = 0.0
+    @Option(help: "The share (0 to 1) of otherwise successful requests answered 429 TooManyRequests.")
+    var throttleFraction = 0.0
+    @Option(
+        help: """
+            The share (0 to 1) of otherwise successful requests answered a server error, half 500 \
+            InternalServerError and half 503 ServiceUnavailable.
+            """)
+    var faultFraction = 0.0
+    @Option(
+        help: """
             A broadcast channel BUNDLE:POLICY[:ID] created at start (POLICY 0: no message stored, 1: most recent \
             message stored; ID: base64, made up when left out). Repeatable.
             """)
@@ -83,7 +103,14 @@ struct SimulatorCommand: AsyncParsableCommand {
         config.apnsIDLimit = apnsIdLimit
         config.threads = threads
         config.allowsUnauthenticated = noAuth
-        config.unknownDevices = acceptAnyDevice ? .accept : .reject
+        if acceptAnyDevice, acceptTokenBytes != nil {
+            throw ValidationError("--accept-any-device and --accept-token-bytes: choose one")
+        }
+        if let bytes = acceptTokenBytes, bytes < 1 {
+            throw ValidationError("--accept-token-bytes wants a length from 1, got \(bytes)")
+        }
+        config.unknownDevices =
+            acceptAnyDevice ? .accept : acceptTokenBytes.map { .acceptLength(bytes: $0) } ?? .reject
         config.idleTimeout = try idleTimeout.map { try Self.duration($0, flag: "--idle-timeout") }
         config.clientCertificateAuthorityPEM = try clientCa.map { try String(contentsOfFile: $0, encoding: .utf8) }
         for spec in tokenKey {
@@ -103,31 +130,30 @@ struct SimulatorCommand: AsyncParsableCommand {
             let (token, topic) = Self.split(spec)
             config.devices[token] = DeviceRegistry.Device(topic: topic)
         }
-        for spec in unregistered {
-            let (token, since) = Self.split(spec)
-            guard let seconds = since.map(Double.init) ?? Date().timeIntervalSince1970 else {
-                throw ValidationError("--unregistered wants TOKEN[=UNIX-SECONDS], got \(spec)")
-            }
-            config.unregisteredDevices[token] = seconds
-        }
         // Every flag read before anything listens: a typo stops it without a port bound.
-        var rates: [(SimulatorReason, Double)] = []
-        for spec in fault {
-            let (name, rate) = Self.split(spec)
-            guard let reason = SimulatorReason(named: name), let rate = rate.flatMap(Double.init) else {
-                throw ValidationError("--fault wants REASON=RATE with a reason from Apple's table, got \(spec)")
-            }
-            rates.append((reason, rate))
+        var misbehaviour = SimulatorMisbehaviour()
+        do {
+            for spec in unregistered { try misbehaviour.addUnregistered(spec) }
+            for spec in fault { try misbehaviour.addFault(spec) }
+        } catch {
+            throw ValidationError(error.description)
+        }
+        misbehaviour.unregisteredFraction = unregisteredFraction
+        misbehaviour.throttleFraction = throttleFraction
+        misbehaviour.faultFraction = faultFraction
+        misbehaviour.closeAfter = closeAfter
+        if let problem = misbehaviour.problems.first { throw ValidationError(problem) }
+        if unregisteredFraction > 0, config.unknownDevices == .reject {
+            throw ValidationError("--unregistered-fraction needs --accept-any-device or --accept-token-bytes")
         }
         let latency = try self.latency.map(Self.latency)
         let simulator = try await Simulator.start(config)
-        for (reason, rate) in rates { simulator.faults.setRate(reason, rate) }
         if let latency { simulator.faults.latency = latency }
         var connectionFaults = FaultInjector.ConnectionFaults()
         connectionFaults.goAwayAfter = goawayAfter
-        connectionFaults.closeAfter = closeAfter
         connectionFaults.dropStreamsAfterRejection = dropStreamsTo
         simulator.faults.connection = connectionFaults
+        misbehaviour.apply(to: simulator)
 
         // The first line stays `listening on HOST:PORT`: tests and users parse it.
         print("listening on \(simulator.host):\(simulator.port)")

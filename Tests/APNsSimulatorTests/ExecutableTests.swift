@@ -51,7 +51,7 @@ struct ExecutableTests {
     }
 
     @Test(
-        "a flag it cannot read stops it before it listens, naming the flag: a fault, a latency, an unregistered time, an idle timeout"
+        "a flag it cannot read stops it before it listens, naming the flag: a fault, a latency, an unregistered time, an idle timeout, a share out of range or shares past 1, an unregistered share with no accepting policy, two accepting policies"
     )
     func badFlagsStopBeforeListening() async throws {
         let dir = try TemporaryDirectory()
@@ -60,6 +60,10 @@ struct ExecutableTests {
             (["--latency", "5 parsecs"], "--latency"),
             (["--unregistered", "\(Fixture.goneDevice)=yesterday"], "--unregistered"),
             (["--idle-timeout", "5"], "--idle-timeout"),
+            (["--throttle-fraction", "2"], "--throttle-fraction"),
+            (["--throttle-fraction", "0.6", "--fault-fraction", "0.6"], "--fault-fraction"),
+            (["--unregistered-fraction", "0.5"], "--unregistered-fraction"),
+            (["--accept-any-device", "--accept-token-bytes", "32"], "--accept-token-bytes"),
         ]
         for (flags, named) in cases {
             let output = try await run(
@@ -68,6 +72,33 @@ struct ExecutableTests {
             #expect(output.status != 0, "\(flags)")
             #expect(!output.stdout.contains("listening on"), "\(flags): \(output.stdout)")
             #expect(output.stderr.contains(named), "\(flags): \(output.stderr)")
+        }
+    }
+
+    @Test(
+        "--accept-token-bytes 32 --unregistered-fraction 1: a 32-byte token gets 410 Unregistered, a 2-byte one 400 BadDeviceToken; --throttle-fraction 1: 429"
+    )
+    func misbehaviourFlags() async throws {
+        let dir = try TemporaryDirectory()
+        let body = try dir.write("body.json", Fixture.payload)
+        for (flags, answers) in [
+            (["--accept-token-bytes", "32", "--unregistered-fraction", "1"], [(Fixture.device, 410), ("abcd", 400)]),
+            (["--accept-any-device", "--throttle-fraction", "1"], [(Fixture.device, 429)]),
+        ] {
+            let simulator = try SimulatorProcess(
+                ["--port", "0", "--tls-dir", dir.path + "/tls", "--no-auth"] + flags)
+            let first = try await simulator.waitForLines(1)[0]
+            let port = try #require(Int(first.split(separator: ":").last ?? ""))
+            for (token, status) in answers {
+                let output = try await run(
+                    "/usr/bin/nghttp",
+                    [
+                        "-v", "-d", body, "-H", "apns-topic: " + Fixture.topic,
+                        "https://127.0.0.1:\(port)/3/device/\(token)",
+                    ])
+                #expect(NghttpAnswer(output.stdout).status == status, "\(flags) \(token): \(output.stdout)")
+            }
+            #expect(try await simulator.stop().0 == 0)
         }
     }
 

@@ -63,14 +63,161 @@ struct DevCommandTests {
         let broadcastResult = results.first { $0.hasPrefix("b1 ") } ?? ""
         #expect(broadcastResult.contains(#""outcome":"delivered""#), "results: \(results)")
         #expect(broadcastResult.contains(#""apnsRequestId":""#), "results: \(results)")
-        // The channel the worker broadcast to is the app's, as channel management lists it.
-        let binary = WorkerCommand.binary.path
-        let listed = try Self.shell(list.replacingOccurrences(of: "apns-worker channels", with: binary + " channels"))
+        // The channel the worker broadcast to is the app's, as channel management lists it: the
+        // printed command runs as printed, naming the running binary by its absolute path (it is not
+        // on PATH).
+        let program = list.split(separator: " ", omittingEmptySubsequences: true).first.map(String.init) ?? ""
+        #expect(program.hasPrefix("/") && FileManager.default.isExecutableFile(atPath: program), "\(list)")
+        let listed = try Self.shell(list)
         #expect(listed.status == 0 && listed.output.contains(channel), "\(listed.output)")
 
         dev.signal(SIGTERM)
         let stopBy = ContinuousClock.now + .seconds(60)
         while dev.exitStatus() == nil, ContinuousClock.now < stopBy { try await Task.sleep(for: .milliseconds(100)) }
         #expect(dev.exitStatus() == 0, "dev did not stop with 0 on SIGTERM")
+    }
+
+    // MARK: Making it misbehave
+
+    /// `dev` with `arguments`, once it printed its instructions, and its Kafka bootstrap address.
+    static func startDev(_ arguments: [String]) async throws -> (dev: BackgroundProgram, bootstrap: String) {
+        let dev = try spawnInBackground(WorkerCommand.binary.path, ["dev"] + arguments)
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !dev.stdout.contains("Ctrl-C stops everything"), ContinuousClock.now < deadline, dev.exitStatus() == nil {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let line = dev.stdout.split(separator: "\n").first { $0.contains("Kafka bootstrap") } ?? ""
+        let bootstrap = try #require(line.split(separator: " ").last.map(String.init), "dev printed: \(dev.stdout)")
+        return (dev, bootstrap)
+    }
+
+    /// An alert event for `token`, as the event format has it.
+    static func event(_ id: String, token: String) -> String {
+        #"{"id":"\#(id)","deviceToken":"\#(token)","topic":"com.example.demo","pushType":"alert","payload":{"aps":{"alert":"Hi"}}}"#
+    }
+
+    /// Produces `events` (one JSON object a line) to dev's input topic with kcat.
+    static func produce(_ events: [String], bootstrap: String) throws {
+        let file = try WorkerCommand().temporaryFile("events.ndjson", events.joined(separator: "\n") + "\n")
+        let sent = try shell("kcat -b \(bootstrap) -P -t notifications -l \(file)")
+        #expect(sent.status == 0, "kcat: \(sent.output)")
+    }
+
+    /// The result events of `ids` from the results topic, by event id (waits up to a minute for all).
+    static func results(_ ids: Set<String>, bootstrap: String) async throws -> [String: String] {
+        var found: [String: String] = [:]
+        let deadline = ContinuousClock.now + .seconds(60)
+        while Set(found.keys) != ids, ContinuousClock.now < deadline {
+            let read = try shell("kcat -b \(bootstrap) -C -t notification-results -o beginning -e -q -f '%k %s\\n'")
+            for line in read.output.split(separator: "\n") {
+                let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
+                if parts.count == 2, ids.contains(parts[0]) { found[parts[0]] = parts[1] }
+            }
+            if Set(found.keys) != ids { try await Task.sleep(for: .milliseconds(500)) }
+        }
+        return found
+    }
+
+    /// Stops `dev` with SIGTERM and expects it to exit 0.
+    static func stop(_ dev: BackgroundProgram) async throws {
+        dev.signal(SIGTERM)
+        let stopBy = ContinuousClock.now + .seconds(60)
+        while dev.exitStatus() == nil, ContinuousClock.now < stopBy { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(dev.exitStatus() == 0, "dev did not stop with 0 on SIGTERM")
+    }
+
+    static let registered = "00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0"
+    static let gone = "7a1e6b0c3d2f4e5a69788796a5b4c3d2e1f00112233445566778899aabbccdde"
+
+    @Test(
+        "a token given to --unregistered ends unregistered (410, with APNs' timestamp), a 2-byte token ends rejected with BadDeviceToken, a 32-byte one delivered"
+    )
+    func unregisteredAndMalformedTokens() async throws {
+        let (dev, bootstrap) = try await Self.startDev(["--unregistered", Self.gone])
+        #expect(dev.stdout.contains("410 Unregistered to 1 token"), "\(dev.stdout)")
+        try Self.produce(
+            [
+                Self.event("gone", token: Self.gone), Self.event("short", token: "abcd"),
+                Self.event("fine", token: Self.registered),
+            ], bootstrap: bootstrap)
+        let results = try await Self.results(["gone", "short", "fine"], bootstrap: bootstrap)
+        let gone = results["gone"] ?? ""
+        #expect(gone.contains(#""outcome":"unregistered""#) && gone.contains(#""reason":"Unregistered""#), "\(gone)")
+        #expect(gone.contains(#""status":410"#) && gone.contains(#""apnsTimestamp":"#), "\(gone)")
+        let short = results["short"] ?? ""
+        #expect(short.contains(#""outcome":"rejected""#) && short.contains(#""reason":"BadDeviceToken""#), "\(short)")
+        #expect(short.contains(#""status":400"#), "\(short)")
+        #expect(results["fine"]?.contains(#""outcome":"delivered""#) == true, "\(results)")
+        try await Self.stop(dev)
+    }
+
+    @Test("--unregistered-fraction 1: every token ends unregistered")
+    func unregisteredFraction() async throws {
+        let (dev, bootstrap) = try await Self.startDev(["--unregistered-fraction", "1"])
+        try Self.produce([Self.event("u1", token: Self.registered)], bootstrap: bootstrap)
+        let results = try await Self.results(["u1"], bootstrap: bootstrap)
+        #expect(results["u1"]?.contains(#""outcome":"unregistered""#) == true, "\(results)")
+        try await Self.stop(dev)
+    }
+
+    @Test(
+        "--throttle-fraction 1: every push gets 429 and is retried until the retry policy's 6 attempts, then ends failed with TooManyRequests and is dead-lettered"
+    )
+    func throttled() async throws {
+        let (dev, bootstrap) = try await Self.startDev(["--throttle-fraction", "1"])
+        #expect(dev.stdout.contains("429 TooManyRequests to 100% of requests"), "\(dev.stdout)")
+        try Self.produce([Self.event("t1", token: Self.registered)], bootstrap: bootstrap)
+        let result = try await Self.results(["t1"], bootstrap: bootstrap)["t1"] ?? ""
+        #expect(result.contains(#""outcome":"failed""#) && result.contains(#""reason":"TooManyRequests""#), "\(result)")
+        #expect(result.contains(#""status":429"#) && result.contains(#""attempts":6"#), "\(result)")
+        // It was dead-lettered, as the printed replay command (run as printed) tells.
+        let replay = Self.section(dev.stdout, from: "Replay dead letters", to: "Ctrl-C stops everything")
+        let replayed = try Self.shell(replay)
+        #expect(replayed.status == 0 && replayed.output.contains("retries-exhausted"), "\(replay): \(replayed.output)")
+        try await Self.stop(dev)
+    }
+
+    @Test("--fault-fraction 1: every push gets 500 or 503 and is retried, then ends failed with that reason")
+    func serverErrors() async throws {
+        let (dev, bootstrap) = try await Self.startDev(["--fault-fraction", "1"])
+        try Self.produce([Self.event("f1", token: Self.registered)], bootstrap: bootstrap)
+        let result = try await Self.results(["f1"], bootstrap: bootstrap)["f1"] ?? ""
+        #expect(result.contains(#""outcome":"failed""#) && result.contains(#""attempts":6"#), "\(result)")
+        #expect(
+            result.contains(#""reason":"InternalServerError""#) || result.contains(#""reason":"ServiceUnavailable""#),
+            "\(result)")
+        try await Self.stop(dev)
+    }
+
+    @Test("dev logs nothing at info when its configuration says warning; with --log-level info it does")
+    func logLevel() async throws {
+        for (arguments, level) in [([], "warning"), (["--log-level", "info"], "info")] {
+            let (dev, bootstrap) = try await Self.startDev(arguments)
+            let configurationLine = dev.stdout.split(separator: "\n").first { $0.contains("configuration  ") } ?? ""
+            let file = try #require(configurationLine.split(separator: " ").last.map(String.init))
+            let written = try String(contentsOfFile: file, encoding: .utf8)
+            #expect(written.contains("level: \(level)"), "\(written)")
+            try Self.produce([Self.event("l1", token: Self.registered)], bootstrap: bootstrap)
+            _ = try await Self.results(["l1"], bootstrap: bootstrap)
+            try await Self.stop(dev)
+            let infoLines = dev.stdout.split(separator: "\n").filter { $0.contains(" info ") }
+            if level == "warning" {
+                #expect(infoLines.isEmpty, "info lines at warning: \(infoLines)")
+            } else {
+                #expect(!infoLines.isEmpty, "no info lines at info: \(dev.stdout)")
+            }
+        }
+    }
+
+    @Test("shares outside 0...1, or adding up to more than 1, are usage errors (exit 2) before anything starts")
+    func badShares() throws {
+        for arguments in [
+            ["--throttle-fraction", "2"], ["--throttle-fraction", "0.6", "--fault-fraction", "0.6"],
+            ["--unregistered", "xyz"], ["--fault", "NoSuchReason=0.1"], ["--log-level", "loud"],
+        ] {
+            let run = try WorkerCommand().run(["dev"] + arguments)
+            #expect(run.status == 2, "\(arguments): \(run.stdout) \(run.stderr)")
+            #expect(!run.stdout.contains("Kafka bootstrap"), "\(arguments) started: \(run.stdout)")
+        }
     }
 }
