@@ -18,6 +18,10 @@ public struct SimulatorMisbehaviour: Sendable, Equatable {
     public var faultFraction = 0.0
     /// Any reason of Apple's tables at a rate (0...1), added to the two above.
     public var reasonRates: [SimulatorReason: Double] = [:]
+    /// The order the reasons were added in (`--fault` flags in command-line order): the simulator
+    /// draws a request's fault from its rates in order, from a fixed seed, so the same flags give
+    /// the same answers every run.
+    private var reasonOrder: [SimulatorReason] = []
     /// Close a connection abruptly (no answer, no GOAWAY) on its Nth request.
     public var closeAfter: Int?
 
@@ -76,7 +80,15 @@ public struct SimulatorMisbehaviour: Sendable, Equatable {
             simulator.devices.unregister(token, at: since ?? now)
         }
         if unregisteredFraction > 0 { simulator.devices.unregister(fraction: unregisteredFraction, since: now) }
-        for (reason, rate) in rates { simulator.faults.setRate(reason, rate) }
+        // In a fixed order: `--fault` reasons as given (those set directly on `reasonRates` after
+        // them, by name), then the throttling and server-error shares.
+        let rates = self.rates
+        let named = reasonRates.keys.filter { !reasonOrder.contains($0) }.sorted { $0.rawValue < $1.rawValue }
+        var seen: Set<SimulatorReason> = []
+        for reason in reasonOrder + named + [.tooManyRequests, .internalServerError, .serviceUnavailable]
+        where seen.insert(reason).inserted {
+            if let rate = rates[reason] { simulator.faults.setRate(reason, rate) }
+        }
         if let closeAfter {
             var connection = simulator.faults.connection
             connection.closeAfter = closeAfter
@@ -105,6 +117,8 @@ public struct SimulatorMisbehaviour: Sendable, Equatable {
             throw APNsSimulatorConfigurationError(
                 description: "--fault wants REASON=RATE with a reason from Apple's table, got \(spec)")
         }
+        reasonOrder.removeAll { $0 == reason }
+        reasonOrder.append(reason)
         reasonRates[reason] = rate
     }
 
