@@ -90,6 +90,8 @@ SERIAL_TEST_TARGETS := KafkaTests
 
 test: deps-test deps-tansu
 	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
+	@echo "== apns-worker --version (the librdkafka the tests run with; KafkaTests checks it is the headers')"; \
+	    "$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/apns-worker" --version
 	@mkdir -p .build; failed=""; for target in $(TEST_TARGETS); do \
 	    echo "== $$target"; \
 	    log=.build/test-$$target.log; \
