@@ -8,8 +8,19 @@
 
 SWIFT        ?= swift
 SWIFT_FLAGS  ?=
-# Packages the code links against.
-BUILD_PACKAGES := pkg-config librdkafka-dev libnghttp2-dev libssl-dev
+# Packages the code links against (librdkafka comes from scripts/librdkafka.sh, below).
+BUILD_PACKAGES := pkg-config libnghttp2-dev libssl-dev
+# librdkafka 2.8.0 or later (Sources/CRdKafka/shim.h refuses older headers): the system's when it has
+# one, else Debian 13's 2.8.0, which scripts/librdkafka.sh builds from Debian's source package into
+# RDKAFKA_PREFIX once (docs/kafka.md, "Which librdkafka"). Every build here finds it first through
+# PKG_CONFIG_PATH, and every binary loads it from there through its run path (RUNPATH, which the
+# tests' own child processes, apns-worker and the reliability rig, have too). Without the prefix
+# (the system's is recent enough) both point at a folder that is not there, and nothing changes.
+# SWIFTPM_FLAGS is what every `swift build|test|run` below is given, the benchmarks' scripts too.
+RDKAFKA_PREFIX := $(CURDIR)/.build/librdkafka/prefix
+export PKG_CONFIG_PATH := $(RDKAFKA_PREFIX)/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
+RDKAFKA_SWIFT_FLAGS := -Xlinker -rpath -Xlinker $(RDKAFKA_PREFIX)/lib
+export SWIFTPM_FLAGS = $(RDKAFKA_SWIFT_FLAGS) $(SWIFT_FLAGS)
 # Independent peers the tests and benchmarks run against (kcat, nghttp/h2load/nghttpd, the
 # JSON-Schema-Test-Suite, Python's aioapns and jsonschema; python3-venv for the Tansu broker's venv).
 TEST_PACKAGES  := kcat nghttp2-client nghttp2-server json-schema-test-suite python3-aioapns python3-jsonschema python3-venv tinyproxy-bin
@@ -41,6 +52,7 @@ endef
 
 deps-build:
 	$(call install_packages,$(BUILD_PACKAGES))
+	@scripts/librdkafka.sh
 
 deps-test: deps-build
 	$(call install_packages,$(TEST_PACKAGES))
@@ -57,10 +69,10 @@ deps-tansu: deps-test
 	fi
 
 build: deps-build
-	$(SWIFT) build $(SWIFT_FLAGS)
+	$(SWIFT) build $(SWIFTPM_FLAGS)
 
 release: deps-build
-	$(SWIFT) build -c release $(SWIFT_FLAGS)
+	$(SWIFT) build -c release $(SWIFTPM_FLAGS)
 
 # One test target at a time (tests within a target run in parallel): the integration suites drive
 # real servers hard, and on a 2-core machine running every target at once starves the peers that
@@ -77,12 +89,14 @@ TEST_TARGETS := JSONSchemaTests WorkerTests apns_workerTests KafkaTests APNsSimu
 SERIAL_TEST_TARGETS := KafkaTests
 
 test: deps-test deps-tansu
-	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
+	@echo "== apns-worker --version (the librdkafka the tests run with; KafkaTests checks it is the headers')"; \
+	    "$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/apns-worker" --version
 	@mkdir -p .build; failed=""; for target in $(TEST_TARGETS); do \
 	    echo "== $$target"; \
 	    log=.build/test-$$target.log; \
 	    serial=""; case " $(SERIAL_TEST_TARGETS) " in *" $$target "*) serial="--no-parallel";; esac; \
-	    $(SWIFT) test --skip-build $(SWIFT_FLAGS) $$serial --filter "^$$target\\." > $$log 2>&1 || failed="$$failed $$target"; \
+	    $(SWIFT) test --skip-build $(SWIFTPM_FLAGS) $$serial --filter "^$$target\\." > $$log 2>&1 || failed="$$failed $$target"; \
 	    cat $$log; \
 	    if grep -q "Test run with 0 tests" $$log; then failed="$$failed $$target(ran-no-test)"; fi; \
 	done; \
@@ -90,32 +104,32 @@ test: deps-test deps-tansu
 	echo "all test targets passed"
 
 test-kafka: deps-test deps-tansu
-	$(SWIFT) test $(SWIFT_FLAGS) --no-parallel --filter KafkaTests
+	$(SWIFT) test $(SWIFTPM_FLAGS) --no-parallel --filter KafkaTests
 
 # The reliability matrix (docs/reliability.md): every scenario of things going wrong, on the mock
 # cluster and on Tansu, one bounded run each, then a table; fails when any row lost an event.
 # `make reliability ARGS="--broker tansu SIGKILL"` runs a part of it. (`make test` runs a short subset.)
 reliability: deps-test deps-tansu
-	$(SWIFT) build $(SWIFT_FLAGS) --product apns-worker
-	$(SWIFT) build $(SWIFT_FLAGS) --product reliability
-	"$$($(SWIFT) build $(SWIFT_FLAGS) --show-bin-path)/reliability" $(ARGS)
+	$(SWIFT) build $(SWIFTPM_FLAGS) --product apns-worker
+	$(SWIFT) build $(SWIFTPM_FLAGS) --product reliability
+	"$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/reliability" $(ARGS)
 
 # Thread sanitizer over the C-interop modules (separate build folder: sanitized objects differ).
 tsan: deps-test deps-tansu
-	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan $(SWIFT_FLAGS) --filter "$(or $(FILTER),KafkaTests)"
+	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan $(SWIFTPM_FLAGS) --filter "$(or $(FILTER),KafkaTests)"
 
 # LeakSanitizer runs too: Tests/lsan-tests.supp and Tests/Fuzz/lsan.supp name the one-time and
 # test-harness allocations it may not report (docs/kafka.md, "Tests and sanitizers").
 asan: deps-test deps-tansu
 	@mkdir -p .build-asan && cat Tests/Fuzz/lsan.supp Tests/lsan-tests.supp > .build-asan/lsan.supp
 	SWIFT_BACKTRACE=enable=no LSAN_OPTIONS=suppressions=$(CURDIR)/.build-asan/lsan.supp:print_suppressions=0 \
-	    $(SWIFT) test --sanitize=address --scratch-path .build-asan $(SWIFT_FLAGS) --filter "$(or $(FILTER),KafkaTests)"
+	    $(SWIFT) test --sanitize=address --scratch-path .build-asan $(SWIFTPM_FLAGS) --filter "$(or $(FILTER),KafkaTests)"
 
 demo: deps-build
-	$(SWIFT) run $(SWIFT_FLAGS) apns-worker demo
+	$(SWIFT) run $(SWIFTPM_FLAGS) apns-worker demo
 
 dev: deps-build
-	$(SWIFT) run $(SWIFT_FLAGS) apns-worker dev $(DEV_FLAGS)
+	$(SWIFT) run $(SWIFTPM_FLAGS) apns-worker dev $(DEV_FLAGS)
 
 # Fuzzing (docs/reliability.md, "Fuzzers"): each libFuzzer target of Tests/Fuzz, built with AddressSanitizer
 # into .build-fuzz, runs FUZZ_SECONDS on its seed corpus copied to .build-fuzz/fuzz/<target>/corpus (new
@@ -126,7 +140,7 @@ FUZZ_TARGETS ?= FuzzJSON FuzzEventDecoder FuzzConfiguration FuzzSimulator FuzzAP
 FUZZ_SECONDS ?= 30
 FUZZ_TIMEOUT ?= 10
 FUZZ_RSS_MB  ?= 2048
-FUZZ_BUILD   := $(SWIFT) build --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING $(SWIFT_FLAGS)
+FUZZ_BUILD   := $(SWIFT) build --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING $(SWIFTPM_FLAGS)
 
 fuzz: deps-build
 	@for target in $(FUZZ_TARGETS); do $(FUZZ_BUILD) --product $$target || exit 1; done
@@ -170,8 +184,8 @@ check-deploy: $(if $(APNS_WORKER_BIN),,deps-build)
 	$(call install_packages,python3-yaml prometheus)
 	$(if $(shell command -v kubectl 2>/dev/null),,$(call install_packages,kubernetes-client))
 	kubectl kustomize deploy/kubernetes > /dev/null
-	$(if $(APNS_WORKER_BIN),,$(SWIFT) build $(SWIFT_FLAGS) --product apns-worker)
-	APNS_WORKER_BIN="$(or $(APNS_WORKER_BIN),$$($(SWIFT) build $(SWIFT_FLAGS) --show-bin-path)/apns-worker)" \
+	$(if $(APNS_WORKER_BIN),,$(SWIFT) build $(SWIFTPM_FLAGS) --product apns-worker)
+	APNS_WORKER_BIN="$(or $(APNS_WORKER_BIN),$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/apns-worker)" \
 	    /usr/bin/python3 deploy/check.py
 
 # The container image (docs/container-image.md), on machines without Docker Hub or a container
@@ -185,7 +199,7 @@ check-deploy: $(if $(APNS_WORKER_BIN),,deps-build)
 IMAGE_TAG            ?= $(shell git rev-parse --short HEAD)
 IMAGE                ?= apns-worker:$(IMAGE_TAG)
 IMAGE_BUILD_BASE     ?= localhost/apns-worker/swift:6.3.1-bookworm
-IMAGE_RUNTIME_BASE   ?= localhost/apns-worker/debian:bookworm-slim
+IMAGE_RUNTIME_BASE   ?= localhost/apns-worker/debian:trixie-slim
 IMAGE_BASES_FORCE    ?=
 SWIFT_ROOT           ?= /opt/swift
 SWIFT_PACKAGE_MIRROR ?= /opt/swift-packages
@@ -194,7 +208,7 @@ IMAGE_MIRROR_ARGS     = $(if $(wildcard $(SWIFT_PACKAGE_MIRROR)),--volume $(SWIF
                         --build-arg GIT_CONFIG_COUNT=1 --build-arg GIT_CONFIG_KEY_0=url./mnt/.insteadOf \
                         --build-arg GIT_CONFIG_VALUE_0=https://github.com/)
 
-image:
+image: deps-build
 	$(call install_packages,$(IMAGE_PACKAGES))
 	@start=$$(date +%s); \
 	RUNTIME_IMAGE=$(IMAGE_RUNTIME_BASE) BUILD_IMAGE=$(IMAGE_BUILD_BASE) SWIFT_ROOT=$(SWIFT_ROOT) \
@@ -206,8 +220,8 @@ image:
 	    --build-arg VERSION=$(IMAGE_TAG) --build-arg REVISION=$$(git rev-parse HEAD) \
 	    $(IMAGE_MIRROR_ARGS) . || exit 1; \
 	echo "image build: $$(($$(date +%s) - start)) s"
-	$(SWIFT) build $(SWIFT_FLAGS) --product apns-simulator
-	deploy/image/check-image.sh $(IMAGE) .build/image/rootfs "$$($(SWIFT) build $(SWIFT_FLAGS) --show-bin-path)/apns-simulator"
+	$(SWIFT) build $(SWIFTPM_FLAGS) --product apns-simulator
+	deploy/image/check-image.sh $(IMAGE) .build/image/rootfs "$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/apns-simulator"
 
 clean:
 	rm -rf .build .build-*

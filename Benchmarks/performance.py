@@ -19,6 +19,7 @@ import datetime
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import statistics
@@ -46,8 +47,12 @@ def log(*args):
     print(*args, file=sys.stderr, flush=True)
 
 
+# What the Makefile gives every swift build (the run path of the librdkafka it uses).
+SWIFTPM_FLAGS = shlex.split(os.environ.get("SWIFTPM_FLAGS", ""))
+
+
 def bin_path():
-    out = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, check=True,
+    out = subprocess.run(["swift", "build", *SWIFTPM_FLAGS, "-c", "release", "--show-bin-path"], cwd=ROOT, check=True,
                          capture_output=True, text=True)
     return out.stdout.strip()
 
@@ -55,7 +60,7 @@ def bin_path():
 def build(products):
     for product in products:
         log(f"== building {product} (release)")
-        subprocess.run(["swift", "build", "-c", "release", "--product", product], cwd=ROOT, check=True,
+        subprocess.run(["swift", "build", *SWIFTPM_FLAGS, "-c", "release", "--product", product], cwd=ROOT, check=True,
                        stdout=subprocess.DEVNULL)
 
 

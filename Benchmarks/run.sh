@@ -6,6 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
+# What the Makefile gives every swift build (SWIFTPM_FLAGS: the run path of the librdkafka it uses,
+# scripts/librdkafka.sh), so that these builds find the same one.
+read -r -a SWIFTPM_FLAGS <<< "${SWIFTPM_FLAGS:-}"
+swift_build() { "$SWIFT" build "${SWIFTPM_FLAGS[@]}" "$@"; }
 PYTHON=${PYTHON:-/usr/bin/python3}
 # One core: the same one for both sides, so neither gets the other's.
 PIN=""
@@ -17,17 +21,17 @@ usage() {
 }
 
 bench_kafka() {
-    "$SWIFT" build -c release --product KafkaBenchmark
-    "$("$SWIFT" build -c release --show-bin-path)/KafkaBenchmark"
+    swift_build -c release --product KafkaBenchmark
+    "$(swift_build -c release --show-bin-path)/KafkaBenchmark"
 }
 
 bench_jsonschema() {
     local dir=Benchmarks/JSONSchemaBenchmark
     local schema=schemas/notification-event.schema.json
     local inputs=("$dir/inputs/alert-valid.json" "$dir/inputs/background-priority-10-invalid.json")
-    "$SWIFT" build -c release --product JSONSchemaBenchmark >&2
+    swift_build -c release --product JSONSchemaBenchmark >&2
     local bin
-    bin="$("$SWIFT" build -c release --show-bin-path)/JSONSchemaBenchmark"
+    bin="$(swift_build -c release --show-bin-path)/JSONSchemaBenchmark"
     local swift_out python_out
     swift_out=$(mktemp)
     python_out=$(mktemp)
@@ -65,14 +69,14 @@ PY
 bench_jsonschema_instructions() {
     local dir=Benchmarks/JSONSchemaBenchmark
     local schema=schemas/notification-event.schema.json
-    "$SWIFT" build -c release --product JSONSchemaBenchmark >&2
+    swift_build -c release --product JSONSchemaBenchmark >&2
     # Valgrind runs a copy without debug information: valgrind 3.19 (Debian 12) cannot read the DWARF
     # that Swift 6.3's toolchain writes ("Possibly corrupted debuginfo file. I can't recover."), and
     # only the instruction total is needed here, not where they go.
     local bin
     bin="$(mktemp)"
     trap 'rm -f "$bin"' RETURN
-    objcopy --strip-debug "$("$SWIFT" build -c release --show-bin-path)/JSONSchemaBenchmark" "$bin"
+    objcopy --strip-debug "$(swift_build -c release --show-bin-path)/JSONSchemaBenchmark" "$bin"
     # Total instructions at two iteration counts; the difference over the extra iterations is the
     # cost of one validation, without start-up and schema compilation.
     count() {
@@ -120,8 +124,8 @@ bench_simulator() {
     trap cleanup_simulator EXIT
 
     echo "== building apns-simulator (release)"
-    swift build -c release --product apns-simulator >/dev/null
-    local bin; bin="$(swift build -c release --show-bin-path)/apns-simulator"
+    swift_build -c release --product apns-simulator >/dev/null
+    local bin; bin="$(swift_build -c release --show-bin-path)/apns-simulator"
 
     # Key, token and body made for this run only.
     openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out "$work/AuthKey.p8"
@@ -175,7 +179,7 @@ bench_simulator() {
 # nghttpd with the same connections, streams and body. Certificates are made here, in a temp dir.
 bench_apns_client() {
     local count="${APNS_BENCH_COUNT:-100000}"
-    swift build -c release --product APNsClientBenchmark
+    swift_build -c release --product APNsClientBenchmark
     # Globals and an EXIT trap: the server is stopped and the folder removed however the run ends.
     dir="$(mktemp -d)"
     pid=""
@@ -209,8 +213,8 @@ bench_apns_client() {
 # simulator with the same number of connections.
 bench_apns_client_aioapns() {
     local count="${APNS_BENCH_COUNT:-20000}"
-    swift build -c release --product APNsClientBenchmark
-    swift build -c release --product apns-simulator
+    swift_build -c release --product APNsClientBenchmark
+    swift_build -c release --product apns-simulator
     # Globals and an EXIT trap: the server is stopped and the folder removed however the run ends.
     dir="$(mktemp -d)"
     pid=""
@@ -238,8 +242,8 @@ bench_apns_client_aioapns() {
 # simulator), next to the same pipeline with an instant APNs. WORKER_BENCH_EVENTS, _ROUNDS,
 # _MAX_IN_FLIGHT, _MODES, _PERF (a directory: profile each worker with perf record) tune it.
 bench_worker() {
-    "$SWIFT" build -c release --product WorkerBenchmark
-    "$("$SWIFT" build -c release --show-bin-path)/WorkerBenchmark"
+    swift_build -c release --product WorkerBenchmark
+    "$(swift_build -c release --show-bin-path)/WorkerBenchmark"
 }
 
 case "${1:-all}" in

@@ -46,6 +46,7 @@ package enum WorkerRuntime {
             "apns-worker \(WorkerVersion.current) starting",
             metadata: [
                 "version": "\(WorkerVersion.current)",
+                "librdkafka": "\(KafkaLibrary.version)",
                 // What `apns-worker check` prints, secrets redacted.
                 "configuration": "\(ConfigurationCheck.summary(configuration).joined(separator: " | "))",
             ])

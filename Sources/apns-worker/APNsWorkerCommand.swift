@@ -1,4 +1,5 @@
 import ArgumentParser
+import Kafka
 import Worker
 
 /// `apns-worker`: the root command. Each subcommand is one line in `subcommands`; they parse flags,
@@ -7,7 +8,8 @@ struct APNsWorkerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns-worker",
         abstract: "Kafka in, Apple Push Notification service out.",
-        version: WorkerVersion.current,
+        // The release, then the librdkafka the process runs with (make test prints it in the log).
+        version: "\(WorkerVersion.current)\nlibrdkafka \(KafkaLibrary.version)",
         subcommands: [RunCommand.self, CheckCommand.self] + embeddedStackCommands + [
             ReplayCommand.self,
             ValidateCommand.self,

@@ -10,6 +10,19 @@ struct KafkaUnitTests {
         KafkaConsumerMessage(topic: "t", partition: partition, offset: offset, key: nil, value: [])
     }
 
+    @Test("the librdkafka loaded is the one compiled against, and a supported one")
+    func libraryVersion() {
+        // Printed into the test log (make test): which librdkafka these tests ran on.
+        print(
+            "librdkafka \(KafkaLibrary.version) loaded (0x\(String(KafkaLibrary.versionNumber, radix: 16))), "
+                + "compiled against \(KafkaLibrary.describe(KafkaLibrary.compiledVersionNumber))")
+        // Another librdkafka.so.1 than the headers' (the system's, when the run path is missing)
+        // would run the tests on a library the build never saw.
+        #expect(KafkaLibrary.versionNumber == KafkaLibrary.compiledVersionNumber)
+        #expect(KafkaLibrary.versionNumber >= KafkaLibrary.minimumVersionNumber)
+        #expect(KafkaLibrary.version == KafkaLibrary.describe(KafkaLibrary.versionNumber))
+    }
+
     @Test("a full buffer holds the poller, then pauses every assigned partition, and resumes at half")
     func flowControl() {
         var state = KafkaConsumerCore.StateMachine(capacity: 4)

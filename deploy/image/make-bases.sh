@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Makes, locally, the two base images deploy/Dockerfile builds on, for machines that cannot pull
-# swift:6.3.1-bookworm and debian:bookworm-slim from Docker Hub (docs/container-image.md):
+# swift:6.3.1-bookworm and debian:trixie-slim from Docker Hub (docs/container-image.md):
 #
-#   runtime  a minimal Debian 12 (bookworm) root made by debootstrap --variant=minbase, trimmed and
-#            configured the way debian:bookworm-slim is (no documentation, manual pages or
-#            translations; apt cleans up after itself; bookworm-updates and bookworm-security enabled)
-#   build    the same root plus the Debian packages a Swift build needs and this machine's Swift
-#            toolchain (SWIFT_ROOT) copied under /usr, where swift:6.3.1-bookworm has it
+#   runtime  a minimal Debian 13 (trixie) root made by debootstrap --variant=minbase, trimmed and
+#            configured the way debian:trixie-slim is (no documentation, manual pages or
+#            translations; apt cleans up after itself; trixie-updates and trixie-security enabled)
+#   build    such a Debian 12 (bookworm) root, the distribution this machine's Swift toolchain
+#            (SWIFT_ROOT) is built for, plus the Debian packages a Swift build needs and the
+#            toolchain copied under /usr, where swift:6.3.1-bookworm has it
 #
 # Both are made with `podman import` from a folder; nothing is pulled from a registry. An image that
 # already exists is kept unless --force is given. Needs root (debootstrap, chroot), podman,
@@ -18,10 +19,11 @@
 # toolchain, holding usr/bin/swift), MIRROR, SECURITY_MIRROR (Debian archives), WORK (scratch folder).
 set -euo pipefail
 
-RUNTIME_IMAGE=${RUNTIME_IMAGE:-localhost/apns-worker/debian:bookworm-slim}
+RUNTIME_IMAGE=${RUNTIME_IMAGE:-localhost/apns-worker/debian:trixie-slim}
 BUILD_IMAGE=${BUILD_IMAGE:-localhost/apns-worker/swift:6.3.1-bookworm}
 SWIFT_ROOT=${SWIFT_ROOT:-/opt/swift}
-SUITE=bookworm
+RUNTIME_SUITE=trixie
+BUILD_SUITE=bookworm
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 SECURITY_MIRROR=${SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 WORK=${WORK:-.build/image/bases}
@@ -114,8 +116,11 @@ import_root() {
 }
 
 # ---------------------------------------------------------------------------------------------------
-# The common root: minbase bookworm, configured like debian:bookworm-slim, with current updates.
+# A root: minbase SUITE, configured like debian:SUITE-slim, with current updates (make_root SUITE).
 # ---------------------------------------------------------------------------------------------------
+make_root() {
+local SUITE=$1
+rm -rf "$root"
 echo "debootstrap --variant=minbase $SUITE from $MIRROR"
 debootstrap --variant=minbase --keyring=/usr/share/keyrings/debian-archive-keyring.gpg \
     "$SUITE" "$root" "$MIRROR" > "$WORK/debootstrap.log" 2>&1 \
@@ -167,24 +172,27 @@ echo 'Apt::AutoRemove::SuggestsImportant "false";' > "$root/etc/apt/apt.conf.d/d
 printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"
 chmod 0755 "$root/usr/sbin/policy-rc.d"
 
-# The point release in the archive plus bookworm-updates and bookworm-security, as a rebuilt official
+# The point release in the archive plus SUITE-updates and SUITE-security, as a rebuilt official
 # image has them.
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 : > "$WORK/apt.log"
 apt_in_root update
 apt_in_root -y dist-upgrade
+}
 
 # ---------------------------------------------------------------------------------------------------
 # Runtime base
 # ---------------------------------------------------------------------------------------------------
 if [ "$need_runtime" = 1 ]; then
-    import_root "$RUNTIME_IMAGE" "Debian $SUITE minbase, slimmed like debian:$SUITE-slim (made by deploy/image/make-bases.sh)"
+    make_root "$RUNTIME_SUITE"
+    import_root "$RUNTIME_IMAGE" "Debian $RUNTIME_SUITE minbase, slimmed like debian:$RUNTIME_SUITE-slim (made by deploy/image/make-bases.sh)"
 fi
 
 # ---------------------------------------------------------------------------------------------------
 # Build base
 # ---------------------------------------------------------------------------------------------------
 if [ "$need_build" = 1 ]; then
+    make_root "$BUILD_SUITE"
     cp /etc/resolv.conf "$root/etc/resolv.conf"
     apt_in_root update
     # shellcheck disable=SC2086 # a list of names
@@ -202,5 +210,5 @@ if [ "$need_build" = 1 ]; then
     done
     version=$(in_root swift --version 2>/dev/null | head -1 | tr -d '"')
     echo "build base: $version"
-    import_root "$BUILD_IMAGE" "Debian $SUITE with the Swift toolchain of this machine ($version) under /usr (made by deploy/image/make-bases.sh)"
+    import_root "$BUILD_IMAGE" "Debian $BUILD_SUITE with the Swift toolchain of this machine ($version) under /usr (made by deploy/image/make-bases.sh)"
 fi
