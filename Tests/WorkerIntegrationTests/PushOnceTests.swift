@@ -76,6 +76,17 @@ struct PushOnceTests {
             }
         }
 
+        /// A worker that has finished every event but the first, which waits for a retry, and has
+        /// committed what it may.
+        func startWithTheFirstEventRetrying() async throws -> BackgroundProgram {
+            let first = try start()
+            try await eventually(60, "199 results, the first event still retrying") {
+                try await results().count >= 199
+            }
+            try await committed()
+            return first
+        }
+
         func results() async throws -> [ResultRecord] {
             try await harness.allRecords(of: EmbeddedStack.resultsTopic).map(ResultRecord.init)
         }
@@ -98,11 +109,7 @@ struct PushOnceTests {
     func killWithAPinnedPartition(_ broker: Broker) async throws {
         let setup = try await Setup.start(broker)
         defer { Task { await setup.harness.shutdown() } }
-        let first = try setup.start()
-        try await eventually(60, "199 results, the first event still retrying") {
-            try await setup.results().count >= 199
-        }
-        try await setup.committed()
+        let first = try await setup.startWithTheFirstEventRetrying()
         kill(first.processIdentifier, SIGKILL)
         _ = first.waitUntilExit()
         #expect(setup.acceptedPushes.count == 199)
@@ -124,11 +131,7 @@ struct PushOnceTests {
     func handOverWithAPinnedPartition(_ broker: Broker) async throws {
         let setup = try await Setup.start(broker)
         defer { Task { await setup.harness.shutdown() } }
-        let first = try setup.start()
-        try await eventually(60, "199 results, the first event still retrying") {
-            try await setup.results().count >= 199
-        }
-        try await setup.committed()
+        let first = try await setup.startWithTheFirstEventRetrying()
         let second = try setup.start()  // joins the group: partition 0 stays with the first, or is handed over now
         // Time for the join to settle: Tansu 0.6 holds a join for half the session (3 s here), and a
         // member leaving during a rebalance left the other without an assignment for good.
