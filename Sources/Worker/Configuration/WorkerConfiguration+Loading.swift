@@ -9,26 +9,29 @@ extension WorkerConfiguration {
     package static func load(
         path: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ConfigurationError) -> WorkerConfiguration {
-        let (configuration, problems) = inspect(path: path, environment: environment)
-        if let first = problems.first {
-            var combined = first
-            combined.others = Array(problems.dropFirst())
-            throw combined
-        }
-        return configuration!
+        try loaded(inspect(path: path, environment: environment))
     }
 
     /// `load` for text already in memory; `file` names it in errors.
     package static func parse(
         _ text: String, file: String = "<config>", environment: [String: String] = [:]
     ) throws(ConfigurationError) -> WorkerConfiguration {
-        let (configuration, problems) = inspect(text: text, file: file, environment: environment)
-        if let first = problems.first {
-            var combined = first
-            combined.others = Array(problems.dropFirst())
-            throw combined
+        try loaded(inspect(text: text, file: file, environment: environment))
+    }
+
+    /// The configuration when there is no problem; else the first problem, carrying the others.
+    private static func loaded(
+        _ inspected: (configuration: WorkerConfiguration?, problems: [ConfigurationError])
+    ) throws(ConfigurationError) -> WorkerConfiguration {
+        if var first = inspected.problems.first {
+            first.others = Array(inspected.problems.dropFirst())
+            throw first
         }
-        return configuration!
+        // `inspect` gives a configuration whenever it finds no problem.
+        guard let configuration = inspected.configuration else {
+            throw ConfigurationError(code: .syntax, message: "the configuration could not be read")
+        }
+        return configuration
     }
 
     /// Every problem of the file, found in one pass, in the file's order (those without a line,
