@@ -8,19 +8,11 @@ final class ConfigProblems {
 
     func record(_ problem: ConfigurationError) { all.append(problem) }
 
-    /// The first problem, carrying the others, or `nil` when there is none. `byLine`: in the
-    /// file's order (problems without a line, from the environment, last).
-    func combined(byLine: Bool = false) -> ConfigurationError? {
-        let ordered =
-            byLine
-            ? all.enumerated().sorted {
-                ($0.element.line ?? Int.max, $0.offset) < ($1.element.line ?? Int.max, $1.offset)
-            }
+    /// Every problem in the file's order (problems without a line, from the environment, last;
+    /// those on one line in the order found).
+    var inFileOrder: [ConfigurationError] {
+        all.enumerated().sorted { ($0.element.line ?? Int.max, $0.offset) < ($1.element.line ?? Int.max, $1.offset) }
             .map(\.element)
-            : all
-        guard var first = ordered.first else { return nil }
-        first.others = Array(ordered.dropFirst())
-        return first
     }
 }
 

@@ -18,25 +18,12 @@ extension WorkerConfiguration {
         return configuration
     }
 
-    /// Has librdkafka check the consumer's and the producer's properties (unknown names, bad
-    /// values) without connecting, so that they are configuration errors, found before anything runs.
-    ///
-    /// `environment`: the variables the configuration was loaded with, so that a property set by an
-    /// `APNS_WORKER_KAFKA_*` variable is reported under the variable's name.
-    package func checkKafkaProperties(file: String? = nil, environment: [String: String] = [:])
-        throws(ConfigurationError)
-    {
-        let problems = ConfigProblems()
-        for problem in kafkaPropertyProblems(file: file, environment: environment, root: nil, combination: true) {
-            problems.record(problem)
-        }
-        if let combined = problems.combined() { throw combined }
-    }
-
-    /// Every property librdkafka refuses, each checked on its own (so that all are found at once),
-    /// then, with `combination`, the whole of each configuration (for what only the combination
-    /// shows). `root`: the parsed file, for each property's line.
-    func kafkaPropertyProblems(file: String?, environment: [String: String], root: ConfigNode?, combination: Bool)
+    /// Every property librdkafka refuses, found without connecting: each checked on its own (so that
+    /// all are found at once), then, with `combination`, the whole of each configuration (for what
+    /// only the combination shows). A property set by an `APNS_WORKER_KAFKA_*` variable of
+    /// `environment` is reported under the variable's name; `root`, the parsed file, gives the others'
+    /// lines.
+    func kafkaPropertyProblems(file: String, environment: [String: String], root: ConfigNode, combination: Bool)
         -> [ConfigurationError]
     {
         func problem(_ property: String, _ message: String) -> ConfigurationError {
@@ -51,7 +38,7 @@ extension WorkerConfiguration {
             return ConfigurationError(
                 code: .invalidValue, file: variable == nil ? file : nil,
                 keyPath: property.isEmpty ? "kafka" : (section + [property]).joined(separator: "."),
-                line: variable == nil ? root?.line(at: section + [property]) : nil,
+                line: variable == nil ? root.line(at: section + [property]) : nil,
                 environmentVariable: variable, message: "librdkafka refused it: \(message)")
         }
         var problems: [ConfigurationError] = []

@@ -76,7 +76,7 @@ extension WorkerConfiguration {
         let kafka = configuration.kafkaPropertyProblems(
             file: file, environment: environment, root: overridden, combination: problems.all.isEmpty)
         for problem in kafka { problems.record(problem) }
-        return (configuration, problems.combined(byLine: true)?.all ?? [])
+        return (configuration, problems.inFileOrder)
     }
 
     private static func reason(_ error: any Error) -> String {
