@@ -12,8 +12,12 @@ struct CheckCommand: AsyncParsableCommand {
             certificate (printing when each certificate expires: within 30 days a warning, expired or \
             not yet valid a problem), and asks the broker whether the input, results and dead-letter topics exist. \
             Prints a summary with secrets redacted. A broker that does not answer is said, not an error. \
+            --strict, for a deploy gate, also fails when the broker does not answer (unreachable, a TLS \
+            handshake or a SASL login refused) and when a topic the worker produces to has \
+            min.insync.replicas above its replication factor (where the broker does not answer \
+            DescribeConfigs, it says it could not check). \
             --offline checks the file alone (no key files, secrets or broker), as deploy/check.py does. \
-            Exit status: 0 valid, 2 not (each problem is printed).
+            Exit status: 0 valid, 2 not (each problem is printed on its own line).
             """
     )
 
@@ -21,6 +25,8 @@ struct CheckCommand: AsyncParsableCommand {
     var config: String
     @Flag(help: "Check the file alone: no key files, no secrets from the environment, no broker.")
     var offline = false
+    @Flag(help: "Fail when the broker does not answer or a topic cannot take the worker's writes (a deploy gate).")
+    var strict = false
     @Option(
         name: .customLong("broker-timeout"),
         help: ArgumentHelp("Seconds the broker has to answer.", valueName: "SECONDS"))
@@ -28,7 +34,7 @@ struct CheckCommand: AsyncParsableCommand {
 
     func run() async throws {
         let check = await ConfigurationCheck.run(
-            path: config, offline: offline, brokerTimeout: .seconds(brokerTimeout))
+            path: config, offline: offline, brokerTimeout: .seconds(brokerTimeout), strict: strict)
         for line in check.summary { FileOutput.standardOutput.write(line + "\n") }
         for note in check.notes { FileOutput.standardError.write("note: \(note)\n") }
         for warning in check.warnings { FileOutput.standardError.write("warning: \(warning)\n") }

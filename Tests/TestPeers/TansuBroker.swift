@@ -119,11 +119,14 @@ package final class TansuBroker: Sendable {
         throw Failure(description: "Tansu on port \(port) not ready after 15 s")
     }
 
-    /// Creates a topic (talking to the broker's own port: the admin tool needs no proxy).
-    package func createTopic(_ name: String, partitions: Int) async throws {
+    /// Creates a topic (talking to the broker's own port: the admin tool needs no proxy), with
+    /// topic settings such as `min.insync.replicas` if given.
+    package func createTopic(_ name: String, partitions: Int, settings: [String: String] = [:]) async throws {
+        let configs = settings.sorted { $0.key < $1.key }.flatMap { ["--config", "\($0.key)=\($0.value)"] }
         let program = try spawnAndWait(
             binary,
-            ["topic", "create", "--broker", "tcp://127.0.0.1:\(brokerPort)", "--partitions", "\(partitions)", name],
+            ["topic", "create", "--broker", "tcp://127.0.0.1:\(brokerPort)", "--partitions", "\(partitions)"]
+                + configs + [name],
             timeout: 30)
         guard program.status == 0 else {
             throw Failure(

@@ -111,6 +111,55 @@ struct ConfigurationCheckTests {
             }, "\(kept.summary)")
     }
 
+    @Test(
+        "strict: a broker that does not answer is a problem naming what the client met and what to check; plain check keeps it a note"
+    )
+    func strictUnreachable() async throws {
+        let path = try Self.write(Self.configuration(servers: "127.0.0.1:1", keyFile: try Self.keyFile()))
+        let strict = await ConfigurationCheck.run(
+            path: path, environment: [:], brokerTimeout: .seconds(2), strict: true)
+        #expect(!strict.isValid)
+        let problem = try #require(strict.problems.first { $0.contains("did not answer") }, "\(strict.problems)")
+        #expect(problem.contains("127.0.0.1:1"), "names the broker: \(problem)")
+        #expect(problem.contains("Connection refused"), "says what the client met: \(problem)")
+        #expect(problem.contains("check kafka.bootstrap.servers"), "says what to do: \(problem)")
+        #expect(strict.problems.count == 1, "one line per problem: \(strict.problems)")
+        let plain = await ConfigurationCheck.run(path: path, environment: [:], brokerTimeout: .seconds(2))
+        #expect(plain.isValid, "\(plain.problems)")
+        #expect(plain.notes.contains { $0.contains("did not answer") && $0.contains("Connection refused") })
+    }
+
+    @Test("strict: a topic the worker produces to whose min.insync.replicas exceeds its replication factor is a problem")
+    func strictReplication() async throws {
+        let key = try Self.keyFile()
+        let tansu = try await TansuBroker.start()
+        defer { Task { await tansu.shutdown() } }
+        try await tansu.createTopic("notifications", partitions: 1, settings: ["min.insync.replicas": "3"])
+        try await tansu.createTopic("apns-results", partitions: 2, settings: ["min.insync.replicas": "2"])
+        try await tansu.createTopic("apns-dead-letters", partitions: 1, settings: ["min.insync.replicas": "1"])
+        let path = try Self.write(Self.configuration(servers: tansu.bootstrapServers, keyFile: key))
+        let strict = await ConfigurationCheck.run(path: path, environment: [:], strict: true)
+        #expect(
+            strict.problems == [
+                "topics.results: topic 'apns-results' has min.insync.replicas 2 but 1 replica: every produce with acks=all (the worker's) fails; lower min.insync.replicas to 1 or add replicas"
+            ], "the input topic is only read; the dead-letter topic is fine")
+        let plain = await ConfigurationCheck.run(path: path, environment: [:])
+        #expect(plain.isValid, "plain check does not ask: \(plain.problems)")
+    }
+
+    @Test("strict on a broker that does not answer DescribeConfigs (the mock cluster): says it could not check, valid")
+    func strictCannotDescribe() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        for topic in ["notifications", "apns-results", "apns-dead-letters"] {
+            try cluster.createTopic(topic, partitions: 1)
+        }
+        let path = try Self.write(Self.configuration(servers: cluster.bootstrapServers, keyFile: try Self.keyFile()))
+        let strict = await ConfigurationCheck.run(path: path, environment: [:], strict: true)
+        #expect(strict.isValid, "\(strict.problems)")
+        #expect(
+            strict.notes.contains { $0.hasPrefix("min.insync.replicas: could not check") }, "\(strict.notes)")
+    }
+
     @Test("a broker that does not answer is a note, not a problem; --offline checks the file alone")
     func unreachableAndOffline() async throws {
         let key = try Self.keyFile()

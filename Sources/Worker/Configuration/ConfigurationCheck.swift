@@ -23,9 +23,13 @@ package struct ConfigurationCheck: Sendable {
     ///   - offline: check only the file: no broker, no key files, no secrets from the environment
     ///     (a configuration checked away from where it runs, as `deploy/check.py` does).
     ///   - brokerTimeout: how long the broker has to answer the metadata request.
+    ///   - strict: for a deploy gate: a broker that does not answer (unreachable, a login or TLS
+    ///     handshake refused) is a problem, not a note, and a topic the worker produces to must be
+    ///     able to take `acks=all` (`min.insync.replicas` at most its replication factor).
     package static func run(
         path: String, environment: [String: String] = ProcessInfo.processInfo.environment, offline: Bool = false,
-        brokerTimeout: Duration = .seconds(10), now: Date = Date(), logger: Logger = Logger(label: "apns-worker.check")
+        brokerTimeout: Duration = .seconds(10), strict: Bool = false, now: Date = Date(),
+        logger: Logger = Logger(label: "apns-worker.check")
     ) async -> ConfigurationCheck {
         var check = ConfigurationCheck()
         // Every problem at once: the file's, then each credential that could be read (even when
@@ -52,7 +56,7 @@ package struct ConfigurationCheck: Sendable {
             check.notes.append("the broker was not asked: fix the problems in the file first")
             return check
         }
-        await check.lookUpTopics(configuration, timeout: brokerTimeout, logger: logger)
+        await check.lookUpTopics(configuration, timeout: brokerTimeout, strict: strict, logger: logger)
         return check
     }
 
@@ -82,23 +86,30 @@ package struct ConfigurationCheck: Sendable {
     }
 
     /// Asks the broker for its topics: the input, results and dead-letter topics must exist.
-    private mutating func lookUpTopics(_ configuration: WorkerConfiguration, timeout: Duration, logger: Logger) async {
+    private mutating func lookUpTopics(
+        _ configuration: WorkerConfiguration, timeout: Duration, strict: Bool, logger: Logger
+    ) async {
         var quiet = logger
-        quiet.logLevel = .critical  // librdkafka's own connection errors: the note below says it once
-        let topics: Set<String>
-        let consumer: KafkaConsumer
+        quiet.logLevel = .critical  // librdkafka's own connection errors: the line below says why once
+        let probe: KafkaClusterProbe
         do {
-            consumer = try KafkaConsumer(configuration: configuration.kafkaConsumerConfiguration, logger: quiet)
-            do {
-                topics = try await consumer.topicNames(timeout: timeout)
-            } catch {
-                await consumer.close()
-                throw error
-            }
+            probe = try KafkaClusterProbe(configuration: configuration.kafkaConsumerConfiguration, logger: quiet)
         } catch {
-            notes.append(
-                "broker \(configuration.bootstrapServers) did not answer in \(ConfigDuration.format(timeout)) (\(error)): topics not checked"
-            )
+            problems.append("kafka: \(error)")
+            return
+        }
+        let topics: [String: KafkaTopicDescription]
+        switch await probe.topics(timeout: timeout) {
+        case .success(let answered):
+            topics = answered
+        case .failure(let unanswered):
+            let line =
+                "broker \(configuration.bootstrapServers) did not answer in \(ConfigDuration.format(timeout)): \(unanswered.cause.message)"
+            if strict {
+                problems.append("\(line); \(Self.advice(for: unanswered))")
+            } else {
+                notes.append("\(line): topics not checked")
+            }
             return
         }
         let wanted =
@@ -106,14 +117,71 @@ package struct ConfigurationCheck: Sendable {
                 ("topics.results", configuration.topics.results),
                 ("topics.deadLetters", configuration.topics.deadLetters),
             ] + (configuration.delivery.progressTopic.map { [("delivery.progressTopic", $0)] } ?? [])
-        for (key, topic) in wanted where !topics.contains(topic) {
-            problems.append("\(key): topic '\(topic)' does not exist on \(configuration.bootstrapServers)")
+        for (key, topic) in wanted where topics[topic] == nil {
+            problems.append(
+                "\(key): topic '\(topic)' does not exist on \(configuration.bootstrapServers): create it, or correct the name"
+            )
         }
-        if wanted.allSatisfy({ topics.contains($0.1) }) {
-            summary.append("broker:       \(configuration.bootstrapServers) answered; every topic exists")
-            await probeCommitMetadata(configuration, consumer: consumer, timeout: timeout, logger: quiet)
+        guard wanted.allSatisfy({ topics[$0.1] != nil }) else { return }
+        summary.append("broker:       \(configuration.bootstrapServers) answered; every topic exists")
+        if strict {
+            // The worker produces with acks=all to these; it only reads the input topics.
+            let produced = wanted.filter { $0.0 != "consumer.topics" }
+            await checkReplication(produced, topics: topics, probe: probe, timeout: timeout)
         }
+        let consumer: KafkaConsumer
+        do {
+            consumer = try KafkaConsumer(configuration: configuration.kafkaConsumerConfiguration, logger: quiet)
+        } catch {
+            problems.append("kafka: \(error)")
+            return
+        }
+        await probeCommitMetadata(configuration, consumer: consumer, timeout: timeout, logger: quiet)
         await consumer.close()
+    }
+
+    /// What to look at when the broker did not answer, by what the client met.
+    static func advice(for unanswered: KafkaClusterUnanswered) -> String {
+        let text = unanswered.cause.message
+        if text.contains("SASL") || text.contains("uthentication") {
+            return "check kafka.sasl.mechanisms, kafka.sasl.username and kafka.sasl.password (and that the user exists on the broker)"
+        }
+        if text.contains("SSL") || text.contains("certificate") {
+            return "check kafka.ssl.ca.location (the CA that signed the broker's certificate), that the broker's certificate names the host in kafka.bootstrap.servers, and, where the broker asks for one, kafka.ssl.certificate.location and kafka.ssl.key.location"
+        }
+        return "check kafka.bootstrap.servers and kafka.security.protocol, and that the broker can be reached from here"
+    }
+
+    /// `min.insync.replicas` above a topic's replication factor makes every `acks=all` produce fail
+    /// (`NOT_ENOUGH_REPLICAS`): the worker could never publish a result or a dead letter there.
+    private mutating func checkReplication(
+        _ produced: [(String, String)], topics: [String: KafkaTopicDescription], probe: KafkaClusterProbe,
+        timeout: Duration
+    ) async {
+        let setting = "min.insync.replicas"
+        let answered: [String: Result<[String: String], KafkaError>]
+        do {
+            answered = try await probe.configs(of: produced.map(\.1), names: [setting], timeout: timeout)
+        } catch {
+            notes.append("\(setting): could not check (the broker did not answer DescribeConfigs: \(error.message))")
+            return
+        }
+        for (key, topic) in produced {
+            guard let replication = topics[topic]?.replicationFactor else { continue }
+            switch answered[topic] {
+            case .success(let values):
+                // Not set on the topic: the broker's default, which a broker reports as the value.
+                guard let text = values[setting], let minimum = Int(text), minimum > replication else { continue }
+                let replicas = replication == 1 ? "1 replica" : "\(replication) replicas"
+                problems.append(
+                    "\(key): topic '\(topic)' has \(setting) \(minimum) but \(replicas): every produce with acks=all (the worker's) fails; lower \(setting) to \(replication) or add replicas"
+                )
+            case .failure(let error):
+                notes.append("\(setting): could not check topic '\(topic)' (\(error.message))")
+            case nil:
+                notes.append("\(setting): could not check topic '\(topic)' (the broker did not describe it)")
+            }
+        }
     }
 
     /// The group that `check` commits a probe offset for: Kafka forgets it after
