@@ -30,6 +30,24 @@ package struct KafkaClusterUnanswered: Error, Sendable, CustomStringConvertible 
     /// The client could not log in or finish a TLS handshake: waiting longer does not help.
     package var isRefusal: Bool { connectionErrors.first.map(Self.isRefusal) ?? false }
 
+    /// What stood in the way, by librdkafka's error code.
+    package enum Obstacle: Sendable {
+        /// A SASL login was refused.
+        case login
+        /// A TLS handshake failed (the broker's certificate, its name, or a client certificate).
+        case tls
+        /// No connection, or no answer on one.
+        case connection
+    }
+
+    package var obstacle: Obstacle {
+        switch cause.code {
+        case Code.authentication: .login
+        case Code.ssl: .tls
+        default: .connection
+        }
+    }
+
     package var description: String { cause.message }
 
     static func isRefusal(_ error: KafkaError) -> Bool {
@@ -62,7 +80,8 @@ package final class KafkaClusterProbe: Sendable {
             logger: logger,
             error: { error in
                 errors.withLock { seen in
-                    if seen.count < 16, !seen.contains(where: { $0.code == error.code && $0.message == error.message }) {
+                    if seen.count < 16, !seen.contains(where: { $0.code == error.code && $0.message == error.message })
+                    {
                         seen.append(error)
                     }
                 }

@@ -129,7 +129,8 @@ struct ConfigurationCheckTests {
         #expect(plain.notes.contains { $0.contains("did not answer") && $0.contains("Connection refused") })
     }
 
-    @Test("strict: a topic the worker produces to whose min.insync.replicas exceeds its replication factor is a problem")
+    @Test(
+        "strict: a topic the worker produces to whose min.insync.replicas exceeds its replication factor is a problem")
     func strictReplication() async throws {
         let key = try Self.keyFile()
         let tansu = try await TansuBroker.start()

@@ -142,14 +142,14 @@ package struct ConfigurationCheck: Sendable {
 
     /// What to look at when the broker did not answer, by what the client met.
     static func advice(for unanswered: KafkaClusterUnanswered) -> String {
-        let text = unanswered.cause.message
-        if text.contains("SASL") || text.contains("uthentication") {
-            return "check kafka.sasl.mechanisms, kafka.sasl.username and kafka.sasl.password (and that the user exists on the broker)"
+        switch unanswered.obstacle {
+        case .login:
+            "check kafka.sasl.mechanisms, kafka.sasl.username and kafka.sasl.password (and that the user exists on the broker)"
+        case .tls:
+            "check kafka.ssl.ca.location (the CA that signed the broker's certificate), that the broker's certificate names the host in kafka.bootstrap.servers, and, where the broker asks for one, kafka.ssl.certificate.location and kafka.ssl.key.location"
+        case .connection:
+            "check kafka.bootstrap.servers and kafka.security.protocol, and that the broker can be reached from here"
         }
-        if text.contains("SSL") || text.contains("certificate") {
-            return "check kafka.ssl.ca.location (the CA that signed the broker's certificate), that the broker's certificate names the host in kafka.bootstrap.servers, and, where the broker asks for one, kafka.ssl.certificate.location and kafka.ssl.key.location"
-        }
-        return "check kafka.bootstrap.servers and kafka.security.protocol, and that the broker can be reached from here"
     }
 
     /// `min.insync.replicas` above a topic's replication factor makes every `acks=all` produce fail
