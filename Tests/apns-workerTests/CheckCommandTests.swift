@@ -88,6 +88,22 @@ struct CheckCommandTests {
 
     // Six mistakes in one file took four fix-and-rerun rounds: check stopped at the first problem,
     // and credentials and librdkafka properties came without a line.
+    @Test("--strict turns a broker that does not answer into a failure (exit 2) with what to check; without it, exit 0")
+    func strictGate() throws {
+        let now = Date()
+        let path = try configuration(
+            certificateValidFor: now.addingTimeInterval(-86_400)...now.addingTimeInterval(365 * 86_400))
+        let strict = try WorkerCommand().run(["check", "--strict", "--config", path, "--broker-timeout", "1"])
+        #expect(strict.status == 2, "\(strict.stdout)\(strict.stderr)")
+        #expect(
+            line(strict.stderr, "error: ", "broker 127.0.0.1:1 did not answer in 1s: ")
+                && line(strict.stderr, "error: ", "check kafka.bootstrap.servers"), "\(strict.stderr)")
+        #expect(strict.stderr.contains("not valid (1 problem(s))"), "\(strict.stderr)")
+        let plain = try check(path)
+        #expect(plain.status == 0, "\(plain.stdout)\(plain.stderr)")
+        #expect(line(plain.stderr, "note: ", "did not answer"), "\(plain.stderr)")
+    }
+
     @Test("six mistakes in one file: check lists all six in one run, each with file:line, in plain words")
     func everyProblemAtOnce() throws {
         let helper = WorkerCommand()
