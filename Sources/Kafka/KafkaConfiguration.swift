@@ -34,6 +34,10 @@ package struct KafkaConsumerConfiguration: Sendable {
     package var bufferCapacity: Int = 2048
     /// The same bound in bytes (keys, values, headers): large records reach it before the count.
     package var bufferByteCapacity: Int = 32 * 1024 * 1024
+    /// An assigned, unpaused partition whose position has not moved for this long while the broker
+    /// holds records beyond it is stalled: reported and sought to its position again
+    /// (`PartitionStallWatch`). `nil` turns the watch off.
+    package var stallBound: Duration? = .seconds(60)
     /// Any librdkafka consumer property, passed through as is.
     package var properties: [String: String] = [:]
 

@@ -31,6 +31,7 @@ package final class KafkaConsumer: Sendable {
         configuration: KafkaConsumerConfiguration,
         rebalanceHandler: (any KafkaRebalanceHandler)? = nil,
         statisticsHandler: (@Sendable (KafkaConsumerStatistics) -> Void)? = nil,
+        stallHandler: (@Sendable (KafkaPartitionStall) -> Void)? = nil,
         logger: Logger = Logger(label: "kafka.consumer")
     ) throws(KafkaError) {
         var tagged = logger
@@ -39,7 +40,8 @@ package final class KafkaConsumer: Sendable {
         let core = KafkaConsumerCore(
             capacity: configuration.bufferCapacity, byteCapacity: configuration.bufferByteCapacity,
             handler: rebalanceHandler,
-            handlerTimeout: configuration.maxPollInterval, logger: logger)
+            handlerTimeout: configuration.maxPollInterval, stallBound: configuration.stallBound,
+            stallHandler: stallHandler, logger: logger)
         let config = try RDKafkaConfig(properties: configuration.librdkafkaProperties)
         var onStatistics: (@Sendable (String) -> Void)?
         if let statisticsHandler {

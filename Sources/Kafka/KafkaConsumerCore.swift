@@ -31,13 +31,22 @@ final class KafkaConsumerCore: Sendable {
     /// full waits up to this long for the poll thread.
     static let fullBufferGrace: Duration = .seconds(2)
 
+    /// Stalled partitions (`PartitionStallWatch`), looked for by the poll thread; the broker's ends
+    /// are asked for on `stallQueue` (a blocking request the poll thread must not wait for).
+    private let stallWatch: Locked<PartitionStallWatch>?
+    private let stallHandler: (@Sendable (KafkaPartitionStall) -> Void)?
+    private let stallQueue = DispatchQueue(label: "kafka.consumer.stalls")
+
     init(
         capacity: Int, byteCapacity: Int = .max, handler: (any KafkaRebalanceHandler)?, handlerTimeout: Duration,
+        stallBound: Duration? = nil, stallHandler: (@Sendable (KafkaPartitionStall) -> Void)? = nil,
         logger: Logger
     ) {
         self.state = Locked(StateMachine(capacity: capacity, byteCapacity: byteCapacity))
         self.handler = handler
         self.handlerTimeout = handlerTimeout
+        self.stallWatch = stallBound.map { Locked(PartitionStallWatch(bound: $0)) }
+        self.stallHandler = stallHandler
         self.logger = logger
     }
 
@@ -62,8 +71,14 @@ final class KafkaConsumerCore: Sendable {
 
     private func pollLoop(_ client: RDKafkaClient) {
         var topicNames = TopicNames()
+        let clock = ContinuousClock()
+        var nextStallLook = clock.now
         while !stopRequested.load(ordering: .acquiring) {
             markPolled()
+            if let stallWatch, clock.now >= nextStallLook {
+                nextStallLook = clock.now.advanced(by: min(stallWatch.withLock { $0.bound } / 4, .seconds(5)))
+                lookForStalls(client, stallWatch)
+            }
             waitForSpace(client)
             // Waits up to 100 ms for the first record, then takes only what librdkafka already holds
             // (up to `pollBatch`, or until the buffer is full), and wakes a waiting reader once.
@@ -87,6 +102,38 @@ final class KafkaConsumerCore: Sendable {
         let (reader, closers) = state.withLock { ($0.finish(.closed), $0.pollThreadStopped()) }
         reader?.resume(returning: nil)
         for closer in closers { closer.resume() }
+    }
+
+    /// The positions of the partitions being fetched (assigned, not paused) into the watch; the
+    /// broker's end asked for each that has not moved for the bound; a stalled one sought to its
+    /// position and reported.
+    private func lookForStalls(_ client: RDKafkaClient, _ watch: Locked<PartitionStallWatch>) {
+        let (assigned, desiredPaused) = state.withLock { ($0.assigned, $0.desiredPaused) }
+        let fetching = assigned.subtracting(desiredPaused).subtracting(appliedPauses.withLock { $0 })
+        let positions = client.positions(of: fetching)
+        let observation = watch.withLock { $0.observe(positions: positions, now: .now) }
+        for partition in observation.recovered {
+            logger.info("partition \(partition) is reading again after a stall")
+            stallHandler?(.recovered(partition))
+        }
+        guard !observation.ask.isEmpty else { return }
+        let (logger, handler) = (self.logger, self.stallHandler)
+        stallQueue.async { [self] in
+            for partition in observation.ask where !stopRequested.load(ordering: .acquiring) {
+                let end = try? client.watermarks(of: partition, timeout: .seconds(5)).high
+                let verdict = watch.withLock { $0.answered(partition, end: end, now: .now) }
+                guard case .stalled(let position, let end, let first) = verdict else { continue }
+                do {
+                    try client.seek(KafkaTopicPartitionOffset(partition, offset: position))
+                } catch {
+                    logger.warning("partition \(partition): seeking to \(position) after a stall failed: \(error)")
+                }
+                logger.warning(
+                    "partition \(partition) is stalled: its position \(position) has not moved for \(watch.withLock { $0.bound }) while the broker holds records up to \(end); sought to \(position) to restart its fetch"
+                )
+                handler?(.stalled(partition, position: position, end: end, first: first))
+            }
+        }
     }
 
     private func markPolled() {

@@ -1,0 +1,105 @@
+import Kafka
+import Testing
+
+/// The stall watch alone: positions and the broker's answers in, what to do out.
+@Suite("Partition stall watch")
+struct PartitionStallWatchTests {
+    let p0 = KafkaTopicPartition(topic: "t", partition: 0)
+    let p1 = KafkaTopicPartition(topic: "t", partition: 1)
+    let start = ContinuousClock.now
+
+    func at(_ seconds: Int) -> ContinuousClock.Instant { start.advanced(by: .seconds(seconds)) }
+
+    @Test("a position unmoved for the bound is checked against the broker's end; records beyond it make a stall")
+    func stall() {
+        var watch = PartitionStallWatch(bound: .seconds(60))
+        #expect(watch.observe(positions: [p0: 10, p1: 5], now: at(0)).ask.isEmpty)
+        #expect(watch.observe(positions: [p0: 10, p1: 6], now: at(59)).ask.isEmpty, "not yet the bound")
+        #expect(watch.observe(positions: [p0: 10, p1: 7], now: at(60)).ask == [p0], "p1 moves")
+        #expect(watch.observe(positions: [p0: 10, p1: 8], now: at(61)).ask.isEmpty, "asked once until answered")
+        #expect(watch.answered(p0, end: 25, now: at(62)) == .stalled(position: 10, end: 25, first: true))
+        #expect(watch.stalled == [p0])
+        #expect(watch.observe(positions: [p0: 10, p1: 8], now: at(100)).ask.isEmpty, "a bound after the answer")
+        #expect(watch.observe(positions: [p0: 10, p1: 8], now: at(122)).ask == [p0, p1])
+        #expect(watch.answered(p0, end: 25, now: at(122)) == .stalled(position: 10, end: 25, first: false))
+        #expect(watch.answered(p1, end: 8, now: at(122)) == .idle, "p1 read everything: idle, not stalled")
+        let moving = watch.observe(positions: [p0: 12, p1: 8], now: at(123))
+        #expect(moving.recovered == [p0])
+        #expect(watch.stalled.isEmpty)
+    }
+
+    @Test("a paused or revoked partition is not watched, and a stalled one that leaves counts as recovered")
+    func pausedOrRevoked() {
+        var watch = PartitionStallWatch(bound: .seconds(10))
+        _ = watch.observe(positions: [p0: 3], now: at(0))
+        _ = watch.observe(positions: [:], now: at(5))  // paused
+        #expect(watch.observe(positions: [p0: 3], now: at(12)).ask.isEmpty, "watched afresh from its resume")
+        #expect(watch.observe(positions: [p0: 3], now: at(22)).ask == [p0])
+        #expect(watch.answered(p0, end: 9, now: at(22)) == .stalled(position: 3, end: 9, first: true))
+        #expect(watch.observe(positions: [:], now: at(23)).recovered == [p0])
+        #expect(watch.stalled.isEmpty)
+    }
+
+    @Test("no answer from the broker, or a position that moved while asking: not a stall; asked again a bound later")
+    func unanswered() {
+        var watch = PartitionStallWatch(bound: .seconds(10))
+        _ = watch.observe(positions: [p0: 3], now: at(0))
+        #expect(watch.observe(positions: [p0: 3], now: at(10)).ask == [p0])
+        #expect(watch.answered(p0, end: nil, now: at(11)) == .idle)
+        #expect(watch.observe(positions: [p0: 3], now: at(20)).ask.isEmpty)
+        #expect(watch.observe(positions: [p0: 3], now: at(21)).ask == [p0])
+        _ = watch.observe(positions: [p0: 4], now: at(22))
+        #expect(watch.answered(p0, end: 9, now: at(23)) == .idle, "it moved: the question is void")
+        #expect(watch.stalled.isEmpty)
+    }
+}
+
+/// A stall on a real consumer: the mock cluster refuses the partition's fetches while records wait.
+@Suite("A stalled partition, on the mock cluster", .timeLimit(.minutes(1)))
+struct PartitionStallTests {
+    @Test(
+        "fetches refused while records wait: reported stalled, sought to its position, and every record read once when it recovers"
+    )
+    func stalledPartitionRecovers() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("stall")
+        try cluster.createTopic(topic, partitions: 1)
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
+        for index in 0..<20 {
+            _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("\(index)".utf8)))
+        }
+        let events = TestLocked<[KafkaPartitionStall]>([])
+        var configuration = consumerConfiguration(cluster, group: uniqueName("g"))
+        configuration.stallBound = .seconds(1)
+        configuration.properties["fetch.error.backoff.ms"] = "250"
+        let consumer = try KafkaConsumer(
+            configuration: configuration,
+            stallHandler: { event in
+                events.withLock { $0.append(event) }
+            })
+        try consumer.subscribe(topics: [topic])
+        var values = try await read(20, from: consumer).map { String(decoding: $0.value ?? [], as: UTF8.self) }
+
+        // The next 12 fetches refused (each followed by a metadata refresh and a 250 ms back-off:
+        // several seconds), while 20 more records wait.
+        cluster.failNextRequests(.fetch, with: Array(repeating: .notLeaderForPartition, count: 12))
+        for index in 20..<40 {
+            _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("\(index)".utf8)))
+        }
+        await producer.close()
+        values += try await read(20, from: consumer, within: 40).map { String(decoding: $0.value ?? [], as: UTF8.self) }
+        let partition = KafkaTopicPartition(topic: topic, partition: 0)
+        try await withTimeout(10, "the recovery reported") {
+            while !events.withLock({ $0.contains(.recovered(partition)) }) {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        #expect(values == (0..<40).map { "\($0)" }, "each record once, in order")
+        let seen = events.withLock { $0 }
+        #expect(seen.first == .stalled(partition, position: 20, end: 40, first: true), "\(seen)")
+        #expect(seen.last == .recovered(partition), "\(seen)")
+        let more = try await readAvailable(from: consumer, for: 1)
+        #expect(more.isEmpty, "nothing read twice after the seek: \(more.count)")
+        await consumer.close()
+    }
+}
