@@ -63,6 +63,8 @@ METRICS = {
     "apns_worker_in_flight_events": ("gauge", set()),
     "apns_worker_consumer_paused": ("gauge", set()),
     "apns_worker_consumer_lag": ("gauge", {"topic", "partition"}),
+    "apns_worker_partition_stalled": ("gauge", {"topic", "partition"}),
+    "apns_worker_partition_stall_seeks_total": ("counter", {"topic"}),
     "apns_worker_commits_total": ("counter", {"result"}),
     "apns_worker_events_already_done_total": ("counter", set()),
     "apns_worker_commit_metadata_omitted_total": ("counter", set()),

@@ -1,5 +1,6 @@
 import APNs
 import Foundation
+import Kafka
 import Synchronization
 import Logging
 import NIOConcurrencyHelpers
@@ -329,6 +330,12 @@ struct OperationsServerTests {
         metrics.setInFlight(7)
         metrics.setConsumerPaused(true)
         metrics.setConsumerLag(topic: "notifications", partition: 3, lag: 42)
+        let stalled = KafkaTopicPartition(topic: "notifications", partition: 5)
+        let recovered = KafkaTopicPartition(topic: "notifications", partition: 6)
+        metrics.partitionStall(.stalled(stalled, position: 10, end: 90, first: true))
+        metrics.partitionStall(.stalled(stalled, position: 10, end: 95, first: false))
+        metrics.partitionStall(.stalled(recovered, position: 1, end: 2, first: true))
+        metrics.partitionStall(.recovered(recovered))
         metrics.committed(success: true)
         metrics.setCredentialBroken("app", true)
         // The pools' gauges are read at scrape time: each scrape sees the pool as it is then.
@@ -363,6 +370,9 @@ struct OperationsServerTests {
                 "apns_worker_in_flight_events 7",
                 "apns_worker_consumer_paused 1",
                 #"apns_worker_consumer_lag{topic="notifications",partition="3"} 42"#,
+                #"apns_worker_partition_stalled{topic="notifications",partition="5"} 1"#,
+                #"apns_worker_partition_stalled{topic="notifications",partition="6"} 0"#,
+                #"apns_worker_partition_stall_seeks_total{topic="notifications"} 3"#,
                 #"apns_worker_commits_total{result="ok"} 1"#,
                 #"apns_worker_credentials_broken{credential="app"} 1"#,
                 #"apns_worker_apns_connections{credential="app",environment="production",state="ready"} 4"#,

@@ -51,6 +51,10 @@ package struct OperationsObserver: PipelineObserver {
         }
     }
 
+    package func partitionStall(_ event: KafkaPartitionStall) {
+        metrics.partitionStall(event)
+    }
+
     package func credentialBroken(_ name: String, reason: String) {
         health.markCredentialBroken(name: name, reason: reason)
         metrics.setCredentialBroken(name, true)

@@ -38,6 +38,10 @@ package final class WorkerMetrics: Sendable {
         "apns_worker_in_flight_events": "Events consumed and not yet completed.",
         "apns_worker_consumer_paused": "1 while the input is paused at the in-flight bound.",
         "apns_worker_consumer_lag": "Records behind the end of each input partition (librdkafka statistics).",
+        "apns_worker_partition_stalled":
+            "1 while an input partition is stalled: fetching, unpaused, its position unmoved for the stall bound while the broker holds records beyond it; 0 once it reads again.",
+        "apns_worker_partition_stall_seeks_total":
+            "Seeks of a stalled input partition to its own position (to restart its fetch), once per stall bound while it lasts.",
         "apns_worker_commits_total": "Offset commits, by result.",
         "apns_worker_events_already_done_total":
             "Records read again that an earlier owner had finished (its commit said so): not pushed again.",
@@ -295,6 +299,25 @@ package final class WorkerMetrics: Sendable {
     /// From librdkafka statistics.
     package func setConsumerLag(topic: String, partition: Int32, lag: Int64) {
         gauge("apns_worker_consumer_lag", [("topic", topic), ("partition", String(partition))]).record(lag)
+    }
+
+    /// A stalled input partition (sought again) or one that reads again.
+    package func partitionStall(_ event: KafkaPartitionStall) {
+        switch event {
+        case .stalled(let partition, _, _, _):
+            gauge(
+                "apns_worker_partition_stalled",
+                [("topic", partition.topic), ("partition", String(partition.partition))]
+            )
+            .record(1)
+            counter("apns_worker_partition_stall_seeks_total", [("topic", partition.topic)]).increment()
+        case .recovered(let partition):
+            gauge(
+                "apns_worker_partition_stalled",
+                [("topic", partition.topic), ("partition", String(partition.partition))]
+            )
+            .record(0)
+        }
     }
 
     /// 1 while APNs refuses the credential, 0 once it works again.

@@ -32,6 +32,9 @@ package protocol PipelineObserver: Sendable {
     func consumerLeft()
     func partitionsRevoked(_ partitions: [KafkaTopicPartition])
     func lag(_ statistics: KafkaConsumerStatistics)
+    /// An input partition stopped reading while records wait (the consumer sought it again), or
+    /// reads again.
+    func partitionStall(_ event: KafkaPartitionStall)
     /// APNs refused this credential (403 InvalidProviderToken, BadCertificate, …).
     func credentialBroken(_ name: String, reason: String)
     /// A request with this credential succeeded again.
@@ -69,6 +72,7 @@ extension PipelineObserver {
     package func consumerLeft() {}
     package func partitionsRevoked(_ partitions: [KafkaTopicPartition]) {}
     package func lag(_ statistics: KafkaConsumerStatistics) {}
+    package func partitionStall(_ event: KafkaPartitionStall) {}
     package func credentialBroken(_ name: String, reason: String) {}
     package func credentialHealthy(_ name: String) {}
     package func producerFailing(_ error: any Error) {}
