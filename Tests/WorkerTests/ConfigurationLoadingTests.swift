@@ -14,6 +14,7 @@ struct ConfigurationLoadingTests {
         #expect(configuration.consumer.group == "apns-worker")
         #expect(configuration.consumer.topics == ["notifications"])
         #expect(configuration.consumer.bufferCapacity == 2048)
+        #expect(configuration.kafkaConsumerConfiguration.stallBound == .seconds(60))
         #expect(configuration.consumer.properties.isEmpty)
         #expect(configuration.producer.deliveryTimeout == .seconds(300))
         #expect(configuration.producer.properties.isEmpty)
@@ -105,6 +106,14 @@ struct ConfigurationLoadingTests {
         #expect(consumer.bootstrapServers == "kafka-0:9092,kafka-1:9092")
         #expect(consumer.groupID == "pushers")
         #expect(consumer.bufferCapacity == 4096)
+        func stallBound(_ value: String) throws -> Duration? {
+            try WorkerConfiguration.parse(
+                ConfigurationFixtures.minimalYAML.replacingOccurrences(
+                    of: "  topics: [notifications]", with: "  topics: [notifications]\n  stallAfter: \(value)")
+            ).kafkaConsumerConfiguration.stallBound
+        }
+        #expect(try stallBound("2m") == .seconds(120))
+        #expect(try stallBound("0") == nil, "0 turns the watch off")
         #expect(consumer.properties["security.protocol"] == "SASL_SSL")
         #expect(consumer.properties["sasl.username"] == "consumer-user")
         #expect(consumer.properties["fetch.min.bytes"] == "1024")

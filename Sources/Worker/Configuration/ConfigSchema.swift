@@ -19,7 +19,7 @@ indirect enum ConfigSchema {
             "consumer",
             .section([
                 ("group", .scalar), ("topics", .list), ("bufferCapacity", .scalar), ("bufferBytes", .scalar),
-                ("properties", .fileOnly),
+                ("stallAfter", .scalar), ("properties", .fileOnly),
             ])
         ),
         ("producer", .section([("deliveryTimeout", .scalar), ("properties", .fileOnly)])),

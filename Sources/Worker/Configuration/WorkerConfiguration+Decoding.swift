@@ -112,6 +112,9 @@ extension WorkerConfiguration {
         }
         consumer.bufferCapacity = section.int("bufferCapacity", in: 1...Int.max) ?? consumer.bufferCapacity
         consumer.bufferBytes = section.int("bufferBytes", in: 65536...Int.max) ?? consumer.bufferBytes
+        if let stallAfter = section.duration("stallAfter", allowZero: true) {
+            consumer.stallAfter = stallAfter == .zero ? nil : stallAfter
+        }
         consumer.properties = section.properties("properties") ?? [:]
         section.finish()
         return consumer

@@ -6,6 +6,7 @@ extension WorkerConfiguration {
         var configuration = KafkaConsumerConfiguration(bootstrapServers: bootstrapServers, groupID: consumer.group)
         configuration.bufferCapacity = consumer.bufferCapacity
         configuration.bufferByteCapacity = consumer.bufferBytes
+        configuration.stallBound = consumer.stallAfter
         configuration.properties = sharedKafkaProperties.merging(consumer.properties) { _, specific in specific }
         return configuration
     }

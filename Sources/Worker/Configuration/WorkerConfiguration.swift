@@ -47,6 +47,10 @@ package struct ConsumerSettings: Sendable, Hashable {
     package var bufferCapacity: Int = 2048
     /// The same bound in bytes (keys, values, headers).
     package var bufferBytes: Int = 16 * 1024 * 1024
+    /// A partition fetching, unpaused, whose position has not moved for this long while the broker
+    /// holds records beyond it is reported stalled and sought again; `nil` (`0` in the file) turns
+    /// the watch off.
+    package var stallAfter: Duration? = .seconds(60)
     /// librdkafka properties for the consumer only (win over `kafka`).
     package var properties: [String: String] = [:]
 
