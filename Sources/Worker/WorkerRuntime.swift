@@ -42,6 +42,7 @@ package enum WorkerRuntime {
         _ configuration: WorkerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
     ) throws -> Assembly {
+        if let refusal = KafkaLibrary.refusal() { throw UnsupportedLibrary(description: refusal) }
         logger.info(
             "apns-worker \(WorkerVersion.current) starting",
             metadata: [
@@ -164,4 +165,9 @@ private final class SignalCounter: @unchecked Sendable {
     func keep(_ source: any DispatchSourceSignal) {
         lock.withLock { sources.append(source) }
     }
+}
+
+/// The librdkafka the process loaded is older than the worker supports.
+package struct UnsupportedLibrary: Error, CustomStringConvertible {
+    package let description: String
 }

@@ -6,6 +6,17 @@ import Testing
 
 @Suite("Kafka wrapper: pure parts")
 struct KafkaUnitTests {
+    @Test("a loaded librdkafka older than 2.8.0 is refused, naming what was loaded and what it was built with")
+    func olderLibraryRefused() throws {
+        let refusal = try #require(KafkaLibrary.refusal(loaded: 0x0200_02ff, compiled: 0x0208_00ff))
+        #expect(
+            refusal.hasPrefix(
+                "librdkafka 2.0.2 is loaded, and apns-worker needs 2.8.0 or later (it was built against 2.8.0)"))
+        #expect(KafkaLibrary.refusal(loaded: 0x0208_00ff) == nil)
+        #expect(KafkaLibrary.refusal(loaded: 0x020a_01ff) == nil)
+        #expect(KafkaLibrary.refusal() == nil, "the tests run on the library they were built with")
+    }
+
     func record(_ partition: Int32, _ offset: Int64) -> KafkaConsumerMessage {
         KafkaConsumerMessage(topic: "t", partition: partition, offset: offset, key: nil, value: [])
     }

@@ -90,6 +90,33 @@ struct RunCommandTests {
         #expect(valid.stdout.contains("valid"))
     }
 
+    // A binary built against 2.8 loaded Debian 12's 2.0.2 through LD_LIBRARY_PATH and ran on it,
+    // saying so only in --version.
+    @Test("an older librdkafka loaded in place of the one built with: run and check exit 2 naming both versions")
+    func olderLibrdkafkaLoaded() throws {
+        // The system's own librdkafka.so.1 (Debian 12's 2.0.2 where the tests install kcat).
+        let directory = try #require(
+            ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib"].first {
+                FileManager.default.fileExists(atPath: "\($0)/librdkafka.so.1")
+            }, "no system librdkafka.so.1 (make test installs kcat, which brings one)")
+        let environment = ["LD_LIBRARY_PATH": directory]
+        let version = try WorkerCommand().run(["--version"], environment: environment)
+        let loaded = try #require(
+            version.stdout.split(separator: "\n").first { $0.hasPrefix("librdkafka ") }?.dropFirst(11))
+        let path = try configuration(host: "127.0.0.1", port: 0)
+        for command in [["run", "--config", path], ["check", "--config", path, "--broker-timeout", "1"]] {
+            let run = try WorkerCommand().run(command, environment: environment)
+            if loaded.compare("2.8.0", options: .numeric) == .orderedAscending {
+                #expect(run.status == 2, "\(command[0]): \(run.stderr)")
+                #expect(
+                    run.stderr.contains("librdkafka \(loaded) is loaded, and apns-worker needs 2.8.0 or later"),
+                    "\(command[0]): \(run.stderr)")
+            } else {
+                #expect(!run.stderr.contains("is loaded, and apns-worker needs"), "\(loaded) is supported")
+            }
+        }
+    }
+
     /// `GET path` on 127.0.0.1:`port`, HTTP/1.0 over a plain socket: the body, or `nil`.
     static func get(port: Int, _ path: String) -> String? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -21,4 +21,14 @@ package enum KafkaLibrary {
     package static func describe(_ number: Int) -> String {
         "\((number >> 24) & 0xff).\((number >> 16) & 0xff).\((number >> 8) & 0xff)"
     }
+
+    /// Why the loaded librdkafka cannot be used (older than `minimumVersionNumber`: the dynamic
+    /// loader found another `librdkafka.so.1` than the one the binary was built with), or `nil`.
+    package static func refusal(loaded: Int = versionNumber, compiled: Int = compiledVersionNumber) -> String? {
+        guard loaded < minimumVersionNumber else { return nil }
+        return "librdkafka \(describe(loaded)) is loaded, and apns-worker needs \(describe(minimumVersionNumber)) or "
+            + "later (it was built against \(describe(compiled))): the dynamic loader found another librdkafka.so.1 "
+            + "(LD_LIBRARY_PATH, or an older librdkafka1 package where the binary runs); install librdkafka1 "
+            + "\(describe(minimumVersionNumber)) or later, or run the binary with the library it was built with"
+    }
 }

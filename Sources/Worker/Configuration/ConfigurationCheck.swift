@@ -42,6 +42,7 @@ package struct ConfigurationCheck: Sendable {
             check.notes.append("offline: key files, secrets and the broker were not checked")
             return check
         }
+        if let refusal = KafkaLibrary.refusal() { check.problems.append(refusal) }
         for credential in configuration.apns.credentials {
             let loaded: APNsCredential
             do {
