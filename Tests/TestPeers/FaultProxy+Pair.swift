@@ -12,6 +12,9 @@ final class ProxyPair: @unchecked Sendable {
     var closed = false
     /// ApiVersions requests whose answers are to be rewritten (a set: some requests get no answer).
     var rewriteCorrelations: Set<Int32> = []
+    /// With SASL: the connection's exchange, and the ApiVersions answers to extend with its keys.
+    var saslGate: KafkaSASLGate?
+    var extendCorrelations: Set<Int32> = []
     /// When the last delayed write each way is due, so a shorter latency never reorders bytes.
     var lastDue: [Direction: NIODeadline] = [:]
 
@@ -58,23 +61,68 @@ final class ProxyPair: @unchecked Sendable {
     }
 
     func forward(_ data: ByteBuffer, _ direction: Direction) {
-        guard let target = direction == .up ? upstream : downstream else { return }
+        guard (direction == .up ? upstream : downstream) != nil else { return }
         var data = data
         if proxy.framing == .kafka {
             switch direction {
             case .up:
+                if saslGate != nil, !passSASL(data) { return }
                 if let id = KafkaApiVersionsRewrite.correlationToRewrite(request: data) {
                     rewriteCorrelations.insert(id)
                 }
             case .down:
-                if let id = KafkaApiVersionsRewrite.correlation(response: data), rewriteCorrelations.remove(id) != nil,
+                let id = KafkaApiVersionsRewrite.correlation(response: data)
+                if let id, rewriteCorrelations.remove(id) != nil,
                     let rewritten = KafkaApiVersionsRewrite.rewrite(response: data)
                 {
                     data = rewritten
                     proxy.statistics.rewritten += 1
                 }
+                if let id, extendCorrelations.remove(id) != nil,
+                    let extended = KafkaSASLWire.addingKeys(KafkaSASLWire.offeredVersions, to: data)
+                {
+                    data = extended
+                }
             }
         }
+        send(data, direction)
+    }
+
+    /// Whether a request goes on to the broker; answers or refuses it here if not.
+    private func passSASL(_ request: ByteBuffer) -> Bool {
+        guard var gate = saslGate else { return true }
+        let action = gate.request(request)
+        saslGate = gate
+        switch action {
+        case .forward:
+            return true
+        case .forwardExtendingAnswer(let correlation):
+            extendCorrelations.insert(correlation)
+            return true
+        case .answer(let answer):
+            if gate.state == .authenticated { proxy.statistics.saslAuthenticated += 1 }
+            send(answer, .down)
+            return false
+        case .answerAndClose(let answer):
+            proxy.statistics.saslRefused += 1
+            send(answer, .down)
+            closed = true
+            proxy.removed(self)
+            let (client, broker) = (downstream, upstream)
+            later(.down) {
+                client.close(promise: nil)
+                broker?.close(promise: nil)
+            }
+            return false
+        case .refuse:
+            reset()
+            return false
+        }
+    }
+
+    /// Writes a frame (its size prefix first, with Kafka framing) to the side `direction` goes to.
+    private func send(_ data: ByteBuffer, _ direction: Direction) {
+        guard let target = direction == .up ? upstream : downstream else { return }
         switch direction {
         case .up: proxy.statistics.bytesUp += data.readableBytes
         case .down: proxy.statistics.bytesDown += data.readableBytes

@@ -1,12 +1,15 @@
 import NIOCore
 import NIOPosix
+import NIOSSL
 
 /// A TCP proxy on loopback that tests put between a client and a server to break the network
 /// on purpose: added latency, connections cut with a reset, a black hole (bytes stop, nothing
 /// closes), a partition healed after a while, or the server made unreachable.
 ///
 /// With `.kafka` framing it also rewrites the one Kafka answer librdkafka before 2.2.0 cannot read
-/// from newer brokers (see `KafkaApiVersionsRewrite`); every other byte passes untouched.
+/// from newer brokers (see `KafkaApiVersionsRewrite`); every other byte passes untouched. It can
+/// also stand for a broker's security (`ProxySecurity`): TLS and mutual TLS, terminated here, and
+/// SASL/PLAIN, answered here, in front of a broker that speaks plain TCP.
 ///
 /// Everything runs on one event loop thread of its own: the proxy copies no byte it does not have
 /// to and keeps its state confined to that thread.
@@ -32,6 +35,14 @@ package final class FaultProxy: @unchecked Sendable {
         package var rewritten = 0
         /// The request lines of the CONNECTs answered (`.httpConnect`).
         package var connectRequests: [String] = []
+        /// TLS handshakes completed and failed (with the failures), and plain clients reset.
+        package var tlsAccepted = 0
+        package var tlsRefused = 0
+        package var tlsErrors: [String] = []
+        package var plainRefused = 0
+        /// SASL authentications that succeeded and failed.
+        package var saslAuthenticated = 0
+        package var saslRefused = 0
     }
 
     package let port: Int
@@ -48,6 +59,8 @@ package final class FaultProxy: @unchecked Sendable {
     var latency: TimeAmount = .zero
     var blackHoled = false
     var refusing = false
+    var security: ProxySecurity?
+    var tlsContext: NIOSSLContext?
     var pairs: [ObjectIdentifier: ProxyPair] = [:]
     var statistics = Statistics()
 
@@ -66,8 +79,26 @@ package final class FaultProxy: @unchecked Sendable {
 
     /// Listens on `127.0.0.1:port` (0: a free port below the ephemeral range, see
     /// `freeLoopbackPort`) and forwards each connection to the upstream.
+    /// `security` (Kafka framing only) is what clients must present; see `setSecurity`.
     package static func start(
-        upstreamHost: String = "127.0.0.1", upstreamPort: Int, framing: Framing = .raw, port: Int = 0
+        upstreamHost: String = "127.0.0.1", upstreamPort: Int, framing: Framing = .raw, port: Int = 0,
+        security: ProxySecurity? = nil
+    ) async throws -> FaultProxy {
+        precondition(security == nil || framing == .kafka, "TLS and SASL are for Kafka framing")
+        let proxy = try await start(upstreamHost: upstreamHost, upstreamPort: upstreamPort, framing: framing, port: port)
+        if let security {
+            do {
+                try await proxy.setSecurity(security)
+            } catch {
+                await proxy.shutdown()
+                throw error
+            }
+        }
+        return proxy
+    }
+
+    private static func start(
+        upstreamHost: String, upstreamPort: Int, framing: Framing, port: Int
     ) async throws -> FaultProxy {
         guard port == 0 else {
             return try await start(upstreamHost: upstreamHost, upstreamPort: upstreamPort, framing: framing, on: port)
@@ -117,6 +148,16 @@ package final class FaultProxy: @unchecked Sendable {
     /// Where new connections go (a broker started after its proxy learns its port here).
     package func setUpstream(port: Int) async {
         await onLoop { $0.upstreamPort = port }
+    }
+
+    /// What new connections must present (nil: nothing, plain TCP); open connections keep what they
+    /// had. A test swaps the server certificate or the CA here to break TLS, or to heal it.
+    package func setSecurity(_ security: ProxySecurity?) async throws {
+        let context = try security?.makeContext()
+        await onLoop { proxy in
+            proxy.security = security
+            proxy.tlsContext = context
+        }
     }
 
     /// Every byte, both ways, arrives this much later (order kept).
@@ -193,6 +234,16 @@ package final class FaultProxy: @unchecked Sendable {
         pairs[ObjectIdentifier(pair)] = pair
         statistics.open += 1
         try? channel.pipeline.syncOperations.addHandlers(pair.handlers(for: .up))
+        if let security {
+            if let tlsContext {
+                try? channel.pipeline.syncOperations.addHandler(
+                    TLSSniffHandler(pair: pair, context: tlsContext, admitsPlainClients: security.admitsPlainClients),
+                    position: .first)
+            }
+            if let sasl = security.sasl {
+                pair.saslGate = KafkaSASLGate(user: sasl, admitsPlainClients: security.admitsPlainClients)
+            }
+        }
         if case .httpConnect(let answer) = framing {
             // The tunnel opens once the CONNECT is read and answered.
             try? channel.pipeline.syncOperations.addHandler(
