@@ -85,7 +85,8 @@ package final class FaultProxy: @unchecked Sendable {
         security: ProxySecurity? = nil
     ) async throws -> FaultProxy {
         precondition(security == nil || framing == .kafka, "TLS and SASL are for Kafka framing")
-        let proxy = try await start(upstreamHost: upstreamHost, upstreamPort: upstreamPort, framing: framing, port: port)
+        let proxy = try await start(
+            upstreamHost: upstreamHost, upstreamPort: upstreamPort, framing: framing, port: port)
         if let security {
             do {
                 try await proxy.setSecurity(security)

@@ -47,7 +47,9 @@ package struct ProxySecurity: Sendable {
     func makeContext() throws -> NIOSSLContext? {
         guard let tls else { return nil }
         var configuration = TLSConfiguration.makeServerConfiguration(
-            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(tls.server.certificatePEM.utf8), format: .pem))],
+            certificateChain: [
+                .certificate(try NIOSSLCertificate(bytes: Array(tls.server.certificatePEM.utf8), format: .pem))
+            ],
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(tls.server.privateKeyPEM.utf8), format: .pem)))
         if let clientCA = tls.clientCA {
             // A server asking for a certificate fails the handshake when none comes.

@@ -82,8 +82,10 @@ package struct TestIdentity: Sendable {
 package struct TestPEMDirectory: Sendable {
     package let path: String
 
-    package init() throws {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("tls-\(UUID().uuidString.prefix(8))").path
+    /// A new directory in `parent` (the system's temporary directory by default).
+    package init(under parent: String? = nil) throws {
+        let parent = parent.map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory
+        path = parent.appendingPathComponent("tls-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(
             atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     }
@@ -103,7 +105,9 @@ package struct TestPEMDirectory: Sendable {
 
     private func write(_ text: String, to name: String, mode: Int) throws -> String {
         let file = path + "/" + name
-        guard FileManager.default.createFile(atPath: file, contents: Data(text.utf8), attributes: [.posixPermissions: mode])
+        guard
+            FileManager.default.createFile(
+                atPath: file, contents: Data(text.utf8), attributes: [.posixPermissions: mode])
         else { throw CocoaError(.fileWriteUnknown) }
         return file
     }
@@ -111,4 +115,54 @@ package struct TestPEMDirectory: Sendable {
     package func remove() {
         try? FileManager.default.removeItem(atPath: path)
     }
+}
+
+/// Everything the broker-security tests need, made at test time and written to a temporary
+/// directory: a CA clients trust and the broker certificate it signs (for 127.0.0.1 and localhost),
+/// one from it for another host name, one from a CA clients do not trust, and a client certificate
+/// from a client CA for mutual TLS. `remove()` deletes the files.
+package struct BrokerTLSMaterial: Sendable {
+    package let authority: TestCertificateAuthority
+    package let server: TestIdentity
+    package let otherHostServer: TestIdentity
+    package let strangerServer: TestIdentity
+    package let clientAuthority: TestCertificateAuthority
+    package let client: TestIdentity
+    package let directory: TestPEMDirectory
+    package let caFile: String
+    package let clientCertificateFile: String
+    package let clientKeyFile: String
+
+    /// The files go to a new directory in `parent` (the system's temporary directory by default).
+    package init(under parent: String? = nil) throws {
+        authority = try TestCertificateAuthority(name: "Test Kafka CA")
+        server = try authority.issueServer()
+        otherHostServer = try authority.issueServer(dnsNames: ["kafka.invalid"], ipAddresses: [])
+        strangerServer = try TestCertificateAuthority(name: "Stranger CA").issueServer()
+        clientAuthority = try TestCertificateAuthority(name: "Test Kafka client CA")
+        client = try clientAuthority.issueClient(commonName: "apns-worker")
+        directory = try TestPEMDirectory(under: parent)
+        caFile = try directory.write(authority, as: "ca.pem")
+        (clientCertificateFile, clientKeyFile) = try directory.write(client, as: "client")
+    }
+
+    /// librdkafka properties for TLS trusting `authority` (`SSL`, or `SASL_SSL` with `sasl`), with
+    /// the client certificate when `clientCertificate`.
+    package func clientProperties(clientCertificate: Bool = false, sasl: ProxySecurity.SASLPlain? = nil)
+        -> [String: String]
+    {
+        var properties = ["security.protocol": sasl == nil ? "SSL" : "SASL_SSL", "ssl.ca.location": caFile]
+        if clientCertificate {
+            properties["ssl.certificate.location"] = clientCertificateFile
+            properties["ssl.key.location"] = clientKeyFile
+        }
+        if let sasl {
+            properties["sasl.mechanisms"] = "PLAIN"
+            properties["sasl.username"] = sasl.username
+            properties["sasl.password"] = sasl.password
+        }
+        return properties
+    }
+
+    package func remove() { directory.remove() }
 }
