@@ -86,7 +86,7 @@ extension Scenario {
             shows: """
                 The worker reaches Kafka over TLS (security.protocol SSL, ssl.ca.location; the host \
                 name checked): Tansu behind a TLS-terminating proxy with a certificate from a CA made \
-                for the run. Nothing else breaks: that TLS loses and repeats nothing, and what it costs.
+                for the run. Nothing else breaks: TLS loses and repeats nothing.
                 """
         ) { rig, scale in
             let tansu = try rig.requireTansu()
