@@ -93,13 +93,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Test peers: a TCP proxy that breaks the network on purpose (and lets librdkafka 2.0 talk to
-        // newer brokers), and the Tansu broker behind it. Tests and the reliability matrix only.
+        // newer brokers, and terminates TLS and SASL in front of a broker that has neither), and the
+        // Tansu broker behind it, with test-time certificates. Tests and the reliability matrix only.
         .target(
             name: "TestPeers",
             dependencies: [
                 "Threading",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             path: "Tests/TestPeers",
             swiftSettings: swiftSettings

@@ -27,11 +27,15 @@ package final class KafkaConsumer: Sendable {
     private let readingQueue: DispatchQueue
     package let messages: KafkaConsumerMessages
 
+    /// - Parameter errorHandler: called (on the poll thread) with each error librdkafka reports and
+    ///   retries itself: a broker it cannot reach, a TLS handshake or a SASL authentication that
+    ///   failed. They are logged either way; a fatal error ends `messages` instead.
     package init(
         configuration: KafkaConsumerConfiguration,
         rebalanceHandler: (any KafkaRebalanceHandler)? = nil,
         statisticsHandler: (@Sendable (KafkaConsumerStatistics) -> Void)? = nil,
         stallHandler: (@Sendable (KafkaPartitionStall) -> Void)? = nil,
+        errorHandler: (@Sendable (KafkaError) -> Void)? = nil,
         logger: Logger = Logger(label: "kafka.consumer")
     ) throws(KafkaError) {
         var tagged = logger
@@ -53,7 +57,10 @@ package final class KafkaConsumer: Sendable {
             logger: logger,
             rebalance: { handle, event, list in core.rebalance(handle: handle, event: event, list: list) },
             statistics: onStatistics,
-            error: { error in core.clientError(error) })
+            error: { error in
+                core.clientError(error)
+                if !error.isFatal { errorHandler?(error) }
+            })
         self.client = try RDKafkaClient(type: RD_KAFKA_CONSUMER, config: config, callbacks: callbacks)
         // Route the main queue (errors, statistics, logs) to the consumer queue that the poll loop serves.
         rd_kafka_poll_set_consumer(client.handle)

@@ -1,12 +1,15 @@
 import NIOCore
 import NIOPosix
+import NIOSSL
 
 /// A TCP proxy on loopback that tests put between a client and a server to break the network
 /// on purpose: added latency, connections cut with a reset, a black hole (bytes stop, nothing
 /// closes), a partition healed after a while, or the server made unreachable.
 ///
 /// With `.kafka` framing it also rewrites the one Kafka answer librdkafka before 2.2.0 cannot read
-/// from newer brokers (see `KafkaApiVersionsRewrite`); every other byte passes untouched.
+/// from newer brokers (see `KafkaApiVersionsRewrite`); every other byte passes untouched. It can
+/// also stand for a broker's security (`ProxySecurity`): TLS and mutual TLS, terminated here, and
+/// SASL/PLAIN, answered here, in front of a broker that speaks plain TCP.
 ///
 /// Everything runs on one event loop thread of its own: the proxy copies no byte it does not have
 /// to and keeps its state confined to that thread.
@@ -32,6 +35,14 @@ package final class FaultProxy: @unchecked Sendable {
         package var rewritten = 0
         /// The request lines of the CONNECTs answered (`.httpConnect`).
         package var connectRequests: [String] = []
+        /// TLS handshakes completed and failed (with the failures), and plain clients reset.
+        package var tlsAccepted = 0
+        package var tlsRefused = 0
+        package var tlsErrors: [String] = []
+        package var plainRefused = 0
+        /// SASL authentications that succeeded and failed.
+        package var saslAuthenticated = 0
+        package var saslRefused = 0
     }
 
     package let port: Int
@@ -48,6 +59,8 @@ package final class FaultProxy: @unchecked Sendable {
     var latency: TimeAmount = .zero
     var blackHoled = false
     var refusing = false
+    var security: ProxySecurity?
+    var tlsContext: NIOSSLContext?
     var pairs: [ObjectIdentifier: ProxyPair] = [:]
     var statistics = Statistics()
 
@@ -66,8 +79,27 @@ package final class FaultProxy: @unchecked Sendable {
 
     /// Listens on `127.0.0.1:port` (0: a free port below the ephemeral range, see
     /// `freeLoopbackPort`) and forwards each connection to the upstream.
+    /// `security` (Kafka framing only) is what clients must present; see `setSecurity`.
     package static func start(
-        upstreamHost: String = "127.0.0.1", upstreamPort: Int, framing: Framing = .raw, port: Int = 0
+        upstreamHost: String = "127.0.0.1", upstreamPort: Int, framing: Framing = .raw, port: Int = 0,
+        security: ProxySecurity? = nil
+    ) async throws -> FaultProxy {
+        precondition(security == nil || framing == .kafka, "TLS and SASL are for Kafka framing")
+        let proxy = try await start(
+            upstreamHost: upstreamHost, upstreamPort: upstreamPort, framing: framing, port: port)
+        if let security {
+            do {
+                try await proxy.setSecurity(security)
+            } catch {
+                await proxy.shutdown()
+                throw error
+            }
+        }
+        return proxy
+    }
+
+    private static func start(
+        upstreamHost: String, upstreamPort: Int, framing: Framing, port: Int
     ) async throws -> FaultProxy {
         guard port == 0 else {
             return try await start(upstreamHost: upstreamHost, upstreamPort: upstreamPort, framing: framing, on: port)
@@ -117,6 +149,16 @@ package final class FaultProxy: @unchecked Sendable {
     /// Where new connections go (a broker started after its proxy learns its port here).
     package func setUpstream(port: Int) async {
         await onLoop { $0.upstreamPort = port }
+    }
+
+    /// What new connections must present (nil: nothing, plain TCP); open connections keep what they
+    /// had. A test swaps the server certificate or the CA here to break TLS, or to heal it.
+    package func setSecurity(_ security: ProxySecurity?) async throws {
+        let context = try security?.makeContext()
+        await onLoop { proxy in
+            proxy.security = security
+            proxy.tlsContext = context
+        }
     }
 
     /// Every byte, both ways, arrives this much later (order kept).
@@ -193,6 +235,16 @@ package final class FaultProxy: @unchecked Sendable {
         pairs[ObjectIdentifier(pair)] = pair
         statistics.open += 1
         try? channel.pipeline.syncOperations.addHandlers(pair.handlers(for: .up))
+        if let security {
+            if let tlsContext {
+                try? channel.pipeline.syncOperations.addHandler(
+                    TLSSniffHandler(pair: pair, context: tlsContext, admitsPlainClients: security.admitsPlainClients),
+                    position: .first)
+            }
+            if let sasl = security.sasl {
+                pair.saslGate = KafkaSASLGate(user: sasl, admitsPlainClients: security.admitsPlainClients)
+            }
+        }
         if case .httpConnect(let answer) = framing {
             // The tunnel opens once the CONNECT is read and answered.
             try? channel.pipeline.syncOperations.addHandler(
@@ -230,219 +282,4 @@ package final class FaultProxy: @unchecked Sendable {
 private final class ProxyBox: @unchecked Sendable {
     // Written once before the server's first accept is served on the same loop.
     var proxy: FaultProxy?
-}
-
-/// One client connection and its upstream connection. Confined to the proxy's loop (hence unchecked).
-final class ProxyPair: @unchecked Sendable {
-    enum Direction { case up, down }
-
-    unowned let proxy: FaultProxy
-    let downstream: any Channel
-    var upstream: (any Channel)?
-    var connecting = false
-    var closed = false
-    /// ApiVersions requests whose answers are to be rewritten (a set: some requests get no answer).
-    var rewriteCorrelations: Set<Int32> = []
-    /// When the last delayed write each way is due, so a shorter latency never reorders bytes.
-    var lastDue: [Direction: NIODeadline] = [:]
-
-    init(proxy: FaultProxy, downstream: any Channel) {
-        self.proxy = proxy
-        self.downstream = downstream
-    }
-
-    func handlers(for direction: Direction) -> [any ChannelHandler] {
-        let forward = ForwardHandler(pair: self, direction: direction)
-        switch proxy.framing {
-        case .raw, .httpConnect: return [forward]
-        case .kafka: return [ByteToMessageHandler(KafkaFrameDecoder()), forward]
-        }
-    }
-
-    func connectUpstream(then opened: (@Sendable (any Channel) -> Void)? = nil) {
-        connecting = true
-        proxy.makeUpstreamBootstrap(for: self)
-            .connect(host: proxy.upstreamHost, port: proxy.upstreamPort)
-            .whenComplete { result in
-                self.connecting = false
-                switch result {
-                case .success(let channel):
-                    if self.closed {
-                        channel.close(promise: nil)
-                        return
-                    }
-                    self.upstream = channel
-                    opened?(channel)
-                    self.updateReading()
-                case .failure:
-                    self.reset()
-                }
-            }
-    }
-
-    /// Reads both ways unless black-holed, and only while the other side can take more.
-    func updateReading() {
-        guard let upstream, !closed else { return }
-        let flowing = !proxy.blackHoled
-        _ = downstream.setOption(ChannelOptions.autoRead, value: flowing && upstream.isWritable)
-        _ = upstream.setOption(ChannelOptions.autoRead, value: flowing && downstream.isWritable)
-    }
-
-    func forward(_ data: ByteBuffer, _ direction: Direction) {
-        guard let target = direction == .up ? upstream : downstream else { return }
-        var data = data
-        if proxy.framing == .kafka {
-            switch direction {
-            case .up:
-                if let id = KafkaApiVersionsRewrite.correlationToRewrite(request: data) {
-                    rewriteCorrelations.insert(id)
-                }
-            case .down:
-                if let id = KafkaApiVersionsRewrite.correlation(response: data), rewriteCorrelations.remove(id) != nil,
-                    let rewritten = KafkaApiVersionsRewrite.rewrite(response: data)
-                {
-                    data = rewritten
-                    proxy.statistics.rewritten += 1
-                }
-            }
-        }
-        switch direction {
-        case .up: proxy.statistics.bytesUp += data.readableBytes
-        case .down: proxy.statistics.bytesDown += data.readableBytes
-        }
-        let framing = proxy.framing
-        let payload = data
-        let write: @Sendable () -> Void = {
-            let data = payload
-            if framing == .kafka {
-                var size = target.allocator.buffer(capacity: 4)
-                size.writeInteger(Int32(data.readableBytes))
-                target.write(size, promise: nil)
-            }
-            target.writeAndFlush(data, promise: nil)
-        }
-        later(direction, write)
-    }
-
-    /// Runs `action` after the proxy's latency, in order with earlier actions the same way.
-    func later(_ direction: Direction, _ action: @escaping @Sendable () -> Void) {
-        let latency = proxy.latency
-        guard latency > .zero || lastDue[direction] != nil else {
-            action()
-            return
-        }
-        let due = max(NIODeadline.now() + latency, lastDue[direction] ?? .uptimeNanoseconds(0))
-        lastDue[direction] = due
-        proxy.loop.scheduleTask(deadline: due) {
-            if self.lastDue[direction] == due { self.lastDue[direction] = nil }
-            action()
-        }
-    }
-
-    /// The channel that reads the bytes going `direction` closed: close the other one once what it
-    /// was sent has gone through.
-    func channelClosed(reading direction: Direction) {
-        guard !closed else { return }
-        closed = true
-        proxy.removed(self)
-        let other = direction == .up ? upstream : downstream
-        later(direction) { other?.close(promise: nil) }
-    }
-
-    func close() {
-        closed = true
-        downstream.close(promise: nil)
-        upstream?.close(promise: nil)
-        proxy.removed(self)
-    }
-
-    func reset() {
-        closed = true
-        Self.reset(downstream)
-        if let upstream { Self.reset(upstream) }
-        proxy.removed(self)
-    }
-
-    /// Closes with SO_LINGER 0: the kernel sends RST instead of FIN.
-    static func reset(_ channel: any Channel) {
-        guard let options = channel as? any SocketOptionProvider else {
-            channel.close(promise: nil)
-            return
-        }
-        options.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
-    }
-}
-
-/// Unchecked: it lives in a pipeline on the proxy's one loop, as does the pair it forwards to.
-final class ForwardHandler: ChannelInboundHandler, @unchecked Sendable {
-    typealias InboundIn = ByteBuffer
-
-    let pair: ProxyPair
-    /// The way bytes read on this handler's channel go.
-    let direction: ProxyPair.Direction
-
-    init(pair: ProxyPair, direction: ProxyPair.Direction) {
-        self.pair = pair
-        self.direction = direction
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        pair.forward(unwrapInboundIn(data), direction)
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        pair.updateReading()
-        context.fireChannelWritabilityChanged()
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        pair.channelClosed(reading: direction)
-        context.fireChannelInactive()
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        context.close(promise: nil)
-    }
-}
-
-/// `.httpConnect`: reads the client's CONNECT request head, answers it with the scripted bytes,
-/// then opens the tunnel (a 2xx answer) or closes. Unchecked: confined to the proxy's loop.
-final class ConnectAnswerHandler: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
-
-    let pair: ProxyPair
-    let answer: String
-    private var head: ByteBuffer?
-
-    init(pair: ProxyPair, answer: String) {
-        self.pair = pair
-        self.answer = answer
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var chunk = unwrapInboundIn(data)
-        if head == nil { head = chunk } else { head!.writeBuffer(&chunk) }
-        guard var head, let end = head.readableBytesView.firstRange(of: Array("\r\n\r\n".utf8)) else { return }
-        self.head = nil
-        let length = head.readableBytesView.distance(from: head.readableBytesView.startIndex, to: end.upperBound)
-        let request = head.readString(length: length) ?? ""
-        // Split on the string: "\r\n" is one Character, so no Character equals "\r".
-        pair.proxy.statistics.connectRequests.append(request.components(separatedBy: "\r\n")[0])
-        let rest = head
-        let channel = context.channel
-        let answer = channel.allocator.buffer(string: self.answer)
-        let accepted = self.answer.split(separator: " ", maxSplits: 2).dropFirst().first?.hasPrefix("2") ?? false
-        _ = channel.setOption(ChannelOptions.autoRead, value: false)
-        guard accepted else {
-            channel.writeAndFlush(answer).whenComplete { _ in channel.close(promise: nil) }
-            return
-        }
-        let pair = self.pair
-        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-        pair.connectUpstream { upstream in
-            channel.writeAndFlush(answer, promise: nil)
-            if rest.readableBytes > 0 { upstream.writeAndFlush(rest, promise: nil) }
-        }
-    }
 }

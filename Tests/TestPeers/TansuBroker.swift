@@ -64,9 +64,11 @@ package final class TansuBroker: Sendable {
     }
 
     /// Starts Tansu on a free loopback port behind a new proxy, and waits until it is ready.
-    package static func start() async throws -> TansuBroker {
+    /// `security`: TLS and SASL clients must go through (the proxy terminates both; Tansu 0.6's own
+    /// TLS options do not start a TLS listener), changeable later with `proxy.setSecurity`.
+    package static func start(security: ProxySecurity? = nil) async throws -> TansuBroker {
         let binary = try binaryPath()
-        let proxy = try await FaultProxy.start(upstreamPort: 0, framing: .kafka)
+        let proxy = try await FaultProxy.start(upstreamPort: 0, framing: .kafka, security: security)
         var lastError: (any Error)?
         // A free port can be taken between choosing it and Tansu binding it: then try another.
         for _ in 0..<5 {

@@ -26,6 +26,32 @@ struct HealthStateTests {
         #expect(!health.readiness.isReady)
     }
 
+    @Test("a consumer outside its group says the last error librdkafka reported reaching Kafka, until it joins")
+    func consumerOutsideSaysWhy() {
+        var machine = HealthState.StateMachine(now: .now)
+        #expect(machine.readiness.kafka == "consumer has not joined its group")
+        let tls = "Kafka error _SSL: ssl://127.0.0.1:9093/bootstrap: SSL handshake failed: certificate verify failed"
+        machine.kafkaFailed(tls, summary: false)
+        #expect(machine.readiness.kafka == "consumer has not joined its group; last Kafka error: \(tls)")
+        // "1/1 brokers are down" follows every broker's own error and says less: it does not replace it.
+        machine.kafkaFailed("Kafka error _ALL_BROKERS_DOWN: 1/1 brokers are down", summary: true)
+        #expect(machine.readiness.kafka.hasSuffix(tls))
+        machine.consumerJoined()
+        #expect(machine.readiness.kafka == "ok")
+        // Joined, librdkafka reconnects on its own while the group holds: still ready.
+        machine.kafkaFailed("Kafka error _TRANSPORT: ssl://127.0.0.1:9093/1: Disconnected", summary: false)
+        #expect(machine.readiness.kafka == "ok")
+        // Kept once outside again (librdkafka does not repeat an identical error for 30 s).
+        machine.consumerLeft()
+        #expect(machine.readiness.kafka.hasSuffix("Disconnected"))
+        machine.consumerJoined()
+        machine.consumerLeft()
+        #expect(machine.readiness.kafka == "consumer has not joined its group", "joining clears the error")
+        // Only a summary known: it is said.
+        machine.kafkaFailed("Kafka error _ALL_BROKERS_DOWN: 1/1 brokers are down", summary: true)
+        #expect(machine.readiness.kafka.hasSuffix("1/1 brokers are down"))
+    }
+
     @Test("concurrent updates and reads are safe", .timeLimit(.minutes(1)))
     func concurrent() async {
         let health = HealthState()

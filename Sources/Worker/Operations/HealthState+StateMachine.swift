@@ -26,6 +26,9 @@ extension HealthState {
         }
 
         private(set) var consumer = Consumer.outside
+        /// The last error librdkafka reported reaching Kafka (a broker refused, TLS or SASL failed),
+        /// said while the consumer is outside its group; joining clears it.
+        private(set) var kafkaError: String?
         private(set) var producer = Producer.healthy
         /// By credential name; a credential not listed is healthy.
         private(set) var brokenCredentials: [String: BrokenCredential] = [:]
@@ -36,7 +39,17 @@ extension HealthState {
         }
 
         mutating func heartbeat(now: ContinuousClock.Instant) { lastHeartbeat = now }
-        mutating func consumerJoined() { consumer = .joined }
+        mutating func consumerJoined() {
+            consumer = .joined
+            kafkaError = nil
+        }
+        /// Kept through a join's loss: librdkafka does not repeat an identical error for 30 s.
+        /// A `summary` ("1/1 brokers are down") follows each broker's own error and says less: it
+        /// replaces no other reason.
+        mutating func kafkaFailed(_ reason: String, summary: Bool) {
+            if summary, kafkaError != nil { return }
+            kafkaError = reason
+        }
         mutating func consumerLeft() { consumer = .outside }
         mutating func producerFailed(_ reason: String) { producer = .fatal(reason) }
         /// A fatal error stays (the worker stops); anything else is replaced.
@@ -68,7 +81,8 @@ extension HealthState {
             switch (producer, consumer) {
             case (.fatal(let reason), _): kafka = "producer fatal: \(reason)"
             case (.waiting(let reason), _): kafka = "waiting for Kafka to accept results: \(reason)"
-            case (.healthy, .outside): kafka = "consumer has not joined its group"
+            case (.healthy, .outside):
+                kafka = "consumer has not joined its group" + (kafkaError.map { "; last Kafka error: \($0)" } ?? "")
             case (.healthy, .joined): kafka = "ok"
             }
             let credentials =

@@ -52,6 +52,13 @@ package final class HealthState: Sendable {
         state.withLockedValue { $0.consumerLeft() }
     }
 
+    /// librdkafka reported an error it retries itself, reaching Kafka (a broker refused, a TLS
+    /// handshake or SASL authentication failed): readiness says it while the consumer is outside its
+    /// group. `summary`: an error that only sums up others ("1/1 brokers are down").
+    package func markKafkaFailed(_ reason: String, summary: Bool) {
+        state.withLockedValue { $0.kafkaFailed(reason, summary: summary) }
+    }
+
     /// librdkafka reported a fatal producer error: results cannot be published any more.
     package func markProducerFatal(_ reason: String) {
         state.withLockedValue { $0.producerFailed(reason) }

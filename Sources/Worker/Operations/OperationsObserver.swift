@@ -34,6 +34,9 @@ package struct OperationsObserver: PipelineObserver {
     package func progressStore(_ store: ProgressStore) { metrics.setProgressStore(store.rawValue) }
     package func consumerJoined() { health.markConsumerJoined() }
     package func consumerLeft() { health.markConsumerLeft() }
+    package func kafkaFailing(_ error: KafkaError) {
+        health.markKafkaFailed("\(error)", summary: error.code == .allBrokersDown)
+    }
 
     package func partitionsRevoked(_ partitions: [KafkaTopicPartition]) {
         // A partition this member gave up must not keep reporting its last lag: the group's lag

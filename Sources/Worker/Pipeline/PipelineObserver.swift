@@ -28,6 +28,9 @@ package protocol PipelineObserver: Sendable {
     /// Found out where done records above committed offsets are kept (at the first commit with any).
     func progressStore(_ store: ProgressStore)
     func consumerJoined()
+    /// librdkafka reported an error it retries itself while reaching Kafka: a broker refused or cut
+    /// the connection, a TLS handshake or a SASL authentication failed.
+    func kafkaFailing(_ error: KafkaError)
     /// The consumer lost its group membership (its assignment was lost) or left it (shutdown).
     func consumerLeft()
     func partitionsRevoked(_ partitions: [KafkaTopicPartition])
@@ -69,6 +72,7 @@ extension PipelineObserver {
     package func revocationCommitGaveUp() {}
     package func progressStore(_ store: ProgressStore) {}
     package func consumerJoined() {}
+    package func kafkaFailing(_ error: KafkaError) {}
     package func consumerLeft() {}
     package func partitionsRevoked(_ partitions: [KafkaTopicPartition]) {}
     package func lag(_ statistics: KafkaConsumerStatistics) {}

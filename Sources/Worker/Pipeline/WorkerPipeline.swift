@@ -100,7 +100,8 @@ package final class WorkerPipeline: Service, Sendable {
         let observer = self.observer
         let consumer = try KafkaConsumer(
             configuration: consumerConfiguration, rebalanceHandler: rebalance,
-            statisticsHandler: { observer.lag($0) }, stallHandler: { observer.partitionStall($0) }, logger: logger)
+            statisticsHandler: { observer.lag($0) }, stallHandler: { observer.partitionStall($0) },
+            errorHandler: { observer.kafkaFailing($0) }, logger: logger)
         consumerBox.withLockedValue { $0 = consumer }
         // A stop begun before this (a fatal producer error as the producer starts) found no
         // consumer to close: close it now, or the reader would wait for records it must not take.

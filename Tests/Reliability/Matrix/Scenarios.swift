@@ -82,6 +82,30 @@ extension Scenario {
             rig.faultCleared()
         },
         Scenario(
+            "TLS to the broker", .kafka, brokers: [.tansu],
+            shows: """
+                The worker reaches Kafka over TLS (security.protocol SSL, ssl.ca.location; the host \
+                name checked): Tansu behind a TLS-terminating proxy with a certificate from a CA made \
+                for the run. Nothing else breaks: TLS loses and repeats nothing.
+                """
+        ) { rig, scale in
+            let tansu = try rig.requireTansu()
+            // In the stack's directory: removed with it, after the worker has stopped.
+            let material = try BrokerTLSMaterial(under: rig.stack.directory)
+            // The rig's own readers stay plain.
+            try await tansu.proxy.setSecurity(
+                ProxySecurity(tls: .init(server: material.server), admitsPlainClients: true))
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker { $0.kafka.merge(material.clientProperties()) { $1 } }
+            rig.faultCleared()
+            try await rig.waitForResults(scale.events / 10)
+            let statistics = await tansu.proxy.currentStatistics
+            guard statistics.tlsAccepted > 0, statistics.tlsRefused == 0 else {
+                throw ScenarioFailure("the worker's TLS: \(statistics.tlsAccepted) accepted, \(statistics.tlsErrors)")
+            }
+        },
+        Scenario(
             "coordinator errors", .kafka, brokers: [.mock],
             shows: """
                 FindCoordinator, Heartbeat and OffsetCommit answer NOT_COORDINATOR / \

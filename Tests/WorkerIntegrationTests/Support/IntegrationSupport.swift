@@ -51,11 +51,15 @@ struct Harness: Sendable {
     /// The Tansu broker when the stack runs on it (its proxy is where the network breaks).
     let tansu: TansuBroker?
 
-    static func start(broker: Broker = .mock, partitions: Int = 4) async throws -> Harness {
+    /// `security`: what Tansu's proxy asks of clients (TLS, SASL; Tansu only). The harness's own
+    /// clients are plain: give it `admitsPlainClients`.
+    static func start(broker: Broker = .mock, partitions: Int = 4, security: ProxySecurity? = nil) async throws
+        -> Harness
+    {
         var logger = Logger(label: "integration")
         logger.logLevel =
             Logger.Level(rawValue: ProcessInfo.processInfo.environment["INTEGRATION_LOG"] ?? "") ?? .critical
-        let tansu = broker == .tansu ? try await TansuBroker.start() : nil
+        let tansu = broker == .tansu ? try await TansuBroker.start(security: security) : nil
         do {
             let stack = try await EmbeddedStack.start(
                 partitions: partitions, kafka: tansu.map(TansuCluster.init), logger: logger)
@@ -77,13 +81,14 @@ struct Harness: Sendable {
     }
 
     /// A worker as `apns-worker run` assembles it, started; stop it with `triggerGracefulShutdown`.
+    /// `logger`: the worker's, when a test reads what it logs.
     func startWorker(
-        group: String = "integration", maxInFlight: Int = 2000,
+        group: String = "integration", maxInFlight: Int = 2000, logger: Logger? = nil,
         configure: (inout WorkerConfiguration) -> Void = { _ in }
     ) throws -> RunningWorker {
         var configuration = try stack.configuration(group: group, maxInFlight: maxInFlight)
         configure(&configuration)
-        let assembly = try WorkerRuntime.assemble(configuration, logger: logger)
+        let assembly = try WorkerRuntime.assemble(configuration, logger: logger ?? self.logger)
         let serviceGroup = assembly.serviceGroup(handlingSignals: false)
         let task = Task { try await serviceGroup.run() }
         return RunningWorker(assembly: assembly, group: serviceGroup, task: task)
