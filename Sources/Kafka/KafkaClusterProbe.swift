@@ -41,17 +41,22 @@ package struct KafkaClusterUnanswered: Error, Sendable, CustomStringConvertible 
     }
 
     package var obstacle: Obstacle {
-        switch cause.code {
-        case Code.authentication: .login
-        case Code.ssl: .tls
-        default: .connection
-        }
+        if cause.code == Code.authentication { return .login }
+        if cause.code == Code.ssl || Self.mentionsTLS(cause.message) { return .tls }
+        return .connection
+    }
+
+    /// librdkafka names the step that noticed a failed handshake: a certificate the client does not
+    /// trust can come as `_SSL` or, a run in a few, as `_TRANSPORT` with OpenSSL's words.
+    static func mentionsTLS(_ message: String) -> Bool {
+        ["SSL handshake failed", "certificate verify failed", "certificate required", "alert handshake failure"]
+            .contains { message.contains($0) }
     }
 
     package var description: String { cause.message }
 
     static func isRefusal(_ error: KafkaError) -> Bool {
-        error.code == Code.authentication || error.code == Code.ssl
+        error.code == Code.authentication || error.code == Code.ssl || mentionsTLS(error.message)
     }
 
     /// Refusals first, then the rest in the order met.

@@ -16,22 +16,28 @@ struct ConfigurationCheckTests {
     }
 
     /// A configuration for `servers` whose credential's key is the file at `keyFile`.
-    static func configuration(servers: String, keyFile: String, deadLetters: String = "apns-dead-letters") -> String {
-        """
-        kafka:
-          bootstrap.servers: \(servers)
-          sasl.password: hunter2
-        consumer:
-          topics: [notifications]
-        topics:
-          results: apns-results
-          deadLetters: \(deadLetters)
-        apns:
-          credentials:
-            - name: app
-              topics: [com.example.app]
-              token: { teamId: ABCDE12345, keyId: KEY1234567, keyFile: \(keyFile) }
-        """
+    static func configuration(
+        servers: String, keyFile: String, deadLetters: String = "apns-dead-letters", kafka: [String: String] = [:]
+    ) -> String {
+        let properties =
+            kafka.isEmpty
+            ? "  sasl.password: hunter2"
+            : kafka.sorted { $0.key < $1.key }.map { "  \($0.key): \"\($0.value)\"" }.joined(separator: "\n")
+        return """
+            kafka:
+              bootstrap.servers: \(servers)
+            \(properties)
+            consumer:
+              topics: [notifications]
+            topics:
+              results: apns-results
+              deadLetters: \(deadLetters)
+            apns:
+              credentials:
+                - name: app
+                  topics: [com.example.app]
+                  token: { teamId: ABCDE12345, keyId: KEY1234567, keyFile: \(keyFile) }
+            """
     }
 
     static func keyFile() throws -> String {
@@ -159,6 +165,66 @@ struct ConfigurationCheckTests {
         #expect(strict.isValid, "\(strict.problems)")
         #expect(
             strict.notes.contains { $0.hasPrefix("min.insync.replicas: could not check") }, "\(strict.notes)")
+    }
+
+    @Test(
+        "strict over TLS and SASL: an untrusted CA, another host's certificate, no client certificate, a wrong password: each a problem saying what to check; the right settings pass"
+    )
+    func strictSecurity() async throws {
+        let key = try Self.keyFile()
+        let material = try BrokerTLSMaterial()
+        defer { material.remove() }
+        let user = ProxySecurity.SASLPlain(username: "apns-worker", password: "right-password")
+        let tansu = try await TansuBroker.start(
+            security: ProxySecurity(
+                tls: .init(server: material.server, clientCA: material.clientAuthority.certificate), sasl: user,
+                admitsPlainClients: false))
+        defer { Task { await tansu.shutdown() } }
+        for topic in ["notifications", "apns-results", "apns-dead-letters"] {
+            try await tansu.createTopic(topic, partitions: 1)
+        }
+        func strict(_ kafka: [String: String]) async throws -> ConfigurationCheck {
+            let path = try Self.write(Self.configuration(servers: tansu.bootstrapServers, keyFile: key, kafka: kafka))
+            return await ConfigurationCheck.run(path: path, environment: [:], brokerTimeout: .seconds(10), strict: true)
+        }
+        let right = material.clientProperties(clientCertificate: true, sasl: user)
+        let passes = try await strict(right)
+        #expect(passes.isValid, "\(passes.problems)")
+        #expect(passes.summary.contains { $0.contains("every topic exists") }, "\(passes.summary)")
+
+        let tlsAdvice = "check kafka.ssl.ca.location"
+        var stranger = right
+        stranger["ssl.ca.location"] = try TestPEMDirectory().write(
+            try TestCertificateAuthority(name: "Another CA"), as: "other-ca.pem")
+        for (name, kafka, reason, advice) in [
+            ("an untrusted CA", stranger, "certificate verify failed", tlsAdvice),
+            (
+                "no client certificate", material.clientProperties(clientCertificate: false, sasl: user),
+                "certificate required", tlsAdvice
+            ),
+            (
+                "a wrong password",
+                material.clientProperties(
+                    clientCertificate: true, sasl: .init(username: "apns-worker", password: "wrong-password")),
+                "Authentication failed", "check kafka.sasl.mechanisms, kafka.sasl.username and kafka.sasl.password"
+            ),
+        ] {
+            let check = try await strict(kafka)
+            #expect(check.problems.count == 1, "\(name): \(check.problems)")
+            let problem = check.problems.first ?? ""
+            #expect(problem.contains("did not answer") && problem.contains(reason), "\(name): \(problem)")
+            #expect(problem.contains(advice), "\(name): \(problem)")
+            #expect(!problem.contains("password\""), "\(name): no secret in \(problem)")
+            #expect(!problem.contains("wrong-password") && !problem.contains("right-password"), "\(name)")
+        }
+        try await tansu.proxy.setSecurity(
+            ProxySecurity(
+                tls: .init(server: material.otherHostServer, clientCA: material.clientAuthority.certificate), sasl: user
+            ))
+        let otherHost = try await strict(right)
+        #expect(
+            otherHost.problems.first.map { $0.contains("certificate verify failed") && $0.contains(tlsAdvice) } == true,
+            "another host's certificate: \(otherHost.problems)")
     }
 
     @Test("a broker that does not answer is a note, not a problem; --offline checks the file alone")
