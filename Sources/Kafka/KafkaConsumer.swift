@@ -1,4 +1,4 @@
-import CRdKafka
+internal import CRdKafka
 import Dispatch
 import Foundation
 import Logging

@@ -1,4 +1,4 @@
-import CRdKafka
+internal import CRdKafka
 
 /// An error from Kafka or from librdkafka itself: librdkafka's error code, its message, and what the
 /// caller can do about it.

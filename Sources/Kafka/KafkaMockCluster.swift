@@ -1,4 +1,4 @@
-import CRdKafka
+internal import CRdKafka
 import Glibc
 import Logging
 import Threading

@@ -1,4 +1,4 @@
-import CNghttp2
+internal import CNghttp2
 import Foundation
 import NIOCore
 

@@ -1,4 +1,4 @@
-import CNghttp2
+internal import CNghttp2
 import NIOCore
 
 /// What an nghttp2 client session reports while it parses the server's frames.

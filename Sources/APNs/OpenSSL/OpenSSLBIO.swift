@@ -1,4 +1,4 @@
-import COpenSSL
+internal import COpenSSL
 
 /// Reads a PEM or DER blob through a read-only memory BIO that lives only for the call.
 func withMemoryBIO<T>(_ bytes: [UInt8], _ body: (OpaquePointer) throws -> T) throws -> T {

@@ -1,4 +1,4 @@
-import COpenSSL
+internal import COpenSSL
 import Foundation
 
 /// An OpenSSL `X509` certificate; freed in `deinit`, reached only through `withPointer`.

@@ -1,4 +1,4 @@
-import COpenSSL
+internal import COpenSSL
 
 /// An OpenSSL `SSL_CTX` configured for APNs: TLS 1.2 or later, ALPN `h2`, peer verification on,
 /// trust from the system store or a CA file, an optional client certificate.

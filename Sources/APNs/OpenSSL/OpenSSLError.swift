@@ -1,4 +1,4 @@
-import COpenSSL
+internal import COpenSSL
 
 /// A failure inside OpenSSL (key parsing, signing, TLS context setup, the handshake).
 ///

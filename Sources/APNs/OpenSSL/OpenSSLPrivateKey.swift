@@ -1,4 +1,4 @@
-import COpenSSL
+internal import COpenSSL
 
 /// An OpenSSL `EVP_PKEY`: the `.p8` signing key of token auth, or the key of a client certificate.
 ///

@@ -1,4 +1,4 @@
-import CRdKafka
+internal import CRdKafka
 
 /// The librdkafka this process runs with, and the one it was compiled against. They differ when the
 /// dynamic loader found another `librdkafka.so.1` than the headers' (a binary built by `make` has

@@ -1,4 +1,4 @@
-import CRdKafka
+internal import CRdKafka
 
 extension RDKafkaClient {
     /// Every topic the cluster reports, with its partition count and replication factor (the fewest

@@ -1,4 +1,4 @@
-import CRdKafka
+internal import CRdKafka
 import Logging
 import Threading
 

@@ -1,4 +1,4 @@
-import CRdKafka
+internal import CRdKafka
 
 /// An `rd_kafka_conf_t` being filled in. Owned until `rd_kafka_new` takes it (`release()`); freed in
 /// `deinit` otherwise. Never shared across threads.

@@ -1,4 +1,4 @@
-import CRdKafka
+internal import CRdKafka
 
 #if canImport(Glibc)
     import Glibc

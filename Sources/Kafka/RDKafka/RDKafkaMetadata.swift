@@ -1,4 +1,4 @@
-import CRdKafka
+internal import CRdKafka
 
 extension RDKafkaClient {
     /// The partition IDs of a topic, from the cluster's metadata. Blocks up to `timeout`.

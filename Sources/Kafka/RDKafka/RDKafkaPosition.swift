@@ -1,4 +1,4 @@
-import CRdKafka
+internal import CRdKafka
 
 extension RDKafkaClient {
     /// Each partition's position: the offset after the last record the consumer handed out.

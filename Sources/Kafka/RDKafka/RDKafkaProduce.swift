@@ -1,4 +1,4 @@
-import CRdKafka
+internal import CRdKafka
 
 /// `rd_kafka_produceva`: the non-variadic produce call (Swift cannot call `rd_kafka_producev`).
 /// librdkafka copies everything (`RD_KAFKA_MSG_F_COPY`) before returning, so all pointers here are
