@@ -1,4 +1,3 @@
-internal import CRdKafka
 import Dispatch
 import Logging
 import Threading
@@ -64,10 +63,7 @@ package struct KafkaClusterUnanswered: Error, Sendable, CustomStringConvertible 
         errors.filter(isRefusal) + errors.filter { !isRefusal($0) }
     }
 
-    enum Code {
-        static let authentication = KafkaError.Code(RD_KAFKA_RESP_ERR__AUTHENTICATION)
-        static let ssl = KafkaError.Code(RD_KAFKA_RESP_ERR__SSL)
-    }
+    typealias Code = KafkaError.Code
 }
 
 /// A short-lived client that looks at a cluster before anything runs against it (`apns-worker
@@ -92,7 +88,7 @@ package final class KafkaClusterProbe: Sendable {
                 }
             })
         let config = try RDKafkaConfig(properties: configuration.librdkafkaProperties)
-        self.client = try RDKafkaClient(type: RD_KAFKA_CONSUMER, config: config, callbacks: callbacks)
+        self.client = try RDKafkaClient(.consumer, config: config, callbacks: callbacks)
         self.errors = errors
     }
 

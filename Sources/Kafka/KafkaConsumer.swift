@@ -1,4 +1,3 @@
-internal import CRdKafka
 import Dispatch
 import Foundation
 import Logging
@@ -55,15 +54,15 @@ package final class KafkaConsumer: Sendable {
         }
         let callbacks = RDKafkaCallbacks(
             logger: logger,
-            rebalance: { handle, event, list in core.rebalance(handle: handle, event: event, list: list) },
+            rebalance: { rebalance in core.rebalance(rebalance) },
             statistics: onStatistics,
             error: { error in
                 core.clientError(error)
                 if !error.isFatal { errorHandler?(error) }
             })
-        self.client = try RDKafkaClient(type: RD_KAFKA_CONSUMER, config: config, callbacks: callbacks)
-        // Route the main queue (errors, statistics, logs) to the consumer queue that the poll loop serves.
-        rd_kafka_poll_set_consumer(client.handle)
+        self.client = try RDKafkaClient(.consumer, config: config, callbacks: callbacks)
+        // The main queue (errors, statistics, logs) to the consumer queue that the poll loop serves.
+        client.consumer.routeMainQueueToConsumerQueue()
         self.core = core
         self.blockingQueue = DispatchQueue(label: "kafka.consumer.blocking")
         self.readingQueue = DispatchQueue(label: "kafka.consumer.reading", attributes: .concurrent)
@@ -73,24 +72,20 @@ package final class KafkaConsumer: Sendable {
 
     /// Joins the group for these topics (replacing any earlier subscription).
     package func subscribe(topics: [String]) throws(KafkaError) {
-        let list = RDKafkaTopicPartitionList(topics: topics)
-        let err = list.withPointer { rd_kafka_subscribe(client.handle, $0) }
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+        try client.consumer.subscribe(topics)
     }
 
     /// Reads these partitions from these offsets without joining a group (no rebalances; the group ID
     /// is only used if the caller commits). Use `KafkaOffset.beginning`/`.end` for the ends.
     /// Replaces any earlier manual assignment.
     package func assign(_ start: [KafkaTopicPartitionOffset]) throws(KafkaError) {
-        let list = RDKafkaTopicPartitionList(start)
-        let err = list.withPointer { rd_kafka_assign(client.handle, $0) }
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+        try client.consumer.assign(start)
         let partitions = start.map(\.topicPartition)
         core.state.withLock { state in
             _ = state.revoke(Array(state.assigned))
             state.assign(partitions)
         }
-        core.applyPauses(client.handle)
+        core.applyPauses(client.consumer)
     }
 
     /// The partition IDs of a topic, from the cluster's metadata.
@@ -147,13 +142,13 @@ package final class KafkaConsumer: Sendable {
     /// buffer may still arrive.
     package func pause(_ partitions: [KafkaTopicPartition]) {
         core.state.withLock { $0.pause(partitions) }
-        core.applyPauses(client.handle)
+        core.applyPauses(client.consumer)
     }
 
     /// Fetches again from partitions paused with `pause(_:)`.
     package func resume(_ partitions: [KafkaTopicPartition]) {
         core.state.withLock { $0.resume(partitions) }
-        core.applyPauses(client.handle)
+        core.applyPauses(client.consumer)
     }
 
     /// Commits these offsets (each the *next* offset to read) and returns once the group coordinator
@@ -162,10 +157,7 @@ package final class KafkaConsumer: Sendable {
         guard !offsets.isEmpty else { return }
         let client = self.client
         try await onBlockingQueue { () throws(KafkaError) in
-            let list = RDKafkaTopicPartitionList(offsets)
-            let err = list.withPointer { rd_kafka_commit(client.handle, $0, 0) }
-            guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
-            if let partitionError = list.firstError { throw partitionError }
+            try client.consumer.commit(offsets)
         }
     }
 
@@ -175,11 +167,8 @@ package final class KafkaConsumer: Sendable {
     ) async throws -> [KafkaTopicPartition: Int64?] {
         let client = self.client
         return try await onBlockingQueue { () throws(KafkaError) in
-            let list = RDKafkaTopicPartitionList(partitions)
-            let err = list.withPointer { rd_kafka_committed(client.handle, $0, Int32(timeout.milliseconds)) }
-            guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
             var result: [KafkaTopicPartition: Int64?] = [:]
-            for offset in list.offsets {
+            for offset in try client.consumer.committed(partitions, timeout: timeout) {
                 result[offset.topicPartition] = offset.offset >= 0 ? offset.offset : nil
             }
             return result
@@ -194,11 +183,8 @@ package final class KafkaConsumer: Sendable {
     ) async throws -> [KafkaTopicPartition: KafkaTopicPartitionOffset] {
         let client = self.client
         return try await onBlockingQueue(readingQueue) { () throws(KafkaError) in
-            let list = RDKafkaTopicPartitionList(partitions)
-            let err = list.withPointer { rd_kafka_committed(client.handle, $0, Int32(timeout.milliseconds)) }
-            guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
             var result: [KafkaTopicPartition: KafkaTopicPartitionOffset] = [:]
-            for offset in list.offsetsWithMetadata where offset.offset >= 0 {
+            for offset in try client.consumer.committed(partitions, timeout: timeout) where offset.offset >= 0 {
                 result[offset.topicPartition] = offset
             }
             return result

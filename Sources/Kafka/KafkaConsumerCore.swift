@@ -1,4 +1,3 @@
-internal import CRdKafka
 import Dispatch
 import Foundation
 import Logging
@@ -86,18 +85,16 @@ final class KafkaConsumerCore: Sendable {
             // poll of the batch drops the revoked partitions' records like any buffered ones.
             var timeout: Int32 = 100
             for _ in 0..<Self.pollBatch {
-                guard let message = rd_kafka_consumer_poll(client.handle, timeout) else { break }
-                let stop = receive(message, client, topicNames: &topicNames)
-                rd_kafka_message_destroy(message)
-                if stop { break }
+                guard let polled = client.consumer.poll(timeoutMilliseconds: timeout, topicNames: &topicNames)
+                else { break }
+                if receive(polled) { break }
                 timeout = 0
             }
             if let (waiter, first) = state.withLock({ $0.handOver() }) { waiter.resume(returning: first) }
         }
         // Leaving the group revokes the assignment, through the rebalance handler, inside this call.
-        let err = rd_kafka_consumer_close(client.handle)
-        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
-            logger.warning("consumer close: \(KafkaError(err))")
+        if let error = client.consumer.close() {
+            logger.warning("consumer close: \(error)")
         }
         let (reader, closers) = state.withLock { ($0.finish(.closed), $0.pollThreadStopped()) }
         reader?.resume(returning: nil)
@@ -155,7 +152,7 @@ final class KafkaConsumerCore: Sendable {
         while !stopRequested.load(ordering: .acquiring) {
             guard case .wait = state.withLock({ $0.checkSpace() }) else { return }
             if ContinuousClock.now >= deadline {
-                if state.withLock({ $0.pauseForFlow() }) { applyPauses(client.handle) }
+                if state.withLock({ $0.pauseForFlow() }) { applyPauses(client.consumer) }
                 return
             }
             _ = spaceAvailable.wait(timeout: .now() + .milliseconds(50))
@@ -165,28 +162,25 @@ final class KafkaConsumerCore: Sendable {
 
     /// Buffers a polled record (or logs an error event). Returns true when the batch should end: the
     /// buffer is full or the sequence has ended.
-    private func receive(
-        _ message: UnsafeMutablePointer<rd_kafka_message_t>, _ client: RDKafkaClient, topicNames: inout TopicNames
-    ) -> Bool {
-        let err = message.pointee.err
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            if err == RD_KAFKA_RESP_ERR__PARTITION_EOF { return false }
-            if err == RD_KAFKA_RESP_ERR__FATAL {
-                fail(client.raisedFatalError ?? KafkaError(err))
-                return true
-            } else {
-                logger.warning("consumer: \(KafkaError(err, String(cString: rd_kafka_message_errstr(message))))")
-            }
+    private func receive(_ polled: RDKafkaConsumerHandle.Polled) -> Bool {
+        switch polled {
+        case .record(let record):
+            return state.withLock({ $0.push(record) }) != .buffered(full: false)
+        case .partitionEnd:
+            return false
+        case .fatal(let error):
+            fail(error)
+            return true
+        case .error(let error):
+            logger.warning("consumer: \(error)")
             return false
         }
-        let record = KafkaConsumerMessage(copying: message, topicNames: &topicNames)
-        return state.withLock({ $0.push(record) }) != .buffered(full: false)
     }
 
     /// The reader took a record: wake the poll thread if it waits for room, apply a lifted pause.
     func tookRecord(pausesChanged: Bool, wakePoller: Bool, client: RDKafkaClient) {
         if wakePoller { spaceAvailable.signal() }
-        if pausesChanged { applyPauses(client.handle) }
+        if pausesChanged { applyPauses(client.consumer) }
     }
 
     func clientError(_ error: KafkaError) {
@@ -220,17 +214,13 @@ final class KafkaConsumerCore: Sendable {
     /// good while the state machine, whose caller pauses end with the revocation, believed it
     /// fetching.) Partitions never paused are never resumed: a resume makes librdkafka restart the
     /// partition's fetch, which can deliver records twice.
-    func applyPauses(_ handle: OpaquePointer) {
+    func applyPauses(_ consumer: RDKafkaConsumerHandle) {
         appliedPauses.withLock { applied in
             let (desired, assigned) = state.withLock { ($0.desiredPaused, $0.assigned) }
             let toPause = desired.subtracting(applied)
             let toResume = applied.subtracting(desired).intersection(assigned)
-            if !toPause.isEmpty {
-                _ = RDKafkaTopicPartitionList(toPause).withPointer { rd_kafka_pause_partitions(handle, $0) }
-            }
-            if !toResume.isEmpty {
-                _ = RDKafkaTopicPartitionList(toResume).withPointer { rd_kafka_resume_partitions(handle, $0) }
-            }
+            if !toPause.isEmpty { consumer.pause(toPause) }
+            if !toResume.isEmpty { consumer.resume(toResume) }
             // Revoked partitions keep their flag in librdkafka until they are assigned back.
             applied = desired.union(applied.subtracting(assigned))
         }
@@ -243,12 +233,12 @@ final class KafkaConsumerCore: Sendable {
     /// just after the assignment can outdate the assignment's own fetch start, when the committed
     /// offset came back first. The partition then never fetches. Done first, the resume is older
     /// than the fetch start, which is only made once the committed offset is known.
-    private func resumeLeftPaused(_ handle: OpaquePointer, assigning partitions: [KafkaTopicPartition]) {
+    private func resumeLeftPaused(_ consumer: RDKafkaConsumerHandle, assigning partitions: [KafkaTopicPartition]) {
         appliedPauses.withLock { applied in
             guard !state.withLock({ $0.pausedForFlow }) else { return }
             let leftover = applied.intersection(partitions)
             guard !leftover.isEmpty else { return }
-            _ = RDKafkaTopicPartitionList(leftover).withPointer { rd_kafka_resume_partitions(handle, $0) }
+            consumer.resume(leftover)
             applied.subtract(leftover)
         }
     }
@@ -258,51 +248,35 @@ final class KafkaConsumerCore: Sendable {
         appliedPauses.withLock { applied in applied.intersection(state.withLock { $0.assigned }) }
     }
 
-    // MARK: rebalance (poll thread, inside rd_kafka_consumer_poll or rd_kafka_consumer_close)
+    // MARK: rebalance (poll thread, inside a poll of the consumer or its close)
 
-    func rebalance(
-        handle: OpaquePointer, event: rd_kafka_resp_err_t,
-        list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
-    ) {
-        let partitions = RDKafkaTopicPartitionList.partitions(of: list)
-        let cooperative = String(cString: rd_kafka_rebalance_protocol(handle)) == "COOPERATIVE"
-        switch event {
-        case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+    func rebalance(_ rebalance: RDKafkaRebalance) {
+        let partitions = rebalance.partitions
+        let consumer = rebalance.consumer
+        switch rebalance.event {
+        case .assign:
             logger.info("partitions assigned: \(partitions.map(\.description).joined(separator: ", "))")
-            resumeLeftPaused(handle, assigning: partitions)
-            if cooperative {
-                if let error = rd_kafka_incremental_assign(handle, list) {
-                    logger.error("incremental assign: \(KafkaError(consuming: error))")
-                }
-            } else {
-                let err = rd_kafka_assign(handle, list)
-                if err != RD_KAFKA_RESP_ERR_NO_ERROR { logger.error("assign: \(KafkaError(err))") }
-            }
+            resumeLeftPaused(consumer, assigning: partitions)
+            if let error = rebalance.assign() { logger.error("assign: \(error)") }
             let tenure = state.withLock { $0.assign(partitions) }
-            applyPauses(handle)
+            applyPauses(consumer)
             runHandler { await $0.partitionsAssigned(partitions, tenure: tenure) }
 
-        case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
-            let lost = rd_kafka_assignment_lost(handle) != 0
+        case .revoke:
+            let lost = rebalance.isLost
             logger.info(
                 "partitions revoked\(lost ? " (lost)" : ""): \(partitions.map(\.description).joined(separator: ", "))")
             let pausesChanged = state.withLock { $0.revoke(partitions) }
             runHandler { await $0.partitionsRevoked(partitions, lost: lost) }
-            if cooperative {
-                if let error = rd_kafka_incremental_unassign(handle, list) {
-                    logger.error("incremental unassign: \(KafkaError(consuming: error))")
-                }
-            } else {
-                _ = rd_kafka_assign(handle, nil)
-            }
-            if pausesChanged { applyPauses(handle) }
+            if let error = rebalance.unassign() { logger.error("unassign: \(error)") }
+            if pausesChanged { applyPauses(consumer) }
 
-        default:
-            logger.error("rebalance failed: \(KafkaError(event)); dropping the assignment")
+        case .failed(let error):
+            logger.error("rebalance failed: \(error); dropping the assignment")
             let all = state.withLock { Array($0.assigned) }
             _ = state.withLock { $0.revoke(all) }
             runHandler { await $0.partitionsRevoked(all, lost: true) }
-            _ = rd_kafka_assign(handle, nil)
+            rebalance.dropAssignment()
         }
     }
 

@@ -1,4 +1,3 @@
-internal import CRdKafka
 import Dispatch
 import Foundation
 import Logging
@@ -38,7 +37,7 @@ package final class KafkaProducer: Sendable {
                 if error.isFatal { onFatalError?(error) }
             },
             deliveryReports: true)
-        self.client = try RDKafkaClient(type: RD_KAFKA_PRODUCER, config: config, callbacks: callbacks)
+        self.client = try RDKafkaClient(.producer, config: config, callbacks: callbacks)
         self.deliveryTimeout = configuration.deliveryTimeout
         self.poller = ProducerPoller(client: client, releaseSweep: releaseSweep)
     }
@@ -115,12 +114,10 @@ package final class KafkaProducer: Sendable {
         let handle = client
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             blockingQueue.async {
-                let err = rd_kafka_flush(handle.handle, Int32(clamping: timeout.milliseconds))
-                if err == RD_KAFKA_RESP_ERR_NO_ERROR {
-                    continuation.resume()
+                if let error = handle.flush(timeout: timeout) {
+                    continuation.resume(throwing: error)
                 } else {
-                    continuation.resume(
-                        throwing: KafkaError(err, "\(rd_kafka_outq_len(handle.handle)) records still unacknowledged"))
+                    continuation.resume()
                 }
             }
         }
@@ -138,14 +135,14 @@ package final class KafkaProducer: Sendable {
     }
 
     /// Raises a fatal error as librdkafka would on a broker's answer that breaks its guarantees
-    /// (`rd_kafka_test_fatal_error`), for tests of what a caller does then.
+    /// (librdkafka's test hook), for tests of what a caller does then.
     package func raiseFatalErrorForTesting(_ reason: String) {
-        _ = rd_kafka_test_fatal_error(client.handle, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
+        client.raiseFatalErrorForTesting(reason)
     }
 
     /// Records enqueued and not yet acknowledged or failed.
     package var pendingCount: Int {
-        Int(rd_kafka_outq_len(client.handle))
+        client.outQueueLength
     }
 
     /// Since the poll thread last went round (it does every 100 ms): records waiting in a producer
@@ -195,7 +192,7 @@ private final class ProducerPoller: Sendable {
             let clock = ContinuousClock()
             var lastSweep = clock.now
             while !stopRequested.load(ordering: .acquiring) {
-                rd_kafka_poll(client.handle, 100)
+                client.poll(milliseconds: 100)
                 // Contexts whose sending thread has not sent since they were acknowledged.
                 let now = clock.now
                 let (seconds, attoseconds) = (now - Self.epoch).components
@@ -205,10 +202,10 @@ private final class ProducerPoller: Sendable {
                     lastSweep = now
                 }
             }
-            rd_kafka_purge(client.handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
+            client.purgeAll()
             let deadline = clock.now + .seconds(10)
-            while rd_kafka_outq_len(client.handle) > 0 && clock.now < deadline {
-                rd_kafka_poll(client.handle, 50)
+            while client.outQueueLength > 0 && clock.now < deadline {
+                client.poll(milliseconds: 50)
             }
             client.callbacks.homes.empty()
             finished.signal()

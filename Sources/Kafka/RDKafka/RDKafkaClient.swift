@@ -8,11 +8,7 @@ import Threading
 /// `@unchecked Sendable`: every property is a `let` set before the handle exists, and the closures
 /// are themselves `@Sendable`; librdkafka calls them from its own threads.
 final class RDKafkaCallbacks: @unchecked Sendable {
-    typealias Rebalance =
-        @Sendable (
-            _ handle: OpaquePointer, _ event: rd_kafka_resp_err_t,
-            _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
-        ) -> Void
+    typealias Rebalance = @Sendable (RDKafkaRebalance) -> Void
 
     let logger: Logger
     let rebalance: Rebalance?
@@ -49,7 +45,13 @@ final class RDKafkaClient: @unchecked Sendable {
     /// Topic handles kept until the client goes (`holdTopics`).
     private let heldTopics = Locked<[String: OpaquePointer]>([:])
 
-    init(type: rd_kafka_type_t, config: RDKafkaConfig, callbacks: RDKafkaCallbacks) throws(KafkaError) {
+    enum Kind {
+        case consumer
+        case producer
+    }
+
+    init(_ kind: Kind, config: RDKafkaConfig, callbacks: RDKafkaCallbacks) throws(KafkaError) {
+        let type = kind == .consumer ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER
         config.withPointer { conf in
             rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(callbacks).toOpaque())
             rd_kafka_conf_set_log_cb(conf, rdkafkaLog)
@@ -87,11 +89,43 @@ final class RDKafkaClient: @unchecked Sendable {
     var logger: Logger { callbacks.logger }
 
     /// The fatal error the handle has raised, if any.
-    var raisedFatalError: KafkaError? {
+    var raisedFatalError: KafkaError? { Self.fatalError(of: handle) }
+
+    static func fatalError(of handle: OpaquePointer) -> KafkaError? {
         var errstr = [CChar](repeating: 0, count: 512)
         let err = rd_kafka_fatal_error(handle, &errstr, errstr.count)
         guard err != RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
         return KafkaError(code: .init(err), message: String(errorBuffer: errstr), isFatal: true)
+    }
+
+    /// The consumer calls on this handle.
+    var consumer: RDKafkaConsumerHandle { RDKafkaConsumerHandle(pointer: handle) }
+
+    // MARK: producer calls
+
+    /// Waits up to `timeout` for every enqueued record's delivery report.
+    func flush(timeout: Duration) -> KafkaError? {
+        let err = rd_kafka_flush(handle, Int32(clamping: timeout.milliseconds))
+        guard err != RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
+        return KafkaError(err, "\(outQueueLength) records still unacknowledged")
+    }
+
+    /// Records (and requests) enqueued and not yet acknowledged or failed.
+    var outQueueLength: Int { Int(rd_kafka_outq_len(handle)) }
+
+    /// Serves delivery reports and other callbacks, waiting up to `milliseconds` for one.
+    func poll(milliseconds: Int32) {
+        _ = rd_kafka_poll(handle, milliseconds)
+    }
+
+    /// Fails every queued and in-flight record (`purged`, `purgedInFlight`).
+    func purgeAll() {
+        rd_kafka_purge(handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
+    }
+
+    /// Raises a fatal error as a broker's answer that breaks an idempotent producer's guarantees would.
+    func raiseFatalErrorForTesting(_ reason: String) {
+        _ = rd_kafka_test_fatal_error(handle, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
     }
 }
 
@@ -140,7 +174,7 @@ private func rdkafkaRebalance(
     guard let handle, let partitions, let callbacks = RDKafkaCallbacks.from(handle),
         let rebalance = callbacks.rebalance
     else { return }
-    rebalance(handle, event, partitions)
+    rebalance(RDKafkaRebalance(handle: handle, event: event, list: partitions))
 }
 
 private func rdkafkaStatistics(

@@ -43,6 +43,8 @@ package struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         package static let clusterAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED)
         package static let unknownTopic = Code(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
         package static let unknownPartition = Code(RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
+        package static let authentication = Code(RD_KAFKA_RESP_ERR__AUTHENTICATION)
+        package static let ssl = Code(RD_KAFKA_RESP_ERR__SSL)
 
         init(_ err: rd_kafka_resp_err_t) { self.rawValue = err.rawValue }
     }

@@ -39,7 +39,7 @@ package final class KafkaMockCluster: Sendable {
     package init(brokers: Int = 1, logger: Logger = Logger(label: "kafka.mock")) throws(KafkaError) {
         let config = try RDKafkaConfig(properties: [("client.id", "mock-cluster-owner")])
         self.owner = try RDKafkaClient(
-            type: RD_KAFKA_PRODUCER, config: config, callbacks: RDKafkaCallbacks(logger: logger))
+            .producer, config: config, callbacks: RDKafkaCallbacks(logger: logger))
         guard let cluster = rd_kafka_mock_cluster_new(owner.handle, Int32(brokers)) else {
             throw KafkaError(code: .invalidArgument, message: "could not start a mock cluster of \(brokers) brokers")
         }
