@@ -7,7 +7,7 @@ import Testing
 @Suite("Connection pool decisions")
 struct PoolStateMachineTests {
     typealias Machine = APNsConnectionPool.StateMachine<Int, Int>
-    let backoff = Machine.Backoff(base: .milliseconds(100), maximum: .seconds(10), healthyAfter: .seconds(10))
+    let backoff = Machine.Reconnect(base: .milliseconds(100), maximum: .seconds(10), healthyAfter: .seconds(10))
 
     private func connectIDs(_ actions: [Machine.Action]) -> [Int] {
         actions.compactMap { if case .connect(_, let id) = $0 { return id } else { return nil } }
@@ -25,7 +25,7 @@ struct PoolStateMachineTests {
 
     @Test("first request opens every slot, waits, and goes to the least loaded ready connection")
     func leastLoaded() {
-        var machine = Machine(connections: 2, maximumWaiters: 10, backoff: backoff)
+        var machine = Machine(connections: 2, maximumWaiters: 10, reconnect: backoff)
         let ids = connectIDs(machine.acquire(1, waiterID: 1))
         #expect(ids.count == 2)
         let now = NIODeadline.now()
@@ -42,7 +42,7 @@ struct PoolStateMachineTests {
 
     @Test("a stream given back costs nothing to do unless a waiter, a drain or a shutdown is due")
     func releaseQuietly() {
-        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        var machine = Machine(connections: 1, maximumWaiters: 10, reconnect: backoff)
         let id = connectIDs(machine.acquire(1, waiterID: 1))[0]
         _ = ready(&machine, id: id, capacity: 2, now: .now())
         #expect(dispatched(machine.acquire(2, waiterID: 2)).map(\.1) == [id])
@@ -64,7 +64,7 @@ struct PoolStateMachineTests {
     @Test("shutdown refuses new requests, serves the waiting ones, and says drained after the last answer")
     func shutdownDrains() throws {
         let loop = EmbeddedEventLoop()
-        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        var machine = Machine(connections: 1, maximumWaiters: 10, reconnect: backoff)
         let id = connectIDs(machine.acquire(1, waiterID: 1))[0]
         _ = ready(&machine, id: id, capacity: 1, now: .now())
         #expect(dispatched(machine.acquire(2, waiterID: 2)).isEmpty)
@@ -84,7 +84,7 @@ struct PoolStateMachineTests {
 
     @Test("requests that give up waiting fail with the reason given; the others keep their place")
     func giveUp() {
-        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        var machine = Machine(connections: 1, maximumWaiters: 10, reconnect: backoff)
         _ = machine.acquire(1, waiterID: 1)
         _ = machine.acquire(2, waiterID: 2)
         _ = machine.acquire(3, waiterID: 3)
@@ -99,7 +99,7 @@ struct PoolStateMachineTests {
 
     @Test("the wait queue is bounded")
     func boundedQueue() {
-        var machine = Machine(connections: 1, maximumWaiters: 2, backoff: backoff)
+        var machine = Machine(connections: 1, maximumWaiters: 2, reconnect: backoff)
         _ = machine.acquire(1, waiterID: 1)
         _ = machine.acquire(2, waiterID: 2)
         let actions = machine.acquire(3, waiterID: 3)
@@ -113,7 +113,7 @@ struct PoolStateMachineTests {
 
     @Test("failed connects back off exponentially with jitter, never zero; a healthy connection reconnects at once")
     func backoffGrows() {
-        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        var machine = Machine(connections: 1, maximumWaiters: 10, reconnect: backoff)
         var id = connectIDs(machine.acquire(1, waiterID: 1))[0]
         var delays: [TimeAmount] = []
         for _ in 0..<8 {
@@ -146,7 +146,7 @@ struct PoolStateMachineTests {
     // a worker's throughput fell from about 200 to 11 events/s over 2,000 events.
     @Test("a connection told to go away after answering requests is replaced at once, however short its life")
     func goAwayAfterAnswersIsNoFailure() {
-        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        var machine = Machine(connections: 1, maximumWaiters: 10, reconnect: backoff)
         var id = connectIDs(machine.acquire(1, waiterID: 1))[0]
         var delays: [TimeAmount] = []
         for round in 0..<6 {
@@ -178,7 +178,7 @@ struct PoolStateMachineTests {
 
     @Test("a connection dropped after answering requests waits one short backoff, never a growing one")
     func dropAfterAnswersBacksOffOnce() {
-        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        var machine = Machine(connections: 1, maximumWaiters: 10, reconnect: backoff)
         var id = connectIDs(machine.acquire(1, waiterID: 1))[0]
         for round in 0..<6 {
             let now = NIODeadline.now()
@@ -197,7 +197,7 @@ struct PoolStateMachineTests {
 
     @Test("a failed connect with nothing ready fails the waiters with its error instead of letting them hang")
     func waitersToldWhy() {
-        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        var machine = Machine(connections: 1, maximumWaiters: 10, reconnect: backoff)
         let id = connectIDs(machine.acquire(1, waiterID: 1))[0]
         let error = APNsClientError(.serverCertificateRejected, "test", mayHaveReachedAPNs: false)
         let actions = machine.connectionClosed(id: id, error: error, now: .now())
@@ -206,7 +206,7 @@ struct PoolStateMachineTests {
 
     @Test("GOAWAY: the connection drains, takes nothing new, closes when empty; its slot reconnects")
     func goAwayDrains() {
-        var machine = Machine(connections: 1, maximumWaiters: 10, backoff: backoff)
+        var machine = Machine(connections: 1, maximumWaiters: 10, reconnect: backoff)
         let id = connectIDs(machine.acquire(1, waiterID: 1))[0]
         _ = ready(&machine, id: id, capacity: 10, now: .now())
         let actions = machine.goingAway(id: id, now: .now())

@@ -243,7 +243,7 @@ public final class APNsClient: Sendable {
             maximumWaiters: configuration.maximumWaitingRequests,
             connectTimeout: TimeAmount(configuration.connectTimeout),
             proxy: configuration.proxy,
-            backoff: .init(
+            reconnect: .init(
                 base: TimeAmount(configuration.reconnectBase), maximum: TimeAmount(configuration.reconnectMaximum),
                 healthyAfter: .seconds(10)),
             http2: APNsHTTP2Settings(

@@ -17,11 +17,20 @@ extension APNsConnectionPool {
     /// Generic over what waits (`Waiter`) and what a connection is to its owner (`Connection`: the
     /// pool's outbox; plain values in tests), so its rules are tested without a network.
     struct StateMachine<Waiter: Sendable, Connection: Sendable>: Sendable {
-        struct Backoff: Sendable {
-            var base: TimeAmount
-            var maximum: TimeAmount
+        /// When a slot connects again: after a failure, `backoff` (equal jitter: two attempts are
+        /// never closer than half a step); after a healthy connection, at once.
+        struct Reconnect: Sendable {
+            var backoff: Backoff
             /// A connection that stayed up this long resets the slot's failure count.
             var healthyAfter: TimeAmount
+
+            init(base: TimeAmount, maximum: TimeAmount, healthyAfter: TimeAmount) {
+                self.backoff = Backoff(
+                    first: .nanoseconds(base.nanoseconds), maximum: .nanoseconds(maximum.nanoseconds), jitter: .equal)
+                self.healthyAfter = healthyAfter
+            }
+
+            var base: TimeAmount { TimeAmount(backoff.first) }
         }
 
         enum SlotPhase {
@@ -91,14 +100,14 @@ extension APNsConnectionPool {
         private(set) var phase = Phase.running
         private var waiters = CircularBuffer<(id: Int, waiter: Waiter)>()
         private let maximumWaiters: Int
-        private let backoff: Backoff
+        private let reconnect: Reconnect
         private var nextConnectionID = 1
         private var nextWaiterID = 0
 
-        init(connections: Int, maximumWaiters: Int, backoff: Backoff) {
+        init(connections: Int, maximumWaiters: Int, reconnect: Reconnect) {
             self.slots = Array(repeating: Slot(), count: max(1, connections))
             self.maximumWaiters = maximumWaiters
-            self.backoff = backoff
+            self.reconnect = reconnect
         }
 
         var waiterCount: Int { waiters.count }
@@ -347,7 +356,7 @@ extension APNsConnectionPool {
             -> [Action]
         {
             if case .ready(_, let since) = slots[slot].phase {
-                if healthy || now - since >= backoff.healthyAfter {
+                if healthy || now - since >= reconnect.healthyAfter {
                     slots[slot].failures = 0
                 } else {
                     slots[slot].failures = worked ? 1 : slots[slot].failures + 1
@@ -361,12 +370,9 @@ extension APNsConnectionPool {
             return [.reconnect(slot: slot, after: delay(failures: slots[slot].failures))]
         }
 
-        /// 0 after a healthy connection; otherwise "equal jitter": half the exponential step plus a random
-        /// part of the other half, so two attempts are never closer than half a step.
+        /// 0 after a healthy connection; otherwise the reconnect backoff (equal jitter).
         private func delay(failures: Int) -> TimeAmount {
-            guard failures > 0 else { return .zero }
-            let step = min(backoff.maximum.nanoseconds, backoff.base.nanoseconds << min(failures - 1, 30))
-            return .nanoseconds(step / 2 + Int64.random(in: 0...max(0, step / 2)))
+            TimeAmount(reconnect.backoff.wait(afterFailures: failures))
         }
 
         /// Changes an open connection's figures; `nil` when `id` is not open. Copied out and stored

@@ -81,7 +81,7 @@ final class APNsConnectionPool: Sendable {
         var connectTimeout: TimeAmount
         /// Tunnel through this HTTP proxy (CONNECT) instead of connecting to `host` directly.
         var proxy: APNsProxy?
-        var backoff: Machine.Backoff
+        var reconnect: Machine.Reconnect
         var http2: APNsHTTP2Settings
     }
 
@@ -100,7 +100,8 @@ final class APNsConnectionPool: Sendable {
         self.logger = logger
         self.state = NIOLockedValueBox(
             Machine(
-                connections: settings.connections, maximumWaiters: settings.maximumWaiters, backoff: settings.backoff))
+                connections: settings.connections, maximumWaiters: settings.maximumWaiters,
+                reconnect: settings.reconnect))
     }
 
     /// Sends each request on the least loaded connection with a free stream: one lock for the lot,

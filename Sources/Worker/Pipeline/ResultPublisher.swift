@@ -1,3 +1,4 @@
+import APNs
 import Foundation
 import Kafka
 import Logging
@@ -48,8 +49,8 @@ final class ResultPublisher: Sendable {
 
     var acknowledged: UInt64 { acknowledgedCount.load(ordering: .relaxed) }
 
-    static let firstBackoff: Duration = .milliseconds(100)
-    static let maxBackoff: Duration = .seconds(30)
+    /// 100 ms doubling to 30 s, without jitter: one record's tries, which need no spreading.
+    static let backoff = Backoff(first: .milliseconds(100), maximum: .seconds(30), jitter: .none)
     /// A full local queue is not a failure: it drains as Kafka acknowledges.
     static let queueFullWait: Duration = .milliseconds(10)
 
@@ -106,14 +107,15 @@ final class ResultPublisher: Sendable {
     func publish(
         _ message: KafkaProducerMessage, degraded: Degradation? = nil, _ done: @escaping @Sendable (Bool) -> Void
     ) {
-        publish(Attempt(message: message, degrade: degraded, backoff: Self.firstBackoff), done)
+        publish(Attempt(message: message, degrade: degraded), done)
     }
 
     /// One record between its tries.
     private struct Attempt: Sendable {
         var message: KafkaProducerMessage
         var degrade: Degradation?
-        var backoff: Duration
+        /// Tries that failed so far.
+        var failures = 0
         var failing = false
     }
 
@@ -180,9 +182,9 @@ final class ResultPublisher: Sendable {
         }
         if blocksTopic, blockedTopics.insert(topic) { report(.blocked(topic: topic, error)) }
         observer.producerFailing(error)
-        logger.error("publishing to \(topic) failed: \(error); retrying in \(attempt.backoff)")
-        let wait = attempt.backoff
-        attempt.backoff = min(attempt.backoff * 2, Self.maxBackoff)
+        attempt.failures += 1
+        let wait = Self.backoff.wait(afterFailures: attempt.failures)
+        logger.error("publishing to \(topic) failed: \(error); retrying in \(wait)")
         attempt.failing = true
         let next = attempt
         scheduler.after(wait) { [self] cancelled in

@@ -3,7 +3,7 @@ import APNs
 /// When to try a notification again after APNs said "later" (429, 500, 503, a lost connection, a
 /// timeout), and when to give up.
 ///
-/// Exponential backoff with full jitter: the wait before attempt n+1 is uniform in
+/// Exponential backoff with full jitter (`Backoff`): the wait before attempt n+1 is uniform in
 /// `[0, min(maxBackoff, initialBackoff * 2^(n-1))]`. Full jitter spreads the retries of a burst that
 /// failed together (a 503 storm) instead of bringing them back in lockstep.
 package struct RetryPolicy: Sendable, Hashable {
@@ -26,11 +26,12 @@ package struct RetryPolicy: Sendable, Hashable {
         case expired
     }
 
+    /// The waits between attempts: `initialBackoff` doubling up to `maxBackoff`, full jitter.
+    package var backoff: Backoff { Backoff(first: initialBackoff, maximum: maxBackoff, jitter: .full) }
+
     /// The upper bound of the wait after `attempt` attempts (1-based), before jitter.
     package func backoffCeiling(afterAttempt attempt: Int) -> Duration {
-        let doublings = max(0, min(attempt - 1, 30))
-        let ceiling = initialBackoff * (1 << doublings)
-        return min(ceiling, maxBackoff)
+        backoff.ceiling(afterFailures: max(attempt, 1))
     }
 
     /// Decides what to do after `attempts` attempts (the last one answered "later").
@@ -60,9 +61,7 @@ package struct RetryPolicy: Sendable, Hashable {
         attempts: Int, elapsed: Duration, expiration: APNsExpiration?, now: Int64, draw: (Int64) -> Int64
     ) -> Decision {
         guard attempts < maxAttempts else { return .exhausted }
-        let ceiling = backoffCeiling(afterAttempt: attempts)
-        let nanoseconds = ceiling.components.seconds * 1_000_000_000 + ceiling.components.attoseconds / 1_000_000_000
-        let wait = Duration.nanoseconds(nanoseconds > 0 ? draw(nanoseconds) : 0)
+        let wait = backoff.wait(afterFailures: max(attempts, 1), draw: draw)
         guard elapsed + wait <= maxRetryDuration else { return .exhausted }
         // Rounded up to the next second: APNs's expiration has one-second resolution.
         if let expiration, expiration.hasPassed(now: now + wait.components.seconds + 1) {
