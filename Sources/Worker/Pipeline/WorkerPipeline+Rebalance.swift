@@ -1,0 +1,219 @@
+import APNs
+import Foundation
+import Kafka
+import Logging
+import NIOConcurrencyHelpers
+import ServiceLifecycle
+import Synchronization
+import Threading
+
+/// Partitions given and taken: a revocation drains and commits what it takes away; an assignment
+/// reads where the partition's progress was kept, so nothing finished is pushed again.
+extension WorkerPipeline {
+    fileprivate func revoked(_ partitions: [KafkaTopicPartition], lost: Bool) async {
+        observer.partitionsRevoked(partitions)
+        // Lost: the group threw this member out (it rejoins, and is ready again once assigned).
+        if lost || isStopping { observer.consumerLeft() }
+        let selection = Set(partitions)
+        // Nothing of these partitions is pushed from now on: what waits for a retry is the next
+        // owner's (released at once), what is at APNs finishes and counts.
+        for lease in state.withLockedValue({ $0.revoke(partitions) }) {
+            lease.handOver()
+            scheduler.cancel(lease: lease)
+        }
+        let stopping = isStopping
+        let budget = shutdownBudget()
+        // A lost assignment may already be someone else's: nothing to wait for or commit.
+        if !lost {
+            await waitForDrain(
+                of: selection, until: stopping ? budget.drain : .now + configuration.revocationTimeout)
+            // Bounded: this runs while librdkafka's poll thread waits for it, and a commit can wait
+            // for the very rebalance that waits for us (seen on the mock cluster: two members both
+            // idle for minutes). Past the bound the partitions go uncommitted past their last
+            // commit: their next owner reads those events again (duplicates, never losses).
+            let bound = stopping ? max(budget.commit - .now, .zero) : configuration.revocationTimeout
+            // Tried again (a commit refused while the group rebalances, a broker that allows less
+            // metadata) until stored or the bound passes.
+            let deadline = ContinuousClock.now + bound
+            var outcome = CommitQueue.Outcome.worthRetrying
+            while outcome == .worthRetrying, ContinuousClock.now < deadline, !commits.isFinished {
+                outcome = await commitRevoked(selection, until: deadline)
+                if outcome == .worthRetrying { try? await Task.sleep(for: .milliseconds(200)) }
+            }
+            let committed = outcome == .stored
+            if !committed {
+                observer.revocationCommitGaveUp()
+                logger.warning(
+                    "revocation: the commit was refused or not done within \(bound); letting the partitions go uncommitted"
+                )
+                await keepProgressUncommitted(selection, until: deadline + .seconds(2))
+            }
+        }
+        // What is not stored (a lost assignment cannot commit; a revocation's commit may have given
+        // up, or events finished after it): should the group give the partitions back to this
+        // member, what was done here is not run again.
+        let unsaved = state.withLockedValue { $0.unsaved(selection) }
+        owed.withLockedValue { owed in
+            for (candidate, start) in unsaved { owed[candidate.partition] = (candidate, start) }
+        }
+        // The partitions are gone: what of them still waits for a retry is abandoned at its next
+        // step (their next owner pushes it), not pushed from here as well.
+        for lease in state.withLockedValue({ $0.forget(partitions) }) { lease.end() }
+    }
+
+    /// One commit of revoked partitions, ahead of any other; `.refused` if not done by `deadline`.
+    private func commitRevoked(
+        _ partitions: Set<KafkaTopicPartition>, until deadline: ContinuousClock.Instant
+    ) async -> CommitQueue.Outcome {
+        await withCheckedContinuation { (continuation: CheckedContinuation<CommitQueue.Outcome, Never>) in
+            let once = ResumeOnce(continuation)
+            // Cancelled once the commit is done: no sleeping task outlives a quick revocation.
+            let timer = Task {
+                guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil else { return }
+                once.resume(.refused)
+            }
+            let done: @Sendable (CommitQueue.Outcome) -> Void = { outcome in
+                timer.cancel()
+                once.resume(outcome)
+            }
+            if !commits.commitNow(partitions, done: done) { done(.refused) }
+        }
+    }
+
+    fileprivate func assigned(_ partitions: [KafkaTopicPartition], tenure: UInt64) async {
+        observer.consumerJoined()
+        // Bounded well inside the consumer's handler bound (max.poll.interval.ms): past that the poll
+        // thread would go on, and records of the new tenure would reach the reader before their
+        // lease exists. Too slow an answer only means its done records run again.
+        let limit = min(.seconds(30), consumerConfiguration.maxPollInterval / 4)
+        let progress = await withCheckedContinuation {
+            (continuation: CheckedContinuation<[KafkaTopicPartition: KnownProgress], Never>) in
+            let once = ResumeOnce(continuation)
+            let timer = Task {
+                guard (try? await Task.sleep(for: limit)) != nil else { return }
+                self.logger.warning(
+                    "the done records of \(partitions.count) assigned partition(s) were not read within \(limit); what their last owner finished above the committed offsets is pushed again"
+                )
+                once.resume([:])
+            }
+            Task {
+                let known = await self.knownProgress(of: partitions)
+                timer.cancel()
+                once.resume(known)
+            }
+        }
+        let ended = state.withLockedValue { $0.assign(partitions, tenure: tenure, progress: progress) }
+        for lease in ended { lease.end() }
+        if progress.values.contains(where: { !$0.done.isEmpty }) { commits.wantCommit() }
+    }
+
+    /// What the partitions' committed offsets say is done above them (their metadata), plus what this
+    /// member finished there before a revocation, or a lost assignment, that could not commit it.
+    /// Read before any record
+    /// of the new assignment is admitted (the poll thread waits for the assignment's handler).
+    private func knownProgress(of partitions: [KafkaTopicPartition]) async -> [KafkaTopicPartition: KnownProgress] {
+        let owedHere = owed.withLockedValue { owed in
+            var taken: [KafkaTopicPartition: (CommitCandidate, start: Int64)] = [:]
+            for partition in partitions { taken[partition] = owed.removeValue(forKey: partition) }
+            return taken
+        }
+        guard let consumer = consumerBox.withLockedValue({ $0 }) else { return [:] }
+        let committed: [KafkaTopicPartition: KafkaTopicPartitionOffset]
+        do {
+            committed = try await consumer.committed(partitions)
+        } catch {
+            logger.warning(
+                "could not read the committed offsets' metadata of \(partitions.count) partition(s): \(error); records their last owner finished above the committed offsets are pushed again"
+            )
+            return [:]
+        }
+        var fromTopic: [KafkaTopicPartition: OffsetRanges] = [:]
+        let bare = committed.filter { $0.value.metadata == nil }.mapValues(\.offset)
+        if let progressTopic, !bare.isEmpty, progressStore.withLockedValue({ $0 }) != .commitMetadata {
+            do {
+                fromTopic = try await progressTopic.read(committed: bare)
+            } catch {
+                logger.warning(
+                    "could not read \(progressTopic.topic): \(error); records their last owner finished above the committed offsets are pushed again"
+                )
+            }
+        }
+        var progress: [KafkaTopicPartition: KnownProgress] = [:]
+        for (partition, stored) in committed {
+            var known = KnownProgress(committed: stored.offset, done: OffsetRanges())
+            if let text = stored.metadata {
+                do {
+                    known.done = try CommitMetadata.decode(text, committed: stored.offset).done
+                } catch {
+                    logger.warning(
+                        "\(partition): the committed offset's metadata is \(error); ignored, so every record from offset \(stored.offset) on is run"
+                    )
+                }
+            }
+            if let done = fromTopic[partition] { known.done = done }
+            // This member's own unsaved progress, if the committed offset lies in what that tenure
+            // read (a committed offset below it means the partition was read from elsewhere since:
+            // reset, or a recreated topic, and those records are not the ones it finished).
+            if let (candidate, start) = owedHere[partition], stored.offset >= start, candidate.offset > stored.offset {
+                known.done.insert(stored.offset..<candidate.offset)
+                for range in candidate.done.ranges { known.done.insert(range) }
+            }
+            progress[partition] = known
+        }
+        return progress
+    }
+}
+
+/// Where a worker keeps the done records above its committed offsets.
+package enum ProgressStore: String, Sendable, CaseIterable {
+    /// Not known yet: nothing has been committed with done records above its offset.
+    case unknown
+    /// In the commits' metadata: the broker gives it back.
+    case commitMetadata = "commit-metadata"
+    /// The broker drops commit metadata: in `delivery.progressTopic`.
+    case progressTopic = "progress-topic"
+    /// The broker drops commit metadata and no progress topic is set: only the offsets count.
+    case none
+}
+
+/// Why the pipeline stopped on its own.
+package enum PipelineError: Error, CustomStringConvertible {
+    /// An output topic refused every record for longer than `publishBlockedLimit`.
+    case outputTopicBlocked(topic: String, for: Duration)
+
+    package var description: String {
+        switch self {
+        case .outputTopicBlocked(let topic, let duration):
+            return "\(topic) refused every record for \(duration); stopping so that a restart (or an operator) can act"
+        }
+    }
+}
+
+/// A continuation that the first of several racing parties resumes; the others find it spent.
+final class ResumeOnce<T: Sendable>: Sendable {
+    private let continuation: NIOLockedValueBox<CheckedContinuation<T, Never>?>
+
+    init(_ continuation: CheckedContinuation<T, Never>) {
+        self.continuation = NIOLockedValueBox(continuation)
+    }
+
+    func resume(_ value: T) {
+        continuation.withLockedValue { spent in
+            defer { spent = nil }
+            return spent
+        }?.resume(returning: value)
+    }
+}
+
+/// The consumer's rebalance callbacks, into the pipeline.
+struct RebalanceBridge: KafkaRebalanceHandler {
+    let pipeline: WorkerPipeline
+
+    func partitionsAssigned(_ partitions: [KafkaTopicPartition], tenure: UInt64) async {
+        await pipeline.assigned(partitions, tenure: tenure)
+    }
+
+    func partitionsRevoked(_ partitions: [KafkaTopicPartition], lost: Bool) async {
+        await pipeline.revoked(partitions, lost: lost)
+    }
+}
