@@ -170,6 +170,7 @@ bench: deps-tansu
 
 lint:
 	$(SWIFT) format lint --recursive --strict Sources Tests Benchmarks
+	scripts/check-structure.sh
 
 # deploy/: every YAML/JSON file parses, the Kubernetes manifests render with kustomize, alert and
 # dashboard metric names are the worker's, the worker itself accepts the ConfigMap's config with the
