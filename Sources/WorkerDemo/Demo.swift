@@ -1,8 +1,8 @@
+import Threading
 import APNsSimulator
 import Foundation
 import Kafka
 import Logging
-import NIOConcurrencyHelpers
 import Worker
 
 /// `apns-worker demo`: the embedded stack, a mixed batch of events, the real pipeline over them until
@@ -68,9 +68,9 @@ package enum Demo {
         for record in batch.records { _ = try await producer.send(record) }
         await producer.close()
 
-        let port = NIOLockedValueBox<Int?>(nil)
+        let port = Locked<Int?>(nil)
         let assembly = try WorkerRuntime.assemble(
-            try stack.configuration(), logger: quiet, onListening: { bound in port.withLockedValue { $0 = bound } })
+            try stack.configuration(), logger: quiet, onListening: { bound in port.withLock { $0 = bound } })
         let group = assembly.serviceGroup(handlingSignals: false)
         let clock = ContinuousClock()
         let started = clock.now
@@ -118,7 +118,7 @@ package enum Demo {
         }
         await group.triggerGracefulShutdown()
         try await worker.value
-        summary.metricsPort = port.withLockedValue { $0 }
+        summary.metricsPort = port.withLock { $0 }
         summary.broadcasts.sort { $0.id < $1.id }
         summary.broadcastsAccepted = stack.simulator.observation.broadcasts.filter { $0.channelID == channel }.count
         summary.simulatorCounters = Dictionary(
@@ -139,10 +139,10 @@ package enum Demo {
         let partitions = try await consumer.partitions(of: topic)
         try consumer.assign(
             partitions.map { KafkaTopicPartitionOffset(topic: topic, partition: $0, offset: KafkaOffset.beginning) })
-        let collected = NIOLockedValueBox<[String: KafkaConsumerMessage]>([:])
+        let collected = Locked<[String: KafkaConsumerMessage]>([:])
         let reader = Task {
             for try await record in consumer.messages {
-                let done = collected.withLockedValue { records in
+                let done = collected.withLock { records in
                     records[Self.sourceKey(record)] = record
                     return records.count >= count
                 }
@@ -156,7 +156,7 @@ package enum Demo {
         _ = await reader.result
         deadline.cancel()
         await consumer.close()
-        let records = collected.withLockedValue { Array($0.values) }
+        let records = collected.withLock { Array($0.values) }
         guard records.count >= count else {
             throw Failure(description: "\(topic): \(records.count) of \(count) records after \(timeout)")
         }

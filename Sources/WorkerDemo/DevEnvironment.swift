@@ -1,7 +1,6 @@
 import APNsSimulator
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 import Worker
 
 /// `apns-worker dev`: the demo's embedded pieces, kept running with the worker over them, so a user

@@ -1,4 +1,4 @@
-import NIOConcurrencyHelpers
+import Threading
 import NIOCore
 
 /// Requests on their way from callers' threads to one connection's event loop.
@@ -11,7 +11,7 @@ import NIOCore
 final class APNsConnectionOutbox: Sendable {
     let channel: any Channel
     private let handler: NIOLoopBound<APNsHTTP2Handler>
-    private let pending = NIOLockedValueBox<[APNsHTTP2Request]>([])
+    private let pending = Locked<[APNsHTTP2Request]>([])
 
     /// On `channel`'s event loop (the channel initializer).
     init(channel: any Channel, handler: APNsHTTP2Handler) {
@@ -20,7 +20,7 @@ final class APNsConnectionOutbox: Sendable {
     }
 
     func send(_ request: APNsHTTP2Request) {
-        let first = pending.withLockedValue { pending -> Bool in
+        let first = pending.withLock { pending -> Bool in
             pending.append(request)
             return pending.count == 1
         }
@@ -30,7 +30,7 @@ final class APNsConnectionOutbox: Sendable {
     /// Several requests at once (a caller's batch): one lock, and at most one hop for them all.
     func send(contentsOf requests: [APNsHTTP2Request]) {
         guard !requests.isEmpty else { return }
-        let first = pending.withLockedValue { pending -> Bool in
+        let first = pending.withLock { pending -> Bool in
             let wasEmpty = pending.isEmpty
             pending.append(contentsOf: requests)
             return wasEmpty
@@ -41,7 +41,7 @@ final class APNsConnectionOutbox: Sendable {
     private func scheduleHop() {
         channel.eventLoop.execute { [self] in
             var batch: [APNsHTTP2Request] = []
-            pending.withLockedValue { swap(&$0, &batch) }
+            pending.withLock { swap(&$0, &batch) }
             handler.value.enqueue(batch)
         }
     }

@@ -1,3 +1,4 @@
+import Threading
 import Logging
 import NIOCore
 import NIOPosix
@@ -89,16 +90,16 @@ final class APNsConnectionPool: Sendable {
     private let group: any EventLoopGroup
     private let sslContext: OpenSSLContext
     private let logger: Logger
-    /// A pthread mutex (NIOLockedValueBox) rather than Synchronization.Mutex: ThreadSanitizer sees
+    /// A pthread mutex (`Locked`) rather than Synchronization.Mutex: ThreadSanitizer sees
     /// through pthread locks, so its reports on this module stay meaningful.
-    private let state: NIOLockedValueBox<Machine>
+    private let state: Locked<Machine>
 
     init(settings: Settings, group: any EventLoopGroup, sslContext: OpenSSLContext, logger: Logger) {
         self.settings = settings
         self.group = group
         self.sslContext = sslContext
         self.logger = logger
-        self.state = NIOLockedValueBox(
+        self.state = Locked(
             Machine(
                 connections: settings.connections, maximumWaiters: settings.maximumWaiters,
                 reconnect: settings.reconnect))
@@ -114,7 +115,7 @@ final class APNsConnectionPool: Sendable {
         var connecting: [Machine.Action] = []
         if requests.count == 1, let request = requests.first {
             // One request (a single send, a resend): the steps below without their arrays.
-            let (id, acquired) = state.withLockedValue { machine in
+            let (id, acquired) = state.withLock { machine in
                 let id = request.waiterID ?? machine.makeWaiterID()
                 return (id, machine.acquire(request, waiterID: id, connecting: &connecting))
             }
@@ -129,7 +130,7 @@ final class APNsConnectionPool: Sendable {
         }
         var outcomes: [(request: Request, id: Int, acquired: Machine.Acquired)] = []
         outcomes.reserveCapacity(requests.count)
-        state.withLockedValue { machine in
+        state.withLock { machine in
             for request in requests {
                 let id = request.waiterID ?? machine.makeWaiterID()
                 outcomes.append((request, id, machine.acquire(request, waiterID: id, connecting: &connecting)))
@@ -191,12 +192,12 @@ final class APNsConnectionPool: Sendable {
     }
 
     var statistics: APNsPoolStatistics {
-        state.withLockedValue { $0.statistics }
+        state.withLock { $0.statistics }
     }
 
     /// A fresh id for a request that may wait, for `Request.waiterID` and `giveUp`.
     func makeWaiterID() -> Int {
-        state.withLockedValue { $0.makeWaiterID() }
+        state.withLock { $0.makeWaiterID() }
     }
 
     /// Stops taking requests, waits for every accepted one to finish, then closes the connections
@@ -205,7 +206,7 @@ final class APNsConnectionPool: Sendable {
         let drained = group.next().makePromise(of: Void.self)
         update { $0.shutdown(drained: drained) }
         try? await drained.futureResult.get()
-        let (connections, timers) = state.withLockedValue { $0.closeAll() }
+        let (connections, timers) = state.withLock { $0.closeAll() }
         for timer in timers { timer.cancel() }
         for connection in connections {
             try? await connection.channel.close()
@@ -244,7 +245,7 @@ final class APNsConnectionPool: Sendable {
 
     /// Runs a state machine step under the lock, then performs its actions outside it.
     private func update(_ step: (inout Machine) -> [Machine.Action]) {
-        perform(state.withLockedValue { step(&$0) })
+        perform(state.withLock { step(&$0) })
     }
 
     private func perform(_ actions: [Machine.Action]) {
@@ -268,7 +269,7 @@ final class APNsConnectionPool: Sendable {
                 let timer = group.any().scheduleTask(in: delay) { [weak self] () -> Void in
                     self?.update { $0.reconnectDue(slot: slot) }
                 }
-                state.withLockedValue { $0.reconnectScheduled(slot: slot, timer: timer) }?.cancel()
+                state.withLock { $0.reconnectScheduled(slot: slot, timer: timer) }?.cancel()
             case .close(let outbox):
                 outbox.channel.close(promise: nil)
             case .drained(let promise):

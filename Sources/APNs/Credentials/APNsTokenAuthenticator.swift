@@ -1,5 +1,5 @@
+import Threading
 import Foundation
-import NIOConcurrencyHelpers
 
 /// The provider token (JWT, ES256) of one (team, key), shared by every connection that uses it.
 ///
@@ -25,7 +25,7 @@ public final class APNsTokenAuthenticator: Sendable {
     /// Seconds since 1970, now: the `iat` of a token signed now.
     private let wallClock: @Sendable () -> Double
     /// A pthread mutex (visible to ThreadSanitizer, unlike Synchronization.Mutex's futex).
-    private let state = NIOLockedValueBox(State())
+    private let state = Locked(State())
 
     private struct State {
         var token: APNsProviderToken?
@@ -76,7 +76,7 @@ public final class APNsTokenAuthenticator: Sendable {
     /// The token to send now: the current one, or a new one when it is 50 minutes old.
     public func currentToken() throws(APNsCredentialError) -> APNsProviderToken {
         let now = elapsed()
-        return try state.withLockedValue { state -> Result<APNsProviderToken, APNsCredentialError> in
+        return try state.withLock { state -> Result<APNsProviderToken, APNsCredentialError> in
             if let token = state.token, now - state.mintedAt < Self.refreshAge { return .success(token) }
             return Result { () throws(APNsCredentialError) in try mint(&state, at: now) }
         }.get()
@@ -90,7 +90,7 @@ public final class APNsTokenAuthenticator: Sendable {
     @discardableResult
     public func tokenExpired(_ token: APNsProviderToken) throws(APNsCredentialError) -> Bool {
         let now = elapsed()
-        return try state.withLockedValue { state -> Result<Bool, APNsCredentialError> in
+        return try state.withLock { state -> Result<Bool, APNsCredentialError> in
             guard let current = state.token, current.generation == token.generation else { return .success(true) }
             guard now - state.mintedAt >= Self.minimumRefreshInterval else { return .success(false) }
             return Result { () throws(APNsCredentialError) in
@@ -101,7 +101,7 @@ public final class APNsTokenAuthenticator: Sendable {
     }
 
     /// How many tokens this authenticator has signed (for metrics and tests).
-    public var tokensIssued: Int { state.withLockedValue { $0.issued } }
+    public var tokensIssued: Int { state.withLock { $0.issued } }
 
     private func mint(_ state: inout State, at now: Duration) throws(APNsCredentialError) -> APNsProviderToken {
         let issuedAt = Int64(wallClock().rounded(.down))

@@ -1,7 +1,7 @@
+import Threading
 import Foundation
 import Kafka
 import Logging
-import NIOConcurrencyHelpers
 
 /// Where the done records above each committed offset go when the broker drops commit metadata
 /// (Tansu 0.6 stores the offset and throws its metadata away): a topic of the worker's own
@@ -22,7 +22,7 @@ final class ProgressTopic: Sendable {
     private let readerConfiguration: KafkaConsumerConfiguration
     private let logger: Logger
     /// The progress topic's partition count, learned at the first write or read.
-    private let partitionCount = NIOLockedValueBox<Int32?>(nil)
+    private let partitionCount = Locked<Int32?>(nil)
     /// How many records a lookup reads at most before it gives up (and the committed offset alone counts).
     let maxScanned = 200_000
 
@@ -119,17 +119,17 @@ final class ProgressTopic: Sendable {
                 try reader.assign([KafkaTopicPartitionOffset(partition, offset: start)])
                 // Offsets near the end may hold no record (transaction markers): the window also
                 // ends once nothing has arrived for a while (the reader is closed under it).
-                let lastRecord = NIOLockedValueBox(ContinuousClock.now)
+                let lastRecord = Locked(ContinuousClock.now)
                 let quiet = Task {
                     while true {
                         try await Task.sleep(for: .milliseconds(250))
-                        if ContinuousClock.now - lastRecord.withLockedValue({ $0 }) > .milliseconds(1_500) { break }
+                        if ContinuousClock.now - lastRecord.withLock({ $0 }) > .milliseconds(1_500) { break }
                     }
                     await reader.close()
                 }
                 defer { quiet.cancel() }
                 for try await record in reader.messages {
-                    lastRecord.withLockedValue { $0 = .now }
+                    lastRecord.withLock { $0 = .now }
                     if record.offset >= windowEnd { break }
                     if let key = record.key, let owner = keys[key] {
                         latest[owner] = String(decoding: record.value ?? [], as: UTF8.self)  // later ones win
@@ -160,7 +160,7 @@ final class ProgressTopic: Sendable {
     }
 
     private func partitions() async throws -> Int32 {
-        if let count = partitionCount.withLockedValue({ $0 }) { return count }
+        if let count = partitionCount.withLock({ $0 }) { return count }
         let topic = self.topic
         let count = try await withReader { reader in
             guard try await reader.topicNames().contains(topic) else {
@@ -168,7 +168,7 @@ final class ProgressTopic: Sendable {
             }
             return Int32(try await reader.partitions(of: topic).count)
         }
-        partitionCount.withLockedValue { $0 = count }
+        partitionCount.withLock { $0 = count }
         return count
     }
 }

@@ -1,4 +1,4 @@
-import NIOConcurrencyHelpers
+import Threading
 import NIOCore
 
 /// The operations endpoint's open connections, so that shutdown closes them too (closing the
@@ -76,18 +76,18 @@ final class ConnectionTracker: Sendable {
         }
     }
 
-    private let state: NIOLockedValueBox<State>
+    private let state: Locked<State>
 
     init(limit: Int = .max) {
-        state = NIOLockedValueBox(State(limit: limit))
+        state = Locked(State(limit: limit))
     }
 
     /// Connections open now (tests wait for the server to have accepted theirs).
-    var count: Int { state.withLockedValue { $0.entries.count } }
+    var count: Int { state.withLock { $0.entries.count } }
 
     /// Tracks `channel` until it closes, closing another in its place at the limit.
     func add(_ channel: any Channel) {
-        switch state.withLockedValue({ $0.add(channel) }) {
+        switch state.withLock({ $0.add(channel) }) {
         case .keep:
             removeWhenClosed(channel)
         case .keepClosing(let victim):
@@ -100,20 +100,20 @@ final class ConnectionTracker: Sendable {
 
     /// A connection moved in its request/response cycle (`RequestDeadlineHandler` says when).
     func update(_ channel: any Channel, to phase: Phase) {
-        state.withLockedValue { $0.update(ObjectIdentifier(channel), to: phase) }
+        state.withLock { $0.update(ObjectIdentifier(channel), to: phase) }
     }
 
     private func removeWhenClosed(_ channel: any Channel) {
         let id = ObjectIdentifier(channel)
         channel.closeFuture.whenComplete { [state] _ in
-            state.withLockedValue { _ = $0.entries.removeValue(forKey: id) }
+            state.withLock { _ = $0.entries.removeValue(forKey: id) }
         }
     }
 
     /// Closes every tracked connection (a response being written is cut short: this runs only at
     /// shutdown, and scrapers retry).
     func closeAll() {
-        for channel in state.withLockedValue({ $0.shutDown() }) {
+        for channel in state.withLock({ $0.shutDown() }) {
             channel.close(promise: nil)
         }
     }

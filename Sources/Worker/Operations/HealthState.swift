@@ -1,5 +1,5 @@
+import Threading
 import Foundation
-import NIOConcurrencyHelpers
 
 /// Liveness and readiness as the pipeline reports them, read by `/health/live` and `/health/ready`.
 ///
@@ -17,7 +17,7 @@ package final class HealthState: Sendable {
     package let livenessWindow: Duration
     private let now: @Sendable () -> ContinuousClock.Instant
     private let wallClock: @Sendable () -> Date
-    private let state: NIOLockedValueBox<StateMachine>
+    private let state: Locked<StateMachine>
 
     /// - Parameters:
     ///   - livenessWindow: 60 s by default (`WorkerRuntime` passes twice `delivery.retry.maxBackoff`
@@ -33,66 +33,66 @@ package final class HealthState: Sendable {
         self.now = now
         self.wallClock = wallClock
         // Alive from the start: startup counts as progress.
-        self.state = NIOLockedValueBox(StateMachine(now: now()))
+        self.state = Locked(StateMachine(now: now()))
     }
 
     /// The pipeline made progress, or is idle-waiting for input.
     package func heartbeat() {
         let instant = now()
-        state.withLockedValue { $0.heartbeat(now: instant) }
+        state.withLock { $0.heartbeat(now: instant) }
     }
 
     /// The consumer was assigned partitions by its group.
     package func markConsumerJoined() {
-        state.withLockedValue { $0.consumerJoined() }
+        state.withLock { $0.consumerJoined() }
     }
 
     /// The consumer left its group (shutdown, or lost the group).
     package func markConsumerLeft() {
-        state.withLockedValue { $0.consumerLeft() }
+        state.withLock { $0.consumerLeft() }
     }
 
     /// librdkafka reported an error it retries itself, reaching Kafka (a broker refused, a TLS
     /// handshake or SASL authentication failed): readiness says it while the consumer is outside its
     /// group. `summary`: an error that only sums up others ("1/1 brokers are down").
     package func markKafkaFailed(_ reason: String, summary: Bool) {
-        state.withLockedValue { $0.kafkaFailed(reason, summary: summary) }
+        state.withLock { $0.kafkaFailed(reason, summary: summary) }
     }
 
     /// librdkafka reported a fatal producer error: results cannot be published any more.
     package func markProducerFatal(_ reason: String) {
-        state.withLockedValue { $0.producerFailed(reason) }
+        state.withLock { $0.producerFailed(reason) }
     }
 
     /// Kafka does not take results (`reason`: what it answered, or how long none was accepted).
     package func markResultsWaiting(_ reason: String) {
-        state.withLockedValue { $0.resultsWaiting(reason) }
+        state.withLock { $0.resultsWaiting(reason) }
     }
 
     /// Results can be published again after a producer failure.
     package func markProducerHealthy() {
-        state.withLockedValue { $0.producerRecovered() }
+        state.withLock { $0.producerRecovered() }
     }
 
     /// APNs refused this credential (InvalidProviderToken, BadCertificate, …). The first reason and
     /// time are kept until it is healthy again, so "since" tells how long it has been broken.
     package func markCredentialBroken(name: String, reason: String) {
         let since = Self.timestamp(wallClock())
-        state.withLockedValue { $0.credentialBroken(name, reason: reason, since: since) }
+        state.withLock { $0.credentialBroken(name, reason: reason, since: since) }
     }
 
     /// A request with this credential succeeded again.
     package func markCredentialHealthy(name: String) {
-        state.withLockedValue { $0.credentialHealthy(name) }
+        state.withLock { $0.credentialHealthy(name) }
     }
 
     package var isLive: Bool {
         let instant = now()
-        return state.withLockedValue { $0.isLive(now: instant, window: livenessWindow) }
+        return state.withLock { $0.isLive(now: instant, window: livenessWindow) }
     }
 
     package var readiness: Readiness {
-        state.withLockedValue { $0.readiness }
+        state.withLock { $0.readiness }
     }
 
     private static func timestamp(_ date: Date) -> String {

@@ -1,5 +1,5 @@
+import Threading
 import Logging
-import NIOConcurrencyHelpers
 
 extension LoggingSettings {
     /// A handler factory for `LoggingSystem.bootstrap`: JSON lines or swift-log's text stream, at
@@ -17,13 +17,13 @@ extension LoggingSettings {
         }
     }
 
-    private static let bootstrapped = NIOLockedValueBox(false)
+    private static let bootstrapped = Locked(false)
 
     /// Installs the handler process-wide, once (`LoggingSystem.bootstrap` traps on a second call).
     /// Returns `false` when logging was already bootstrapped.
     @discardableResult
     package func bootstrapLoggingSystem() -> Bool {
-        let first = Self.bootstrapped.withLockedValue { done in
+        let first = Self.bootstrapped.withLock { done in
             defer { done = true }
             return !done
         }

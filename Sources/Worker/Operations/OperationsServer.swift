@@ -1,5 +1,5 @@
+import Threading
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -20,7 +20,7 @@ package struct OperationsServer: Service {
     private let group: any EventLoopGroup
     private let onListening: @Sendable (Int) -> Void
     /// The listening socket once `listen()` bound it; `run()` serves on it.
-    private let listener = NIOLockedValueBox<(any Channel)?>(nil)
+    private let listener = Locked<(any Channel)?>(nil)
     private let connections: ConnectionTracker
     /// A kept-alive connection that sends nothing for this long between requests is closed (a
     /// scraper reconnects).
@@ -68,19 +68,19 @@ package struct OperationsServer: Service {
     package var openConnections: Int { connections.count }
 
     package func listen() async throws(OperationsServerError) {
-        guard listener.withLockedValue({ $0 }) == nil else { return }
+        guard listener.withLock({ $0 }) == nil else { return }
         let channel: any Channel
         do {
             channel = try await bind(tracking: connections)
         } catch {
             throw OperationsServerError(host: host, port: port, underlying: "\(error)")
         }
-        listener.withLockedValue { $0 = channel }
+        listener.withLock { $0 = channel }
     }
 
     package func run() async throws {
         try await listen()
-        guard let listener = self.listener.withLockedValue({ $0 }) else { return }
+        guard let listener = self.listener.withLock({ $0 }) else { return }
         let connections = self.connections
         let boundPort = listener.localAddress?.port ?? port
         // Said at notice; with `port: 0` the port was picked here and cannot be known any other

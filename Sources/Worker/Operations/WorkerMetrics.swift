@@ -1,8 +1,8 @@
+import Threading
 import APNs
 import CoreMetrics
 import Foundation
 import Kafka
-import NIOConcurrencyHelpers
 import Prometheus
 
 /// Every metric of the table in docs/deployment.md, with its exact name and labels, so the
@@ -88,8 +88,8 @@ package final class WorkerMetrics: Sendable {
     ]
 
     private let factory: any MetricsFactory
-    private let counters = NIOLockedValueBox<[SeriesKey: CoreMetrics.Counter]>([:])
-    private let gauges = NIOLockedValueBox<[SeriesKey: CoreMetrics.Gauge]>([:])
+    private let counters = Locked<[SeriesKey: CoreMetrics.Counter]>([:])
+    private let gauges = Locked<[SeriesKey: CoreMetrics.Gauge]>([:])
     private let apnsRequestDuration: CoreMetrics.Timer
     private let eventDuration: CoreMetrics.Timer
     private let inFlight: CoreMetrics.Gauge
@@ -353,7 +353,7 @@ package final class WorkerMetrics: Sendable {
     /// lookup under its lock on the hot path.
     private func counter(_ name: String, _ labels: [(String, String)]) -> CoreMetrics.Counter {
         let key = SeriesKey(name: name, labels: labels.flatMap { [$0.0, $0.1] })
-        return counters.withLockedValue { cache in
+        return counters.withLock { cache in
             if let counter = cache[key] { return counter }
             let counter = CoreMetrics.Counter(label: name, dimensions: labels, factory: factory)
             cache[key] = counter
@@ -363,7 +363,7 @@ package final class WorkerMetrics: Sendable {
 
     private func gauge(_ name: String, _ labels: [(String, String)]) -> CoreMetrics.Gauge {
         let key = SeriesKey(name: name, labels: labels.flatMap { [$0.0, $0.1] })
-        return gauges.withLockedValue { cache in
+        return gauges.withLock { cache in
             if let gauge = cache[key] { return gauge }
             let gauge = CoreMetrics.Gauge(label: name, dimensions: labels, factory: factory)
             cache[key] = gauge
@@ -381,11 +381,11 @@ private final class SeriesMap<Key: Hashable & Sendable, Value: Sendable>: Sendab
         var all: [Key: Value] = [:]
         var last: (key: Key, value: Value)?
     }
-    private let state = NIOLockedValueBox(State())
+    private let state = Locked(State())
 
     /// The series for `key`; `make` (run outside the lock) makes it the first time.
     func value(for key: Key, make: () -> Value) -> Value {
-        let found = state.withLockedValue { state -> Value? in
+        let found = state.withLock { state -> Value? in
             if let last = state.last, last.key == key { return last.value }
             guard let value = state.all[key] else { return nil }
             state.last = (key, value)
@@ -393,7 +393,7 @@ private final class SeriesMap<Key: Hashable & Sendable, Value: Sendable>: Sendab
         }
         if let found { return found }
         let made = make()
-        return state.withLockedValue { state in
+        return state.withLock { state in
             let value = state.all[key] ?? made
             state.all[key] = value
             state.last = (key, value)

@@ -1,7 +1,7 @@
+import Threading
 import APNs
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
@@ -22,7 +22,7 @@ package final class APNsSender: NotificationSending {
     private let routes: [Route]
     private let group: MultiThreadedEventLoopGroup
     /// By (route index, environment): looked up for every notification, so no string key.
-    private let clients = NIOLockedValueBox<[ClientKey: APNsClient]>([:])
+    private let clients = Locked<[ClientKey: APNsClient]>([:])
 
     private struct ClientKey: Hashable {
         var route: Int
@@ -141,13 +141,13 @@ package final class APNsSender: NotificationSending {
 
     /// Each client's pool as it is now: one per (credential, environment) that has sent something.
     package func poolStatistics() -> [(credential: String, environment: APNsEnvironment, APNsPoolStatistics)] {
-        let clients = self.clients.withLockedValue { $0 }
+        let clients = self.clients.withLock { $0 }
         return clients.map { key, client in (routes[key.route].settings.name, key.environment, client.statistics) }
             .sorted { ($0.credential, $0.environment.rawValue) < ($1.credential, $1.environment.rawValue) }
     }
 
     package func shutdown() async {
-        let all = clients.withLockedValue { clients in
+        let all = clients.withLock { clients in
             defer { clients = [:] }
             return Array(clients.values)
         }
@@ -158,7 +158,7 @@ package final class APNsSender: NotificationSending {
     private func client(for index: Int, environment: APNsEnvironment) throws -> APNsClient {
         let route = routes[index]
         let key = ClientKey(route: index, environment: environment)
-        return try clients.withLockedValue { clients in
+        return try clients.withLock { clients in
             if let client = clients[key] { return client }
             let endpoint = environment == .production ? settings.endpoints.production : settings.endpoints.development
             var configuration = APNsClientConfiguration(

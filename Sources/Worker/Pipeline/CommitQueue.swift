@@ -1,5 +1,5 @@
+import Threading
 import Kafka
-import NIOConcurrencyHelpers
 import Synchronization
 
 /// What the pipeline's one committer does next: a revocation's commit before anything else, or a
@@ -36,7 +36,7 @@ final class CommitQueue: Sendable {
     }
 
     private let spacing: Duration
-    private let state = NIOLockedValueBox(State())
+    private let state = Locked(State())
     /// Set while a `soon` request is pending: finishing events skip the lock.
     private let wanted = Atomic<Bool>(false)
 
@@ -51,7 +51,7 @@ final class CommitQueue: Sendable {
         guard !wanted.load(ordering: .relaxed), !wanted.exchange(true, ordering: .acquiringAndReleasing) else {
             return
         }
-        let resume = state.withLockedValue { state -> (CheckedContinuation<Request?, Never>, Request)? in
+        let resume = state.withLock { state -> (CheckedContinuation<Request?, Never>, Request)? in
             state.soonWanted = true
             return take(&state)
         }
@@ -62,7 +62,7 @@ final class CommitQueue: Sendable {
     /// Returns false when the committer has finished (nothing will serve it).
     @discardableResult
     func commitNow(_ partitions: Set<KafkaTopicPartition>, done: @escaping @Sendable (Outcome) -> Void) -> Bool {
-        let (accepted, resume) = state.withLockedValue {
+        let (accepted, resume) = state.withLock {
             state -> (Bool, (CheckedContinuation<Request?, Never>, Request)?) in
             guard !state.finished else { return (false, nil) }
             state.revocations.append(.partitions(partitions, done))
@@ -75,7 +75,7 @@ final class CommitQueue: Sendable {
     /// The next request, when it is due; `nil` once finished.
     func next() async -> Request? {
         await withCheckedContinuation { (continuation: CheckedContinuation<Request?, Never>) in
-            let (ready, wakeAt) = state.withLockedValue { state -> (Request??, ContinuousClock.Instant?) in
+            let (ready, wakeAt) = state.withLock { state -> (Request??, ContinuousClock.Instant?) in
                 if state.finished { return (.some(nil), nil) }
                 if let request = takeReady(&state) { return (request, nil) }
                 state.waiter = continuation
@@ -92,13 +92,13 @@ final class CommitQueue: Sendable {
     /// asks for another.
     func commitStarting() {
         wanted.store(false, ordering: .releasing)
-        state.withLockedValue { $0.notBefore = .now + spacing }
+        state.withLock { $0.notBefore = .now + spacing }
     }
 
     /// The commit failed: another in a second (not at every finished event while Kafka refuses).
     func retryLater() {
         wanted.store(true, ordering: .releasing)
-        let resume = state.withLockedValue { state -> (CheckedContinuation<Request?, Never>, Request)? in
+        let resume = state.withLock { state -> (CheckedContinuation<Request?, Never>, Request)? in
             state.soonWanted = true
             state.notBefore = max(state.notBefore, .now + max(spacing, .seconds(1)))
             return take(&state)
@@ -107,11 +107,11 @@ final class CommitQueue: Sendable {
     }
 
     /// Whether `finish` was called (nothing serves requests any more).
-    var isFinished: Bool { state.withLockedValue { $0.finished } }
+    var isFinished: Bool { state.withLock { $0.finished } }
 
     /// No more requests: a waiting `next` returns `nil`, and so does every later one.
     func finish() {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<Request?, Never>? in
+        let waiter = state.withLock { state -> CheckedContinuation<Request?, Never>? in
             state.finished = true
             defer { state.waiter = nil }
             return state.waiter
@@ -150,7 +150,7 @@ final class CommitQueue: Sendable {
 
     private func wake(at instant: ContinuousClock.Instant) async {
         try? await Task.sleep(until: instant, clock: .continuous)
-        let resume = state.withLockedValue { state -> (CheckedContinuation<Request?, Never>, Request)? in
+        let resume = state.withLock { state -> (CheckedContinuation<Request?, Never>, Request)? in
             state.wakeScheduled = false
             return take(&state)
         }

@@ -1,4 +1,4 @@
-import NIOConcurrencyHelpers
+import Threading
 import NIOCore
 import NIOPosix
 
@@ -39,17 +39,17 @@ final class EventLoopDelayScheduler: DelayScheduling {
     }
 
     private let loop: any EventLoop
-    private let state = NIOLockedValueBox(State())
+    private let state = Locked(State())
 
     init(loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any()) {
         self.loop = loop
     }
 
     /// Work items waiting.
-    var pendingCount: Int { state.withLockedValue { $0.pending.count } }
+    var pendingCount: Int { state.withLock { $0.pending.count } }
 
     func after(_ delay: Duration, lease: PartitionLease?, _ work: @escaping @Sendable (Bool) -> Void) {
-        let id: Int? = state.withLockedValue { state in
+        let id: Int? = state.withLock { state in
             guard !state.cancelled else { return nil }
             state.nextID += 1
             state.pending[state.nextID] = Entry(work: work, lease: lease.map(ObjectIdentifier.init))
@@ -61,10 +61,10 @@ final class EventLoopDelayScheduler: DelayScheduling {
         }
         let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
         let timer = loop.scheduleTask(in: .nanoseconds(max(0, nanoseconds))) { [self] in
-            if let entry = state.withLockedValue({ $0.pending.removeValue(forKey: id) }) { entry.work(false) }
+            if let entry = state.withLock({ $0.pending.removeValue(forKey: id) }) { entry.work(false) }
         }
         // Keep the handle for `cancelAll`, unless the timer already fired (or cancelAll ran).
-        let stale = state.withLockedValue { state -> Bool in
+        let stale = state.withLock { state -> Bool in
             guard state.pending[id] != nil else { return true }
             state.pending[id]?.timer = timer
             return false
@@ -74,7 +74,7 @@ final class EventLoopDelayScheduler: DelayScheduling {
 
     func cancel(lease: PartitionLease) {
         let owner = ObjectIdentifier(lease)
-        let entries = state.withLockedValue { state in
+        let entries = state.withLock { state in
             let matching = state.pending.filter { $0.value.lease == owner }
             for id in matching.keys { state.pending[id] = nil }
             return Array(matching.values)
@@ -87,7 +87,7 @@ final class EventLoopDelayScheduler: DelayScheduling {
 
     /// Runs every pending work item now as cancelled, and every later one as soon as it is scheduled.
     func cancelAll() {
-        let entries = state.withLockedValue { state in
+        let entries = state.withLock { state in
             state.cancelled = true
             defer { state.pending = [:] }
             return Array(state.pending.values)

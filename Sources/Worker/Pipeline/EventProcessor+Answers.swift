@@ -2,7 +2,6 @@ import APNs
 import Foundation
 import Kafka
 import Logging
-import NIOConcurrencyHelpers
 import Threading
 
 /// What an APNs answer (or its absence) makes of an event: done with its outcome, another attempt
@@ -150,7 +149,7 @@ extension EventProcessor {
                     // The limit is the token's: every event for it waits, not only this one; the
                     // next attempt waits for the throttle.
                     let ceiling = retryPolicy.backoffCeiling(afterAttempt: run.result.attempts)
-                    throttle.withLockedValue {
+                    throttle.withLock {
                         $0.throttle(run.token, now: instant(), wait: max(wait, ceiling / 2))
                     }
                     self.attempt(run)

@@ -2,7 +2,6 @@ import APNs
 import Foundation
 import Kafka
 import Logging
-import NIOConcurrencyHelpers
 import Threading
 
 /// Takes one consumed record to its end: decode and validate, send, retry where APNs says "later",
@@ -27,7 +26,7 @@ final class EventProcessor: Sendable {
     /// A record whose value is larger than this ends `invalid` unsent.
     let maxRecordBytes: Int
     let scheduler: any DelayScheduling
-    let throttle: NIOLockedValueBox<DeviceThrottle<ContinuousClock.Instant>>
+    let throttle: Locked<DeviceThrottle<ContinuousClock.Instant>>
     /// A refused credential refuses every event: its error is logged once a minute, not per event.
     let credentialLog = RateLimitedLog(interval: .seconds(60))
     let observer: any PipelineObserver
@@ -54,7 +53,7 @@ final class EventProcessor: Sendable {
         self.progress = progress
         self.maxRecordBytes = maxRecordBytes
         self.scheduler = scheduler
-        self.throttle = NIOLockedValueBox(DeviceThrottle())
+        self.throttle = Locked(DeviceThrottle())
         self.observer = observer
         self.logger = logger
         self.now = now
@@ -209,7 +208,7 @@ final class EventProcessor: Sendable {
             return nil
         }
         // Nearly always empty: then neither the clock (slow in some VMs) nor the token's hash.
-        if let wait = throttle.withLockedValue({ $0.count == 0 ? nil : $0.delay(for: run.token, now: instant()) }) {
+        if let wait = throttle.withLock({ $0.count == 0 ? nil : $0.delay(for: run.token, now: instant()) }) {
             attempt(run, after: wait)
             return nil
         }

@@ -1,8 +1,8 @@
+import Threading
 import APNs
 import Foundation
 import Kafka
 import Logging
-import NIOConcurrencyHelpers
 import Synchronization
 
 /// Publishes a record until Kafka acknowledges it, and decides what a failure means for it:
@@ -196,22 +196,22 @@ final class ResultPublisher: Sendable {
 /// The topics reported blocked, with a lock-free "none" for the path every record takes.
 private final class BlockedTopicCount: Sendable {
     private let count = Atomic<Int>(0)
-    private let topics = NIOLockedValueBox<Set<String>>([])
+    private let topics = Locked<Set<String>>([])
 
     var any: Bool { count.load(ordering: .acquiring) > 0 }
 
-    func contains(_ topic: String) -> Bool { topics.withLockedValue { $0.contains(topic) } }
+    func contains(_ topic: String) -> Bool { topics.withLock { $0.contains(topic) } }
 
     /// Returns true if the topic was not blocked yet.
     func insert(_ topic: String) -> Bool {
-        guard topics.withLockedValue({ $0.insert(topic).inserted }) else { return false }
+        guard topics.withLock({ $0.insert(topic).inserted }) else { return false }
         count.add(1, ordering: .releasing)
         return true
     }
 
     /// Returns true if the topic was blocked.
     func remove(_ topic: String) -> Bool {
-        guard topics.withLockedValue({ $0.remove(topic) != nil }) else { return false }
+        guard topics.withLock({ $0.remove(topic) != nil }) else { return false }
         count.subtract(1, ordering: .releasing)
         return true
     }

@@ -2,7 +2,6 @@ import APNs
 import Foundation
 import Kafka
 import Logging
-import NIOConcurrencyHelpers
 import ServiceLifecycle
 import Synchronization
 import Threading
@@ -18,14 +17,14 @@ extension WorkerPipeline {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    if self.state.withLockedValue({ $0.waitForDrain(of: partitions, continuation) }) {
+                    if self.state.withLock({ $0.waitForDrain(of: partitions, continuation) }) {
                         continuation.resume()
                     }
                 }
             }
             group.addTask {
                 try? await Task.sleep(until: deadline, clock: .continuous)
-                let waiters = self.state.withLockedValue { $0.cancelDrainWait { $0 == partitions } }
+                let waiters = self.state.withLock { $0.cancelDrainWait { $0 == partitions } }
                 if !waiters.isEmpty {
                     self.logger.warning(
                         "\(waiters.count) drain wait(s) timed out; events still in flight will be read again")
@@ -38,7 +37,7 @@ extension WorkerPipeline {
     }
 
     func endAllLeases() {
-        for lease in state.withLockedValue({ $0.allLeases }) { lease.end() }
+        for lease in state.withLock({ $0.allLeases }) { lease.end() }
     }
 
     /// Every second: the blocked-topic limit, whether Kafka takes results, and liveness.
@@ -54,7 +53,7 @@ extension WorkerPipeline {
             case .flowingAgain: observer.resultsAccepted()
             case .unchanged: break
             }
-            let pending = state.withLockedValue { $0.running > 0 } || consumer.bufferedCount > 0
+            let pending = state.withLock { $0.running > 0 } || consumer.bufferedCount > 0
             let waitingForKafka = unacknowledged > 0 && producer.sincePolled <= watch.pollStall
             if watch.alive(
                 steps: progress.value, pending: pending, sincePolled: consumer.sincePolled,
@@ -79,13 +78,13 @@ extension WorkerPipeline {
                 commits.commitStarting()
             case .partitions(let partitions, _): selection = partitions
             }
-            let candidates = state.withLockedValue { $0.commitCandidates(in: selection) }
+            let candidates = state.withLock { $0.commitCandidates(in: selection) }
             var outcome = CommitQueue.Outcome.stored
             if !candidates.isEmpty {
                 do {
                     try await consumer.commit(offsets(candidates, metadataBytes: metadataBudget))
                     try await keepProgress(candidates, consumer: consumer, metadataBytes: metadataBudget)
-                    state.withLockedValue { $0.markCommitted(candidates) }
+                    state.withLock { $0.markCommitted(candidates) }
                     observer.committed(ok: true)
                 } catch let error as KafkaError where error.code == .offsetMetadataTooLarge && metadataBudget > 0 {
                     observer.committed(ok: false)
@@ -117,13 +116,13 @@ extension WorkerPipeline {
         _ candidates: [CommitCandidate], consumer: KafkaConsumer, metadataBytes: Int
     ) async throws {
         guard let sample = candidates.first(where: { !$0.done.isEmpty }) else { return }
-        var store = progressStore.withLockedValue { $0 }
+        var store = progressStore.withLock { $0 }
         if store == .unknown {
             let stored = try await consumer.committed([sample.partition])[sample.partition]
             let kept =
                 stored?.metadata.map { (try? CommitMetadata.decode($0, committed: sample.offset)) != nil } ?? false
             store = kept ? .commitMetadata : progressTopic == nil ? .none : .progressTopic
-            progressStore.withLockedValue { $0 = store }
+            progressStore.withLock { $0 = store }
             observer.progressStore(store)
             switch store {
             case .commitMetadata, .unknown: break
@@ -137,7 +136,7 @@ extension WorkerPipeline {
                 )
             }
         }
-        guard store == .progressTopic, let progressTopic, let producer = producerBox.withLockedValue({ $0 }) else {
+        guard store == .progressTopic, let progressTopic, let producer = producerBox.withLock({ $0 }) else {
             return
         }
         let records = try await progressTopic.records(candidates, metadataBytes: metadataBytes)
@@ -156,10 +155,10 @@ extension WorkerPipeline {
     func keepProgressUncommitted(
         _ partitions: Set<KafkaTopicPartition>, until deadline: ContinuousClock.Instant
     ) async {
-        guard progressStore.withLockedValue({ $0 }) == .progressTopic, let progressTopic,
-            let producer = producerBox.withLockedValue({ $0 })
+        guard progressStore.withLock({ $0 }) == .progressTopic, let progressTopic,
+            let producer = producerBox.withLock({ $0 })
         else { return }
-        let candidates = state.withLockedValue { $0.doneSinceLastStored(partitions) }
+        let candidates = state.withLock { $0.doneSinceLastStored(partitions) }
         guard !candidates.isEmpty else { return }
         let logger = self.logger
         let metadataBytes = configuration.commitMetadataMaxBytes

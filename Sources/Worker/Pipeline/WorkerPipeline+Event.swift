@@ -2,7 +2,6 @@ import APNs
 import Foundation
 import Kafka
 import Logging
-import NIOConcurrencyHelpers
 import ServiceLifecycle
 import Synchronization
 import Threading
@@ -95,7 +94,7 @@ extension WorkerPipeline {
 
     /// The event is done (`completed`) or abandoned (it stays uncommitted).
     private func finish(_ done: Done, completed: Bool) {
-        let (action, running) = state.withLockedValue { state in
+        let (action, running) = state.withLock { state in
             let action =
                 completed
                 ? state.finish(done.partition, offset: done.offset, lease: done.lease, bytes: done.bytes)
@@ -131,11 +130,11 @@ extension WorkerPipeline {
         // held while the topic is blocked, flowing once it is not.
         var blocked = true
         if case .unblocked = report { blocked = false }
-        if let publisher = publisherBox.withLockedValue({ $0 }) { blocked = publisher.isBlocked(topic) }
+        if let publisher = publisherBox.withLock({ $0 }) { blocked = publisher.isBlocked(topic) }
         if blocked {
-            if state.withLockedValue({ $0.block(topic, now: .now) }) { observer.pausedChanged(true) }
+            if state.withLock({ $0.block(topic, now: .now) }) { observer.pausedChanged(true) }
         } else {
-            let action = state.withLockedValue { $0.unblock(topic) }
+            let action = state.withLock { $0.unblock(topic) }
             if action.inputFlows { observer.pausedChanged(false) }
             action.resume?.resume()
         }
@@ -146,7 +145,7 @@ extension WorkerPipeline {
     /// human) is what it needs.
     func checkBlockedTopics() {
         guard
-            let (topic, since) = state.withLockedValue({
+            let (topic, since) = state.withLock({
                 $0.blockedLongest(now: .now, limit: configuration.publishBlockedLimit)
             })
         else { return }

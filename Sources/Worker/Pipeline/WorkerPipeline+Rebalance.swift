@@ -2,7 +2,6 @@ import APNs
 import Foundation
 import Kafka
 import Logging
-import NIOConcurrencyHelpers
 import ServiceLifecycle
 import Synchronization
 import Threading
@@ -17,7 +16,7 @@ extension WorkerPipeline {
         let selection = Set(partitions)
         // Nothing of these partitions is pushed from now on: what waits for a retry is the next
         // owner's (released at once), what is at APNs finishes and counts.
-        for lease in state.withLockedValue({ $0.revoke(partitions) }) {
+        for lease in state.withLock({ $0.revoke(partitions) }) {
             lease.handOver()
             scheduler.cancel(lease: lease)
         }
@@ -52,13 +51,13 @@ extension WorkerPipeline {
         // What is not stored (a lost assignment cannot commit; a revocation's commit may have given
         // up, or events finished after it): should the group give the partitions back to this
         // member, what was done here is not run again.
-        let unsaved = state.withLockedValue { $0.unsaved(selection) }
-        owed.withLockedValue { owed in
+        let unsaved = state.withLock { $0.unsaved(selection) }
+        owed.withLock { owed in
             for (candidate, start) in unsaved { owed[candidate.partition] = (candidate, start) }
         }
         // The partitions are gone: what of them still waits for a retry is abandoned at its next
         // step (their next owner pushes it), not pushed from here as well.
-        for lease in state.withLockedValue({ $0.forget(partitions) }) { lease.end() }
+        for lease in state.withLock({ $0.forget(partitions) }) { lease.end() }
     }
 
     /// One commit of revoked partitions, ahead of any other; `.refused` if not done by `deadline`.
@@ -102,7 +101,7 @@ extension WorkerPipeline {
                 once.resume(known)
             }
         }
-        let ended = state.withLockedValue { $0.assign(partitions, tenure: tenure, progress: progress) }
+        let ended = state.withLock { $0.assign(partitions, tenure: tenure, progress: progress) }
         for lease in ended { lease.end() }
         if progress.values.contains(where: { !$0.done.isEmpty }) { commits.wantCommit() }
     }
@@ -112,12 +111,12 @@ extension WorkerPipeline {
     /// Read before any record
     /// of the new assignment is admitted (the poll thread waits for the assignment's handler).
     private func knownProgress(of partitions: [KafkaTopicPartition]) async -> [KafkaTopicPartition: KnownProgress] {
-        let owedHere = owed.withLockedValue { owed in
+        let owedHere = owed.withLock { owed in
             var taken: [KafkaTopicPartition: (CommitCandidate, start: Int64)] = [:]
             for partition in partitions { taken[partition] = owed.removeValue(forKey: partition) }
             return taken
         }
-        guard let consumer = consumerBox.withLockedValue({ $0 }) else { return [:] }
+        guard let consumer = consumerBox.withLock({ $0 }) else { return [:] }
         let committed: [KafkaTopicPartition: KafkaTopicPartitionOffset]
         do {
             committed = try await consumer.committed(partitions)
@@ -129,7 +128,7 @@ extension WorkerPipeline {
         }
         var fromTopic: [KafkaTopicPartition: OffsetRanges] = [:]
         let bare = committed.filter { $0.value.metadata == nil }.mapValues(\.offset)
-        if let progressTopic, !bare.isEmpty, progressStore.withLockedValue({ $0 }) != .commitMetadata {
+        if let progressTopic, !bare.isEmpty, progressStore.withLock({ $0 }) != .commitMetadata {
             do {
                 fromTopic = try await progressTopic.read(committed: bare)
             } catch {
@@ -191,14 +190,14 @@ package enum PipelineError: Error, CustomStringConvertible {
 
 /// A continuation that the first of several racing parties resumes; the others find it spent.
 final class ResumeOnce<T: Sendable>: Sendable {
-    private let continuation: NIOLockedValueBox<CheckedContinuation<T, Never>?>
+    private let continuation: Locked<CheckedContinuation<T, Never>?>
 
     init(_ continuation: CheckedContinuation<T, Never>) {
-        self.continuation = NIOLockedValueBox(continuation)
+        self.continuation = Locked(continuation)
     }
 
     func resume(_ value: T) {
-        continuation.withLockedValue { spent in
+        continuation.withLock { spent in
             defer { spent = nil }
             return spent
         }?.resume(returning: value)

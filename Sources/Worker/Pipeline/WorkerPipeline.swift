@@ -2,7 +2,6 @@ import APNs
 import Foundation
 import Kafka
 import Logging
-import NIOConcurrencyHelpers
 import ServiceLifecycle
 import Synchronization
 import Threading
@@ -24,30 +23,30 @@ package final class WorkerPipeline: Service, Sendable {
     let scheduler: EventLoopDelayScheduler
     let observer: any PipelineObserver
     let logger: Logger
-    let state: NIOLockedValueBox<StateMachine>
-    let consumerBox = NIOLockedValueBox<KafkaConsumer?>(nil)
-    private let failure = NIOLockedValueBox<(any Error)?>(nil)
+    let state: Locked<StateMachine>
+    let consumerBox = Locked<KafkaConsumer?>(nil)
+    private let failure = Locked<(any Error)?>(nil)
     /// The one committer's requests: finished events ask for a commit soon, revocations for one now.
     let commits: CommitQueue
     /// Progress a revocation could not commit (it gave up, or the assignment was lost), by partition:
     /// if the group gives the partition back to this member, those records are not run again.
-    let owed = NIOLockedValueBox<[KafkaTopicPartition: (CommitCandidate, start: Int64)]>([:])
+    let owed = Locked<[KafkaTopicPartition: (CommitCandidate, start: Int64)]>([:])
     /// Where the done records above committed offsets are kept: found out at the first commit that
     /// has any (does the broker give commit metadata back?).
-    let progressStore = NIOLockedValueBox(ProgressStore.unknown)
+    let progressStore = Locked(ProgressStore.unknown)
     /// `configuration.progressTopic`, for a broker that drops commit metadata.
     let progressTopic: ProgressTopic?
-    let producerBox = NIOLockedValueBox<KafkaProducer?>(nil)
+    let producerBox = Locked<KafkaProducer?>(nil)
     /// Read by `publisherReported`: a report is applied as the publisher's state is then.
-    let publisherBox = NIOLockedValueBox<ResultPublisher?>(nil)
+    let publisherBox = Locked<ResultPublisher?>(nil)
     /// Steps taken (records admitted, APNs answers, publish attempts), for liveness.
     let progress = ProgressCounter()
 
     /// The producer while `run()` runs, for tests that make it fail.
-    package var producerForTesting: KafkaProducer? { producerBox.withLockedValue { $0 } }
+    package var producerForTesting: KafkaProducer? { producerBox.withLock { $0 } }
 
     /// The consumer while `run()` runs, for tests that look at what it fetches.
-    package var consumerForTesting: KafkaConsumer? { consumerBox.withLockedValue { $0 } }
+    package var consumerForTesting: KafkaConsumer? { consumerBox.withLock { $0 } }
 
     package init(
         configuration: PipelineConfiguration, consumer: KafkaConsumerConfiguration,
@@ -67,7 +66,7 @@ package final class WorkerPipeline: Service, Sendable {
             decoder: decoder, sender: sender, retryPolicy: configuration.retryPolicy, scheduler: scheduler,
             observer: observer, logger: logger, progress: progress, maxEventAge: configuration.maxEventAge,
             maxRecordBytes: configuration.maxRecordBytes)
-        self.state = NIOLockedValueBox(
+        self.state = Locked(
             StateMachine(
                 maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes))
         self.commits = CommitQueue(spacing: configuration.commitInterval)
@@ -77,10 +76,10 @@ package final class WorkerPipeline: Service, Sendable {
     }
 
     /// Events consumed and not yet done.
-    package var inFlight: Int { state.withLockedValue { $0.running } }
+    package var inFlight: Int { state.withLock { $0.running } }
 
     /// Input partitions this member owns now (assigned, not being revoked).
-    package var ownedPartitions: Int { state.withLockedValue { $0.owned.count } }
+    package var ownedPartitions: Int { state.withLock { $0.owned.count } }
 
     package func run() async throws {
         let producer = try KafkaProducer(
@@ -89,23 +88,23 @@ package final class WorkerPipeline: Service, Sendable {
                 self?.logger.critical("the producer failed for good: \(error); stopping")
                 self?.fail(error)
             })
-        producerBox.withLockedValue { $0 = producer }
+        producerBox.withLock { $0 = producer }
         // Their metadata now: else the first results after a start wait for it.
         producer.prepare(topics: [configuration.resultsTopic, configuration.deadLetterTopic])
         let publisher = ResultPublisher(
             producer: producer, scheduler: scheduler, observer: observer, logger: logger, progress: progress,
             report: { [weak self] report in self?.publisherReported(report) })
-        publisherBox.withLockedValue { $0 = publisher }
+        publisherBox.withLock { $0 = publisher }
         let rebalance = RebalanceBridge(pipeline: self)
         let observer = self.observer
         let consumer = try KafkaConsumer(
             configuration: consumerConfiguration, rebalanceHandler: rebalance,
             statisticsHandler: { observer.lag($0) }, stallHandler: { observer.partitionStall($0) },
             errorHandler: { observer.kafkaFailing($0) }, logger: logger)
-        consumerBox.withLockedValue { $0 = consumer }
+        consumerBox.withLock { $0 = consumer }
         // A stop begun before this (a fatal producer error as the producer starts) found no
         // consumer to close: close it now, or the reader would wait for records it must not take.
-        if state.withLockedValue({ $0.isStopping }) {
+        if state.withLock({ $0.isStopping }) {
             Task { await consumer.close() }
         } else {
             try consumer.subscribe(topics: configuration.inputTopics)
@@ -148,7 +147,7 @@ package final class WorkerPipeline: Service, Sendable {
             logger.error("results not acknowledged at shutdown: \(error)")
         }
         await producer.close(timeout: .seconds(1))
-        if let error = failure.withLockedValue({ $0 }) {
+        if let error = failure.withLock({ $0 }) {
             logger.critical("stopped after a failure: \(error)")
             throw error
         }
@@ -183,24 +182,24 @@ package final class WorkerPipeline: Service, Sendable {
     /// Everything (drain, commit, the APNs pools, the producer's flush) is bounded by one deadline,
     /// `shutdownTimeout` from now.
     package func beginShutdown() {
-        let (began, reader) = state.withLockedValue {
+        let (began, reader) = state.withLock {
             $0.beginStopping(deadline: .now + configuration.shutdownTimeout)
         }
         guard began else { return }
         logger.info("shutting down: draining \(inFlight) in-flight events within \(configuration.shutdownTimeout)")
         reader?.resume()
-        if let consumer = consumerBox.withLockedValue({ $0 }) {
+        if let consumer = consumerBox.withLock({ $0 }) {
             Task { await consumer.close() }
         }
     }
 
     /// Stops the worker after a failure that only a restart cures; `run()` then throws it.
     func fail(_ error: any Error) {
-        failure.withLockedValue { if $0 == nil { $0 = error } }
+        failure.withLock { if $0 == nil { $0 = error } }
         beginShutdown()
     }
 
-    var isStopping: Bool { state.withLockedValue { $0.isStopping } }
+    var isStopping: Bool { state.withLock { $0.isStopping } }
 
     /// Shutdown's one deadline, split: events may run until `drain`; the revocation's commit must be
     /// done by `commit`; the APNs pools and the producer's flush take the rest, up to `end`.
@@ -212,7 +211,7 @@ package final class WorkerPipeline: Service, Sendable {
 
     func shutdownBudget() -> ShutdownBudget {
         let end: ContinuousClock.Instant
-        if let deadline = state.withLockedValue({ $0.deadline }) {
+        if let deadline = state.withLock({ $0.deadline }) {
             end = deadline
         } else {
             end = .now + configuration.shutdownTimeout
@@ -253,7 +252,7 @@ package final class WorkerPipeline: Service, Sendable {
                     // every acknowledged result).
                     let partition = record.topicPartition
                     let bytes = record.byteCount
-                    let step = state.withLockedValue { state -> ReadStep in
+                    let step = state.withLock { state -> ReadStep in
                         guard let lease = state.lease(of: partition, readIn: record.tenure) else { return .notOwned }
                         guard !state.paused else { return .paused(lease) }
                         let action = state.admit(partition, offset: record.offset, lease: lease, bytes: bytes)
@@ -303,7 +302,7 @@ package final class WorkerPipeline: Service, Sendable {
         publisher: ResultPublisher
     ) {
         let bytes = record.byteCount
-        let (action, running) = state.withLockedValue { state in
+        let (action, running) = state.withLock { state in
             (state.admit(record.topicPartition, offset: record.offset, lease: lease, bytes: bytes), state.running)
         }
         admitted(
@@ -340,7 +339,7 @@ package final class WorkerPipeline: Service, Sendable {
 
     private func waitWhilePaused() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            if state.withLockedValue({ $0.mayRead(continuation) }) { continuation.resume() }
+            if state.withLock({ $0.mayRead(continuation) }) { continuation.resume() }
         }
     }
 }

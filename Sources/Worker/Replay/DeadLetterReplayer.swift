@@ -1,7 +1,7 @@
+import Threading
 import Foundation
 import Kafka
 import Logging
-import NIOConcurrencyHelpers
 
 /// Puts dead letters back: reads a dead-letter topic up to the end offsets it saw when it started
 /// (records dead-lettered during the run wait for the next run), applies the request's filters, and
@@ -189,9 +189,9 @@ package struct DeadLetterReplayer: Sendable {
         let deliveryTimeout = producerConfiguration.deliveryTimeout
 
         let producer = request.dryRun ? nil : try KafkaProducer(configuration: producerConfiguration, logger: logger)
-        let lastProgress = NIOLockedValueBox(ContinuousClock.now)
+        let lastProgress = Locked(ContinuousClock.now)
         let stallTimeout = self.stallTimeout
-        let failures = NIOLockedValueBox<[String]>([])
+        let failures = Locked<[String]>([])
 
         // Flushes what was produced, then stores every replayed reason's cursor (renewing the
         // run's hold on it, or giving it up with `release`).
@@ -202,7 +202,7 @@ package struct DeadLetterReplayer: Sendable {
             // Bounded well inside the hold (`leaseDuration`): a checkpoint that cannot flush fails the
             // run part-way rather than outlive its hold.
             if let producer { try await producer.flush(timeout: min(deliveryTimeout, leaseDuration / 2)) }
-            let failed = failures.withLockedValue { $0 }
+            let failed = failures.withLock { $0 }
             guard failed.isEmpty else {
                 throw ReplayError(
                     description:
@@ -221,7 +221,7 @@ package struct DeadLetterReplayer: Sendable {
                 var lastCheckpoint = ContinuousClock.now
                 var checked: Set<KafkaTopicPartition> = []
                 for try await record in consumer.messages {
-                    lastProgress.withLockedValue { $0 = .now }
+                    lastProgress.withLock { $0 = .now }
                     let partition = record.topicPartition
                     if checked.insert(partition).inserted, let queried = remaining[partition],
                         let fetched = consumer.fetchedHighWatermark(of: partition), fetched > queried
@@ -240,7 +240,7 @@ package struct DeadLetterReplayer: Sendable {
                         let origin = "\(partition)@\(record.offset)"
                         try await producer.send(message) { result in
                             if case .failure(let error) = result {
-                                failures.withLockedValue { $0.append("\(origin): \(error)") }
+                                failures.withLock { $0.append("\(origin): \(error)") }
                             }
                         }
                     }
@@ -262,7 +262,7 @@ package struct DeadLetterReplayer: Sendable {
                         try await checkpoint(cursors, release: false)
                         sinceCheckpoint = 0
                         lastCheckpoint = .now
-                        lastProgress.withLockedValue { $0 = .now }  // a slow flush is not a stalled topic
+                        lastProgress.withLock { $0 = .now }  // a slow flush is not a stalled topic
                     }
                     if remaining.isEmpty { break }
                 }
@@ -273,7 +273,7 @@ package struct DeadLetterReplayer: Sendable {
             group.addTask {
                 while true {
                     try await Task.sleep(for: .milliseconds(250))
-                    if ContinuousClock.now - lastProgress.withLockedValue({ $0 }) > stallTimeout {
+                    if ContinuousClock.now - lastProgress.withLock({ $0 }) > stallTimeout {
                         throw ReplayError(
                             description:
                                 "no dead letter arrived for \(stallTimeout) before the end offsets seen at the start")

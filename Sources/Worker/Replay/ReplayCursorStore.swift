@@ -1,7 +1,7 @@
+import Threading
 import Foundation
 import Kafka
 import Logging
-import NIOConcurrencyHelpers
 
 /// The cursors of the reasons one replay run handles, read from and stored in their groups'
 /// committed offsets and commit metadata, and the run's hold on them: two runs over the same
@@ -29,7 +29,7 @@ struct ReplayCursorStore: Sendable {
     let logger: Logger
     /// The most commit metadata a cursor stores (Kafka's default `offset.metadata.max.bytes`).
     var maxMetadataBytes = 4096
-    private let keepsMetadata = NIOLockedValueBox(true)
+    private let keepsMetadata = Locked(true)
 
     init(
         holder: String, groups: [DeadLetterReason: KafkaConsumer], partitions: [KafkaTopicPartition],
@@ -105,7 +105,7 @@ struct ReplayCursorStore: Sendable {
             throw error
         }
         if !keeps {
-            keepsMetadata.withLockedValue { $0 = false }
+            keepsMetadata.withLock { $0 = false }
             held.notes.append(
                 "this broker keeps no commit metadata: a replay run started meanwhile would not be noticed, and what "
                     + "this run replays past a dead letter it leaves alone is replayed again by the next run")
@@ -126,7 +126,7 @@ struct ReplayCursorStore: Sendable {
     }
 
     private func checkStillHeld() async throws {
-        guard keepsMetadata.withLockedValue({ $0 }) else { return }
+        guard keepsMetadata.withLock({ $0 }) else { return }
         for (reason, group) in groups {
             for (partition, read) in try await self.cursors(of: group) where read.lease?.holder != holder {
                 let other = read.lease.map { "replay run \($0.holder)" } ?? "something else"
