@@ -3,10 +3,9 @@ import NIOPosix
 
 /// A TCP proxy on loopback that tests put between a client and a server to break the network
 /// on purpose: added latency, connections cut with a reset, a black hole (bytes stop, nothing
-/// closes), a partition healed after a while, or the server made unreachable.
-///
-/// With `.kafka` framing it also rewrites the one Kafka answer librdkafka before 2.2.0 cannot read
-/// from newer brokers (see `KafkaApiVersionsRewrite`); every other byte passes untouched.
+/// closes), a partition healed after a while, or the server made unreachable. Every byte that
+/// passes, passes untouched (a Kafka broker's answers too: no client the tests run needs them
+/// changed).
 ///
 /// Everything runs on one event loop thread of its own: the proxy copies no byte it does not have
 /// to and keeps its state confined to that thread.
@@ -14,8 +13,6 @@ package final class FaultProxy: @unchecked Sendable {
     package enum Framing: Sendable, Equatable {
         /// Bytes pass as they come.
         case raw
-        /// Kafka frames: ApiVersions v3+ answers are rewritten for librdkafka before 2.2.0.
-        case kafka
         /// An HTTP CONNECT proxy that answers every CONNECT with these exact bytes, then (for a 2xx
         /// answer) tunnels to the upstream, else closes: for clients that must read any answer a
         /// proxy may give.
@@ -29,7 +26,6 @@ package final class FaultProxy: @unchecked Sendable {
         package var cut = 0
         package var bytesUp = 0
         package var bytesDown = 0
-        package var rewritten = 0
         /// The request lines of the CONNECTs answered (`.httpConnect`).
         package var connectRequests: [String] = []
     }
@@ -129,6 +125,17 @@ package final class FaultProxy: @unchecked Sendable {
     /// Resets every open connection, both sides (the peers see ECONNRESET).
     package func cutConnections() async {
         await onLoop { $0.cutAll() }
+    }
+
+    /// As a server that shuts down: every open connection closed, both sides, with a FIN, and new
+    /// ones refused (reset at once), until set back.
+    package func setClosing(_ on: Bool) async {
+        await onLoop { proxy in
+            proxy.refusing = on
+            if on {
+                for pair in proxy.pairs.values { pair.close() }
+            }
+        }
     }
 
     /// Bytes stop moving both ways and nothing closes; new connections are accepted and held.
@@ -241,8 +248,6 @@ final class ProxyPair: @unchecked Sendable {
     var upstream: (any Channel)?
     var connecting = false
     var closed = false
-    /// ApiVersions requests whose answers are to be rewritten (a set: some requests get no answer).
-    var rewriteCorrelations: Set<Int32> = []
     /// When the last delayed write each way is due, so a shorter latency never reorders bytes.
     var lastDue: [Direction: NIODeadline] = [:]
 
@@ -252,11 +257,7 @@ final class ProxyPair: @unchecked Sendable {
     }
 
     func handlers(for direction: Direction) -> [any ChannelHandler] {
-        let forward = ForwardHandler(pair: self, direction: direction)
-        switch proxy.framing {
-        case .raw, .httpConnect: return [forward]
-        case .kafka: return [ByteToMessageHandler(KafkaFrameDecoder()), forward]
-        }
+        [ForwardHandler(pair: self, direction: direction)]
     }
 
     func connectUpstream(then opened: (@Sendable (any Channel) -> Void)? = nil) {
@@ -290,38 +291,11 @@ final class ProxyPair: @unchecked Sendable {
 
     func forward(_ data: ByteBuffer, _ direction: Direction) {
         guard let target = direction == .up ? upstream : downstream else { return }
-        var data = data
-        if proxy.framing == .kafka {
-            switch direction {
-            case .up:
-                if let id = KafkaApiVersionsRewrite.correlationToRewrite(request: data) {
-                    rewriteCorrelations.insert(id)
-                }
-            case .down:
-                if let id = KafkaApiVersionsRewrite.correlation(response: data), rewriteCorrelations.remove(id) != nil,
-                    let rewritten = KafkaApiVersionsRewrite.rewrite(response: data)
-                {
-                    data = rewritten
-                    proxy.statistics.rewritten += 1
-                }
-            }
-        }
         switch direction {
         case .up: proxy.statistics.bytesUp += data.readableBytes
         case .down: proxy.statistics.bytesDown += data.readableBytes
         }
-        let framing = proxy.framing
-        let payload = data
-        let write: @Sendable () -> Void = {
-            let data = payload
-            if framing == .kafka {
-                var size = target.allocator.buffer(capacity: 4)
-                size.writeInteger(Int32(data.readableBytes))
-                target.write(size, promise: nil)
-            }
-            target.writeAndFlush(data, promise: nil)
-        }
-        later(direction, write)
+        later(direction) { target.writeAndFlush(data, promise: nil) }
     }
 
     /// Runs `action` after the proxy's latency, in order with earlier actions the same way.

@@ -66,7 +66,7 @@ package final class TansuBroker: Sendable {
     /// Starts Tansu on a free loopback port behind a new proxy, and waits until it is ready.
     package static func start() async throws -> TansuBroker {
         let binary = try binaryPath()
-        let proxy = try await FaultProxy.start(upstreamPort: 0, framing: .kafka)
+        let proxy = try await FaultProxy.start(upstreamPort: 0)
         var lastError: (any Error)?
         // A free port can be taken between choosing it and Tansu binding it: then try another.
         for _ in 0..<5 {
