@@ -92,8 +92,9 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Test peers: a TCP proxy that breaks the network on purpose (and lets librdkafka 2.0 talk to
-        // newer brokers), and the Tansu broker behind it. Tests and the reliability matrix only.
+        // Test peers: a TCP proxy that breaks the network on purpose, the Tansu broker behind it (and
+        // the S3 server it can keep its data in), kcat on the tests' librdkafka. Tests and the
+        // reliability matrix only.
         .target(
             name: "TestPeers",
             dependencies: [
