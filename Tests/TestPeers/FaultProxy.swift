@@ -4,12 +4,11 @@ import NIOSSL
 
 /// A TCP proxy on loopback that tests put between a client and a server to break the network
 /// on purpose: added latency, connections cut with a reset, a black hole (bytes stop, nothing
-/// closes), a partition healed after a while, or the server made unreachable.
-///
-/// With `.kafka` framing it also rewrites the one Kafka answer librdkafka before 2.2.0 cannot read
-/// from newer brokers (see `KafkaApiVersionsRewrite`); every other byte passes untouched. It can
-/// also stand for a broker's security (`ProxySecurity`): TLS and mutual TLS, terminated here, and
-/// SASL/PLAIN, answered here, in front of a broker that speaks plain TCP.
+/// closes), a partition healed after a while, or the server made unreachable. Every byte that
+/// passes, passes untouched (a Kafka broker's answers too: no client the tests run needs them
+/// changed). It can also stand for a broker's security (`ProxySecurity`, with `.kafka` framing):
+/// TLS and mutual TLS, terminated here, and SASL/PLAIN, answered here, in front of a broker that
+/// speaks plain TCP.
 ///
 /// Everything runs on one event loop thread of its own: the proxy copies no byte it does not have
 /// to and keeps its state confined to that thread.
@@ -17,7 +16,9 @@ package final class FaultProxy: @unchecked Sendable {
     package enum Framing: Sendable, Equatable {
         /// Bytes pass as they come.
         case raw
-        /// Kafka frames: ApiVersions v3+ answers are rewritten for librdkafka before 2.2.0.
+        /// Kafka frames, for the security the proxy stands for (`ProxySecurity`): SASL requests are
+        /// answered here and the ApiVersions answer gains the SASL keys. Without SASL, every frame
+        /// passes as it came.
         case kafka
         /// An HTTP CONNECT proxy that answers every CONNECT with these exact bytes, then (for a 2xx
         /// answer) tunnels to the upstream, else closes: for clients that must read any answer a
@@ -32,7 +33,6 @@ package final class FaultProxy: @unchecked Sendable {
         package var cut = 0
         package var bytesUp = 0
         package var bytesDown = 0
-        package var rewritten = 0
         /// The request lines of the CONNECTs answered (`.httpConnect`).
         package var connectRequests: [String] = []
         /// TLS handshakes completed and failed (with the failures), and plain clients reset.
@@ -171,6 +171,17 @@ package final class FaultProxy: @unchecked Sendable {
     /// Resets every open connection, both sides (the peers see ECONNRESET).
     package func cutConnections() async {
         await onLoop { $0.cutAll() }
+    }
+
+    /// As a server that shuts down: every open connection closed, both sides, with a FIN, and new
+    /// ones refused (reset at once), until set back.
+    package func setClosing(_ on: Bool) async {
+        await onLoop { proxy in
+            proxy.refusing = on
+            if on {
+                for pair in proxy.pairs.values { pair.close() }
+            }
+        }
     }
 
     /// Bytes stop moving both ways and nothing closes; new connections are accepted and held.

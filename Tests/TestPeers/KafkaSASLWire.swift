@@ -95,11 +95,12 @@ package enum KafkaSASLWire {
 
     /// An ApiVersions v3+ answer (without its size prefix) that also lists `keys` (replacing the
     /// broker's entries for them), every tag section emptied; nil when it does not parse to its end.
-    /// Layout as in `KafkaApiVersionsRewrite.rewrite`.
+    /// Layout: correlation_id int32, error_code int16, api_keys compact array (uvarint count + 1) of
+    /// { api_key int16, min int16, max int16, tags }, throttle_time_ms int32, tags.
     package static func addingKeys(_ keys: [(key: Int16, min: Int16, max: Int16)], to response: ByteBuffer)
         -> ByteBuffer?
     {
-        typealias Rewrite = KafkaApiVersionsRewrite
+        typealias Rewrite = KafkaWire
         var input = response
         guard let header = input.readSlice(length: 6), let countPlusOne = Rewrite.readUVarint(&input), countPlusOne >= 1
         else { return nil }
@@ -170,7 +171,7 @@ package struct KafkaSASLGate: Sendable {
         switch (state, header.key) {
         case (.authenticated, _), (.plain, _):
             return .forward
-        case (.opening, KafkaApiVersionsRewrite.apiVersionsKey):
+        case (.opening, KafkaWire.apiVersionsKey):
             return header.version >= 3 ? .forwardExtendingAnswer(correlation: header.correlation) : .forward
         case (.opening, KafkaSASLWire.saslHandshakeKey):
             let mechanism = KafkaSASLWire.mechanism(handshake: frame)

@@ -21,6 +21,43 @@ private func killUnreapedPrograms() {
     for pid in unreapedPrograms.withLock({ $0 }) { kill(pid, SIGKILL) }
 }
 
+/// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later; Swift's Glibc module does
+/// not import it), looked up once.
+private let addCloseFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {
+    guard let process = dlopen(nil, RTLD_NOW),
+        let symbol = dlsym(process, "posix_spawn_file_actions_addclosefrom_np")
+    else { return nil }
+    return unsafeBitCast(
+        symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+}()
+
+/// The child gets standard input, output and error, nothing else of this process's. Not every
+/// socket here is close-on-exec (NIO's and librdkafka's are not), and a long-lived child holding a
+/// copy of one keeps that connection open after this process closes it: a broker started by one
+/// test then kept another test's proxy connections to its broker open, and that broker, stopped
+/// with SIGTERM, waited for them for ever.
+private func closeTheRest(_ actions: inout posix_spawn_file_actions_t) {
+    _ = addCloseFrom?(&actions, 3)
+}
+
+/// Spawn attributes that give the child every signal unblocked and at its default disposition.
+/// posix_spawn otherwise passes on the calling thread's signal mask, and the threads that spawn here
+/// (Swift concurrency's, NIO's) block nearly every signal: Tansu started from one never received
+/// the SIGTERM sent to it (it stayed pending) and had to be killed.
+private func withDefaultSignals<Result>(_ body: (UnsafePointer<posix_spawnattr_t>) -> Result) -> Result {
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var none = sigset_t()
+    sigemptyset(&none)
+    posix_spawnattr_setsigmask(&attributes, &none)
+    var all = sigset_t()
+    sigfillset(&all)
+    posix_spawnattr_setsigdefault(&attributes, &all)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    return body(&attributes)
+}
+
 /// What a program spawned with `spawnAndWait` did.
 package struct SpawnedProgram: Sendable {
     package var status: Int32
@@ -74,6 +111,7 @@ package func spawnAndWait(
     posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
     posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
     posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
+    closeTheRest(&actions)
 
     let argv = ([path] + arguments).map { strdup($0) } + [nil]
     let environmentPairs = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
@@ -83,7 +121,7 @@ package func spawnAndWait(
         for pointer in envp { free(pointer) }
     }
     var pid: pid_t = 0
-    let spawned = posix_spawn(&pid, path, &actions, nil, argv, envp)
+    let spawned = withDefaultSignals { posix_spawn(&pid, path, &actions, $0, argv, envp) }
     close(inPipe[0])
     close(outPipe[1])
     close(errPipe[1])
@@ -212,8 +250,11 @@ package final class BackgroundProgram: @unchecked Sendable {
 }
 
 /// Starts `path` with `arguments` and returns at once, without Foundation's `Process` (see
-/// `spawnAndWait`), under the same lock so that no child inherits another's pipe.
-package func spawnInBackground(_ path: String, _ arguments: [String]) throws -> BackgroundProgram {
+/// `spawnAndWait`), under the same lock so that no child inherits another's pipe. `environment` is
+/// added to this process's (a name in both takes its value from `environment`).
+package func spawnInBackground(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws
+    -> BackgroundProgram
+{
     struct SpawnError: Error, CustomStringConvertible {
         let description: String
     }
@@ -228,14 +269,16 @@ package func spawnInBackground(_ path: String, _ arguments: [String]) throws -> 
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
     posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
     posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    closeTheRest(&actions)
     let argv = ([path] + arguments).map { strdup($0) } + [nil]
-    let envp = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    let merged = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
     defer {
         for pointer in argv { free(pointer) }
         for pointer in envp { free(pointer) }
     }
     var pid: pid_t = 0
-    let spawned = posix_spawn(&pid, path, &actions, nil, argv, envp)
+    let spawned = withDefaultSignals { posix_spawn(&pid, path, &actions, $0, argv, envp) }
     close(outPipe[1])
     guard spawned == 0 else {
         close(outPipe[0])

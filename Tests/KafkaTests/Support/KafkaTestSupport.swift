@@ -17,11 +17,14 @@ final class TestCluster: Sendable {
         self.bootstrapServers = mock?.bootstrapServers ?? tansu!.bootstrapServers
     }
 
-    /// `mockBrokers`: how many brokers the mock cluster has (Tansu is one node).
-    static func start(_ broker: Broker, mockBrokers: Int = 1) async throws -> TestCluster {
+    /// `mockBrokers`: how many brokers the mock cluster has (Tansu is one node); `tansuStorage`: where
+    /// Tansu keeps its data (`.s3` survives `TansuBroker.restart(signal:)`).
+    static func start(_ broker: Broker, mockBrokers: Int = 1, tansuStorage: TansuBroker.Storage = .memory)
+        async throws -> TestCluster
+    {
         switch broker {
         case .mock: TestCluster(broker: broker, mock: try KafkaMockCluster(brokers: mockBrokers), tansu: nil)
-        case .tansu: TestCluster(broker: broker, mock: nil, tansu: try await TansuBroker.start())
+        case .tansu: TestCluster(broker: broker, mock: nil, tansu: try await TansuBroker.start(storage: tansuStorage))
         }
     }
 

@@ -16,6 +16,8 @@ package struct Scenario: Sendable {
     package var mockBrokers = 1
     /// Partitions of the input and results topics.
     package var partitions = 4
+    /// Where Tansu keeps its data (`.s3` for the rows that restart the broker).
+    package var tansuStorage: TansuBroker.Storage = .memory
     /// How long the rig may take to settle once the scenario's actions are done.
     package var settleSeconds: Double = 180
     /// Sets up, starts workers and injects the fault; the rig then waits and counts.
@@ -23,13 +25,15 @@ package struct Scenario: Sendable {
 
     init(
         _ name: String, _ area: Area, brokers: [Broker] = Broker.allCases, mockBrokers: Int = 1, partitions: Int = 4,
-        shows: String, run: @escaping @Sendable (Rig, Scale) async throws -> Void
+        tansuStorage: TansuBroker.Storage = .memory, shows: String,
+        run: @escaping @Sendable (Rig, Scale) async throws -> Void
     ) {
         self.name = name
         self.area = area
         self.brokers = brokers
         self.mockBrokers = mockBrokers
         self.partitions = partitions
+        self.tansuStorage = tansuStorage
         self.shows = shows
         self.run = run
     }
@@ -57,6 +61,8 @@ package struct Scale: Sendable {
 package struct MatrixRow: Sendable {
     package var scenario: String
     package var broker: Broker
+    /// Tansu's storage (`.memory` for the mock cluster).
+    package var storage: TansuBroker.Storage = .memory
     package var eventsIn = 0
     package var results = 0
     package var deadLetters = 0
@@ -87,11 +93,13 @@ package enum ReliabilityMatrix {
     /// Runs one scenario on one broker: a fresh rig, the scenario, then the count.
     package static func run(_ scenario: Scenario, on broker: Broker, scale: Scale, logger: Logger) async -> MatrixRow {
         var row = MatrixRow(scenario: scenario.name, broker: broker)
+        if broker == .tansu { row.storage = scenario.tansuStorage }
         let started = ContinuousClock.now
         let rig: Rig
         do {
             rig = try await Rig.start(
-                broker: broker, mockBrokers: scenario.mockBrokers, partitions: scenario.partitions, logger: logger)
+                broker: broker, mockBrokers: scenario.mockBrokers, partitions: scenario.partitions,
+                tansuStorage: scenario.tansuStorage, logger: logger)
         } catch {
             row.failure = "the rig did not start: \(error)"
             return row
@@ -138,7 +146,7 @@ package enum ReliabilityMatrix {
             row.degradedDeadLetters > 0
             ? "\(row.deadLetters) (\(row.degradedDeadLetters) reduced)" : "\(row.deadLetters)"
         var text =
-            "| \(row.scenario) | \(row.broker) | \(row.eventsIn) | \(row.results) | \(letters) | \(duplicates) | "
+            "| \(row.scenario) | \(row.broker)\(row.storage == .s3 ? " on S3" : "") | \(row.eventsIn) | \(row.results) | \(letters) | \(duplicates) | "
             + "\(pushedTwice(row)) | \(row.lost) | \(recovery) | \(format(row.elapsed)) |"
         if let failure = row.failure { text += " FAILED: \(failure)" }
         return text

@@ -72,11 +72,12 @@ package final class Rig: Sendable {
     }
 
     /// `mockBrokers`: brokers in the mock cluster (leader changes need more than one); `partitions`:
-    /// of the input and results topics.
-    package static func start(broker: Broker, mockBrokers: Int = 1, partitions: Int = 4, logger: Logger)
-        async throws -> Rig
-    {
-        let tansu = broker == .tansu ? try await TansuBroker.start() : nil
+    /// of the input and results topics; `tansuStorage`: where Tansu keeps its data.
+    package static func start(
+        broker: Broker, mockBrokers: Int = 1, partitions: Int = 4, tansuStorage: TansuBroker.Storage = .memory,
+        logger: Logger
+    ) async throws -> Rig {
+        let tansu = broker == .tansu ? try await TansuBroker.start(storage: tansuStorage) : nil
         var quiet = logger
         quiet.logLevel = .error
         let kafka: (any EmbeddedKafkaCluster)? =

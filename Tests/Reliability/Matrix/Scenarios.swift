@@ -81,6 +81,8 @@ extension Scenario {
             _ = try rig.startWorker()
             rig.faultCleared()
         },
+        brokerRestart(SIGTERM),
+        brokerRestart(SIGKILL),
         Scenario(
             "TLS to the broker", .kafka, brokers: [.tansu],
             shows: """
@@ -375,6 +377,35 @@ extension Scenario {
             }
         },
     ]
+
+    /// Tansu on S3 stopped mid-run with `signal` and started again on the same port.
+    static func brokerRestart(_ signal: Int32) -> Scenario {
+        let name = signal == SIGKILL ? "SIGKILL" : "SIGTERM"
+        let how =
+            signal == SIGKILL
+            ? "SIGKILLed (nothing of its shutdown runs)"
+            : "stopped with SIGTERM (its connections closed, as a broker that shuts down closes them; it exits 0)"
+        return Scenario(
+            "broker restarts with its data (\(name))", .kafka, brokers: [.tansu], tansuStorage: .s3,
+            shows: """
+                Tansu keeps its data on S3 (a moto server): mid-run it is \(how) and started again on \
+                the same port 5 s later. Every client reconnects; the broker comes back with the input, \
+                the results so far and the group's committed offsets, so the group resumes where it \
+                committed: what it had not committed is processed again, nothing is lost.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events).records)
+            rig.pace()
+            _ = try rig.startWorker()
+            try await rig.waitForResults(scale.events / 5)
+            let stop = try await rig.requireTansu().restart(signal: signal, downtime: scale.seconds(5))
+            rig.logger.notice("Tansu restarted", metadata: ["stop": "\(stop)"])
+            if stop.killedAfterGrace || (signal == SIGTERM && stop.exitStatus != 0) {
+                throw ScenarioFailure("Tansu did not exit cleanly on \(name): \(stop)")
+            }
+            rig.faultCleared()
+        }
+    }
 
     /// Two workers share a burst; one is SIGKILLed a third of the way through.
     static func burstKill(faults: Bool) -> Scenario {

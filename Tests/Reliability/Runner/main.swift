@@ -14,7 +14,9 @@ if arguments.contains("--list") {
     // The scenarios as docs/reliability.md lists them.
     print("| scenario | area | brokers | what it shows |\n| --- | --- | --- | --- |")
     for scenario in Scenario.all {
-        let brokers = scenario.brokers.map(\.description).joined(separator: ", ")
+        let brokers = scenario.brokers.map {
+            $0 == .tansu && scenario.tansuStorage == .s3 ? "\($0) on S3" : $0.description
+        }.joined(separator: ", ")
         print("| \(scenario.name) | \(scenario.area.rawValue) | \(brokers) | \(scenario.shows) |")
     }
     exit(0)
