@@ -85,7 +85,7 @@ for round in 0..<rounds {
         // Fresh peers (mock cluster, simulator, backlog) for every run, so that each starts from the same
         // state. One mock broker holding every run's results topic (32 partitions each) serves every run
         // more slowly, the first one included: the harness's cost, not the worker's (figures in
-        // Benchmarks/README.md).
+        // Benchmarks/archive/2026-11.md, "The worker against the instant pipeline, fresh peers for every run").
         let peersChild = try Child(["--peers", topic])
         var peers = Peers.Addresses()
         while let line = peersChild.readLine(), !peers.read(line) {}

@@ -41,7 +41,8 @@ extension KafkaConsumerCore {
         let wakeBatch: Int
         private var phase: Phase = .open(reader: nil, flow: .polling)
         /// The hand-over buffer, empty once finished. Beside `phase`, not inside it: the enum form with
-        /// the buffer in `open` measured 7% slower on the consumer's hot path (Benchmarks/README.md).
+        /// the buffer in `open` measured 7% slower on the consumer's hot path (Benchmarks/archive/2026-11.md,
+        /// "The consumer's two speeds (removed)").
         private var buffer: Deque<KafkaConsumerMessage> = []
         private(set) var bufferedBytes = 0
         /// The assignment and the caller's pauses outlive the sequence: a closing consumer still
@@ -117,7 +118,7 @@ extension KafkaConsumerCore {
         /// Buffers a record. A waiting reader is not resumed here but by `handOver()`, once per poll
         /// batch: resuming it per record cost both threads a futex wake-up and a thread switch per
         /// record whenever the reader was the faster side, a self-sustaining regime at about 60% of
-        /// the rate (Benchmarks/README.md, "The consumer's two speeds").
+        /// the rate (Benchmarks/archive/2026-11.md, "The consumer's two speeds (removed)").
         mutating func push(_ message: KafkaConsumerMessage) -> PushAction {
             guard case .open = phase else { return .dropped }
             var message = message

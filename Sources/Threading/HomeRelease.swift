@@ -14,7 +14,7 @@ import Foundation
 /// the producer's poll thread. glibc's `free` gives a block that another thread allocated back to
 /// that thread's arena under the arena's lock, while the sending thread allocates from the same arena
 /// under the same lock: at tens of thousands of records a second the two threads met on that lock
-/// for nearly every record, and each meeting is a futex sleep and wake (Benchmarks/README.md,
+/// for nearly every record, and each meeting is a futex sleep and wake (Benchmarks/archive/2026-11.md,
 /// "Freeing where it was allocated").
 ///
 /// So the poll thread runs the completion and then puts the context in its sender's bin, and the

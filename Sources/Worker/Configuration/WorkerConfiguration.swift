@@ -90,8 +90,9 @@ package struct DeliverySettings: Sendable, Hashable {
     /// queue); 300-byte events reach `maxInFlight` first.
     package var maxInFlightBytes: Int = 32 * 1024 * 1024
     /// Finished events are committed at most this long after they finish (plus one at revocation and
-    /// at shutdown). 50 ms costs no measurable CPU per event against 1 s (Benchmarks/README.md) and
-    /// keeps what a crash re-sends down to what APNs had not answered.
+    /// at shutdown). 50 ms costs no measurable CPU per event against 1 s (Benchmarks/archive/2026-11.md,
+    /// "Commits soon after done, with the done records as metadata") and keeps what a crash re-sends
+    /// down to what APNs had not answered.
     package var commitInterval: Duration = .milliseconds(50)
     /// `delivery.retry`: its defaults are `RetryPolicy`'s, as docs/configuration.md lists them.
     package var retry: RetryPolicy = RetryPolicy()
