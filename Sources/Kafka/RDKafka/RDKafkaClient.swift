@@ -89,8 +89,6 @@ final class RDKafkaClient: @unchecked Sendable {
     var logger: Logger { callbacks.logger }
 
     /// The fatal error the handle has raised, if any.
-    var raisedFatalError: KafkaError? { Self.fatalError(of: handle) }
-
     static func fatalError(of handle: OpaquePointer) -> KafkaError? {
         var errstr = [CChar](repeating: 0, count: 512)
         let err = rd_kafka_fatal_error(handle, &errstr, errstr.count)
@@ -158,10 +156,8 @@ private func rdkafkaError(
     guard let callbacks = RDKafkaCallbacks.from(handle) else { return }
     let err = rd_kafka_resp_err_t(code)
     var error = KafkaError(err, reason.map { String(cString: $0) })
-    if err == RD_KAFKA_RESP_ERR__FATAL, let handle {
-        var errstr = [CChar](repeating: 0, count: 512)
-        let underlying = rd_kafka_fatal_error(handle, &errstr, errstr.count)
-        error = KafkaError(code: .init(underlying), message: String(errorBuffer: errstr), isFatal: true)
+    if err == RD_KAFKA_RESP_ERR__FATAL, let handle, let underlying = RDKafkaClient.fatalError(of: handle) {
+        error = underlying
     }
     callbacks.error?(error)
 }

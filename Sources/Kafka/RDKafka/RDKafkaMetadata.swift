@@ -22,19 +22,9 @@ extension RDKafkaClient {
         return (0..<Int(topicMetadata.partition_cnt)).map { topicMetadata.partitions[$0].id }.sorted()
     }
 
-    /// The names of every topic the cluster reports. Asks for all topics, so that asking never
-    /// creates one on a broker with topic auto-creation on. Blocks up to `timeout`.
+    /// The names of every topic the cluster reports (`topicDescriptions`). Blocks up to `timeout`.
     func topicNames(timeout: Duration) throws(KafkaError) -> Set<String> {
-        var metadata: UnsafePointer<rd_kafka_metadata>?
-        let err = rd_kafka_metadata(handle, 1, nil, &metadata, Int32(clamping: timeout.milliseconds))
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else { throw KafkaError(err) }
-        defer { rd_kafka_metadata_destroy(metadata) }
-        var names: Set<String> = []
-        for index in 0..<Int(metadata.pointee.topic_cnt) {
-            let topic = metadata.pointee.topics[index]
-            if topic.err == RD_KAFKA_RESP_ERR_NO_ERROR, let name = topic.topic { names.insert(String(cString: name)) }
-        }
-        return names
+        Set(try topicDescriptions(timeout: timeout).keys)
     }
 
     /// The low and high watermarks of a partition: the first offset still stored and one past the last.
