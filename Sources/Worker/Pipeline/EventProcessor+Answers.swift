@@ -7,39 +7,38 @@ import Threading
 /// What an APNs answer (or its absence) makes of an event: done with its outcome, another attempt
 /// after a wait, or failed; by the outcome table in docs/worker.md.
 extension EventProcessor {
-    /// Classifies an answer: done, or the next attempt (now, or after a backoff).
-    func answered(_ run: Run, _ attempt: SendAttempt) {
+    /// Classifies an answer into the run's result and the verdict its state machine takes: final,
+    /// or the next attempt (now, or after a backoff).
+    func verdict(on attempt: SendAttempt, for run: EventRun) -> EventRun.StateMachine.Verdict {
         progress.step()
+        // Only a valid event is sent.
+        guard let event = run.event else { preconditionFailure("an answer for a record that is not an event") }
         if let error = attempt.error as? APNsNotificationError {
             // Refused by the client before sending, by a rule that depends on the credential the
             // topic routes to (a location push needs token authentication). Nothing was sent; the
             // fix is a credential that can send it, then replay.
-            run.result.attempts -= 1
             run.result.outcome = .rejected
             run.result.status = nil
             run.result.reason = error.code.rawValue
             run.result.detail =
                 "\(EventProblem.pointer(for: error.field)): \(error.message); "
-                + "configure a credential that can send it for topic \(run.event.push.topic), then replay"
+                + "configure a credential that can send it for topic \(event.push.topic), then replay"
             run.result.deadLetter = .noCredential
             markFailure(&run.result)
-            run.end(run.result)
-            return
+            return .final(deadLetter: true, sent: false)
         }
         if let error = attempt.error as? APNsClientError, error.code == .noCredentialForTopic {
             // Nothing was sent, and nothing is wrong with any credential: this worker is not
             // configured for the event's app. Readiness and the credential gauges stay as they are
             // (their labels come from configuration only, never from event data).
-            run.result.attempts -= 1
             run.result.outcome = .rejected
             run.result.reason = APNsClientError.Code.noCredentialForTopic.rawValue
             run.result.detail =
-                "no configured credential matches topic \(run.event.push.topic); "
+                "no configured credential matches topic \(event.push.topic); "
                 + "add one to apns.credentials, then replay"
             run.result.deadLetter = .noCredential
             markFailure(&run.result)
-            run.end(run.result)
-            return
+            return .final(deadLetter: true, sent: false)
         }
         if let error = attempt.error as? APNsCredentialError {
             // The client refused before sending: the credential cannot be used as it is (a
@@ -50,9 +49,8 @@ extension EventProcessor {
             if credentialLog.shouldLog(credential, now: instant()) {
                 logger.error(
                     "credential \(credential) cannot be used: \(error.message) (logged once a minute per credential while it lasts)",
-                    metadata: ["event": "\(run.event.id)", "topic": "\(run.event.push.topic)"])
+                    metadata: ["event": "\(event.id)", "topic": "\(event.push.topic)"])
             }
-            run.result.attempts -= 1
             run.result.credential = attempt.credential
             run.result.outcome = .failed
             run.result.status = nil
@@ -60,8 +58,7 @@ extension EventProcessor {
             run.result.detail = "credential \(credential): \(error.message); replace it, then replay"
             run.result.deadLetter = .credentials
             markFailure(&run.result)
-            run.end(run.result)
-            return
+            return .final(deadLetter: true, sent: false)
         }
         let response = attempt.response
         if let credential = attempt.credential { run.result.credential = credential }
@@ -78,11 +75,11 @@ extension EventProcessor {
             if let credential = attempt.credential { observer.credentialHealthy(credential) }
             run.result.outcome = .delivered
             run.result.reason = nil
-            run.end(run.result)
+            return .final(deadLetter: false)
         case .unregistered(let timestamp):
             run.result.outcome = .unregistered
             run.result.apnsTimestamp = timestamp
-            run.end(run.result)
+            return .final(deadLetter: false)
         case .rejected(let reason):
             run.result.outcome = .rejected
             run.result.reason = reason?.description ?? run.result.reason
@@ -91,15 +88,15 @@ extension EventProcessor {
                     "APNs answered \(answer.status)"
                         + (answer.reason.map { reason in " \(reason)" + (reason.meaning.map { ": \($0)" } ?? "") } ?? "")
                 } ?? attempt.error.map { "\($0)" }
-            run.end(run.result)
+            return .final(deadLetter: false)
         case .credentialsBroken(let reason):
-            let push = run.event.push
+            let push = event.push
             if let credential = attempt.credential { observer.credentialBroken(credential, reason: reason) }
             if credentialLog.shouldLog(attempt.credential ?? "", now: instant()) {
                 logger.error(
                     "APNs refused the credentials: \(reason) (logged once a minute per credential while it lasts)",
                     metadata: [
-                        "event": "\(run.event.id)", "to": "\(push)", "topic": "\(push.topic)",
+                        "event": "\(event.id)", "to": "\(push)", "topic": "\(push.topic)",
                     ])
             }
             run.result.outcome = .failed
@@ -115,7 +112,7 @@ extension EventProcessor {
             }
             run.result.deadLetter = .credentials
             markFailure(&run.result)
-            run.end(run.result)
+            return .final(deadLetter: true)
         case .refreshToken:
             // The client has told the token authenticator. The first time, try again at once with
             // the new token. Again and again means a token APNs finds expired as soon as it is
@@ -125,23 +122,23 @@ extension EventProcessor {
             observer.retryScheduled(.providerToken)
             run.tokenRefreshes += 1
             if run.result.attempts >= retryPolicy.maxAttempts {
-                run.end(exhausted(run.result))
+                run.result = exhausted(run.result)
+                return .final(deadLetter: true)
             } else if run.tokenRefreshes == 1 {
-                self.attempt(run)
+                return .retryNow
             } else {
                 if credentialLog.shouldLog("expired:" + (attempt.credential ?? ""), now: instant()) {
                     logger.warning(
                         "APNs keeps answering ExpiredProviderToken for credential \(attempt.credential ?? "?"): check this machine's clock (the token's iat); backing off"
                     )
                 }
-                let wait = retryPolicy.backoffCeiling(afterAttempt: run.result.attempts)
-                self.attempt(run, after: wait)
+                return .retry(after: retryPolicy.backoffCeiling(afterAttempt: run.result.attempts))
             }
         case .retryLater(let perDeviceToken, _):
             markFailure(&run.result)
             let decision = retryPolicy.decide(
                 attempts: run.result.attempts, elapsed: instant() - run.firstAttempt,
-                expiration: run.event.push.expiration, now: Int64(now().timeIntervalSince1970))
+                expiration: event.push.expiration, now: Int64(now().timeIntervalSince1970))
             switch decision {
             case .retry(let wait):
                 observer.retryScheduled(Self.cause(attempt))
@@ -150,17 +147,18 @@ extension EventProcessor {
                     // next attempt waits for the throttle.
                     let ceiling = retryPolicy.backoffCeiling(afterAttempt: run.result.attempts)
                     throttle.withLock {
-                        $0.throttle(run.token, now: instant(), wait: max(wait, ceiling / 2))
+                        $0.throttle(event.push.recipientKey, now: instant(), wait: max(wait, ceiling / 2))
                     }
-                    self.attempt(run)
+                    return .retryNow
                 } else {
-                    self.attempt(run, after: wait)
+                    return .retry(after: wait)
                 }
             case .exhausted:
-                run.end(exhausted(run.result))
+                run.result = exhausted(run.result)
+                return .final(deadLetter: true)
             case .expired:
                 run.result.outcome = .expired
-                run.end(run.result)
+                return .final(deadLetter: false)
             }
         }
     }

@@ -4,17 +4,16 @@ import Kafka
 import Logging
 import Threading
 
-/// Takes one consumed record to its end: decode and validate, send, retry where APNs says "later",
-/// and say how it ended. It publishes nothing itself (the pipeline does) and never throws: every
-/// record ends in an `EventResult`, except when the scheduler is cancelled (a forced shutdown),
-/// which leaves the record uncommitted so that it is read again.
+/// What every event's run shares: how a record is decoded and validated, how an APNs answer is
+/// classified (`verdict(on:for:)`, by the outcome table), what the next attempt must pass (`gate`),
+/// and the sender, retry policy, scheduler and device-token throttles. One event's own state is its
+/// `EventRun`; which step follows which is `EventRun.StateMachine`. It publishes nothing itself (an
+/// `EventOutlet` does) and never throws: every record ends in an `EventResult`, except when the
+/// scheduler is cancelled (a forced shutdown), which leaves the record uncommitted so that it is
+/// read again.
 ///
 /// No task per event: decoding runs on the caller's thread, each answer arrives on the sender's
-/// callback, and a wait (backoff, a throttled token) is a timer of `scheduler`. An event is a value
-/// (`Run`) handed from one step to the next, so no two threads ever touch the same one.
-///
-/// A class: each step's callback captures it, and a struct's dozen references were each retained
-/// and released for every event and attempt.
+/// callback, and a wait (backoff, a throttled token) is a timer of `scheduler`.
 final class EventProcessor: Sendable {
     let decoder: NotificationEventDecoder
     let sender: any NotificationSending
@@ -60,55 +59,9 @@ final class EventProcessor: Sendable {
         self.instant = instant
     }
 
-    /// One event between its attempts: one object handed from step to step (a struct's dozen
-    /// references were copied into every closure on the way).
-    ///
-    /// `@unchecked Sendable`: `result` is mutated by one step at a time. Each step runs after the
-    /// previous one handed the object over through the sender's or the scheduler's callback, whose
-    /// queues and locks order the two; no two steps of one event ever run at once.
-    final class Run: @unchecked Sendable {
-        let event: NotificationEvent
-        let token: String
-        let firstAttempt: ContinuousClock.Instant
-        /// Its partition's tenure at this member: once ended, the next attempt is not made.
-        let lease: PartitionLease
-        var result: EventResult
-        /// `ExpiredProviderToken` answers so far: the first is retried at once, later ones back off.
-        var tokenRefreshes = 0
-        /// Who takes its answers, and where its end goes: held here so that an attempt's callback
-        /// captures the run alone (no context allocated for it).
-        let processor: EventProcessor
-        let completion: Completion
-        /// The bin of the thread that decoded it, where its last reference is dropped once it ended:
-        /// its event was allocated there (HomeRelease).
-        let home = HomeRelease.here
-
-        init(
-            event: NotificationEvent, token: String, firstAttempt: ContinuousClock.Instant, lease: PartitionLease,
-            result: EventResult, processor: EventProcessor, completion: @escaping Completion
-        ) {
-            self.event = event
-            self.token = token
-            self.firstAttempt = firstAttempt
-            self.lease = lease
-            self.result = result
-            self.processor = processor
-            self.completion = completion
-        }
-
-        func answered(_ attempt: SendAttempt) {
-            processor.answered(self, attempt)
-        }
-
-        /// Hands the end to `completion` (once), then its last reference to the decoding thread.
-        func end(_ result: EventResult?) {
-            completion(result)
-            home.put(Unmanaged.passRetained(self))
-        }
-    }
-
-    /// Decodes `record` here and now; `completion` runs exactly once, here (an invalid event) or on
-    /// the sender's or the scheduler's thread.
+    /// Decodes `record` here and now, then sends it; `completion` runs exactly once, here (an
+    /// invalid event) or on the sender's or the scheduler's thread, with the result as it would be
+    /// published (a test's view: nothing is published).
     ///
     /// `lease`: the tenure of the record's partition at this member. Once it ends (the partition was
     /// revoked or lost, or shutdown's drain bound passed), the event makes no further attempt and
@@ -127,40 +80,60 @@ final class EventProcessor: Sendable {
         _ record: KafkaConsumerMessage, lease: PartitionLease, sending requests: inout [NotificationRequest],
         completion: @escaping Completion
     ) {
+        process(
+            record, bytes: record.byteCount, lease: lease, started: .now, sending: &requests,
+            outlet: CompletionOutlet(completion: completion))
+    }
+
+    /// Decodes `record` here and starts its run: an invalid or too old record ends at once, a valid
+    /// one's first request joins `requests` (if it is due now). `outlet` publishes its end.
+    func process(
+        _ record: KafkaConsumerMessage, bytes: Int, lease: PartitionLease, started: ContinuousClock.Instant,
+        sending requests: inout [NotificationRequest], outlet: any EventOutlet
+    ) {
+        let (event, result) = decode(record)
+        let run = EventRun(
+            record: record, event: event, bytes: bytes, lease: lease, started: started, result: result,
+            processor: self, outlet: outlet)
+        if event == nil || result.outcome == .expired {
+            run.perform(run.machine.concluded(deadLetter: result.deadLetter != nil))
+        } else {
+            run.begin(sending: &requests)
+        }
+    }
+
+    /// The event in `record` and the result it starts with; `nil` and its final result when the
+    /// record is not a valid event. A valid event too old to send (`maxEventAge`) comes with its
+    /// final result, `expired`.
+    private func decode(_ record: KafkaConsumerMessage) -> (NotificationEvent?, EventResult) {
+        var result = EventResult(eventID: nil, outcome: .invalid, attempts: 0)
+        result.replays = Self.replays(of: record)
         guard let value = record.value else {
-            var result = EventResult(eventID: nil, outcome: .invalid, attempts: 0)
-            result.replays = Self.replays(of: record)
             result.reason = "malformedJSON"
             result.detail = "(root): the record has no value"
             result.deadLetter = .malformedJSON
-            completion(result)
-            return
+            return (nil, result)
         }
         guard value.count <= maxRecordBytes else {
-            var result = EventResult(eventID: nil, outcome: .invalid, attempts: 0)
-            result.replays = Self.replays(of: record)
             result.reason = Self.recordTooLargeReason
             result.detail =
                 "(root): the record's value has \(value.count) bytes, more than delivery.maxRecordBytes (\(maxRecordBytes))"
             result.deadLetter = .recordTooLarge
-            completion(result)
-            return
+            return (nil, result)
         }
         let event: NotificationEvent
         do {
             event = try decoder.decode(value)
         } catch {
-            var result = EventResult(eventID: error.eventID, outcome: .invalid, attempts: 0)
-            result.replays = Self.replays(of: record)
+            result.eventID = error.eventID
             result.reason = error.resultReason
             result.detail = error.deadLetterDetail
             result.deadLetter = error.deadLetterReason
-            completion(result)
-            return
+            return (nil, result)
         }
-        var result = EventResult(eventID: event.id, outcome: .failed, attempts: 0)
+        result.eventID = event.id
+        result.outcome = .failed
         result.metadata = event.metadata
-        result.replays = Self.replays(of: record)
         if let maxEventAge, let stamp = record.timestampMilliseconds {
             let age = Duration.milliseconds(Int64(now().timeIntervalSince1970 * 1000) - stamp)
             if age > maxEventAge {
@@ -171,55 +144,40 @@ final class EventProcessor: Sendable {
                 result.detail =
                     "the record is \(Self.describe(age)) old, older than delivery.maxEventAge "
                     + "(\(ConfigDuration.format(maxEventAge))); not sent"
-                completion(result)
-                return
             }
         }
-        let run = Run(
-            event: event, token: event.push.recipientKey, firstAttempt: instant(), lease: lease,
-            result: result, processor: self, completion: completion)
-        if let request = nextAttempt(run) { requests.append(request) }
+        return (event, result)
     }
 
-    /// The next attempt, sent now.
-    func attempt(_ run: Run) {
-        guard let request = nextAttempt(run) else { return }
-        sender.send(request.push, environment: request.environment, completion: request.completion)
+    /// What the next attempt of `run` must pass (`EventRun.StateMachine.Gate`). Cheap on the usual
+    /// path: an atomic load; the throttles' lock only while some token is throttled, and the clock
+    /// only for a retry of a notification that expires.
+    func gate(for run: EventRun) -> EventRun.StateMachine.Gate {
+        var gate = EventRun.StateMachine.Gate(leaseActive: run.lease.isActive)
+        guard gate.leaseActive, let push = run.event?.push else { return gate }
+        // Nearly always empty: then neither the clock (slow in some VMs) nor the token's key.
+        gate.throttled = throttle.withLock { $0.count == 0 ? nil : $0.delay(for: push.recipientKey, now: instant()) }
+        if gate.throttled == nil, run.machine.attempts > 0, let expiration = push.expiration {
+            gate.expired = expiration.hasPassed(now: Int64(now().timeIntervalSince1970))
+        }
+        return gate
+    }
+}
+
+/// A test's outlet: the result goes to `completion` as it would be published, and nothing is.
+private struct CompletionOutlet: EventOutlet {
+    let completion: EventProcessor.Completion
+
+    func publishDeadLetter(of run: EventRun) {
+        run.published(.stored)
     }
 
-    /// The next attempt after `wait` (a backoff, a throttle); abandoned if the wait is cancelled.
-    func attempt(_ run: Run, after wait: Duration) {
-        // Handed over (or gone) already: its waits were cancelled, and this one would hold the
-        // revocation's drain for nothing. The next owner pushes it.
-        guard run.lease.isActive else {
-            run.end(nil)
-            return
-        }
-        scheduler.after(wait, lease: run.lease) { [self, run] cancelled in
-            if cancelled { run.end(nil) } else { attempt(run) }
-        }
+    func publishResult(of run: EventRun) {
+        completion(run.result)
+        run.published(.stored)
     }
 
-    /// The next attempt's request if it is due now; `nil` when it waits for the token's throttle
-    /// (a timer sends it later) or the notification expired meanwhile (`completion` ran).
-    private func nextAttempt(_ run: Run) -> NotificationRequest? {
-        guard run.lease.isActive else {
-            run.end(nil)  // the partition is gone: its next owner pushes this event
-            return nil
-        }
-        // Nearly always empty: then neither the clock (slow in some VMs) nor the token's hash.
-        if let wait = throttle.withLock({ $0.count == 0 ? nil : $0.delay(for: run.token, now: instant()) }) {
-            attempt(run, after: wait)
-            return nil
-        }
-        if run.result.attempts > 0, let expiration = run.event.push.expiration,
-            expiration.hasPassed(now: Int64(now().timeIntervalSince1970))
-        {
-            run.result.outcome = .expired
-            run.end(run.result)
-            return nil
-        }
-        run.result.attempts += 1
-        return NotificationRequest(run.event.push, environment: run.event.environment, completion: run.answered)
+    func finish(_ run: EventRun, completed: Bool) {
+        if !completed { completion(nil) }
     }
 }

@@ -102,10 +102,14 @@ final class ResultPublisher: Sendable {
         }
     }
 
-    /// `done(true)` once Kafka stored the record or its degraded form (on the producer's poll
-    /// thread), `done(false)` if abandoned. Called exactly once.
+    /// How a publication ended, as an event's run takes it.
+    typealias Publication = EventRun.StateMachine.Publication
+
+    /// `done(.stored)` once Kafka stored the record (`.storedDegraded`: its degraded form), on the
+    /// producer's poll thread; `done(.abandoned)` if given up. Called exactly once.
     func publish(
-        _ message: KafkaProducerMessage, degraded: Degradation? = nil, _ done: @escaping @Sendable (Bool) -> Void
+        _ message: KafkaProducerMessage, degraded: Degradation? = nil,
+        _ done: @escaping @Sendable (Publication) -> Void
     ) {
         publish(Attempt(message: message, degrade: degraded), done)
     }
@@ -117,9 +121,11 @@ final class ResultPublisher: Sendable {
         /// Tries that failed so far.
         var failures = 0
         var failing = false
+        /// Its degraded form is the one being published.
+        var degraded = false
     }
 
-    private func publish(_ attempt: Attempt, _ done: @escaping @Sendable (Bool) -> Void) {
+    private func publish(_ attempt: Attempt, _ done: @escaping @Sendable (Publication) -> Void) {
         do {
             try producer.trySend(attempt.message) { [self] delivery in
                 progress.step()
@@ -127,14 +133,14 @@ final class ResultPublisher: Sendable {
                 case .success:
                     acknowledgedCount.add(1, ordering: .relaxed)
                     stored(attempt)
-                    done(true)
+                    done(attempt.degraded ? .storedDegraded : .stored)
                 case .failure(let error):
                     failed(attempt, error, done)
                 }
             }
         } catch  where error.code == .queueFull {
             scheduler.after(Self.queueFullWait) { [self] cancelled in
-                if cancelled { done(false) } else { publish(attempt, done) }
+                if cancelled { done(.abandoned) } else { publish(attempt, done) }
             }
         } catch {
             failed(attempt, error, done)
@@ -151,7 +157,9 @@ final class ResultPublisher: Sendable {
         }
     }
 
-    private func failed(_ attempt: Attempt, _ error: KafkaError, _ done: @escaping @Sendable (Bool) -> Void) {
+    private func failed(
+        _ attempt: Attempt, _ error: KafkaError, _ done: @escaping @Sendable (Publication) -> Void
+    ) {
         var attempt = attempt
         let topic = attempt.message.topic
         var blocksTopic = false
@@ -160,7 +168,7 @@ final class ResultPublisher: Sendable {
             logger.critical("publishing to \(topic) failed for good, the producer is unusable: \(error)")
             observer.producerFailing(error)
             report(.fatal(error))
-            done(false)
+            done(.abandoned)
             return
         case .record:
             if let degrade = attempt.degrade, let smaller = degrade.message(for: error) {
@@ -170,6 +178,7 @@ final class ResultPublisher: Sendable {
                 observer.publishedDegraded(topic: topic, reason: error.code.name)
                 attempt.message = smaller
                 attempt.degrade = nil
+                attempt.degraded = true
                 publish(attempt, done)
                 return
             }
@@ -188,7 +197,7 @@ final class ResultPublisher: Sendable {
         attempt.failing = true
         let next = attempt
         scheduler.after(wait) { [self] cancelled in
-            if cancelled { done(false) } else { publish(next, done) }
+            if cancelled { done(.abandoned) } else { publish(next, done) }
         }
     }
 }

@@ -6,99 +6,76 @@ import ServiceLifecycle
 import Synchronization
 import Threading
 
-/// One event from admission to done: started on the processor, its dead letter and result published,
-/// then finished (the in-flight room and its offset given back); and what the publisher reports.
+/// One event from admission to done: its run started on the processor, its dead letter and result
+/// published, then finished (the in-flight room and its offset given back); and what the publisher
+/// reports.
 extension WorkerPipeline {
     // MARK: one event
 
-    /// Decodes the record here, then lets it run: send (its first request joins `requests`), retries,
-    /// dead letter, result, `finish`.
+    /// Decodes the record here, then lets it run (`EventRun`): send (its first request joins
+    /// `requests`), retries, dead letter, result, `finish`.
     func start(
         _ record: KafkaConsumerMessage, bytes: Int, lease: PartitionLease,
-        sending requests: inout [NotificationRequest],
-        publisher: ResultPublisher
+        sending requests: inout [NotificationRequest], outlet: Outlet
     ) {
-        let started = ContinuousClock.now
-        let done = Done(partition: record.topicPartition, offset: record.offset, bytes: bytes, lease: lease)
-        processor.process(record, lease: lease, sending: &requests) { result in
-            guard let result else {
-                self.finish(done, completed: false)
-                return
-            }
-            self.publish(result, of: record, done: done, started: started, publisher: publisher)
-        }
+        processor.process(
+            record, bytes: bytes, lease: lease, started: .now, sending: &requests, outlet: outlet)
     }
 
-    /// What `finish` needs of an event: where its offset is, what it weighs, under which lease.
-    private struct Done: Sendable {
-        let partition: KafkaTopicPartition
-        let offset: Int64
-        let bytes: Int
-        let lease: PartitionLease
-    }
+    /// Where the pipeline's events end: the publisher, then `finish`. One for the reader's life.
+    final class Outlet: EventOutlet {
+        let pipeline: WorkerPipeline
+        let publisher: ResultPublisher
 
-    /// The dead letter first (if any), then the result: a result event is out only once its dead
-    /// letter is stored. The offset counts as done once both are acknowledged.
-    private func publish(
-        _ result: EventResult, of record: KafkaConsumerMessage, done: Done,
-        started: ContinuousClock.Instant, publisher: ResultPublisher
-    ) {
-        let completedAt = Date()
-        let latency = ContinuousClock.now - started
-        let message = ResultEvent.message(
-            for: result, source: record, latency: latency, completedAt: completedAt, topic: configuration.resultsTopic)
-        guard let deadLetterReason = result.deadLetter else {
-            publishResult(
-                message, of: result, record: record, latency: latency, completedAt: completedAt, done: done,
-                started: started, publisher: publisher)
-            return
+        init(pipeline: WorkerPipeline, publisher: ResultPublisher) {
+            self.pipeline = pipeline
+            self.publisher = publisher
         }
-        let deadLetter = DeadLetterRecord.message(
-            for: record, result: result, reason: deadLetterReason, consumerGroup: consumerConfiguration.groupID,
-            topic: configuration.deadLetterTopic, now: completedAt)
-        publisher.publish(deadLetter, degraded: .deadLetter(deadLetter, source: record)) { published in
-            if published {
-                self.publishResult(
-                    message, of: result, record: record, latency: latency, completedAt: completedAt, done: done,
-                    started: started, publisher: publisher)
-            } else {
-                self.finish(done, completed: false)
+
+        /// The dead letter goes first: a result event is out only once its dead letter is stored.
+        func publishDeadLetter(of run: EventRun) {
+            guard let reason = run.result.deadLetter else { preconditionFailure("a dead letter without a reason") }
+            let configuration = pipeline.configuration
+            let deadLetter = DeadLetterRecord.message(
+                for: run.record, result: run.result, reason: reason,
+                consumerGroup: pipeline.consumerConfiguration.groupID, topic: configuration.deadLetterTopic,
+                now: run.completedAt ?? Date())
+            publisher.publish(deadLetter, degraded: .deadLetter(deadLetter, source: run.record)) { publication in
+                run.published(publication)
             }
         }
-    }
 
-    /// The result event, once its dead letter (if any) is stored.
-    ///
-    /// The callback keeps only what it needs (partition, offset, outcome), not the record and the
-    /// result: each capture copies every reference they hold. The degraded form, for a record Kafka
-    /// refuses as it is, needs them: they ride in the publisher's attempt until Kafka acknowledges.
-    private func publishResult(
-        _ message: KafkaProducerMessage, of result: EventResult, record: KafkaConsumerMessage, latency: Duration,
-        completedAt: Date, done: Done, started: ContinuousClock.Instant, publisher: ResultPublisher
-    ) {
-        let outcome = result.outcome
-        let credential = result.credential
-        let deadLetterReason = result.deadLetter
-        let resultsTopic = configuration.resultsTopic
-        publisher.publish(
-            message,
-            degraded: .resultForm(
-                of: result, source: record, latency: latency, completedAt: completedAt, topic: resultsTopic)
-        ) { published in
-            self.finish(done, completed: published)
-            guard published else { return }
-            if let deadLetterReason { self.observer.deadLettered(deadLetterReason) }
-            self.observer.completed(outcome, credential: credential, duration: ContinuousClock.now - started)
+        /// The result event. The degraded form, for a record Kafka refuses as it is, keeps only
+        /// what that form is made of: it rides in the publisher's attempt until Kafka acknowledges.
+        func publishResult(of run: EventRun) {
+            let completedAt = run.completedAt ?? Date()
+            let latency = ContinuousClock.now - run.started
+            let topic = pipeline.configuration.resultsTopic
+            let message = ResultEvent.message(
+                for: run.result, source: run.record, latency: latency, completedAt: completedAt, topic: topic)
+            publisher.publish(
+                message,
+                degraded: .resultForm(
+                    of: run.result, source: run.record, latency: latency, completedAt: completedAt, topic: topic)
+            ) { publication in
+                run.published(publication)
+            }
+        }
+
+        func finish(_ run: EventRun, completed: Bool) {
+            pipeline.finish(run, completed: completed)
         }
     }
 
-    /// The event is done (`completed`) or abandoned (it stays uncommitted).
-    private func finish(_ done: Done, completed: Bool) {
+    /// The event is done (`completed`: its result is stored) or abandoned (it stays uncommitted).
+    private func finish(_ run: EventRun, completed: Bool) {
+        let partition = run.record.topicPartition
+        let offset = run.record.offset
         let (action, running) = state.withLock { state in
             let action =
                 completed
-                ? state.finish(done.partition, offset: done.offset, lease: done.lease, bytes: done.bytes)
-                : state.abandon(done.partition, offset: done.offset, lease: done.lease, bytes: done.bytes)
+                ? state.finish(partition, offset: offset, lease: run.lease, bytes: run.bytes)
+                : state.abandon(partition, offset: offset, lease: run.lease, bytes: run.bytes)
             return (action, state.running)
         }
         if completed { commits.wantCommit() }
@@ -106,6 +83,9 @@ extension WorkerPipeline {
         observer.inFlightChanged(running)
         action.resume?.resume()
         for waiter in action.drained { waiter.resume() }
+        guard completed else { return }
+        if let reason = run.result.deadLetter { observer.deadLettered(reason) }
+        observer.completed(run.result.outcome, credential: run.result.credential, duration: .now - run.started)
     }
 
     // MARK: output topics

@@ -241,6 +241,7 @@ package final class WorkerPipeline: Service, Sendable {
         var records = consumer.messages.makeAsyncIterator()
         var requests: [NotificationRequest] = []
         requests.reserveCapacity(Self.readBatch)
+        let outlet = Outlet(pipeline: self, publisher: publisher)
         do {
             while var record = try await records.next() {
                 HomeRelease.releaseHere()  // events that ended since the last batch, freed where decoded
@@ -264,13 +265,13 @@ package final class WorkerPipeline: Service, Sendable {
                     case .admitted(let lease, let action, let running):
                         admitted(
                             record, bytes: bytes, lease: lease, action: action, running: running, sending: &requests,
-                            publisher: publisher)
+                            outlet: outlet)
                     case .paused(let lease):
                         // The batch's requests first: the events that free the bound may be among them.
                         sendAll(&requests)
                         await waitWhilePaused()
                         HomeRelease.releaseHere()  // what ended while paused: not kept past the bound
-                        admit(record, lease: lease, sending: &requests, publisher: publisher)
+                        admit(record, lease: lease, sending: &requests, outlet: outlet)
                     }
                     guard taken < Self.readBatch, let next = records.nextIfBuffered() else { break }
                     record = next
@@ -299,7 +300,7 @@ package final class WorkerPipeline: Service, Sendable {
     /// Admits a record after a wait: its lease was taken when it was read.
     private func admit(
         _ record: KafkaConsumerMessage, lease: PartitionLease, sending requests: inout [NotificationRequest],
-        publisher: ResultPublisher
+        outlet: Outlet
     ) {
         let bytes = record.byteCount
         let (action, running) = state.withLock { state in
@@ -307,14 +308,14 @@ package final class WorkerPipeline: Service, Sendable {
         }
         admitted(
             record, bytes: bytes, lease: lease, action: action, running: running, sending: &requests,
-            publisher: publisher)
+            outlet: outlet)
     }
 
     /// After the lock: starts an admitted record.
     private func admitted(
         _ record: KafkaConsumerMessage, bytes: Int, lease: PartitionLease, action: StateMachine.AdmitAction,
         running: Int,
-        sending requests: inout [NotificationRequest], publisher: ResultPublisher
+        sending requests: inout [NotificationRequest], outlet: Outlet
     ) {
         if case .alreadyDone = action {
             // Its last owner published its result and recorded it as done: not pushed again.
@@ -328,7 +329,7 @@ package final class WorkerPipeline: Service, Sendable {
         progress.step()
         if holdsInput { observer.pausedChanged(true) }
         observer.inFlightChanged(running)
-        start(record, bytes: bytes, lease: lease, sending: &requests, publisher: publisher)
+        start(record, bytes: bytes, lease: lease, sending: &requests, outlet: outlet)
     }
 
     private func sendAll(_ requests: inout [NotificationRequest]) {
