@@ -118,6 +118,9 @@ public final class APNsClient: Sendable {
     }
 
     /// One notification (or broadcast) of a batch, and where its answer goes (as `send(_:completion:)`'s).
+    ///
+    /// The client's public request: a push and its answer. The pool's `Request` adds what the
+    /// client adds before queueing (the provider token, the deadline).
     public struct BatchItem: Sendable {
         public var push: APNsPush
         public var completion: @Sendable (Result<APNsResponse, any Error>) -> Void

@@ -1,7 +1,8 @@
 import NIOCore
 import Threading
 
-/// One notification on its way through a connection: its request and the answer as it arrives.
+/// One notification on its way through a connection: its request and the answer as it arrives
+/// (stream ID, headers, body), the mutable state the request itself does not hold.
 /// Lives on the connection's event loop. Its deadline is watched by the handler's one deadline
 /// timer, not a timer of its own.
 final class APNsHTTP2Stream {
@@ -53,6 +54,9 @@ final class APNsHTTP2Stream {
 }
 
 /// A notification handed to a connection, with everything the HTTP/2 layer needs to send it.
+///
+/// Not the pool's `Request`: the HTTP/2 layer is used without a pool too (a callback), and owns
+/// the answer's way back (to the pool, with the connection that answered) and its home thread.
 ///
 /// A class, not a struct: it passes through the outbox's batch, the handler's queue and its stream,
 /// and copying a notification's dozen references at each step cost more than one allocation.

@@ -17,6 +17,10 @@ package protocol NotificationSending: Sendable {
 }
 
 /// A notification (or broadcast) to send and where its attempt goes (`NotificationSending.send(_:)`).
+///
+/// The worker's request, not the client's `APNsClient.BatchItem`: it carries what only the worker
+/// knows, the environment that picks the client (one client per credential and environment) and
+/// a callback that takes a `SendAttempt` (the answer with its credential and duration).
 package struct NotificationRequest: Sendable {
     package var push: APNsPush
     package var environment: APNsEnvironment
