@@ -100,6 +100,7 @@ let package = Package(
             name: "TestPeers",
             dependencies: [
                 "Threading",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import TestPeers
 import Testing
 
 @testable import Kafka
@@ -267,34 +268,6 @@ struct KafkaUnitTests {
         #expect(stats.partitions[KafkaTopicPartition(topic: "events", partition: 3)]?.lag == 0, "an empty partition")
         #expect(stats.totalLag == 47)
         #expect(KafkaConsumerStatistics(json: "not json") == nil)
-    }
-}
-
-/// Log lines a test can read.
-final class CapturedLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var entries: [(level: Logger.Level, message: String, metadata: Logger.Metadata)] = []
-
-    var all: [(level: Logger.Level, message: String, metadata: Logger.Metadata)] { lock.withLock { entries } }
-
-    func logger() -> Logger {
-        var logger = Logger(label: "captured") { _ in Handler(log: self) }
-        logger.logLevel = .trace
-        return logger
-    }
-
-    struct Handler: LogHandler {
-        let log: CapturedLog
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-            log.lock.withLock { log.entries.append((event.level, event.message.description, merged)) }
-        }
     }
 }
 

@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 import ReliabilityMatrix
 import TestPeers
 import Testing
@@ -51,8 +50,8 @@ struct BrokerTLSTests {
         // The fix is found within a second, not librdkafka's default 10 s back-off.
         properties["reconnect.backoff.max.ms"] = "1000"
         let configuration = try Self.configuration(harness, kafka: properties)
-        let log = WorkerLog()
-        let worker = try harness.startWorker(logger: log.logger) { $0 = configuration }
+        let log = CapturedLog()
+        let worker = try harness.startWorker(logger: log.logger(level: .warning)) { $0 = configuration }
         let health = worker.assembly.health
 
         try await eventually(30, "readiness red with the TLS reason", state: { health.readiness.kafka }) {
@@ -117,10 +116,10 @@ struct BrokerTLSTests {
         defer { Task { await harness.shutdown() } }
 
         let wrong = ProxySecurity.SASLPlain(username: user.username, password: "wrong-\(UUID().uuidString)")
-        let log = WorkerLog()
+        let log = CapturedLog()
         let wrongConfiguration = try Self.configuration(
             harness, kafka: material.clientProperties(sasl: wrong), group: "wrong-password")
-        let refused = try harness.startWorker(logger: log.logger) { $0 = wrongConfiguration }
+        let refused = try harness.startWorker(logger: log.logger(level: .warning)) { $0 = wrongConfiguration }
         let health = refused.assembly.health
         try await eventually(30, "readiness red with the SASL reason", state: { health.readiness.kafka }) {
             health.readiness.kafka.contains("SASL authentication error")
@@ -148,31 +147,5 @@ struct BrokerTLSTests {
         let extra = kafka.sorted { $0.key < $1.key }.map { "\n  \($0.key): \"\($0.value)\"" }.joined()
         let marker = "bootstrap.servers: \"\(harness.stack.cluster.bootstrapServers)\""
         return try WorkerConfiguration.parse(text.replacingOccurrences(of: marker, with: marker + extra))
-    }
-}
-
-/// What a worker logs, as lines a test can search.
-final class WorkerLog: Sendable {
-    private let entries = NIOLockedValueBox<[String]>([])
-
-    var lines: [String] { entries.withLockedValue { $0 } }
-
-    var logger: Logger {
-        var logger = Logger(label: "worker") { _ in Handler(log: self) }
-        logger.logLevel = .warning
-        return logger
-    }
-
-    struct Handler: LogHandler {
-        let log: WorkerLog
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .warning
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            log.entries.withLockedValue { $0.append("\(event.level): \(event.message)") }
-        }
     }
 }
