@@ -22,10 +22,10 @@ protocol EventOutlet: Sendable {
 /// One object handed from step to step: a callback captures the run alone, so no closure context
 /// is allocated for it.
 ///
-/// `@unchecked Sendable`: `machine`, `result`, `tokenRefreshes` and `completedAt` are mutated by
-/// one step at a time. Each step runs after the previous one handed the run over through the
-/// sender's, the scheduler's or the publisher's callback, whose queues and locks order the two; no
-/// two steps of one event ever run at once.
+/// `@unchecked Sendable`: `machine`, `result`, `tokenRefreshes`, `completedAt` and `latency` are
+/// mutated by one step at a time. Each step runs after the previous one handed the run over
+/// through the sender's, the scheduler's or the publisher's callback, whose queues and locks order
+/// the two; no two steps of one event ever run at once.
 final class EventRun: @unchecked Sendable {
     let record: KafkaConsumerMessage
     /// `nil` for a record that is not a valid event (it ends at once, with a dead letter).
@@ -44,6 +44,8 @@ final class EventRun: @unchecked Sendable {
     var tokenRefreshes = 0
     /// When its result became final: the dead letter's and the result's timestamp.
     var completedAt: Date?
+    /// From taken to final (the result's `latencyMs`): the dead letter's round trip is not in it.
+    var latency: Duration = .zero
     let processor: EventProcessor
     let outlet: any EventOutlet
     /// The bin of the thread that decoded it, where its last reference is dropped once it ended:
@@ -124,7 +126,9 @@ final class EventRun: @unchecked Sendable {
     /// The result is final: its attempts as the machine counted them, its time.
     private func settle() {
         result.attempts = machine.attempts
-        if completedAt == nil { completedAt = processor.now() }
+        guard completedAt == nil else { return }
+        completedAt = processor.now()
+        latency = .now - started
     }
 
     private func request(attempt: Int) -> NotificationRequest {

@@ -49,7 +49,7 @@ extension WorkerPipeline {
         /// what that form is made of: it rides in the publisher's attempt until Kafka acknowledges.
         func publishResult(of run: EventRun) {
             let completedAt = run.completedAt ?? Date()
-            let latency = ContinuousClock.now - run.started
+            let latency = run.latency
             let topic = pipeline.configuration.resultsTopic
             let message = ResultEvent.message(
                 for: run.result, source: run.record, latency: latency, completedAt: completedAt, topic: topic)
