@@ -116,8 +116,75 @@ extension WorkerConfiguration {
             consumer.stallAfter = stallAfter == .zero ? nil : stallAfter
         }
         consumer.properties = section.properties("properties") ?? [:]
+        if var lanes = section.section("lanes") {
+            consumer.urgent = decodeLanes(&lanes, inputs: consumer.topics)
+        }
         section.finish()
         return consumer
+    }
+
+    /// `consumer.lanes`: `urgent` (its topics, its in-flight bound) and, optionally, `bulk` (its
+    /// topics: the rest of the input topics, said out loud). Each topic is an input topic and in
+    /// one lane; no lane is empty.
+    private static func decodeLanes(_ lanes: inout ConfigSection, inputs: [String]) -> UrgentLane? {
+        var urgent: UrgentLane?
+        var urgentTopics: [String] = []
+        if var section = lanes.required("urgent", lanes.section("urgent")) {
+            urgentTopics = laneTopics(&section, lane: "urgent", inputs: inputs, other: nil)
+            var lane = UrgentLane(topics: urgentTopics)
+            lane.maxInFlight = section.int("maxInFlight", in: 1...Int.max) ?? lane.maxInFlight
+            section.finish()
+            if !urgentTopics.isEmpty { urgent = lane }
+        }
+        var bulkTopics = inputs.filter { !urgentTopics.contains($0) }
+        if var section = lanes.section("bulk") {
+            bulkTopics = laneTopics(&section, lane: "bulk", inputs: inputs, other: ("urgent", urgentTopics))
+            let unassigned = inputs.filter { !urgentTopics.contains($0) && !bulkTopics.contains($0) }
+            if !unassigned.isEmpty {
+                section.report(
+                    section.error(
+                        "topics", section.node("topics"),
+                        "input topic \(unassigned.map { "\"\($0)\"" }.joined(separator: ", ")) is in no lane: "
+                            + "name it in consumer.lanes.urgent.topics or here"))
+            }
+            section.finish()
+        } else if urgent != nil, bulkTopics.isEmpty {
+            lanes.report(
+                lanes.error(
+                    "urgent", lanes.node("urgent"),
+                    "every input topic is urgent, so no lane is left for the rest: "
+                        + "leave out consumer.lanes, or add the bulk topics to consumer.topics"))
+        }
+        lanes.finish()
+        return urgent
+    }
+
+    /// A lane's `topics`: at least one, each an input topic, none named twice or in `other` too.
+    private static func laneTopics(
+        _ section: inout ConfigSection, lane: String, inputs: [String], other: (name: String, topics: [String])?
+    ) -> [String] {
+        let topics = section.required("topics", section.stringList("topics")) ?? []
+        let node = section.node("topics")
+        if topics.isEmpty, node != nil {
+            section.report(section.error("topics", node, "a lane needs at least one topic"))
+        }
+        var seen: Set<String> = []
+        for topic in topics {
+            if !inputs.contains(topic) {
+                section.report(
+                    section.error(
+                        "topics", node,
+                        "\"\(topic)\" is not an input topic: a lane's topics are some of consumer.topics"))
+            } else if !seen.insert(topic).inserted {
+                section.report(section.error("topics", node, "\"\(topic)\" is named twice"))
+            } else if let other, other.topics.contains(topic) {
+                section.report(
+                    section.error(
+                        "topics", node,
+                        "\"\(topic)\" is also in consumer.lanes.\(other.name): a topic is in one lane"))
+            }
+        }
+        return topics.filter { inputs.contains($0) }
     }
 
     private static func decodeDelivery(_ section: inout ConfigSection) -> DeliverySettings {

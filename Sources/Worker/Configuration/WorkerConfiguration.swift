@@ -53,6 +53,27 @@ package struct ConsumerSettings: Sendable, Hashable {
     package var stallAfter: Duration? = .seconds(60)
     /// librdkafka properties for the consumer only (win over `kafka`).
     package var properties: [String: String] = [:]
+    /// `consumer.lanes.urgent`: input topics whose events never wait behind the others'; `nil`: one
+    /// lane, every input topic alike.
+    package var urgent: UrgentLane?
+
+    package init(topics: [String]) { self.topics = topics }
+
+    /// The input topics of the bulk lane: every one the urgent lane does not name.
+    package var bulkTopics: [String] {
+        guard let urgent else { return topics }
+        return topics.filter { !urgent.topics.contains($0) }
+    }
+}
+
+/// `consumer.lanes.urgent`: its topics are consumed by a group member of their own in the same
+/// process and group (their own fetch queue and buffer), run under their own in-flight bound, and
+/// share the APNs connections with the bulk lane.
+package struct UrgentLane: Sendable, Hashable {
+    package var topics: [String]
+    /// Urgent events in flight at most, beside `delivery.maxInFlight`'s bulk ones.
+    package var maxInFlight: Int = UrgentLane.defaultMaxInFlight
+    package static let defaultMaxInFlight = 1000
 
     package init(topics: [String]) { self.topics = topics }
 }
