@@ -4,7 +4,8 @@
 #   make test    every test (unit + integration on real protocol peers started in-process)
 #   make image   the container image (deploy/Dockerfile) built with podman, then run without a container
 #
-# Both install missing Debian packages first (as root directly, else with sudo, else they say what to run).
+# Each installs the Debian packages it needs when missing (scripts/install-packages.sh: as root directly,
+# else with sudo, else it says what to run).
 
 SWIFT        ?= swift
 SWIFT_FLAGS  ?=
@@ -33,28 +34,12 @@ TEST_PACKAGES  := kcat nghttp2-client nghttp2-server json-schema-test-suite pyth
 
 all: build
 
-# Installs the named Debian packages that are missing. Never touches ones already installed.
-define install_packages
-	@missing=""; for p in $(1); do \
-	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	    echo "installing Debian packages:$$missing"; \
-	    if [ "$$(id -u)" = 0 ]; then SUDO=""; \
-	    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo"; \
-	    else echo "error: missing Debian packages:$$missing"; \
-	         echo "run:   sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; fi; \
-	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
-endef
-
 deps-build:
-	$(call install_packages,$(BUILD_PACKAGES))
+	@scripts/install-packages.sh $(BUILD_PACKAGES)
 	@scripts/librdkafka.sh
 
 deps-test: deps-build
-	$(call install_packages,$(TEST_PACKAGES))
+	@scripts/install-packages.sh $(TEST_PACKAGES)
 
 deps: deps-test deps-tansu
 
@@ -158,7 +143,7 @@ fuzz: deps-build
 # `make bench BENCH=NAME`: one of Benchmarks/run.sh's benchmarks (kafka, worker, jsonschema, ...).
 BENCH_PACKAGES := python3-matplotlib linux-perf
 bench: deps-tansu
-	$(if $(BENCH),Benchmarks/run.sh $(BENCH),$(call install_packages,$(BENCH_PACKAGES)))
+	$(if $(BENCH),Benchmarks/run.sh $(BENCH),@scripts/install-packages.sh $(BENCH_PACKAGES))
 	$(if $(BENCH),,/usr/bin/python3 Benchmarks/performance.py $(BENCH_PARTS:%=--only %))
 
 lint:
@@ -175,8 +160,8 @@ lint:
 # The worker is built first (incremental after `make test`); APNS_WORKER_BIN=<a built apns-worker>
 # uses that one instead and builds nothing.
 check-deploy: $(if $(APNS_WORKER_BIN),,deps-build)
-	$(call install_packages,python3-yaml prometheus)
-	$(if $(shell command -v kubectl 2>/dev/null),,$(call install_packages,kubernetes-client))
+	@scripts/install-packages.sh python3-yaml prometheus
+	$(if $(shell command -v kubectl 2>/dev/null),,@scripts/install-packages.sh kubernetes-client)
 	kubectl kustomize deploy/kubernetes > /dev/null
 	$(if $(APNS_WORKER_BIN),,$(SWIFT) build $(SWIFTPM_FLAGS) --product apns-worker)
 	APNS_WORKER_BIN="$(or $(APNS_WORKER_BIN),$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/apns-worker)" \
@@ -203,7 +188,7 @@ IMAGE_MIRROR_ARGS     = $(if $(wildcard $(SWIFT_PACKAGE_MIRROR)),--volume $(SWIF
                         --build-arg GIT_CONFIG_VALUE_0=https://github.com/)
 
 image: deps-build
-	$(call install_packages,$(IMAGE_PACKAGES))
+	@scripts/install-packages.sh $(IMAGE_PACKAGES)
 	@start=$$(date +%s); \
 	RUNTIME_IMAGE=$(IMAGE_RUNTIME_BASE) BUILD_IMAGE=$(IMAGE_BUILD_BASE) SWIFT_ROOT=$(SWIFT_ROOT) \
 	    deploy/image/make-bases.sh $(if $(IMAGE_BASES_FORCE),--force) || exit 1; \
