@@ -7,7 +7,8 @@
 # Each installs the Debian packages it needs when missing (scripts/install-packages.sh: as root directly,
 # else with sudo, else it says what to run).
 
-SWIFT        ?= swift
+# SWIFT and SWIFTPM_FLAGS (below) are exported: the scripts the targets call run swift with them.
+export SWIFT ?= swift
 SWIFT_FLAGS  ?=
 # Packages the code links against (librdkafka comes from scripts/librdkafka.sh, below).
 BUILD_PACKAGES := pkg-config libnghttp2-dev libssl-dev
@@ -52,9 +53,10 @@ build: deps-build
 release: deps-build
 	$(SWIFT) build -c release $(SWIFTPM_FLAGS)
 
-# One test target at a time (tests within a target run in parallel): the integration suites drive
-# real servers hard, and on a 2-core machine running every target at once starves the peers that
-# timing-sensitive tests (deadlines, PING timeouts) talk to.
+# scripts/test.sh runs one test target at a time (tests within a target run in parallel): the
+# integration suites drive real servers hard, and on a 2-core machine running every target at once
+# starves the peers that timing-sensitive tests (deadlines, PING timeouts) talk to. Each target's
+# output is in .build/test-<target>.log.
 # Module names (the apns-workerTests target's module is apns_workerTests). A target that runs no test
 # fails the run: a filter that silently matches nothing is not a pass.
 TEST_TARGETS := JSONSchemaTests WorkerTests apns_workerTests KafkaTests APNsSimulatorTests APNsTests WorkerIntegrationTests \
@@ -67,19 +69,7 @@ TEST_TARGETS := JSONSchemaTests WorkerTests apns_workerTests KafkaTests APNsSimu
 SERIAL_TEST_TARGETS := KafkaTests
 
 test: deps-test deps-tansu
-	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
-	@echo "== apns-worker --version (the librdkafka the tests run with; KafkaTests checks it is the headers')"; \
-	    "$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/apns-worker" --version
-	@mkdir -p .build; failed=""; for target in $(TEST_TARGETS); do \
-	    echo "== $$target"; \
-	    log=.build/test-$$target.log; \
-	    serial=""; case " $(SERIAL_TEST_TARGETS) " in *" $$target "*) serial="--no-parallel";; esac; \
-	    $(SWIFT) test --skip-build $(SWIFTPM_FLAGS) $$serial --filter "^$$target\\." > $$log 2>&1 || failed="$$failed $$target"; \
-	    cat $$log; \
-	    if grep -q "Test run with 0 tests" $$log; then failed="$$failed $$target(ran-no-test)"; fi; \
-	done; \
-	if [ -n "$$failed" ]; then echo "FAILED:$$failed"; exit 1; fi; \
-	echo "all test targets passed"
+	SERIAL_TEST_TARGETS="$(SERIAL_TEST_TARGETS)" scripts/test.sh $(TEST_TARGETS)
 
 test-kafka: deps-test deps-tansu
 	$(SWIFT) test $(SWIFTPM_FLAGS) --no-parallel --filter KafkaTests
