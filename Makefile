@@ -99,32 +99,19 @@ demo: deps-build
 dev: deps-build
 	$(SWIFT) run $(SWIFTPM_FLAGS) apns-worker dev $(DEV_FLAGS)
 
-# Fuzzing (docs/reliability.md, "Fuzzers"): each libFuzzer target of Tests/Fuzz, built with AddressSanitizer
-# into .build-fuzz, runs FUZZ_SECONDS on its seed corpus copied to .build-fuzz/fuzz/<target>/corpus (new
-# inputs collect there, never in the repository) plus its regressions. A crash, a broken property, a leak,
-# an input slower than FUZZ_TIMEOUT seconds or more memory than FUZZ_RSS_MB fails the run; the input is
-# saved in .build-fuzz/fuzz/<target>/artifacts and the log in .build-fuzz/fuzz/<target>/log.
+# Fuzzing (docs/reliability.md, "Fuzzers"; scripts/fuzz.sh): each libFuzzer target of Tests/Fuzz,
+# built with AddressSanitizer into .build-fuzz, runs FUZZ_SECONDS on its seed corpus copied to
+# .build-fuzz/fuzz/<target>/corpus (new inputs collect there, never in the repository) plus its
+# regressions. A crash, a broken property, a leak, an input slower than FUZZ_TIMEOUT seconds or more
+# memory than FUZZ_RSS_MB fails the run; the input is saved in .build-fuzz/fuzz/<target>/artifacts and
+# the log in .build-fuzz/fuzz/<target>/log.
 FUZZ_TARGETS ?= FuzzJSON FuzzEventDecoder FuzzConfiguration FuzzSimulator FuzzAPNsResponse
 FUZZ_SECONDS ?= 30
 FUZZ_TIMEOUT ?= 10
 FUZZ_RSS_MB  ?= 2048
-FUZZ_BUILD   := $(SWIFT) build --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING $(SWIFTPM_FLAGS)
 
 fuzz: deps-build
-	@for target in $(FUZZ_TARGETS); do $(FUZZ_BUILD) --product $$target || exit 1; done
-	@bin=$$($(FUZZ_BUILD) --show-bin-path); failed=""; for target in $(FUZZ_TARGETS); do \
-	    work=.build-fuzz/fuzz/$$target; mkdir -p $$work/corpus $$work/artifacts; \
-	    cp -n Tests/Fuzz/corpus/$$target/* $$work/corpus/; \
-	    seeds=""; if [ -d Tests/Fuzz/regressions/$$target ]; then seeds=Tests/Fuzz/regressions/$$target; fi; \
-	    echo "== $$target ($(FUZZ_SECONDS)s)"; \
-	    SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/Fuzz/lsan.supp:print_suppressions=0 \
-	    $$bin/$$target $$work/corpus $$seeds -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) \
-	        -rss_limit_mb=$(FUZZ_RSS_MB) -detect_leaks=1 -print_final_stats=1 \
-	        -artifact_prefix=$$work/artifacts/ > $$work/log 2>&1 || failed="$$failed $$target"; \
-	    grep -E "^#[0-9]+ +DONE|^Done [0-9]+ runs|stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY" $$work/log; \
-	done; \
-	if [ -n "$$failed" ]; then echo "FAILED:$$failed (see .build-fuzz/fuzz/<target>/log and artifacts/)"; exit 1; fi; \
-	echo "all fuzz targets ran $(FUZZ_SECONDS)s without a finding"
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) FUZZ_RSS_MB=$(FUZZ_RSS_MB) scripts/fuzz.sh $(FUZZ_TARGETS)
 
 # Benchmarks: release builds, figures printed next to a reference tool's in the same run.
 # `make bench`: performance as users meet it (latency against load on both brokers, APNs round trips,
