@@ -145,13 +145,13 @@ check-deploy: $(if $(APNS_WORKER_BIN),,deps-build)
 	    /usr/bin/python3 deploy/check.py
 
 # The container image (docs/container-image.md), on machines without Docker Hub or a container
-# engine that can run containers: deploy/image/make-bases.sh makes the two base images locally
-# (debootstrap; this machine's Swift toolchain, SWIFT_ROOT), kept between runs (IMAGE_BASES_FORCE=1
-# makes them again); podman builds deploy/Dockerfile on them, fetching the package dependencies from
-# the git mirror SWIFT_PACKAGE_MIRROR when that folder exists (mounted at /mnt for the RUN steps,
-# GitHub URLs redirected there with git's GIT_CONFIG_* variables); deploy/image/check-image.sh
-# extracts the image's root filesystem into .build/image/rootfs and runs the binary there with
-# chroot as the image's user (--version, validate, demo), then prints the image's contents and size.
+# engine that can run containers (deploy/image/build-image.sh): deploy/image/make-bases.sh makes the
+# two base images locally (debootstrap; this machine's Swift toolchain, SWIFT_ROOT), kept between runs
+# (IMAGE_BASES_FORCE=1 makes them again); podman builds deploy/Dockerfile on them, fetching the package
+# dependencies from the git mirror SWIFT_PACKAGE_MIRROR when that folder exists;
+# deploy/image/check-image.sh extracts the image's root filesystem into .build/image/rootfs and runs
+# the binary there with chroot as the image's user (--version, --help, validate, send), then prints
+# the image's contents and size.
 IMAGE_TAG            ?= $(shell git rev-parse --short HEAD)
 IMAGE                ?= apns-worker:$(IMAGE_TAG)
 IMAGE_BUILD_BASE     ?= localhost/apns-worker/swift:6.3.1-bookworm
@@ -160,24 +160,12 @@ IMAGE_BASES_FORCE    ?=
 SWIFT_ROOT           ?= /opt/swift
 SWIFT_PACKAGE_MIRROR ?= /opt/swift-packages
 IMAGE_PACKAGES       := podman debootstrap debian-archive-keyring python3 openssl
-IMAGE_MIRROR_ARGS     = $(if $(wildcard $(SWIFT_PACKAGE_MIRROR)),--volume $(SWIFT_PACKAGE_MIRROR):/mnt:ro \
-                        --build-arg GIT_CONFIG_COUNT=1 --build-arg GIT_CONFIG_KEY_0=url./mnt/.insteadOf \
-                        --build-arg GIT_CONFIG_VALUE_0=https://github.com/)
 
 image: deps-build
 	@scripts/install-packages.sh $(IMAGE_PACKAGES)
-	@start=$$(date +%s); \
-	RUNTIME_IMAGE=$(IMAGE_RUNTIME_BASE) BUILD_IMAGE=$(IMAGE_BUILD_BASE) SWIFT_ROOT=$(SWIFT_ROOT) \
-	    deploy/image/make-bases.sh $(if $(IMAGE_BASES_FORCE),--force) || exit 1; \
-	echo "bases: $$(($$(date +%s) - start)) s"
-	start=$$(date +%s); \
-	podman build --isolation chroot --pull=never -f deploy/Dockerfile -t $(IMAGE) \
-	    --build-arg BUILD_IMAGE=$(IMAGE_BUILD_BASE) --build-arg RUNTIME_IMAGE=$(IMAGE_RUNTIME_BASE) \
-	    --build-arg VERSION=$(IMAGE_TAG) --build-arg REVISION=$$(git rev-parse HEAD) \
-	    $(IMAGE_MIRROR_ARGS) . || exit 1; \
-	echo "image build: $$(($$(date +%s) - start)) s"
-	$(SWIFT) build $(SWIFTPM_FLAGS) --product apns-simulator
-	deploy/image/check-image.sh $(IMAGE) .build/image/rootfs "$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/apns-simulator"
+	IMAGE="$(IMAGE)" IMAGE_TAG="$(IMAGE_TAG)" IMAGE_BUILD_BASE="$(IMAGE_BUILD_BASE)" \
+	    IMAGE_RUNTIME_BASE="$(IMAGE_RUNTIME_BASE)" IMAGE_BASES_FORCE="$(IMAGE_BASES_FORCE)" \
+	    SWIFT_ROOT="$(SWIFT_ROOT)" SWIFT_PACKAGE_MIRROR="$(SWIFT_PACKAGE_MIRROR)" deploy/image/build-image.sh
 
 clean:
 	rm -rf .build .build-*
