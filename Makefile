@@ -1,4 +1,5 @@
-# The one place the project's commands live. README, CI and people call these targets.
+# The one place the project's commands live. README, CI and people call these targets; what takes more
+# than a line of shell is a script (scripts/, deploy/image/) a target calls.
 #
 #   make demo    the embedded default: mock Kafka + APNs simulator + the real pipeline, prints a summary
 #   make test    every test (unit + integration on real protocol peers started in-process)
@@ -18,7 +19,7 @@ BUILD_PACKAGES := pkg-config libnghttp2-dev libssl-dev
 # PKG_CONFIG_PATH, and every binary loads it from there through its run path (RUNPATH, which the
 # tests' own child processes, apns-worker and the reliability rig, have too). Without the prefix
 # (the system's is recent enough) both point at a folder that is not there, and nothing changes.
-# SWIFTPM_FLAGS is what every `swift build|test|run` below is given, the benchmarks' scripts too.
+# SWIFTPM_FLAGS is what every `swift build|test|run` below is given, the scripts' too.
 RDKAFKA_PREFIX := $(CURDIR)/.build/librdkafka/prefix
 export PKG_CONFIG_PATH := $(RDKAFKA_PREFIX)/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 RDKAFKA_SWIFT_FLAGS := -Xlinker -rpath -Xlinker $(RDKAFKA_PREFIX)/lib
