@@ -1,12 +1,15 @@
-# The one place the project's commands live. README, CI and people call these targets.
+# The one place the project's commands live. README, CI and people call these targets; what takes more
+# than a line of shell is a script (scripts/, deploy/image/) a target calls.
 #
 #   make demo    the embedded default: mock Kafka + APNs simulator + the real pipeline, prints a summary
 #   make test    every test (unit + integration on real protocol peers started in-process)
 #   make image   the container image (deploy/Dockerfile) built with podman, then run without a container
 #
-# Both install missing Debian packages first (as root directly, else with sudo, else they say what to run).
+# Each installs the Debian packages it needs when missing (scripts/install-packages.sh: as root directly,
+# else with sudo, else it says what to run).
 
-SWIFT        ?= swift
+# SWIFT and SWIFTPM_FLAGS (below) are exported: the scripts the targets call run swift with them.
+export SWIFT ?= swift
 SWIFT_FLAGS  ?=
 # Packages the code links against (librdkafka comes from scripts/librdkafka.sh, below).
 BUILD_PACKAGES := pkg-config libnghttp2-dev libssl-dev
@@ -16,7 +19,7 @@ BUILD_PACKAGES := pkg-config libnghttp2-dev libssl-dev
 # PKG_CONFIG_PATH, and every binary loads it from there through its run path (RUNPATH, which the
 # tests' own child processes, apns-worker and the reliability rig, have too). Without the prefix
 # (the system's is recent enough) both point at a folder that is not there, and nothing changes.
-# SWIFTPM_FLAGS is what every `swift build|test|run` below is given, the benchmarks' scripts too.
+# SWIFTPM_FLAGS is what every `swift build|test|run` below is given, the scripts' too.
 RDKAFKA_PREFIX := $(CURDIR)/.build/librdkafka/prefix
 export PKG_CONFIG_PATH := $(RDKAFKA_PREFIX)/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 RDKAFKA_SWIFT_FLAGS := -Xlinker -rpath -Xlinker $(RDKAFKA_PREFIX)/lib
@@ -33,28 +36,12 @@ TEST_PACKAGES  := kcat nghttp2-client nghttp2-server json-schema-test-suite pyth
 
 all: build
 
-# Installs the named Debian packages that are missing. Never touches ones already installed.
-define install_packages
-	@missing=""; for p in $(1); do \
-	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	    echo "installing Debian packages:$$missing"; \
-	    if [ "$$(id -u)" = 0 ]; then SUDO=""; \
-	    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo"; \
-	    else echo "error: missing Debian packages:$$missing"; \
-	         echo "run:   sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; fi; \
-	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
-endef
-
 deps-build:
-	$(call install_packages,$(BUILD_PACKAGES))
+	@scripts/install-packages.sh $(BUILD_PACKAGES)
 	@scripts/librdkafka.sh
 
 deps-test: deps-build
-	$(call install_packages,$(TEST_PACKAGES))
+	@scripts/install-packages.sh $(TEST_PACKAGES)
 
 deps: deps-test deps-tansu
 
@@ -67,9 +54,10 @@ build: deps-build
 release: deps-build
 	$(SWIFT) build -c release $(SWIFTPM_FLAGS)
 
-# One test target at a time (tests within a target run in parallel): the integration suites drive
-# real servers hard, and on a 2-core machine running every target at once starves the peers that
-# timing-sensitive tests (deadlines, PING timeouts) talk to.
+# scripts/test.sh runs one test target at a time (tests within a target run in parallel): the
+# integration suites drive real servers hard, and on a 2-core machine running every target at once
+# starves the peers that timing-sensitive tests (deadlines, PING timeouts) talk to. Each target's
+# output is in .build/test-<target>.log.
 # Module names (the apns-workerTests target's module is apns_workerTests). A target that runs no test
 # fails the run: a filter that silently matches nothing is not a pass.
 TEST_TARGETS := JSONSchemaTests WorkerTests apns_workerTests KafkaTests APNsSimulatorTests APNsTests WorkerIntegrationTests \
@@ -82,19 +70,7 @@ TEST_TARGETS := JSONSchemaTests WorkerTests apns_workerTests KafkaTests APNsSimu
 SERIAL_TEST_TARGETS := KafkaTests
 
 test: deps-test deps-tansu
-	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
-	@echo "== apns-worker --version (the librdkafka the tests run with; KafkaTests checks it is the headers')"; \
-	    "$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/apns-worker" --version
-	@mkdir -p .build; failed=""; for target in $(TEST_TARGETS); do \
-	    echo "== $$target"; \
-	    log=.build/test-$$target.log; \
-	    serial=""; case " $(SERIAL_TEST_TARGETS) " in *" $$target "*) serial="--no-parallel";; esac; \
-	    $(SWIFT) test --skip-build $(SWIFTPM_FLAGS) $$serial --filter "^$$target\\." > $$log 2>&1 || failed="$$failed $$target"; \
-	    cat $$log; \
-	    if grep -q "Test run with 0 tests" $$log; then failed="$$failed $$target(ran-no-test)"; fi; \
-	done; \
-	if [ -n "$$failed" ]; then echo "FAILED:$$failed"; exit 1; fi; \
-	echo "all test targets passed"
+	SERIAL_TEST_TARGETS="$(SERIAL_TEST_TARGETS)" scripts/test.sh $(TEST_TARGETS)
 
 test-kafka: deps-test deps-tansu
 	$(SWIFT) test $(SWIFTPM_FLAGS) --no-parallel --filter KafkaTests
@@ -124,32 +100,19 @@ demo: deps-build
 dev: deps-build
 	$(SWIFT) run $(SWIFTPM_FLAGS) apns-worker dev $(DEV_FLAGS)
 
-# Fuzzing (docs/reliability.md, "Fuzzers"): each libFuzzer target of Tests/Fuzz, built with AddressSanitizer
-# into .build-fuzz, runs FUZZ_SECONDS on its seed corpus copied to .build-fuzz/fuzz/<target>/corpus (new
-# inputs collect there, never in the repository) plus its regressions. A crash, a broken property, a leak,
-# an input slower than FUZZ_TIMEOUT seconds or more memory than FUZZ_RSS_MB fails the run; the input is
-# saved in .build-fuzz/fuzz/<target>/artifacts and the log in .build-fuzz/fuzz/<target>/log.
+# Fuzzing (docs/reliability.md, "Fuzzers"; scripts/fuzz.sh): each libFuzzer target of Tests/Fuzz,
+# built with AddressSanitizer into .build-fuzz, runs FUZZ_SECONDS on its seed corpus copied to
+# .build-fuzz/fuzz/<target>/corpus (new inputs collect there, never in the repository) plus its
+# regressions. A crash, a broken property, a leak, an input slower than FUZZ_TIMEOUT seconds or more
+# memory than FUZZ_RSS_MB fails the run; the input is saved in .build-fuzz/fuzz/<target>/artifacts and
+# the log in .build-fuzz/fuzz/<target>/log.
 FUZZ_TARGETS ?= FuzzJSON FuzzEventDecoder FuzzConfiguration FuzzSimulator FuzzAPNsResponse
 FUZZ_SECONDS ?= 30
 FUZZ_TIMEOUT ?= 10
 FUZZ_RSS_MB  ?= 2048
-FUZZ_BUILD   := $(SWIFT) build --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING $(SWIFTPM_FLAGS)
 
 fuzz: deps-build
-	@for target in $(FUZZ_TARGETS); do $(FUZZ_BUILD) --product $$target || exit 1; done
-	@bin=$$($(FUZZ_BUILD) --show-bin-path); failed=""; for target in $(FUZZ_TARGETS); do \
-	    work=.build-fuzz/fuzz/$$target; mkdir -p $$work/corpus $$work/artifacts; \
-	    cp -n Tests/Fuzz/corpus/$$target/* $$work/corpus/; \
-	    seeds=""; if [ -d Tests/Fuzz/regressions/$$target ]; then seeds=Tests/Fuzz/regressions/$$target; fi; \
-	    echo "== $$target ($(FUZZ_SECONDS)s)"; \
-	    SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/Fuzz/lsan.supp:print_suppressions=0 \
-	    $$bin/$$target $$work/corpus $$seeds -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) \
-	        -rss_limit_mb=$(FUZZ_RSS_MB) -detect_leaks=1 -print_final_stats=1 \
-	        -artifact_prefix=$$work/artifacts/ > $$work/log 2>&1 || failed="$$failed $$target"; \
-	    grep -E "^#[0-9]+ +DONE|^Done [0-9]+ runs|stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY" $$work/log; \
-	done; \
-	if [ -n "$$failed" ]; then echo "FAILED:$$failed (see .build-fuzz/fuzz/<target>/log and artifacts/)"; exit 1; fi; \
-	echo "all fuzz targets ran $(FUZZ_SECONDS)s without a finding"
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) FUZZ_RSS_MB=$(FUZZ_RSS_MB) scripts/fuzz.sh $(FUZZ_TARGETS)
 
 # Benchmarks: release builds, figures printed next to a reference tool's in the same run.
 # `make bench`: performance as users meet it (latency against load on both brokers, APNs round trips,
@@ -158,7 +121,7 @@ fuzz: deps-build
 # `make bench BENCH=NAME`: one of Benchmarks/run.sh's benchmarks (kafka, worker, jsonschema, ...).
 BENCH_PACKAGES := python3-matplotlib linux-perf
 bench: deps-tansu
-	$(if $(BENCH),Benchmarks/run.sh $(BENCH),$(call install_packages,$(BENCH_PACKAGES)))
+	$(if $(BENCH),Benchmarks/run.sh $(BENCH),@scripts/install-packages.sh $(BENCH_PACKAGES))
 	$(if $(BENCH),,/usr/bin/python3 Benchmarks/performance.py $(BENCH_PARTS:%=--only %))
 
 lint:
@@ -175,21 +138,21 @@ lint:
 # The worker is built first (incremental after `make test`); APNS_WORKER_BIN=<a built apns-worker>
 # uses that one instead and builds nothing.
 check-deploy: $(if $(APNS_WORKER_BIN),,deps-build)
-	$(call install_packages,python3-yaml prometheus)
-	$(if $(shell command -v kubectl 2>/dev/null),,$(call install_packages,kubernetes-client))
+	@scripts/install-packages.sh python3-yaml prometheus
+	$(if $(shell command -v kubectl 2>/dev/null),,@scripts/install-packages.sh kubernetes-client)
 	kubectl kustomize deploy/kubernetes > /dev/null
 	$(if $(APNS_WORKER_BIN),,$(SWIFT) build $(SWIFTPM_FLAGS) --product apns-worker)
 	APNS_WORKER_BIN="$(or $(APNS_WORKER_BIN),$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/apns-worker)" \
 	    /usr/bin/python3 deploy/check.py
 
 # The container image (docs/container-image.md), on machines without Docker Hub or a container
-# engine that can run containers: deploy/image/make-bases.sh makes the two base images locally
-# (debootstrap; this machine's Swift toolchain, SWIFT_ROOT), kept between runs (IMAGE_BASES_FORCE=1
-# makes them again); podman builds deploy/Dockerfile on them, fetching the package dependencies from
-# the git mirror SWIFT_PACKAGE_MIRROR when that folder exists (mounted at /mnt for the RUN steps,
-# GitHub URLs redirected there with git's GIT_CONFIG_* variables); deploy/image/check-image.sh
-# extracts the image's root filesystem into .build/image/rootfs and runs the binary there with
-# chroot as the image's user (--version, validate, demo), then prints the image's contents and size.
+# engine that can run containers (deploy/image/build-image.sh): deploy/image/make-bases.sh makes the
+# two base images locally (debootstrap; this machine's Swift toolchain, SWIFT_ROOT), kept between runs
+# (IMAGE_BASES_FORCE=1 makes them again); podman builds deploy/Dockerfile on them, fetching the package
+# dependencies from the git mirror SWIFT_PACKAGE_MIRROR when that folder exists;
+# deploy/image/check-image.sh extracts the image's root filesystem into .build/image/rootfs and runs
+# the binary there with chroot as the image's user (--version, --help, validate, send), then prints
+# the image's contents and size.
 IMAGE_TAG            ?= $(shell git rev-parse --short HEAD)
 IMAGE                ?= apns-worker:$(IMAGE_TAG)
 IMAGE_BUILD_BASE     ?= localhost/apns-worker/swift:6.3.1-bookworm
@@ -198,24 +161,12 @@ IMAGE_BASES_FORCE    ?=
 SWIFT_ROOT           ?= /opt/swift
 SWIFT_PACKAGE_MIRROR ?= /opt/swift-packages
 IMAGE_PACKAGES       := podman debootstrap debian-archive-keyring python3 openssl
-IMAGE_MIRROR_ARGS     = $(if $(wildcard $(SWIFT_PACKAGE_MIRROR)),--volume $(SWIFT_PACKAGE_MIRROR):/mnt:ro \
-                        --build-arg GIT_CONFIG_COUNT=1 --build-arg GIT_CONFIG_KEY_0=url./mnt/.insteadOf \
-                        --build-arg GIT_CONFIG_VALUE_0=https://github.com/)
 
 image: deps-build
-	$(call install_packages,$(IMAGE_PACKAGES))
-	@start=$$(date +%s); \
-	RUNTIME_IMAGE=$(IMAGE_RUNTIME_BASE) BUILD_IMAGE=$(IMAGE_BUILD_BASE) SWIFT_ROOT=$(SWIFT_ROOT) \
-	    deploy/image/make-bases.sh $(if $(IMAGE_BASES_FORCE),--force) || exit 1; \
-	echo "bases: $$(($$(date +%s) - start)) s"
-	start=$$(date +%s); \
-	podman build --isolation chroot --pull=never -f deploy/Dockerfile -t $(IMAGE) \
-	    --build-arg BUILD_IMAGE=$(IMAGE_BUILD_BASE) --build-arg RUNTIME_IMAGE=$(IMAGE_RUNTIME_BASE) \
-	    --build-arg VERSION=$(IMAGE_TAG) --build-arg REVISION=$$(git rev-parse HEAD) \
-	    $(IMAGE_MIRROR_ARGS) . || exit 1; \
-	echo "image build: $$(($$(date +%s) - start)) s"
-	$(SWIFT) build $(SWIFTPM_FLAGS) --product apns-simulator
-	deploy/image/check-image.sh $(IMAGE) .build/image/rootfs "$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/apns-simulator"
+	@scripts/install-packages.sh $(IMAGE_PACKAGES)
+	IMAGE="$(IMAGE)" IMAGE_TAG="$(IMAGE_TAG)" IMAGE_BUILD_BASE="$(IMAGE_BUILD_BASE)" \
+	    IMAGE_RUNTIME_BASE="$(IMAGE_RUNTIME_BASE)" IMAGE_BASES_FORCE="$(IMAGE_BASES_FORCE)" \
+	    SWIFT_ROOT="$(SWIFT_ROOT)" SWIFT_PACKAGE_MIRROR="$(SWIFT_PACKAGE_MIRROR)" deploy/image/build-image.sh
 
 clean:
 	rm -rf .build .build-*

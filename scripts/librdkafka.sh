@@ -61,20 +61,9 @@ fi
 start=$(date +%s)
 say "the system's is ${system_version:-not installed} (< $LIBRDKAFKA_MIN): building Debian $DEBIAN_SUITE's librdkafka $DEBIAN_UPSTREAM into ${PREFIX#"$PWD"/}"
 
-# 3. Build dependencies, installed as the Makefile does (root, else sudo, else say what to run).
-missing=""
-for p in $BUILD_DEPENDS; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-    if [ "$(id -u)" = 0 ]; then SUDO=""
-    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo"
-    else die "missing Debian packages:$missing; run: sudo apt-get update && sudo apt-get install -y$missing"; fi
-    say "installing Debian packages:$missing"
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    # shellcheck disable=SC2086 # a list of names
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
-fi
+# 3. Build dependencies, when missing (root, else sudo, else it says what to run and this stops).
+# shellcheck disable=SC2086 # a list of names
+scripts/install-packages.sh $BUILD_DEPENDS
 
 # 4. Where Debian's archive is: the URIs of the system's own suite, component main, as apt reads its
 #    configuration (sources.list and deb822 .sources alike). Not the security or updates suites.

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs the named test targets one at a time (tests within a target run in parallel, except in the
+# targets named in SERIAL_TEST_TARGETS, which run one test at a time): builds the tests once, prints
+# the librdkafka the tests run with (`apns-worker --version`), then runs each target with
+# `swift test --skip-build --filter '^TARGET\.'`. Installs nothing.
+#
+#   scripts/test.sh TARGET...      (`make test` passes TEST_TARGETS, after installing the peers)
+#
+# Environment: SWIFT (default swift), SWIFTPM_FLAGS (what the Makefile gives every swift build: the
+# run path of the librdkafka it uses, scripts/librdkafka.sh), SERIAL_TEST_TARGETS.
+# Each target's output goes to .build/test-TARGET.log and is printed after it ran. A target that
+# fails, or that runs no test ("Test run with 0 tests": a filter that silently matches nothing is
+# not a pass), is listed on a last line "FAILED: ..." and the script exits 1; else it says "all test
+# targets passed".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ $# -gt 0 ] || { echo "usage: $0 TARGET..." >&2; exit 2; }
+SWIFT=${SWIFT:-swift}
+read -r -a SWIFTPM_FLAGS <<< "${SWIFTPM_FLAGS:-}"
+SERIAL_TEST_TARGETS=${SERIAL_TEST_TARGETS:-}
+
+(set -x; "$SWIFT" build --build-tests "${SWIFTPM_FLAGS[@]}")
+echo "== apns-worker --version (the librdkafka the tests run with; KafkaTests checks it is the headers')"
+"$("$SWIFT" build "${SWIFTPM_FLAGS[@]}" --show-bin-path)/apns-worker" --version
+
+mkdir -p .build
+failed=""
+for target in "$@"; do
+    echo "== $target"
+    log=.build/test-$target.log
+    serial=()
+    case " $SERIAL_TEST_TARGETS " in *" $target "*) serial=(--no-parallel) ;; esac
+    "$SWIFT" test --skip-build "${SWIFTPM_FLAGS[@]}" "${serial[@]}" --filter "^$target\\." > "$log" 2>&1 \
+        || failed="$failed $target"
+    cat "$log"
+    if grep -q "Test run with 0 tests" "$log"; then failed="$failed $target(ran-no-test)"; fi
+done
+if [ -n "$failed" ]; then echo "FAILED:$failed"; exit 1; fi
+echo "all test targets passed"
