@@ -11,7 +11,12 @@ import ServiceLifecycle
 package enum WorkerRuntime {
     /// The pieces, built from a configuration; `run()` runs them.
     package struct Assembly: Sendable {
+        /// The pipeline of every input topic, or of the bulk lane's with `consumer.lanes`.
         package let pipeline: WorkerPipeline
+        /// The urgent lane's pipeline (`consumer.lanes.urgent`): a group member of its own in the
+        /// same group, with its own fetch queue, buffer, in-flight bound and producer, sharing the
+        /// APNs connections.
+        package let urgent: WorkerPipeline?
         package let operations: OperationsServer
         package let health: HealthState
         package let metrics: WorkerMetrics
@@ -30,7 +35,8 @@ package enum WorkerRuntime {
                 configuration: ServiceGroupConfiguration(
                     // The operations endpoint first: services stop in reverse order, so /metrics and
                     // /health keep answering while the pipeline drains.
-                    services: [.init(service: operations), .init(service: pipeline)],
+                    services: [.init(service: operations), .init(service: pipeline)]
+                        + (urgent.map { [.init(service: $0)] } ?? []),
                     gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [],
                     logger: logger))
         }
@@ -66,7 +72,7 @@ package enum WorkerRuntime {
         checkCertificates(sender.certificateValidity, now: Date(), metrics: metrics, observer: observer, logger: logger)
 
         var pipelineConfiguration = PipelineConfiguration(
-            inputTopics: configuration.consumer.topics, resultsTopic: configuration.topics.results,
+            inputTopics: configuration.consumer.bulkTopics, resultsTopic: configuration.topics.results,
             deadLetterTopic: configuration.topics.deadLetters)
         pipelineConfiguration.maxInFlight = configuration.delivery.maxInFlight
         pipelineConfiguration.maxInFlightBytes = configuration.delivery.maxInFlightBytes
@@ -85,10 +91,25 @@ package enum WorkerRuntime {
 
         var decoder = NotificationEventDecoder.standard
         decoder.derivesCollapseIDs = configuration.apns.collapseIdFromEventId
+        // With lanes, each pipeline reports into the shared metrics and health through a
+        // `LaneObserver`, which combines what is a state of the whole worker.
+        let tally = configuration.consumer.urgent.map { _ in LaneObserver.Tally(lanes: 2) }
         let pipeline = WorkerPipeline(
             configuration: pipelineConfiguration, consumer: consumer,
-            producer: configuration.kafkaProducerConfiguration,
-            sender: sender, decoder: decoder, observer: observer, logger: logger)
+            producer: configuration.kafkaProducerConfiguration, sender: sender, decoder: decoder,
+            observer: tally.map { LaneObserver(base: observer, lane: 0, tally: $0) } ?? observer, logger: logger)
+        var urgentLogger = logger
+        urgentLogger[metadataKey: "lane"] = "urgent"
+        let urgent = configuration.consumer.urgent.map { lane in
+            var urgentConfiguration = pipelineConfiguration
+            urgentConfiguration.inputTopics = lane.topics
+            urgentConfiguration.maxInFlight = lane.maxInFlight
+            return WorkerPipeline(
+                configuration: urgentConfiguration, consumer: Self.urgentMember(consumer),
+                producer: Self.urgentMember(configuration.kafkaProducerConfiguration), sender: sender,
+                decoder: decoder, observer: LaneObserver(base: observer, lane: 1, tally: tally!),
+                logger: urgentLogger)
+        }
         let beforeScrape: @Sendable () -> Void = {
             for (credential, environment, statistics) in sender.poolStatistics() {
                 metrics.setAPNsPool(credential: credential, environment: environment.rawValue, statistics)
@@ -98,8 +119,28 @@ package enum WorkerRuntime {
             settings: configuration.http, health: health, registry: registry, logger: logger,
             beforeScrape: beforeScrape, onListening: onListening)
         return Assembly(
-            pipeline: pipeline, operations: operations, health: health, metrics: metrics, registry: registry,
+            pipeline: pipeline, urgent: urgent, operations: operations, health: health, metrics: metrics,
+            registry: registry,
             beforeScrape: beforeScrape, logger: logger)
+    }
+
+    /// The urgent lane's consumer: the same group, named apart (`client.id`, and a static member's
+    /// `group.instance.id`, which two members may not share).
+    static func urgentMember(_ consumer: KafkaConsumerConfiguration) -> KafkaConsumerConfiguration {
+        var consumer = consumer
+        consumer.clientID += "-urgent"
+        for key in ["client.id", "group.instance.id"] where consumer.properties[key] != nil {
+            consumer.properties[key]! += "-urgent"
+        }
+        return consumer
+    }
+
+    /// The urgent lane's producer: its results do not queue behind the bulk lane's in librdkafka.
+    static func urgentMember(_ producer: KafkaProducerConfiguration) -> KafkaProducerConfiguration {
+        var producer = producer
+        producer.clientID += "-urgent"
+        if producer.properties["client.id"] != nil { producer.properties["client.id"]! += "-urgent" }
+        return producer
     }
 
     /// Exports each certificate's expiry, and says at start what `check` says: a certificate

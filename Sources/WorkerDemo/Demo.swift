@@ -165,16 +165,17 @@ package enum Demo {
 
     /// Which input record a result or dead letter is about.
     private static func sourceKey(_ record: KafkaConsumerMessage) -> String {
-        if let partition = record.headers.lastString(DeadLetterHeader.sourcePartition),
+        if let topic = record.headers.lastString(DeadLetterHeader.sourceTopic),
+            let partition = record.headers.lastString(DeadLetterHeader.sourcePartition),
             let offset = record.headers.lastString(DeadLetterHeader.sourceOffset)
         {
-            return "\(partition)/\(offset)"
+            return "\(topic)/\(partition)/\(offset)"
         }
         if let object = try? JSONSerialization.jsonObject(with: Data(record.value ?? [])) as? [String: Any],
-            let source = object["source"] as? [String: Any], let partition = source["partition"],
-            let offset = source["offset"]
+            let source = object["source"] as? [String: Any], let topic = source["topic"],
+            let partition = source["partition"], let offset = source["offset"]
         {
-            return "\(partition)/\(offset)"
+            return "\(topic)/\(partition)/\(offset)"
         }
         return "\(record.partition)/\(record.offset)"
     }

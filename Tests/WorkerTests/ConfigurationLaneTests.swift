@@ -48,6 +48,9 @@ struct ConfigurationLaneTests {
         #expect(configuration.consumer.urgent?.topics == ["signin", "chat"])
         #expect(configuration.consumer.urgent?.maxInFlight == 200)
         #expect(configuration.consumer.bulkTopics == ["campaigns"])
+        #expect(
+            ConfigurationCheck.summary(configuration)[1].contains(
+                "urgent lane signin, chat (200 in flight), bulk lane campaigns"))
 
         let defaults = try WorkerConfiguration.parse(
             Self.yaml("lanes:\n  urgent:\n    topics: signin\n  bulk:\n    topics: [campaigns, chat]"),

@@ -236,6 +236,10 @@ package struct ConfigurationCheck: Sendable {
         var lines = [
             "kafka:        \(properties(configuration.kafka))",
             "consumer:     group \(configuration.consumer.group), topics \(configuration.consumer.topics.joined(separator: ", "))"
+                + (configuration.consumer.urgent.map {
+                    "; urgent lane \($0.topics.joined(separator: ", ")) (\($0.maxInFlight) in flight), bulk lane "
+                        + configuration.consumer.bulkTopics.joined(separator: ", ")
+                } ?? "")
                 + (configuration.consumer.properties.isEmpty
                     ? "" : "; \(properties(configuration.consumer.properties))"),
             "producer:     delivery timeout \(ConfigDuration.format(configuration.producer.deliveryTimeout))"

@@ -121,24 +121,26 @@ final class TopicWatcher: Sendable {
     private static func about(_ record: KafkaConsumerMessage, kind: Kind) -> About {
         switch kind {
         case .input:
-            return About(key: "\(record.partition)/\(record.offset)")
+            return About(key: "\(record.topic)/\(record.partition)/\(record.offset)")
         case .deadLetters:
-            guard let partition = record.headers.lastString(DeadLetterHeader.sourcePartition),
+            guard let topic = record.headers.lastString(DeadLetterHeader.sourceTopic),
+                let partition = record.headers.lastString(DeadLetterHeader.sourcePartition),
                 let offset = record.headers.lastString(DeadLetterHeader.sourceOffset)
             else { return About() }
             return About(
-                key: "\(partition)/\(offset)", degraded: record.headers.lastString(DeadLetterHeader.degraded) != nil)
+                key: "\(topic)/\(partition)/\(offset)",
+                degraded: record.headers.lastString(DeadLetterHeader.degraded) != nil)
         case .results:
             guard let object = try? JSONSerialization.jsonObject(with: Data(record.value ?? [])) as? [String: Any],
-                let source = object["source"] as? [String: Any], let partition = source["partition"] as? Int,
-                let offset = source["offset"] as? Int
+                let source = object["source"] as? [String: Any], let topic = source["topic"] as? String,
+                let partition = source["partition"] as? Int, let offset = source["offset"] as? Int
             else { return About() }
             let outcome = ResultOutcome(rawValue: object["outcome"] as? String ?? "")
             // The outcomes that come with a dead letter (docs/events.md): failed, invalid, and
             // rejected for want of a credential (the only rejection without an APNs status).
             let needsDeadLetter =
                 outcome == .failed || outcome == .invalid || (outcome == .rejected && !(object["status"] is Int))
-            return About(key: "\(partition)/\(offset)", outcome: outcome, needsDeadLetter: needsDeadLetter)
+            return About(key: "\(topic)/\(partition)/\(offset)", outcome: outcome, needsDeadLetter: needsDeadLetter)
         }
     }
 }

@@ -18,6 +18,7 @@ struct ResultRecord: Sendable {
     let reason: String?
     let detail: String?
     let attempts: Int
+    let sourceTopic: String
     let sourcePartition: Int
     let sourceOffset: Int64
     let record: KafkaConsumerMessage
@@ -31,12 +32,13 @@ struct ResultRecord: Sendable {
         detail = object["detail"] as? String
         attempts = object["attempts"] as? Int ?? -1
         let source = try #require(object["source"] as? [String: Any])
+        sourceTopic = try #require(source["topic"] as? String)
         sourcePartition = try #require(source["partition"] as? Int)
         sourceOffset = Int64(try #require(source["offset"] as? Int))
         self.record = record
     }
 
-    var sourceKey: String { "\(sourcePartition)/\(sourceOffset)" }
+    var sourceKey: String { "\(sourceTopic)/\(sourcePartition)/\(sourceOffset)" }
 }
 
 struct HarnessError: Error, CustomStringConvertible {

@@ -1,0 +1,75 @@
+import APNsSimulator
+import Foundation
+import Kafka
+import ReliabilityMatrix
+import TestPeers
+import Testing
+import Worker
+import WorkerDemo
+
+/// `consumer.lanes`: urgent topics read, admitted and sent apart from a bulk backlog.
+@Suite("Urgent before bulk: lanes", .serialized, .timeLimit(.minutes(5)))
+struct LanesTests {
+    static let urgentTopic = "signin"
+
+    // Without lanes an urgent record waits behind every bulk record fetched before it: in
+    // librdkafka's queue, the consumer's buffer and the in-flight bound, first come first served.
+    @Test(
+        "an urgent event is pushed while the bulk lane is held at its bound; both lanes end with one result per event, pushed once",
+        arguments: Broker.allCases)
+    func urgentWhileBulkIsHeld(_ broker: Broker) async throws {
+        let harness = try await Harness.start(broker: broker)
+        defer { Task { await harness.shutdown() } }
+        try await harness.stack.cluster.create(topic: Self.urgentTopic, partitions: 2)
+        let simulator = harness.stack.simulator
+        simulator.devices.policy = .accept
+        // Each push takes a second: the bulk lane, 20 at a time, needs 10 s for its 200.
+        simulator.faults.latency = .fixed(.seconds(1))
+        try await harness.produce((0..<200).map { Self.event("bulk-\($0)", token: $0 + 1) })
+
+        let worker = try harness.startWorker(group: "lanes-\(broker)", maxInFlight: 20) {
+            $0.consumer.topics.append(Self.urgentTopic)
+            var urgent = UrgentLane(topics: [Self.urgentTopic])
+            urgent.maxInFlight = 10
+            $0.consumer.urgent = urgent
+        }
+        let bulk = worker.assembly.pipeline
+        let urgent = try #require(worker.assembly.urgent)
+        try await eventually(60, "bulk held at its bound, the urgent lane assigned", state: { "\(bulk.inFlight)" }) {
+            bulk.inFlight == 20 && urgent.ownedPartitions == 2
+        }
+        #expect(bulk.ownedPartitions == 4, "the bulk lane's member owns the bulk topic's partitions only")
+        try await harness.produce(
+            (0..<10).map {
+                var record = Self.event("urgent-\($0)", token: 1_000 + $0)
+                record.topic = Self.urgentTopic
+                return record
+            })
+
+        var urgentDone = 0
+        var bulkDone = 0
+        let deadline = ContinuousClock.now + .seconds(30)
+        while urgentDone < 10, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(200))
+            let ids = try await harness.allRecords(of: EmbeddedStack.resultsTopic).compactMap {
+                try ResultRecord($0).eventID
+            }
+            urgentDone = ids.filter { $0.hasPrefix("urgent-") }.count
+            bulkDone = ids.filter { $0.hasPrefix("bulk-") }.count
+        }
+        #expect(urgentDone == 10, "the urgent results")
+        #expect(bulkDone < 100, "the urgent events did not wait for the bulk backlog (\(bulkDone) of 200 bulk done)")
+
+        simulator.faults.latency = .none
+        let results = try await harness.results(210)
+        try await worker.stop()
+        #expect(results.count == 210 && results.allSatisfy { $0.outcome == .delivered })
+        let all = try await harness.allRecords(of: EmbeddedStack.resultsTopic)
+        #expect(all.count == 210, "one result per event, none twice (\(all.count))")
+        #expect(simulator.observation.count(status: 200) == 210, "each event pushed once")
+    }
+
+    static func event(_ id: String, token: Int) -> KafkaProducerMessage {
+        Samples.alert(id: id, deviceToken: Samples.deviceToken(token), topic: EmbeddedStack.bundleID, partition: nil)
+    }
+}
