@@ -124,6 +124,9 @@ public final class APNsClient: Sendable {
     public struct BatchItem: Sendable {
         public var push: APNsPush
         public var completion: @Sendable (Result<APNsResponse, any Error>) -> Void
+        /// Goes before every request that is not urgent waiting for a stream, and may take the
+        /// streams they leave free (`APNsClientConfiguration.reservedUrgentStreams`).
+        public var urgent = false
 
         public init(
             _ notification: APNsNotification,
@@ -171,7 +174,7 @@ public final class APNsClient: Sendable {
             item.completion(.failure(error))
             return nil
         }
-        return request(prepared, deadline: deadline, answer: .untyped(item.completion))
+        return request(prepared, deadline: deadline, urgent: item.urgent, answer: .untyped(item.completion))
     }
 
     /// A request checked and given its provider token, ready to go.
@@ -215,13 +218,14 @@ public final class APNsClient: Sendable {
     /// The pool's request; with token authentication it carries the authenticator, which hears of
     /// an ExpiredProviderToken answer before the caller does.
     private func request(
-        _ prepared: Prepared, deadline: NIODeadline, waiterID: Int? = nil, answer: APNsConnectionPool.Request.Answer
+        _ prepared: Prepared, deadline: NIODeadline, waiterID: Int? = nil, urgent: Bool = false,
+        answer: APNsConnectionPool.Request.Answer
     ) -> APNsConnectionPool.Request {
         var authenticator: APNsTokenAuthenticator?
         if case .token(let tokens) = credential, prepared.token != nil { authenticator = tokens }
         return APNsConnectionPool.Request(
-            content: prepared.content, token: prepared.token, deadline: deadline, waiterID: waiterID, resends: 0,
-            authenticator: authenticator, answer: answer)
+            content: prepared.content, token: prepared.token, deadline: deadline, waiterID: waiterID, urgent: urgent,
+            resends: 0, authenticator: authenticator, answer: answer)
     }
 
     /// The connections, streams and waiting requests of its pool, now.
@@ -244,6 +248,7 @@ public final class APNsClient: Sendable {
             serverName: configuration.tls.serverName ?? host,
             connections: configuration.connectionsPerCredential,
             maximumWaiters: configuration.maximumWaitingRequests,
+            reservedUrgentStreams: configuration.reservedUrgentStreams,
             connectTimeout: TimeAmount(configuration.connectTimeout),
             proxy: configuration.proxy,
             reconnect: .init(

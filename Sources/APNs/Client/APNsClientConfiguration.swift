@@ -14,6 +14,10 @@ public struct APNsClientConfiguration: Sendable {
     public var maximumStreamsPerConnection: Int
     /// Requests that may wait for a free stream before `send` fails with `queueFull`.
     public var maximumWaitingRequests: Int
+    /// Streams a request that is not urgent (`BatchItem.urgent`) leaves free for urgent ones,
+    /// across the connections (at most half of their streams); 0: none kept. Urgent requests go
+    /// before every other waiting for a stream either way.
+    public var reservedUrgentStreams: Int = 0
     /// The deadline of each `send`, waiting for a stream included.
     public var requestTimeout: Duration
     /// TCP connect, and separately TLS handshake + first SETTINGS.

@@ -47,6 +47,11 @@ extension APNsConnectionPool {
         struct Slot {
             var phase = SlotPhase.idle
             var failures = 0
+
+            func isConnecting(_ id: Int) -> Bool {
+                if case .connecting(id, _) = phase { return true }
+                return false
+            }
         }
 
         /// A connection whose server said SETTINGS: it serves a slot, or drains after GOAWAY.
@@ -99,18 +104,24 @@ extension APNsConnectionPool {
         private var connections: [Int: Connection] = [:]
         private(set) var phase = Phase.running
         private var waiters = CircularBuffer<(id: Int, waiter: Waiter)>()
+        /// Urgent requests waiting for a stream: served before any in `waiters`.
+        private var urgentWaiters = CircularBuffer<(id: Int, waiter: Waiter)>()
         private let maximumWaiters: Int
+        /// Streams a bulk (not urgent) request leaves free across the serving connections, for
+        /// urgent ones; 0: none kept.
+        private let reservedStreams: Int
         private let reconnect: Reconnect
         private var nextConnectionID = 1
         private var nextWaiterID = 0
 
-        init(connections: Int, maximumWaiters: Int, reconnect: Reconnect) {
+        init(connections: Int, maximumWaiters: Int, reconnect: Reconnect, reservedStreams: Int = 0) {
             self.slots = Array(repeating: Slot(), count: max(1, connections))
             self.maximumWaiters = maximumWaiters
             self.reconnect = reconnect
+            self.reservedStreams = max(0, reservedStreams)
         }
 
-        var waiterCount: Int { waiters.count }
+        var waiterCount: Int { waiters.count + urgentWaiters.count }
 
         var isShuttingDown: Bool {
             if case .shuttingDown = phase { return true }
@@ -162,17 +173,24 @@ extension APNsConnectionPool {
         /// it waits (`waiterID` names it there), else it is refused. Connections to open (the first
         /// request starts every idle slot) are appended to `connecting`. No allocation when a stream
         /// is free: this runs for every request.
-        mutating func acquire(_ waiter: Waiter, waiterID: Int, connecting: inout [Action]) -> Acquired {
+        ///
+        /// `urgent`: it goes before every bulk request waiting, and may take the streams a bulk one
+        /// leaves free (`reservedStreams`); urgent ones wait in their own order.
+        mutating func acquire(
+            _ waiter: Waiter, waiterID: Int, urgent: Bool = false, connecting: inout [Action]
+        ) -> Acquired {
             if isShuttingDown {
                 return .refused(APNsClientError(.shutDown, "client is shutting down", mayHaveReachedAPNs: false))
             }
             startIdleSlots(into: &connecting)
-            if waiters.isEmpty, let id = leastLoaded() {
+            if urgentWaiters.isEmpty, urgent || waiters.isEmpty,
+                let id = leastLoaded(keeping: urgent ? 0 : reservedStreams)
+            {
                 changeOpen(id) { $0.inFlight += 1 }
                 return .dispatched(connectionID: id, connections[id]!)
             }
-            if waiters.count < maximumWaiters {
-                waiters.append((waiterID, waiter))
+            if waiterCount < maximumWaiters {
+                if urgent { urgentWaiters.append((waiterID, waiter)) } else { waiters.append((waiterID, waiter)) }
                 return .waiting
             }
             return .refused(
@@ -181,9 +199,9 @@ extension APNsConnectionPool {
         }
 
         /// `acquire` for one request, as actions (what a test reads).
-        mutating func acquire(_ waiter: Waiter, waiterID: Int) -> [Action] {
+        mutating func acquire(_ waiter: Waiter, waiterID: Int, urgent: Bool = false) -> [Action] {
             var actions: [Action] = []
-            switch acquire(waiter, waiterID: waiterID, connecting: &actions) {
+            switch acquire(waiter, waiterID: waiterID, urgent: urgent, connecting: &actions) {
             case .dispatched(let id, let connection): actions.append(.dispatch(waiter, connectionID: id, connection))
             case .waiting: break
             case .refused(let error): actions.append(.fail(waiter, error))
@@ -196,7 +214,7 @@ extension APNsConnectionPool {
         /// empty array, no allocation) in the common case.
         mutating func release(connectionID id: Int) -> [Action] {
             guard let serving = changeOpen(id, { $0.finished() }) else { return [] }
-            if serving, waiters.isEmpty, case .running = phase { return [] }
+            if serving, waiters.isEmpty, urgentWaiters.isEmpty, case .running = phase { return [] }
             var actions = serveWaiters()
             if let connection = open[id], !connection.isServing, connection.inFlight == 0 {
                 actions.append(.close(connections[id]!))  // drained after GOAWAY
@@ -208,15 +226,25 @@ extension APNsConnectionPool {
         /// Waiting requests give up (their deadline passed, or their caller cancelled): those still
         /// waiting fail with `error`.
         mutating func giveUp(waiterIDs ids: Set<Int>, _ error: APNsClientError) -> [Action] {
-            guard waiters.contains(where: { ids.contains($0.id) }) else { return [] }
             var actions: [Action] = []
-            var kept = CircularBuffer<(id: Int, waiter: Waiter)>(initialCapacity: waiters.count)
-            for entry in waiters {
-                if ids.contains(entry.id) { actions.append(.fail(entry.waiter, error)) } else { kept.append(entry) }
-            }
-            waiters = kept
+            Self.remove(ids, from: &urgentWaiters, failing: error, into: &actions)
+            Self.remove(ids, from: &waiters, failing: error, into: &actions)
+            guard !actions.isEmpty else { return [] }
             drainedIfDone(into: &actions)
             return actions
+        }
+
+        private static func remove(
+            _ ids: Set<Int>, from queue: inout CircularBuffer<(id: Int, waiter: Waiter)>,
+            failing error: APNsClientError,
+            into actions: inout [Action]
+        ) {
+            guard queue.contains(where: { ids.contains($0.id) }) else { return }
+            var kept = CircularBuffer<(id: Int, waiter: Waiter)>(initialCapacity: queue.count)
+            for entry in queue {
+                if ids.contains(entry.id) { actions.append(.fail(entry.waiter, error)) } else { kept.append(entry) }
+            }
+            queue = kept
         }
 
         // MARK: Connections
@@ -273,6 +301,7 @@ extension APNsConnectionPool {
                 if !open.values.contains(where: \.isServing) {
                     let reason =
                         error ?? APNsClientError(.connectFailed, "could not connect", mayHaveReachedAPNs: false)
+                    while let (_, waiter) = urgentWaiters.popFirst() { actions.append(.fail(waiter, reason)) }
                     while let (_, waiter) = waiters.popFirst() { actions.append(.fail(waiter, reason)) }
                 }
             }
@@ -308,7 +337,7 @@ extension APNsConnectionPool {
             return actions
         }
 
-        var isDrained: Bool { inFlight == 0 && waiters.isEmpty }
+        var isDrained: Bool { inFlight == 0 && waiterCount == 0 }
 
         /// After the drain: every connection to close (each sends GOAWAY first) and every reconnect
         /// timer to cancel. The slots are idle afterwards.
@@ -387,59 +416,35 @@ extension APNsConnectionPool {
             return result
         }
 
-        private func leastLoaded() -> Int? {
+        /// The least loaded serving connection with a free stream, if more than `reserve` streams are
+        /// free across the serving connections. The reserve is at most half of their streams: a
+        /// server that allows few streams still serves bulk requests.
+        private func leastLoaded(keeping reserve: Int) -> Int? {
             var best: (id: Int, inFlight: Int)?
-            for (id, connection) in open where connection.isServing && connection.inFlight < connection.capacity {
+            var free = 0
+            var capacity = 0
+            for (id, connection) in open where connection.isServing {
+                capacity += connection.capacity
+                guard connection.inFlight < connection.capacity else { continue }
+                free += connection.capacity - connection.inFlight
                 if best == nil || connection.inFlight < best!.inFlight { best = (id, connection.inFlight) }
             }
-            return best?.id
+            return reserve == 0 || free > min(reserve, capacity / 2) ? best?.id : nil
         }
 
+        /// Free streams to the waiters: every urgent one first, then bulk ones while more than the
+        /// reserve is free.
         private mutating func serveWaiters() -> [Action] {
             var actions: [Action] = []
-            while !waiters.isEmpty, let id = leastLoaded() {
+            while !urgentWaiters.isEmpty, let id = leastLoaded(keeping: 0) {
+                changeOpen(id) { $0.inFlight += 1 }
+                actions.append(.dispatch(urgentWaiters.removeFirst().waiter, connectionID: id, connections[id]!))
+            }
+            while !waiters.isEmpty, let id = leastLoaded(keeping: reservedStreams) {
                 changeOpen(id) { $0.inFlight += 1 }
                 actions.append(.dispatch(waiters.removeFirst().waiter, connectionID: id, connections[id]!))
             }
             return actions
         }
-    }
-}
-
-extension APNsConnectionPool.StateMachine.Slot {
-    func isConnecting(_ id: Int) -> Bool {
-        if case .connecting(id, _) = phase { return true }
-        return false
-    }
-}
-
-/// A connection pool's state at one moment (a pool per credential; a client's figures add up its
-/// pools'). For gauges: connections by state, streams in use against what the server allows, and
-/// requests waiting for a stream.
-public struct APNsPoolStatistics: Sendable, Equatable {
-    /// Open and taking requests.
-    public var readyConnections = 0
-    /// Being opened (TCP, TLS, HTTP/2 settings).
-    public var connectingConnections = 0
-    /// After GOAWAY: finishing their requests, taking no new ones.
-    public var drainingConnections = 0
-    /// Requests on a stream (sent or being sent, not yet answered), draining connections included.
-    public var streamsInUse = 0
-    /// The sum of the ready connections' MAX_CONCURRENT_STREAMS.
-    public var streamCapacity = 0
-    /// Requests waiting for a free stream.
-    public var waitingRequests = 0
-
-    public init() {}
-
-    static func + (lhs: Self, rhs: Self) -> Self {
-        var sum = lhs
-        sum.readyConnections += rhs.readyConnections
-        sum.connectingConnections += rhs.connectingConnections
-        sum.drainingConnections += rhs.drainingConnections
-        sum.streamsInUse += rhs.streamsInUse
-        sum.streamCapacity += rhs.streamCapacity
-        sum.waitingRequests += rhs.waitingRequests
-        return sum
     }
 }

@@ -32,6 +32,8 @@ final class APNsConnectionPool: Sendable {
         /// Names the request while it waits for a stream, for a caller that may give it up
         /// (`giveUp`); `nil`: the pool picks one.
         let waiterID: Int?
+        /// Served before the requests that are not (`StateMachine.acquire`).
+        let urgent: Bool
         /// How often it went again after the server did not process it.
         let resends: Int
 
@@ -44,12 +46,13 @@ final class APNsConnectionPool: Sendable {
 
         init(
             content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline, waiterID: Int?,
-            resends: Int, authenticator: APNsTokenAuthenticator?, answer: Answer
+            urgent: Bool = false, resends: Int, authenticator: APNsTokenAuthenticator?, answer: Answer
         ) {
             self.content = content
             self.token = token
             self.deadline = deadline
             self.waiterID = waiterID
+            self.urgent = urgent
             self.resends = resends
             self.authenticator = authenticator
             self.answer = answer
@@ -58,8 +61,8 @@ final class APNsConnectionPool: Sendable {
         /// The same request, sent once more.
         func again() -> Request {
             Request(
-                content: content, token: token, deadline: deadline, waiterID: waiterID, resends: resends + 1,
-                authenticator: authenticator, answer: answer)
+                content: content, token: token, deadline: deadline, waiterID: waiterID, urgent: urgent,
+                resends: resends + 1, authenticator: authenticator, answer: answer)
         }
 
         /// Gives the caller its answer; an ExpiredProviderToken tells the token's authenticator first.
@@ -82,6 +85,7 @@ final class APNsConnectionPool: Sendable {
         var serverName: String
         var connections: Int
         var maximumWaiters: Int
+        var reservedUrgentStreams: Int = 0
         var connectTimeout: TimeAmount
         /// Tunnel through this HTTP proxy (CONNECT) instead of connecting to `host` directly.
         var proxy: APNsProxy?
@@ -105,7 +109,7 @@ final class APNsConnectionPool: Sendable {
         self.state = Locked(
             Machine(
                 connections: settings.connections, maximumWaiters: settings.maximumWaiters,
-                reconnect: settings.reconnect))
+                reconnect: settings.reconnect, reservedStreams: settings.reservedUrgentStreams))
     }
 
     /// Sends each request on the least loaded connection with a free stream: one lock for the lot,
@@ -120,7 +124,7 @@ final class APNsConnectionPool: Sendable {
             // One request (a single send, a resend): the steps below without their arrays.
             let (id, acquired) = state.withLock { machine in
                 let id = request.waiterID ?? machine.makeWaiterID()
-                return (id, machine.acquire(request, waiterID: id, connecting: &connecting))
+                return (id, machine.acquire(request, waiterID: id, urgent: request.urgent, connecting: &connecting))
             }
             perform(connecting)
             switch acquired {
@@ -136,7 +140,11 @@ final class APNsConnectionPool: Sendable {
         state.withLock { machine in
             for request in requests {
                 let id = request.waiterID ?? machine.makeWaiterID()
-                outcomes.append((request, id, machine.acquire(request, waiterID: id, connecting: &connecting)))
+                outcomes.append(
+                    (
+                        request, id,
+                        machine.acquire(request, waiterID: id, urgent: request.urgent, connecting: &connecting)
+                    ))
             }
         }
         perform(connecting)
