@@ -68,7 +68,9 @@ package enum WorkerRuntime {
         // and alerts see the series before anything goes wrong.
         for credential in configuration.apns.credentials { metrics.register(credential: credential.name) }
         metrics.register(publishTopics: [configuration.topics.results, configuration.topics.deadLetters])
-        let sender = try APNsSender(settings: configuration.apns, environment: environment, logger: logger)
+        var apns = configuration.apns
+        apns.reservedUrgentStreams = configuration.consumer.urgent?.reservedStreams ?? 0
+        let sender = try APNsSender(settings: apns, environment: environment, logger: logger)
         checkCertificates(sender.certificateValidity, now: Date(), metrics: metrics, observer: observer, logger: logger)
 
         var pipelineConfiguration = PipelineConfiguration(
@@ -104,6 +106,7 @@ package enum WorkerRuntime {
             var urgentConfiguration = pipelineConfiguration
             urgentConfiguration.inputTopics = lane.topics
             urgentConfiguration.maxInFlight = lane.maxInFlight
+            urgentConfiguration.urgent = true
             return WorkerPipeline(
                 configuration: urgentConfiguration, consumer: Self.urgentMember(consumer),
                 producer: Self.urgentMember(configuration.kafkaProducerConfiguration), sender: sender,

@@ -43,10 +43,12 @@ struct ConfigurationLaneTests {
 
     @Test("urgent topics are their lane, with their own in-flight bound; the rest is bulk")
     func urgentLane() throws {
-        let text = Self.yaml("lanes:\n  urgent:\n    topics: [signin, chat]\n    maxInFlight: 200")
+        let text = Self.yaml(
+            "lanes:\n  urgent:\n    topics: [signin, chat]\n    maxInFlight: 200\n    reservedStreams: 20")
         let configuration = try WorkerConfiguration.parse(text, file: "worker.yaml", environment: [:])
         #expect(configuration.consumer.urgent?.topics == ["signin", "chat"])
         #expect(configuration.consumer.urgent?.maxInFlight == 200)
+        #expect(configuration.consumer.urgent?.reservedStreams == 20)
         #expect(configuration.consumer.bulkTopics == ["campaigns"])
         #expect(
             ConfigurationCheck.summary(configuration)[1].contains(
@@ -56,6 +58,7 @@ struct ConfigurationLaneTests {
             Self.yaml("lanes:\n  urgent:\n    topics: signin\n  bulk:\n    topics: [campaigns, chat]"),
             file: "worker.yaml", environment: [:])
         #expect(defaults.consumer.urgent?.maxInFlight == UrgentLane.defaultMaxInFlight)
+        #expect(defaults.consumer.urgent?.reservedStreams == 100)
         #expect(defaults.consumer.bulkTopics == ["campaigns", "chat"])
     }
 

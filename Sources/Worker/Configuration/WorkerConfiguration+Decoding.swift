@@ -133,6 +133,7 @@ extension WorkerConfiguration {
             urgentTopics = laneTopics(&section, lane: "urgent", inputs: inputs, other: nil)
             var lane = UrgentLane(topics: urgentTopics)
             lane.maxInFlight = section.int("maxInFlight", in: 1...Int.max) ?? lane.maxInFlight
+            lane.reservedStreams = section.int("reservedStreams", in: 0...Int.max) ?? lane.reservedStreams
             section.finish()
             if !urgentTopics.isEmpty { urgent = lane }
         }

@@ -74,6 +74,9 @@ package struct UrgentLane: Sendable, Hashable {
     /// Urgent events in flight at most, beside `delivery.maxInFlight`'s bulk ones.
     package var maxInFlight: Int = UrgentLane.defaultMaxInFlight
     package static let defaultMaxInFlight = 1000
+    /// Streams of each credential's APNs connections that bulk requests leave free for urgent ones
+    /// (at most half of the connections' streams).
+    package var reservedStreams: Int = 100
 
     package init(topics: [String]) { self.topics = topics }
 }

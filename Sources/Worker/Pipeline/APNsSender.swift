@@ -75,9 +75,10 @@ package final class APNsSender: NotificationSending {
                 (client, credential) = found
                 last = (topic, request.environment, client, credential)
             }
-            let item = APNsClient.BatchItem(request.push) { result in
+            var item = APNsClient.BatchItem(request.push) { result in
                 completion(Self.attempt(result, credential: credential, since: start))
             }
+            item.urgent = request.urgent
             perClient.append(item, to: client)
         }
         for (client, items) in perClient.batches { client.send(items) }
@@ -165,6 +166,7 @@ package final class APNsSender: NotificationSending {
                 environment: environment, host: endpoint.host, port: endpoint.port,
                 tls: APNsTLSConfiguration(trust: settings.tlsTrust))
             configuration.connectionsPerCredential = settings.connectionsPerCredential
+            configuration.reservedUrgentStreams = settings.reservedUrgentStreams
             configuration.requestTimeout = settings.requestTimeout
             configuration.proxy = try settings.proxy(forHost: endpoint.host, environment: self.environment)
             let client = try APNsClient(

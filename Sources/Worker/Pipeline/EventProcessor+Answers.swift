@@ -11,8 +11,6 @@ extension EventProcessor {
     /// or the next attempt (now, or after a backoff).
     func verdict(on attempt: SendAttempt, for run: EventRun) -> EventRun.StateMachine.Verdict {
         progress.step()
-        // Only a valid event is sent.
-        guard let event = run.event else { preconditionFailure("an answer for a record that is not an event") }
         if let error = attempt.error as? APNsNotificationError {
             // Refused by the client before sending, by a rule that depends on the credential the
             // topic routes to (a location push needs token authentication). Nothing was sent; the
@@ -22,7 +20,7 @@ extension EventProcessor {
             run.result.reason = error.code.rawValue
             run.result.detail =
                 "\(EventProblem.pointer(for: error.field)): \(error.message); "
-                + "configure a credential that can send it for topic \(event.push.topic), then replay"
+                + "configure a credential that can send it for topic \(run.topic), then replay"
             run.result.deadLetter = .noCredential
             markFailure(&run.result)
             return .final(deadLetter: true, sent: false)
@@ -34,7 +32,7 @@ extension EventProcessor {
             run.result.outcome = .rejected
             run.result.reason = APNsClientError.Code.noCredentialForTopic.rawValue
             run.result.detail =
-                "no configured credential matches topic \(event.push.topic); "
+                "no configured credential matches topic \(run.topic); "
                 + "add one to apns.credentials, then replay"
             run.result.deadLetter = .noCredential
             markFailure(&run.result)
@@ -49,7 +47,7 @@ extension EventProcessor {
             if credentialLog.shouldLog(credential, now: instant()) {
                 logger.error(
                     "credential \(credential) cannot be used: \(error.message) (logged once a minute per credential while it lasts)",
-                    metadata: ["event": "\(event.id)", "topic": "\(event.push.topic)"])
+                    metadata: ["event": "\(run.result.eventID ?? "?")", "topic": "\(run.topic)"])
             }
             run.result.credential = attempt.credential
             run.result.outcome = .failed
@@ -90,13 +88,14 @@ extension EventProcessor {
                 } ?? attempt.error.map { "\($0)" }
             return .final(deadLetter: false)
         case .credentialsBroken(let reason):
-            let push = event.push
+            let push = run.event?.push
             if let credential = attempt.credential { observer.credentialBroken(credential, reason: reason) }
             if credentialLog.shouldLog(attempt.credential ?? "", now: instant()) {
                 logger.error(
                     "APNs refused the credentials: \(reason) (logged once a minute per credential while it lasts)",
                     metadata: [
-                        "event": "\(event.id)", "to": "\(push)", "topic": "\(push.topic)",
+                        "event": "\(run.result.eventID ?? "?")", "to": "\(push.map { "\($0)" } ?? "?")",
+                        "topic": "\(run.topic)",
                     ])
             }
             run.result.outcome = .failed
@@ -138,7 +137,7 @@ extension EventProcessor {
             markFailure(&run.result)
             let decision = retryPolicy.decide(
                 attempts: run.result.attempts, elapsed: instant() - run.firstAttempt,
-                expiration: event.push.expiration, now: Int64(now().timeIntervalSince1970))
+                expiration: run.event?.push.expiration, now: Int64(now().timeIntervalSince1970))
             switch decision {
             case .retry(let wait):
                 observer.retryScheduled(Self.cause(attempt))
@@ -147,7 +146,7 @@ extension EventProcessor {
                     // next attempt waits for the throttle.
                     let ceiling = retryPolicy.backoffCeiling(afterAttempt: run.result.attempts)
                     throttle.withLock {
-                        $0.throttle(event.push.recipientKey, now: instant(), wait: max(wait, ceiling / 2))
+                        $0.throttle(run.event?.push.recipientKey ?? "", now: instant(), wait: max(wait, ceiling / 2))
                     }
                     return .retryNow
                 } else {

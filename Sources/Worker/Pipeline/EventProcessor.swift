@@ -24,6 +24,8 @@ final class EventProcessor: Sendable {
     let progress: ProgressCounter
     /// A record whose value is larger than this ends `invalid` unsent.
     let maxRecordBytes: Int
+    /// The urgent lane's: its requests go before bulk ones waiting for an APNs stream.
+    let urgent: Bool
     let scheduler: any DelayScheduling
     let throttle: Locked<DeviceThrottle<ContinuousClock.Instant>>
     /// A refused credential refuses every event: its error is logged once a minute, not per event.
@@ -42,6 +44,7 @@ final class EventProcessor: Sendable {
         decoder: NotificationEventDecoder, sender: any NotificationSending, retryPolicy: RetryPolicy,
         scheduler: any DelayScheduling, observer: any PipelineObserver, logger: Logger,
         progress: ProgressCounter = ProgressCounter(), maxEventAge: Duration? = nil, maxRecordBytes: Int = .max,
+        urgent: Bool = false,
         now: @escaping @Sendable () -> Date = Date.init,
         instant: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
     ) {
@@ -51,6 +54,7 @@ final class EventProcessor: Sendable {
         self.maxEventAge = maxEventAge
         self.progress = progress
         self.maxRecordBytes = maxRecordBytes
+        self.urgent = urgent
         self.scheduler = scheduler
         self.throttle = Locked(DeviceThrottle())
         self.observer = observer
@@ -154,10 +158,12 @@ final class EventProcessor: Sendable {
     /// only for a retry of a notification that expires.
     func gate(for run: EventRun) -> EventRun.StateMachine.Gate {
         var gate = EventRun.StateMachine.Gate(leaseActive: run.lease.isActive)
-        guard gate.leaseActive, let push = run.event?.push else { return gate }
+        guard gate.leaseActive else { return gate }
         // Nearly always empty: then neither the clock (slow in some VMs) nor the token's key.
-        gate.throttled = throttle.withLock { $0.count == 0 ? nil : $0.delay(for: push.recipientKey, now: instant()) }
-        if gate.throttled == nil, run.machine.attempts > 0, let expiration = push.expiration {
+        gate.throttled = throttle.withLock {
+            $0.count == 0 ? nil : $0.delay(for: run.event?.push.recipientKey ?? "", now: instant())
+        }
+        if gate.throttled == nil, run.machine.attempts > 0, let expiration = run.event?.push.expiration {
             gate.expired = expiration.hasPassed(now: Int64(now().timeIntervalSince1970))
         }
         return gate

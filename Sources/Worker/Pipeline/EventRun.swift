@@ -131,10 +131,17 @@ final class EventRun: @unchecked Sendable {
         latency = .now - started
     }
 
+    /// The event's APNs topic (its app), for messages.
+    var topic: String { event?.push.topic ?? "?" }
+
     private func request(attempt: Int) -> NotificationRequest {
-        // Only a valid event reaches an attempt (the machine starts sending from `begin`).
-        guard let event else { preconditionFailure("an attempt for a record that is not an event") }
+        // Only a valid event reaches an attempt (the machine starts sending from `begin`). Its parts
+        // are read through the optional, not bound: a bound event is a copy, a retain of each of
+        // its references.
+        guard let push = event?.push, let environment = event?.environment else {
+            preconditionFailure("an attempt for a record that is not an event")
+        }
         result.attempts = attempt
-        return NotificationRequest(event.push, environment: event.environment, completion: answered)
+        return NotificationRequest(push, environment: environment, urgent: processor.urgent, completion: answered)
     }
 }

@@ -65,7 +65,7 @@ package final class WorkerPipeline: Service, Sendable {
         self.processor = EventProcessor(
             decoder: decoder, sender: sender, retryPolicy: configuration.retryPolicy, scheduler: scheduler,
             observer: observer, logger: logger, progress: progress, maxEventAge: configuration.maxEventAge,
-            maxRecordBytes: configuration.maxRecordBytes)
+            maxRecordBytes: configuration.maxRecordBytes, urgent: configuration.urgent)
         self.state = Locked(
             StateMachine(
                 maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes))
