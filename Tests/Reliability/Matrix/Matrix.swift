@@ -18,6 +18,9 @@ package struct Scenario: Sendable {
     package var partitions = 4
     /// Where Tansu keeps its data (`.s3` for the rows that restart the broker).
     package var tansuStorage: TansuBroker.Storage = .memory
+    /// A second input topic, `Rig.urgentTopic`, that workers started with `lanes` consume as their
+    /// urgent lane (`consumer.lanes.urgent`); the rig counts its events too.
+    package var lanes = false
     /// How long the rig may take to settle once the scenario's actions are done.
     package var settleSeconds: Double = 180
     /// Sets up, starts workers and injects the fault; the rig then waits and counts.
@@ -25,7 +28,7 @@ package struct Scenario: Sendable {
 
     init(
         _ name: String, _ area: Area, brokers: [Broker] = Broker.allCases, mockBrokers: Int = 1, partitions: Int = 4,
-        tansuStorage: TansuBroker.Storage = .memory, shows: String,
+        tansuStorage: TansuBroker.Storage = .memory, lanes: Bool = false, shows: String,
         run: @escaping @Sendable (Rig, Scale) async throws -> Void
     ) {
         self.name = name
@@ -34,6 +37,7 @@ package struct Scenario: Sendable {
         self.mockBrokers = mockBrokers
         self.partitions = partitions
         self.tansuStorage = tansuStorage
+        self.lanes = lanes
         self.shows = shows
         self.run = run
     }
@@ -99,7 +103,7 @@ package enum ReliabilityMatrix {
         do {
             rig = try await Rig.start(
                 broker: broker, mockBrokers: scenario.mockBrokers, partitions: scenario.partitions,
-                tansuStorage: scenario.tansuStorage, logger: logger)
+                tansuStorage: scenario.tansuStorage, lanes: scenario.lanes, logger: logger)
         } catch {
             row.failure = "the rig did not start: \(error)"
             return row

@@ -36,6 +36,8 @@ package final class Rig: Sendable {
     package let apnsProxy: FaultProxy
     package let logger: Logger
     let input: TopicWatcher
+    /// The urgent lane's input topic, in a scenario with lanes.
+    let urgentInput: TopicWatcher?
     let results: TopicWatcher
     let deadLetters: TopicWatcher
     private let state = NIOLockedValueBox(State())
@@ -59,7 +61,7 @@ package final class Rig: Sendable {
 
     private init(
         broker: Broker, stack: EmbeddedStack, tansu: TansuBroker?, apnsProxy: FaultProxy, logger: Logger,
-        input: TopicWatcher, results: TopicWatcher, deadLetters: TopicWatcher
+        input: TopicWatcher, urgentInput: TopicWatcher?, results: TopicWatcher, deadLetters: TopicWatcher
     ) {
         self.broker = broker
         self.stack = stack
@@ -67,15 +69,20 @@ package final class Rig: Sendable {
         self.apnsProxy = apnsProxy
         self.logger = logger
         self.input = input
+        self.urgentInput = urgentInput
         self.results = results
         self.deadLetters = deadLetters
     }
 
+    /// The second input topic of a scenario with lanes: its workers' urgent lane.
+    package static let urgentTopic = "urgent-notifications"
+
     /// `mockBrokers`: brokers in the mock cluster (leader changes need more than one); `partitions`:
-    /// of the input and results topics; `tansuStorage`: where Tansu keeps its data.
+    /// of the input and results topics; `tansuStorage`: where Tansu keeps its data; `lanes`: with
+    /// `urgentTopic` (2 partitions) too.
     package static func start(
         broker: Broker, mockBrokers: Int = 1, partitions: Int = 4, tansuStorage: TansuBroker.Storage = .memory,
-        logger: Logger
+        lanes: Bool = false, logger: Logger
     ) async throws -> Rig {
         let tansu = broker == .tansu ? try await TansuBroker.start(storage: tansuStorage) : nil
         var quiet = logger
@@ -87,10 +94,14 @@ package final class Rig: Sendable {
         let stack = try await EmbeddedStack.start(partitions: partitions, kafka: kafka, logger: logger)
         let apnsProxy = try await FaultProxy.start(upstreamPort: stack.simulator.port)
         let servers = stack.cluster.bootstrapServers
+        if lanes { try await stack.cluster.create(topic: urgentTopic, partitions: 2) }
         return Rig(
             broker: broker, stack: stack, tansu: tansu, apnsProxy: apnsProxy, logger: logger,
             input: try await TopicWatcher(
                 topic: EmbeddedStack.inputTopic, kind: .input, bootstrapServers: servers, logger: quiet),
+            urgentInput: lanes
+                ? try await TopicWatcher(topic: urgentTopic, kind: .input, bootstrapServers: servers, logger: quiet)
+                : nil,
             results: try await TopicWatcher(
                 topic: EmbeddedStack.resultsTopic, kind: .results, bootstrapServers: servers, logger: quiet),
             deadLetters: try await TopicWatcher(
@@ -103,6 +114,12 @@ package final class Rig: Sendable {
     /// set up on the current simulator.
     package func mixedBatch(_ count: Int, seed: UInt64 = 1) -> SampleBatch {
         SampleBatch.mixed(count: count, topic: EmbeddedStack.inputTopic, simulator: simulator, seed: seed)
+    }
+
+    /// A mixed batch for the urgent lane's topic (a scenario with lanes), its events apart from
+    /// `mixedBatch`'s.
+    package func urgentBatch(_ count: Int, seed: UInt64 = 7) -> SampleBatch {
+        SampleBatch.mixed(count: count, topic: Self.urgentTopic, simulator: simulator, seed: seed)
     }
 
     package func produce(_ records: [KafkaProducerMessage]) async throws {
@@ -133,7 +150,8 @@ package final class Rig: Sendable {
     }
 
     /// `apns-worker run --config FILE` as its own process (for signals), reaching APNs through the proxy.
-    /// `extra` is appended to the configuration file (YAML).
+    /// `extra` is appended to the configuration file (YAML). In a scenario with lanes, the worker
+    /// consumes `urgentTopic` as its urgent lane (`maxInFlight` events in flight there too).
     package func startProcess(group: String = "reliability", maxInFlight: Int = 20, extra: String = "") throws
         -> BackgroundProgram
     {
@@ -142,6 +160,14 @@ package final class Rig: Sendable {
             return stack.directory + "/worker-\(state.configFiles).yaml"
         }
         var text = stack.configurationText(group: group, maxInFlight: maxInFlight, apnsPort: apnsProxy.port)
+        if urgentInput != nil {
+            let topics = "  topics: [\(EmbeddedStack.inputTopic)]\n"
+            precondition(text.contains(topics), "the stack's configuration names its input topic so")
+            text = text.replacingOccurrences(
+                of: topics,
+                with: "  topics: [\(EmbeddedStack.inputTopic), \(Self.urgentTopic)]\n"
+                    + "  lanes: { urgent: { topics: [\(Self.urgentTopic)], maxInFlight: \(maxInFlight) } }\n")
+        }
         if Self.workerLogDirectory != nil {
             text = text.replacingOccurrences(of: "logging: { level: warning", with: "logging: { level: info")
         }
@@ -257,7 +283,7 @@ package final class Rig: Sendable {
         await stopWorkers()
         // What was in flight when the workers stopped may still land: read every topic to its end.
         for _ in 0..<100 {
-            if input.caughtUp && results.caughtUp && deadLetters.caughtUp { break }
+            if inputCaughtUp && results.caughtUp && deadLetters.caughtUp { break }
             try? await Task.sleep(for: .milliseconds(100))
         }
         var measurement = measure()
@@ -296,8 +322,10 @@ package final class Rig: Sendable {
     /// Every input record read so far has its result (and dead letter), and the input is read to its end.
     private var complete: Bool {
         let measurement = measure()
-        return measurement.eventsIn > 0 && measurement.lost == 0 && input.caughtUp
+        return measurement.eventsIn > 0 && measurement.lost == 0 && inputCaughtUp
     }
+
+    private var inputCaughtUp: Bool { input.caughtUp && (urgentInput?.caughtUp ?? true) }
 
     struct Measurement {
         var eventsIn = 0
@@ -325,7 +353,8 @@ package final class Rig: Sendable {
     }
 
     private func measure() -> Measurement {
-        let inputs = input.snapshot
+        var inputs = input.snapshot
+        if let urgent = urgentInput?.snapshot { inputs.seen.merge(urgent.seen) { first, _ in first } }
         let outputs = results.snapshot
         let letters = deadLetters.snapshot
         var measurement = Measurement()
@@ -380,6 +409,7 @@ package final class Rig: Sendable {
     package func shutdown() async {
         await stopWorkers()
         await input.close()
+        await urgentInput?.close()
         await results.close()
         await deadLetters.close()
         await apnsProxy.shutdown()

@@ -12,7 +12,7 @@ extension Scenario {
     /// The short run `make test` includes: one of each kind of fault, on both brokers where it applies.
     package static let quick: [String] = [
         "Kafka unreachable, then back", "rebalance in a retry storm", "APNs path black-holed",
-        "SIGKILL at random points",
+        "SIGKILL at random points", "SIGKILL at random points, with lanes",
     ]
 
     // MARK: Kafka
@@ -509,6 +509,30 @@ extension Scenario {
                 // Killed while it works: once it has pushed on connections of its own since it started, a
                 // random moment later (a kill before it joined the group would show nothing; results
                 // can still be the previous worker's, landing late).
+                try await rig.waitUntil(60, "pushes from the restarted worker") {
+                    await rig.pushes(onConnectionsAfter: mark) >= 30
+                }
+                try await Task.sleep(for: .milliseconds(Int.random(in: 0...1_500, using: &random)))
+                await rig.sigkill(worker)
+                mark = rig.simulator.observation.totalConnections
+                worker = try rig.startProcess()
+            }
+            rig.faultCleared()
+        },
+        Scenario(
+            "SIGKILL at random points, with lanes", .process, lanes: true,
+            shows: """
+                The same with an urgent lane (`consumer.lanes.urgent`): each `apns-worker run` is two \
+                members of the group, one per lane, and a kill takes both; a quarter of the events \
+                are on the urgent topic. None is lost.
+                """
+        ) { rig, scale in
+            try await rig.produce(rig.mixedBatch(scale.events * 3).records + rig.urgentBatch(scale.events).records)
+            rig.pace()
+            var random = SystemRandomNumberGenerator()
+            var mark = rig.simulator.observation.totalConnections
+            var worker = try rig.startProcess()
+            for _ in 0..<scale.repeats {
                 try await rig.waitUntil(60, "pushes from the restarted worker") {
                     await rig.pushes(onConnectionsAfter: mark) >= 30
                 }
