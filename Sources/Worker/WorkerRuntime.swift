@@ -35,8 +35,10 @@ package enum WorkerRuntime {
                 configuration: ServiceGroupConfiguration(
                     // The operations endpoint first: services stop in reverse order, so /metrics and
                     // /health keep answering while the pipeline drains.
-                    services: [.init(service: operations), .init(service: pipeline)]
-                        + (urgent.map { [.init(service: $0)] } ?? []),
+                    services: [
+                        .init(service: operations),
+                        .init(service: urgent.map { PipelineLanes([pipeline, $0]) as any Service } ?? pipeline),
+                    ],
                     gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [],
                     logger: logger))
         }
@@ -70,8 +72,12 @@ package enum WorkerRuntime {
         metrics.register(publishTopics: [configuration.topics.results, configuration.topics.deadLetters])
         var apns = configuration.apns
         apns.reservedUrgentStreams = configuration.consumer.urgent?.reservedStreams ?? 0
-        let sender = try APNsSender(settings: apns, environment: environment, logger: logger)
-        checkCertificates(sender.certificateValidity, now: Date(), metrics: metrics, observer: observer, logger: logger)
+        let apnsSender = try APNsSender(settings: apns, environment: environment, logger: logger)
+        // With lanes, one sender for both, closed once both have drained.
+        let sender: any NotificationSending =
+            configuration.consumer.urgent == nil ? apnsSender : SharedSender(apnsSender, lanes: 2)
+        checkCertificates(
+            apnsSender.certificateValidity, now: Date(), metrics: metrics, observer: observer, logger: logger)
 
         var pipelineConfiguration = PipelineConfiguration(
             inputTopics: configuration.consumer.bulkTopics, resultsTopic: configuration.topics.results,
@@ -114,7 +120,7 @@ package enum WorkerRuntime {
                 logger: urgentLogger)
         }
         let beforeScrape: @Sendable () -> Void = {
-            for (credential, environment, statistics) in sender.poolStatistics() {
+            for (credential, environment, statistics) in apnsSender.poolStatistics() {
                 metrics.setAPNsPool(credential: credential, environment: environment.rawValue, statistics)
             }
         }

@@ -69,6 +69,55 @@ struct LanesTests {
         #expect(simulator.observation.count(status: 200) == 210, "each event pushed once")
     }
 
+    // Two services of one group stop one after the other, and each pipeline closed the APNs
+    // connections after its own drain: the lane that stopped first closed them under the other's
+    // requests.
+    @Test("a stop of one lane stops both together; both drain and every event ends delivered once")
+    func lanesStopTogether() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        try await harness.stack.cluster.create(topic: Self.urgentTopic, partitions: 2)
+        let simulator = harness.stack.simulator
+        simulator.devices.policy = .accept
+        simulator.faults.latency = .fixed(.seconds(2))
+        try await harness.produce((0..<40).map { Self.event("bulk-\($0)", token: $0 + 1) })
+        try await harness.produce(
+            (0..<10).map {
+                var record = Self.event("urgent-\($0)", token: 1_000 + $0)
+                record.topic = Self.urgentTopic
+                return record
+            })
+        let lanes: (inout WorkerConfiguration) -> Void = {
+            $0.consumer.topics.append(Self.urgentTopic)
+            var urgent = UrgentLane(topics: [Self.urgentTopic])
+            urgent.maxInFlight = 10
+            $0.consumer.urgent = urgent
+        }
+        let worker = try harness.startWorker(group: "lanes-stop", maxInFlight: 20, configure: lanes)
+        let bulk = worker.assembly.pipeline
+        let urgent = try #require(worker.assembly.urgent)
+        try await eventually(60, "both lanes busy", state: { "bulk \(bulk.inFlight), urgent \(urgent.inFlight)" }) {
+            bulk.inFlight == 20 && urgent.inFlight == 10
+        }
+        bulk.beginShutdown()
+        try await eventually(2, "the urgent lane stopping with the bulk lane") { urgent.isStopping }
+        try await worker.stop()
+
+        // What the first worker did not finish, the next one does.
+        simulator.faults.latency = .none
+        let next = try harness.startWorker(group: "lanes-stop", maxInFlight: 20, configure: lanes)
+        let results = try await harness.results(50)
+        try await next.stop()
+        #expect(
+            results.allSatisfy { $0.outcome == .delivered },
+            "\(results.filter { $0.outcome != .delivered }.map(\.reason))")
+        let all = try await harness.allRecords(of: EmbeddedStack.resultsTopic)
+        let ids = try all.compactMap { try ResultRecord($0).eventID }
+        let twice = Dictionary(grouping: ids, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
+        #expect(all.count == 50, "one result per event, none twice (\(all.count): \(twice))")
+        #expect(simulator.observation.count(status: 200) == 50, "each event pushed once")
+    }
+
     static func event(_ id: String, token: Int) -> KafkaProducerMessage {
         Samples.alert(id: id, deviceToken: Samples.deviceToken(token), topic: EmbeddedStack.bundleID, partition: nil)
     }

@@ -66,3 +66,26 @@ struct LaneObserverTests {
         #expect(recorder.all == ["consumed campaigns", "consumed signin"])
     }
 }
+
+@Suite("Lanes share one sender, closed once")
+struct SharedSenderTests {
+    final class CountingSender: NotificationSending {
+        let shutdowns = Locked(0)
+        func send(_ requests: [NotificationRequest]) {}
+        func shutdown() async { shutdowns.withLock { $0 += 1 } }
+    }
+
+    @Test("the connections close once, after the last lane asks; the first lane waits until then")
+    func closesOnceAfterTheLast() async throws {
+        let inner = CountingSender()
+        let shared = SharedSender(inner, lanes: 2)
+        let first = Task { await shared.shutdown() }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(inner.shutdowns.withLock { $0 } == 0, "one lane of two: the connections stay open")
+        await shared.shutdown()
+        await first.value
+        #expect(inner.shutdowns.withLock { $0 } == 1)
+        await shared.shutdown()
+        #expect(inner.shutdowns.withLock { $0 } == 1, "a later call returns at once, closing nothing again")
+    }
+}

@@ -34,12 +34,7 @@ extension WorkerPipeline {
             // Tried again (a commit refused while the group rebalances, a broker that allows less
             // metadata) until stored or the bound passes.
             let deadline = ContinuousClock.now + bound
-            var outcome = CommitQueue.Outcome.worthRetrying
-            while outcome == .worthRetrying, ContinuousClock.now < deadline, !commits.isFinished {
-                outcome = await commitRevoked(selection, until: deadline)
-                if outcome == .worthRetrying { try? await Task.sleep(for: .milliseconds(200)) }
-            }
-            let committed = outcome == .stored
+            let committed = await commitWithRetries(selection, until: deadline)
             if !committed {
                 observer.revocationCommitGaveUp()
                 logger.warning(
@@ -58,6 +53,32 @@ extension WorkerPipeline {
         // The partitions are gone: what of them still waits for a retry is abandoned at its next
         // step (their next owner pushes it), not pushed from here as well.
         for lease in state.withLock({ $0.forget(partitions) }) { lease.end() }
+    }
+
+    /// Commits `partitions` ahead of any other commit, tried again (a commit refused while the group
+    /// rebalances, a broker that allows less metadata) until stored or `deadline` passes. Nothing to
+    /// commit (committed already) counts as stored.
+    func commitWithRetries(_ partitions: Set<KafkaTopicPartition>, until deadline: ContinuousClock.Instant) async
+        -> Bool
+    {
+        if state.withLock({ $0.commitCandidates(in: partitions).isEmpty }) { return true }
+        var outcome = CommitQueue.Outcome.worthRetrying
+        while outcome == .worthRetrying, ContinuousClock.now < deadline, !commits.isFinished {
+            outcome = await commitRevoked(partitions, until: deadline)
+            if outcome == .worthRetrying { try? await Task.sleep(for: .milliseconds(200)) }
+        }
+        return outcome == .stored
+    }
+
+    /// Before a lane leaves the group (`PipelineLanes`): its events drained (bounded) and its
+    /// progress committed while every lane is still a member. Two members of one process leaving
+    /// at once made the later one's commit meet the rebalance the earlier one's leave began
+    /// (REBALANCE_IN_PROGRESS until its bound): its done events ran again on the next owner.
+    func commitBeforeLeaving() async {
+        let budget = shutdownBudget()
+        await waitForDrain(of: nil, until: budget.drain)
+        let owned = state.withLock { $0.owned }
+        _ = await commitWithRetries(owned, until: budget.commit)
     }
 
     /// One commit of revoked partitions, ahead of any other; `.refused` if not done by `deadline`.

@@ -41,6 +41,13 @@ package final class WorkerPipeline: Service, Sendable {
     let publisherBox = Locked<ResultPublisher?>(nil)
     /// Steps taken (records admitted, APNs answers, publish attempts), for liveness.
     let progress = ProgressCounter()
+    /// The other lanes' pipelines (`PipelineLanes`): a stop of this one begins theirs; and where
+    /// the lanes wait for each other before leaving the group.
+    private let siblings = Locked<(pipelines: [Weak], barrier: LeaveBarrier?)>(([], nil))
+
+    private struct Weak {
+        weak var pipeline: WorkerPipeline?
+    }
 
     /// The producer while `run()` runs, for tests that make it fail.
     package var producerForTesting: KafkaProducer? { producerBox.withLock { $0 } }
@@ -77,6 +84,15 @@ package final class WorkerPipeline: Service, Sendable {
 
     /// Events consumed and not yet done.
     package var inFlight: Int { state.withLock { $0.running } }
+
+    /// A stop has begun (a graceful shutdown, a failure, another lane's stop).
+    package var isStopping: Bool { state.withLock { $0.isStopping } }
+
+    /// From now on a stop of this pipeline begins the stop of `others` too, and its consumer leaves
+    /// the group only once every lane has drained and committed (or `barrier`'s wait ends).
+    func stopsWith(_ others: [WorkerPipeline], barrier: LeaveBarrier) {
+        siblings.withLock { $0 = (others.map { Weak(pipeline: $0) }, barrier) }
+    }
 
     /// Input partitions this member owns now (assigned, not being revoked).
     package var ownedPartitions: Int { state.withLock { $0.owned.count } }
@@ -188,9 +204,20 @@ package final class WorkerPipeline: Service, Sendable {
         guard began else { return }
         logger.info("shutting down: draining \(inFlight) in-flight events within \(configuration.shutdownTimeout)")
         reader?.resume()
-        if let consumer = consumerBox.withLock({ $0 }) {
+        let (others, barrier) = siblings.withLock { $0 }
+        let consumer = consumerBox.withLock { $0 }
+        if let barrier {
+            // Lanes: drain and commit while every lane is still a member, then leave.
+            let deadline = shutdownBudget().commit
+            Task {
+                if consumer != nil { await commitBeforeLeaving() }
+                await barrier.arrive(until: deadline)
+                await consumer?.close()
+            }
+        } else if let consumer {
             Task { await consumer.close() }
         }
+        for other in others { other.pipeline?.beginShutdown() }
     }
 
     /// Stops the worker after a failure that only a restart cures; `run()` then throws it.
@@ -198,8 +225,6 @@ package final class WorkerPipeline: Service, Sendable {
         failure.withLock { if $0 == nil { $0 = error } }
         beginShutdown()
     }
-
-    var isStopping: Bool { state.withLock { $0.isStopping } }
 
     /// Shutdown's one deadline, split: events may run until `drain`; the revocation's commit must be
     /// done by `commit`; the APNs pools and the producer's flush take the rest, up to `end`.
