@@ -248,14 +248,14 @@ package final class WorkerPipeline: Service, Sendable {
                 var taken = 1
                 while true {
                     observer.consumed(topic: record.topic)
-                    // The partition's lease and, unless the reader must wait first, the record's
-                    // admission, in one hold of the lock (the producer's poll thread takes it for
-                    // every acknowledged result).
+                    // The partition's lease and, unless input is held, the record's admission, under
+                    // one acquisition of the lock (the producer's poll thread takes it for every
+                    // acknowledged result).
                     let partition = record.topicPartition
                     let bytes = record.byteCount
                     let step = state.withLock { state -> ReadStep in
                         guard let lease = state.lease(of: partition, readIn: record.tenure) else { return .notOwned }
-                        guard !state.paused else { return .paused(lease) }
+                        guard !state.inputHeld else { return .held(lease) }
                         let action = state.admit(partition, offset: record.offset, lease: lease, bytes: bytes)
                         return .admitted(lease, action, running: state.running)
                     }
@@ -266,11 +266,11 @@ package final class WorkerPipeline: Service, Sendable {
                         admitted(
                             record, bytes: bytes, lease: lease, action: action, running: running, sending: &requests,
                             outlet: outlet)
-                    case .paused(let lease):
+                    case .held(let lease):
                         // The batch's requests first: the events that free the bound may be among them.
                         sendAll(&requests)
-                        await waitWhilePaused()
-                        HomeRelease.releaseHere()  // what ended while paused: not kept past the bound
+                        await waitWhileHeld()
+                        HomeRelease.releaseHere()  // what ended while held: not kept past the bound
                         admit(record, lease: lease, sending: &requests, outlet: outlet)
                     }
                     guard taken < Self.readBatch, let next = records.nextIfBuffered() else { break }
@@ -293,8 +293,8 @@ package final class WorkerPipeline: Service, Sendable {
         case notOwned
         /// Admitted (or skipped) under its partition's lease.
         case admitted(PartitionLease, StateMachine.AdmitAction, running: Int)
-        /// The reader waits at the bound first, then admits it under this lease.
-        case paused(PartitionLease)
+        /// Input is held: the reader waits for the hold to end, then admits it under this lease.
+        case held(PartitionLease)
     }
 
     /// Admits a record after a wait: its lease was taken when it was read.
@@ -325,9 +325,9 @@ package final class WorkerPipeline: Service, Sendable {
             return
         }
         // Skipped: revoked meanwhile, or stopping. Uncommitted: its partition's owner reads it again.
-        guard case .run(let holdsInput) = action else { return }
+        guard case .run(let holdBegan) = action else { return }
         progress.step()
-        if holdsInput { observer.pausedChanged(true) }
+        if holdBegan { observer.inputHeldChanged(true) }
         observer.inFlightChanged(running)
         start(record, bytes: bytes, lease: lease, sending: &requests, outlet: outlet)
     }
@@ -338,9 +338,9 @@ package final class WorkerPipeline: Service, Sendable {
         requests.removeAll(keepingCapacity: true)
     }
 
-    private func waitWhilePaused() async {
+    private func waitWhileHeld() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            if state.withLock({ $0.mayRead(continuation) }) { continuation.resume() }
+            if state.withLock({ $0.readOrWait(continuation) }) { continuation.resume() }
         }
     }
 }
