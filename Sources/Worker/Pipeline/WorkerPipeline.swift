@@ -263,7 +263,7 @@ package final class WorkerPipeline: Service, Sendable {
                     case .notOwned:
                         break
                     case .admitted(let lease, let action, let running):
-                        admitted(
+                        applyAdmission(
                             record, bytes: bytes, lease: lease, action: action, running: running, sending: &requests,
                             outlet: outlet)
                     case .held(let lease):
@@ -271,7 +271,7 @@ package final class WorkerPipeline: Service, Sendable {
                         sendAll(&requests)
                         await waitWhileHeld()
                         HomeRelease.releaseHere()  // what ended while held: not kept past the bound
-                        admit(record, lease: lease, sending: &requests, outlet: outlet)
+                        admitAfterHold(record, lease: lease, sending: &requests, outlet: outlet)
                     }
                     guard taken < Self.readBatch, let next = records.nextIfBuffered() else { break }
                     record = next
@@ -297,8 +297,9 @@ package final class WorkerPipeline: Service, Sendable {
         case held(PartitionLease)
     }
 
-    /// Admits a record after a wait: its lease was taken when it was read.
-    private func admit(
+    /// Admits a record once the reader's wait is over (the hold ended, or shutdown began): its lease
+    /// was taken when it was read, and `StateMachine.admit` checks it again.
+    private func admitAfterHold(
         _ record: KafkaConsumerMessage, lease: PartitionLease, sending requests: inout [NotificationRequest],
         outlet: Outlet
     ) {
@@ -306,13 +307,14 @@ package final class WorkerPipeline: Service, Sendable {
         let (action, running) = state.withLock { state in
             (state.admit(record.topicPartition, offset: record.offset, lease: lease, bytes: bytes), state.running)
         }
-        admitted(
+        applyAdmission(
             record, bytes: bytes, lease: lease, action: action, running: running, sending: &requests,
             outlet: outlet)
     }
 
-    /// After the lock: starts an admitted record.
-    private func admitted(
+    /// After the lock, does what `StateMachine.admit` decided: starts the record, counts it as done
+    /// already, or drops it (skipped).
+    private func applyAdmission(
         _ record: KafkaConsumerMessage, bytes: Int, lease: PartitionLease, action: StateMachine.AdmitAction,
         running: Int,
         sending requests: inout [NotificationRequest], outlet: Outlet
