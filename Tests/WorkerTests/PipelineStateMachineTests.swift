@@ -174,7 +174,7 @@ struct PipelineStateMachineTests {
         #expect(state.lease(of: p0, readIn: 2) == nil, "fetched between the loss and the new assignment")
         let fresh = state.lease(of: p0, readIn: 3)
         #expect(fresh != nil && fresh !== leases[0])
-        #expect(fresh?.tenure == 3)
+        #expect(fresh?.assignedIn == 3)
     }
 
     // SIGTERM while the reader waited at the bound: it was resumed only when half the in-flight

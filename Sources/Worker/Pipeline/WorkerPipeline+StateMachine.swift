@@ -121,7 +121,7 @@ extension WorkerPipeline {
         // MARK: assignment
 
         /// The group gave these partitions to this member: each gets a new lease and fresh tracking
-        /// (whatever an earlier tenure left is no longer this member's to commit). Returns the leases
+        /// (whatever an earlier lease left is no longer this member's to commit). Returns the leases
         /// that ended (a partition assigned again while its old revocation had not finished).
         mutating func assign(
             _ partitions: [KafkaTopicPartition], tenure: UInt64, progress: [KafkaTopicPartition: KnownProgress] = [:]
@@ -146,11 +146,11 @@ extension WorkerPipeline {
 
         /// The lease a record of this partition fetched in the consumer's tenure `tenure` would be
         /// admitted under now: the partition's, if it is owned and was assigned in that tenure or
-        /// before. A record fetched before the partition's current assignment belongs to a tenure
+        /// before. A record fetched before the partition's current assignment belongs to a lease
         /// that ended (revoked or lost, even if assigned back since): the current one reads it again
         /// from its committed offset, which may lie below it.
         func lease(of partition: KafkaTopicPartition, readIn tenure: UInt64) -> PartitionLease? {
-            guard let lease = ownership.lease(of: partition), tenure >= lease.tenure else { return nil }
+            guard let lease = ownership.lease(of: partition), tenure >= lease.assignedIn else { return nil }
             return lease
         }
 
@@ -386,7 +386,7 @@ extension WorkerPipeline {
             }
         }
 
-        /// What is not committed of these partitions, each with where its tenure started reading.
+        /// What is not committed of these partitions, each with where its lease started reading.
         func unsaved(_ partitions: Set<KafkaTopicPartition>) -> [(CommitCandidate, start: Int64)] {
             ownership.commitCandidates(in: partitions).compactMap { candidate in
                 ownership.tracker.startOffset(of: candidate.partition).map { (candidate, $0) }

@@ -233,10 +233,10 @@ package final class WorkerPipeline: Service, Sendable {
     /// and writes once per batch rather than once per event. An idle stream still sends each event
     /// at once (a batch of one); a backlog costs at most a batch's decoding in latency.
     ///
-    /// A record is admitted only under the lease of the tenure that fetched it (its partition's
-    /// assignment then), checked when it is taken and again after any wait: a partition revoked or
-    /// lost (and even assigned back) between the fetch and the admission is not this record's to run
-    /// or commit any more. Its partition's current tenure reads it again.
+    /// A record is admitted only under the lease its partition had when the record was fetched
+    /// (matched through the record's `tenure`), checked when it is taken and again after any wait: a
+    /// partition revoked or lost (and even assigned back) between the fetch and the admission is not
+    /// this record's to run or commit any more. Its partition's current lease reads it again.
     private func readLoop(_ consumer: KafkaConsumer, publisher: ResultPublisher) async {
         var records = consumer.messages.makeAsyncIterator()
         var requests: [NotificationRequest] = []
@@ -288,8 +288,8 @@ package final class WorkerPipeline: Service, Sendable {
 
     /// What the reader found for a record, under the lock.
     private enum ReadStep {
-        /// Its partition is not this member's, or not under the tenure that fetched it (revoked or lost
-        /// since, perhaps assigned back): dropped unread.
+        /// Its partition is not this member's, or not under the lease it was fetched in (revoked or
+        /// lost since, perhaps assigned back): dropped unread.
         case notOwned
         /// Admitted (or skipped) under its partition's lease.
         case admitted(PartitionLease, StateMachine.AdmitAction, running: Int)
