@@ -14,7 +14,7 @@ extension WorkerPipeline {
     /// who waits for a drain. Pure: every method returns what to do, and the caller does it outside
     /// the lock.
     ///
-    /// Input is held (the reader waits) for either reason: `maxInFlight` events, or
+    /// Input is held (the reader waits) for either of two reasons: `maxInFlight` events, or
     /// `maxInFlightBytes` of their records, are running (until both are down to half), or an output
     /// topic is blocked, refusing every record (until one is stored there again). While stopping, the
     /// reader never waits and nothing is admitted.
