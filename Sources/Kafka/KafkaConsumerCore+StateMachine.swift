@@ -31,7 +31,7 @@ extension KafkaConsumerCore {
             case finished(Termination)
         }
 
-        /// Records are buffered up to `capacity`. A full buffer first holds the poll thread back for a
+        /// Records are buffered up to `capacity`. A full buffer first keeps the poll thread waiting for a
         /// moment (a reader that is only briefly behind costs nothing); if it stays full, every assigned
         /// partition is paused until the reader has drained it to `capacity / 2`.
         let capacity: Int
@@ -48,7 +48,8 @@ extension KafkaConsumerCore {
         /// The assignment and the caller's pauses outlive the sequence: a closing consumer still
         /// revokes its partitions.
         private(set) var assigned: Set<KafkaTopicPartition> = []
-        private var pausedByCaller: Set<KafkaTopicPartition> = []
+        /// Partitions paused by `pause(_:)`, kept apart from the pause of everything for a full buffer.
+        private var callerPauses: Set<KafkaTopicPartition> = []
         /// Grows at every change of the assignment (an assignment or a revocation); each record is
         /// stamped with it as it is buffered (`KafkaConsumerMessage.tenure`). The rebalance callbacks
         /// and the buffering both run on the poll thread, so a record's stamp says which tenure of its
@@ -78,8 +79,8 @@ extension KafkaConsumerCore {
         }
 
         /// The partitions that should be paused right now.
-        var desiredPaused: Set<KafkaTopicPartition> {
-            pausedForFlow ? assigned : assigned.intersection(pausedByCaller)
+        var desiredPauses: Set<KafkaTopicPartition> {
+            pausedForFlow ? assigned : assigned.intersection(callerPauses)
         }
 
         var bufferedCount: Int { buffer.count }
@@ -182,7 +183,7 @@ extension KafkaConsumerCore {
             let revoked = Set(partitions)
             tenure += 1
             assigned.subtract(revoked)
-            pausedByCaller.subtract(revoked)
+            callerPauses.subtract(revoked)
             buffer.removeAll { revoked.contains($0.topicPartition) }
             bufferedBytes = buffer.reduce(0) { $0 + $1.byteCount }
             return releaseFlowPauseIfDrained()
@@ -255,11 +256,11 @@ extension KafkaConsumerCore {
         // MARK: caller's pause and resume
 
         mutating func pause(_ partitions: [KafkaTopicPartition]) {
-            pausedByCaller.formUnion(partitions)
+            callerPauses.formUnion(partitions)
         }
 
         mutating func resume(_ partitions: [KafkaTopicPartition]) {
-            pausedByCaller.subtract(partitions)
+            callerPauses.subtract(partitions)
         }
 
         private mutating func releaseFlowPauseIfDrained() -> Bool {

@@ -22,8 +22,8 @@ final class KafkaConsumerCore: Sendable {
     private let lastPolled = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
     /// Signalled by the reader when the poll thread waits for room in a full buffer.
     let spaceAvailable = DispatchSemaphore(value: 0)
-    /// How long a full buffer holds the poll thread back before the partitions are paused. Longer than
-    /// a slow APNs round trip, for which the worker's reader stops at its in-flight bound: a pause
+    /// How long a full buffer keeps the poll thread waiting before the partitions are paused. Longer
+    /// than a slow APNs round trip, for which the worker's reader stops at its in-flight bound: a pause
     /// throws away librdkafka's prefetch, and librdkafka 2.0 fetches again only at its broker
     /// thread's next wake-up, up to a second after the resume (at 500 ms, a 600 ms round trip cost
     /// the worker a sixth of its throughput). The price: a rebalance that comes while the buffer is
@@ -105,8 +105,8 @@ final class KafkaConsumerCore: Sendable {
     /// broker's end asked for each that has not moved for the bound; a stalled one sought to its
     /// position and reported.
     private func lookForStalls(_ client: RDKafkaClient, _ watch: Locked<PartitionStallWatch>) {
-        let (assigned, desiredPaused) = state.withLock { ($0.assigned, $0.desiredPaused) }
-        let fetching = assigned.subtracting(desiredPaused).subtracting(appliedPauses.withLock { $0 })
+        let (assigned, desiredPauses) = state.withLock { ($0.assigned, $0.desiredPauses) }
+        let fetching = assigned.subtracting(desiredPauses).subtracting(appliedPauses.withLock { $0 })
         let positions = client.positions(of: fetching)
         let observation = watch.withLock { $0.observe(positions: positions, now: .now) }
         for partition in observation.recovered {
@@ -145,7 +145,7 @@ final class KafkaConsumerCore: Sendable {
         return .nanoseconds(Int64(now > then ? now - then : 0))
     }
 
-    /// Holds the poll thread while the buffer is full, up to `fullBufferGrace`; then pauses the
+    /// Keeps the poll thread waiting while the buffer is full, up to `fullBufferGrace`; then pauses the
     /// partitions, so that polling (and with it rebalances and heartbeats) goes on without records.
     private func waitForSpace(_ client: RDKafkaClient) {
         let deadline = ContinuousClock.now + Self.fullBufferGrace
@@ -216,7 +216,7 @@ final class KafkaConsumerCore: Sendable {
     /// partition's fetch, which can deliver records twice.
     func applyPauses(_ consumer: RDKafkaConsumerHandle) {
         appliedPauses.withLock { applied in
-            let (desired, assigned) = state.withLock { ($0.desiredPaused, $0.assigned) }
+            let (desired, assigned) = state.withLock { ($0.desiredPauses, $0.assigned) }
             let toPause = desired.subtracting(applied)
             let toResume = applied.subtracting(desired).intersection(assigned)
             if !toPause.isEmpty { consumer.pause(toPause) }
@@ -280,7 +280,7 @@ final class KafkaConsumerCore: Sendable {
         }
     }
 
-    /// Runs the handler and holds the poll thread until it returns (bounded by `handlerTimeout`).
+    /// Runs the handler and keeps the poll thread waiting until it returns (bounded by `handlerTimeout`).
     private func runHandler(_ body: @escaping @Sendable (any KafkaRebalanceHandler) async -> Void) {
         guard let handler else { return }
         let done = DispatchSemaphore(value: 0)

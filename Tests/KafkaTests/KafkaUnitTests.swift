@@ -41,7 +41,7 @@ struct KafkaUnitTests {
         let partitions = [KafkaTopicPartition(topic: "t", partition: 0), KafkaTopicPartition(topic: "t", partition: 1)]
         state.assign(partitions)
         state.pause([partitions[1]])
-        #expect(state.desiredPaused == [partitions[1]])
+        #expect(state.desiredPauses == [partitions[1]])
         for offset in 0..<4 {
             guard case .poll = state.checkSpace() else { return #expect(Bool(false), "room for record \(offset)") }
             guard case .buffered = state.push(record(0, Int64(offset))) else { return #expect(Bool(false)) }
@@ -64,12 +64,12 @@ struct KafkaUnitTests {
         guard case .wait = state.checkSpace() else { return #expect(Bool(false)) }
         let paused = state.pauseForFlow()
         #expect(paused)
-        #expect(state.desiredPaused == Set(partitions))
+        #expect(state.desiredPauses == Set(partitions))
         guard case .poll = state.checkSpace() else { return #expect(Bool(false), "paused: poll for callbacks") }
         guard case .message(_, pausesChanged: false, _) = state.take() else { return #expect(Bool(false)) }
         guard case .message(_, pausesChanged: true, _) = state.take() else { return #expect(Bool(false)) }
         // Back at half: only the caller's own pause remains.
-        #expect(state.desiredPaused == [partitions[1]])
+        #expect(state.desiredPauses == [partitions[1]])
     }
 
     // The buffer was bounded in records only: 2,048 records of 300 KB is 600 MB.
@@ -91,7 +91,7 @@ struct KafkaUnitTests {
         #expect(state.bufferedBytes == 4 * 300_002)
         let paused = state.pauseForFlow()
         #expect(paused)
-        #expect(state.desiredPaused == [partition])
+        #expect(state.desiredPauses == [partition])
         for _ in 0..<2 {
             guard case .message(_, pausesChanged: false, _) = state.take() else {
                 return #expect(Bool(false), "900 KB, then 600 KB left: above half the bytes")
@@ -100,7 +100,7 @@ struct KafkaUnitTests {
         guard case .message(_, pausesChanged: true, _) = state.take() else {
             return #expect(Bool(false), "300 KB left: at half the bytes or less, the pause lifts")
         }
-        #expect(state.desiredPaused.isEmpty)
+        #expect(state.desiredPauses.isEmpty)
         #expect(state.bufferedBytes == 300_002)
     }
 

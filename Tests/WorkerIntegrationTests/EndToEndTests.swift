@@ -141,7 +141,7 @@ struct EndToEndTests {
     }
 
     /// A worker as a timed-out wait reports it: whether it is in the group, and what it owns, has
-    /// assigned, holds paused, buffers and runs, so that a stall (partitions owned but paused, or
+    /// assigned, has paused (librdkafka), buffers and runs, so that a stall (partitions owned but paused, or
     /// assigned but not owned) can be told from a backlog read to its end before the second joined.
     private static func describe(_ worker: RunningWorker) -> String {
         let pipeline = worker.assembly.pipeline

@@ -32,7 +32,7 @@ struct FailureTests {
         try await Task.sleep(for: .seconds(3))
         let lateRate = Double(simulator.observation.count(status: 503) - before) / 3
         #expect(lateRate < 1_000, "\(lateRate) requests/s 4 s into the storm")
-        // At the bound the input paused; it resumes only when half the events are done.
+        // At the bound input is held; the hold ends only when half the events are done.
         #expect(worker.assembly.pipeline.inFlight >= 100)
         #expect(worker.assembly.registry.emitToString().contains("apns_worker_consumer_paused 1"))
         #expect(worker.assembly.health.readiness.isReady, "APNs being unavailable is not a reason to page")

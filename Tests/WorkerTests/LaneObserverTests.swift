@@ -9,7 +9,7 @@ struct LaneObserverTests {
     final class Recorder: PipelineObserver {
         let calls = Locked<[String]>([])
         func inFlightChanged(_ count: Int) { calls.withLock { $0.append("inFlight \(count)") } }
-        func pausedChanged(_ paused: Bool) { calls.withLock { $0.append("held \(paused)") } }
+        func inputHeldChanged(_ held: Bool) { calls.withLock { $0.append("held \(held)") } }
         func consumerJoined() { calls.withLock { $0.append("joined") } }
         func consumerLeft() { calls.withLock { $0.append("left") } }
         func resultsWaiting(unacknowledged: Int, for: Duration) { calls.withLock { $0.append("waiting") } }
@@ -34,9 +34,9 @@ struct LaneObserverTests {
 
     @Test("input is held while either lane's is")
     func heldWhileEither() {
-        bulk.pausedChanged(true)
-        urgent.pausedChanged(false)
-        bulk.pausedChanged(false)
+        bulk.inputHeldChanged(true)
+        urgent.inputHeldChanged(false)
+        bulk.inputHeldChanged(false)
         #expect(recorder.all == ["held true", "held true", "held false"])
     }
 

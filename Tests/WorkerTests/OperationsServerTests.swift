@@ -328,7 +328,7 @@ struct OperationsServerTests {
         metrics.eventFinished(duration: .milliseconds(30))
         metrics.retryScheduled(cause: "too-many-requests")
         metrics.setInFlight(7)
-        metrics.setConsumerPaused(true)
+        metrics.setInputHeld(true)
         metrics.setConsumerLag(topic: "notifications", partition: 3, lag: 42)
         let stalled = KafkaTopicPartition(topic: "notifications", partition: 5)
         let recovered = KafkaTopicPartition(topic: "notifications", partition: 6)

@@ -27,19 +27,19 @@ struct PipelineStateMachineTests {
         var (state, leases) = owning([p0], maxInFlight: 4)
         let admitted = (0..<4).map { ran(state.admit(p0, offset: Int64($0), lease: leases[0])) }
         #expect(admitted == [false, false, false, true], "the fourth fills the bound")
-        #expect(state.paused)
+        #expect(state.inputHeld)
 
         // The reader parks; finishing one event is not enough, finishing two (down to half) resumes.
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let mayRead = state.mayRead(waiter)
+            let mayRead = state.readOrWait(waiter)
             #expect(!mayRead)
             let first = state.finish(p0, offset: 0, lease: leases[0])
-            #expect(first.resume == nil && !first.inputFlows)
+            #expect(first.resume == nil && !first.holdEnded)
             let second = state.finish(p0, offset: 1, lease: leases[0])
-            #expect(second.inputFlows)
+            #expect(second.holdEnded)
             second.resume?.resume()
         }
-        #expect(!state.paused)
+        #expect(!state.inputHeld)
         #expect(state.commitCandidates(in: nil).map(\.position) == [KafkaTopicPartitionOffset(p0, offset: 2)])
     }
 
@@ -51,14 +51,14 @@ struct PipelineStateMachineTests {
         let lease = state.ownership.lease(of: p0)!
         let admitted = (0..<4).map { ran(state.admit(p0, offset: Int64($0), lease: lease, bytes: 300_000)) }
         #expect(admitted == [false, false, false, true], "the fourth passes 1 MB")
-        #expect(state.paused && state.running == 4)
+        #expect(state.inputHeld && state.running == 4)
         let first = state.finish(p0, offset: 0, lease: lease, bytes: 300_000)
-        #expect(!first.inputFlows, "900 KB still running")
+        #expect(!first.holdEnded, "900 KB still running")
         let second = state.finish(p0, offset: 1, lease: lease, bytes: 300_000)
-        #expect(!second.inputFlows, "600 KB: above half the bytes")
+        #expect(!second.holdEnded, "600 KB: above half the bytes")
         let third = state.finish(p0, offset: 2, lease: lease, bytes: 300_000)
-        #expect(third.inputFlows, "300 KB: half or less of both")
-        #expect(!state.paused && state.runningBytes == 300_000)
+        #expect(third.holdEnded, "300 KB: half or less of both")
+        #expect(!state.inputHeld && state.runningBytes == 300_000)
     }
 
     @Test("a revocation waits only for its own partitions to drain; with nothing running it drains at once")
@@ -109,7 +109,7 @@ struct PipelineStateMachineTests {
         }
     }
 
-    // The reader, paused at the bound with a record of p0 in hand, used to admit it after p0 had been
+    // The reader, held at the bound with a record of p0 in hand, used to admit it after p0 had been
     // revoked and committed: this member pushed it (so did the new owner) and then committed past it
     // for a partition it no longer owned, over events that were not done.
     @Test("a record held across a revocation is not run, tracked or committed by the old owner")
@@ -174,7 +174,7 @@ struct PipelineStateMachineTests {
         #expect(state.lease(of: p0, readIn: 2) == nil, "fetched between the loss and the new assignment")
         let fresh = state.lease(of: p0, readIn: 3)
         #expect(fresh != nil && fresh !== leases[0])
-        #expect(fresh?.tenure == 3)
+        #expect(fresh?.assignedIn == 3)
     }
 
     // SIGTERM while the reader waited at the bound: it was resumed only when half the in-flight
@@ -184,7 +184,7 @@ struct PipelineStateMachineTests {
         var (state, leases) = owning([p0], maxInFlight: 1)
         _ = state.admit(p0, offset: 0, lease: leases[0])
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let mayRead = state.mayRead(waiter)
+            let mayRead = state.readOrWait(waiter)
             #expect(!mayRead)
             let (began, reader) = state.beginStopping(deadline: .now + .seconds(30))
             #expect(began)
@@ -194,7 +194,7 @@ struct PipelineStateMachineTests {
         let again = state.beginStopping(deadline: .now).began
         #expect(!again, "one deadline: the first signal's")
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let mayRead = state.mayRead(waiter)
+            let mayRead = state.readOrWait(waiter)
             #expect(mayRead, "stopping: the reader never waits")
             waiter.resume()
         }
@@ -208,17 +208,17 @@ struct PipelineStateMachineTests {
         _ = state.admit(p0, offset: 0, lease: leases[0])
         _ = state.admit(p0, offset: 1, lease: leases[0])
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let mayRead = state.mayRead(waiter)
+            let mayRead = state.readOrWait(waiter)
             #expect(!mayRead)
             let (began, reader) = state.beginStopping(deadline: .now + .seconds(30))
             #expect(began && reader != nil, "the waiting reader is handed back")
             reader?.resume()
         }
-        #expect(state.paused, "input reads as paused until the bound drains")
+        #expect(state.inputHeld, "input reads as paused until the bound drains")
         let action = state.finish(p0, offset: 0, lease: leases[0])
-        #expect(action.inputFlows, "down to half: input flows")
+        #expect(action.holdEnded, "down to half: input flows")
         #expect(action.resume == nil, "stopping: no reader waits")
-        #expect(!state.paused)
+        #expect(!state.inputHeld)
     }
 
     @Test("an output topic blocked during shutdown pauses input and counts toward the blocked limit")
@@ -230,7 +230,7 @@ struct PipelineStateMachineTests {
         #expect(paused)
         #expect(state.blockedLongest(now: start + .seconds(31), limit: .seconds(30))?.topic == "results")
         let action = state.unblock("results")
-        #expect(action.inputFlows && action.resume == nil)
+        #expect(action.holdEnded && action.resume == nil)
     }
 
     @Test("an output topic refusing every record pauses input until it takes one again")
@@ -241,17 +241,17 @@ struct PipelineStateMachineTests {
         #expect(first, "the first block pauses input")
         let second = state.block("dead-letters", now: start)
         #expect(!second, "already paused")
-        #expect(state.paused)
+        #expect(state.inputHeld)
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let mayRead = state.mayRead(waiter)
+            let mayRead = state.readOrWait(waiter)
             #expect(!mayRead)
             let partly = state.unblock("results")
             #expect(partly.resume == nil, "another topic is still blocked")
             let action = state.unblock("dead-letters")
-            #expect(action.inputFlows)
+            #expect(action.holdEnded)
             action.resume?.resume()
         }
-        #expect(!state.paused)
+        #expect(!state.inputHeld)
         _ = state.block("results", now: start)
         #expect(state.blockedLongest(now: start + .seconds(10), limit: .seconds(30)) == nil)
         #expect(state.blockedLongest(now: start + .seconds(31), limit: .seconds(30))?.topic == "results")

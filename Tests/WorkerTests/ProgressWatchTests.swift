@@ -10,7 +10,7 @@ struct ProgressWatchTests {
 
     @Test("idle with a polling consumer: alive at every tick")
     func idleIsAlive() {
-        var watch = ProgressWatch()
+        var watch = LivenessWatch()
         var beats: [Bool] = []
         for _ in 0..<3 { beats.append(watch.alive(steps: 7, pending: false, sincePolled: polling)) }
         #expect(beats == [true, true, true])
@@ -18,7 +18,7 @@ struct ProgressWatchTests {
 
     @Test("work pending: alive only at ticks after a step (a stuck reader or event stops the beats)")
     func pendingNeedsSteps() {
-        var watch = ProgressWatch()
+        var watch = LivenessWatch()
         let beats = [1, 5, 5, 5, 6].map { watch.alive(steps: $0, pending: true, sincePolled: polling) }
         // The first tick has no past; then records wait and none is taken; then a step again.
         #expect(beats == [true, true, false, false, true])
@@ -26,7 +26,7 @@ struct ProgressWatchTests {
 
     @Test("a poll thread that stopped going round: not alive, even with nothing pending")
     func stuckPollThread() {
-        var watch = ProgressWatch(pollStall: .seconds(15))
+        var watch = LivenessWatch(pollStall: .seconds(15))
         let beats = [
             watch.alive(steps: 1, pending: false, sincePolled: .seconds(16)),
             watch.alive(steps: 2, pending: true, sincePolled: .seconds(40)),

@@ -15,7 +15,7 @@ extension APNsConnectionPool {
     /// - Shutting down, it takes no new request, serves those that wait, and says when all are done.
     ///
     /// Generic over what waits (`Waiter`) and what a connection is to its owner (`Connection`: the
-    /// pool's outbox; plain values in tests), so its rules are tested without a network.
+    /// pool's `APNsConnection`; plain values in tests), so its rules are tested without a network.
     struct StateMachine<Waiter: Sendable, Connection: Sendable>: Sendable {
         /// When a slot connects again: after a failure, `backoff` (equal jitter: two attempts are
         /// never closer than half a step); after a healthy connection, at once.

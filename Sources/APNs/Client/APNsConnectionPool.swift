@@ -12,7 +12,7 @@ import NIOConcurrencyHelpers
 /// is released (`perform`). Requests go in batches (`execute`), one request being a batch of one.
 final class APNsConnectionPool: Sendable {
     typealias Completion = @Sendable (Result<APNsResponse, APNsClientError>) -> Void
-    typealias Machine = StateMachine<Request, APNsConnectionOutbox>
+    typealias Machine = StateMachine<Request, APNsConnection>
 
     /// A request on its way to a stream, with what the pool owns for it: the provider token it
     /// was signed with, its deadline, its place among the waiters, its resends.
@@ -128,8 +128,8 @@ final class APNsConnectionPool: Sendable {
             }
             perform(connecting)
             switch acquired {
-            case .dispatched(let connectionID, let outbox):
-                outbox.send(http2Request(request, connectionID: connectionID))
+            case .dispatched(let connectionID, let connection):
+                connection.send(http2Request(request, connectionID: connectionID))
             case .waiting: giveUpAtDeadlines([(id, request.deadline)])
             case .refused(let error): finish(request, .failure(error))
             }
@@ -148,17 +148,17 @@ final class APNsConnectionPool: Sendable {
             }
         }
         perform(connecting)
-        var perConnection = BatchesByDestination<APNsConnectionOutbox, APNsHTTP2Request>(reserving: outcomes.count)
+        var perConnection = BatchesByDestination<APNsConnection, APNsHTTP2Request>(reserving: outcomes.count)
         var waiting: [(id: Int, deadline: NIODeadline)] = []
         for (request, id, acquired) in outcomes {
             switch acquired {
-            case .dispatched(let connectionID, let outbox):
-                perConnection.append(http2Request(request, connectionID: connectionID), to: outbox)
+            case .dispatched(let connectionID, let connection):
+                perConnection.append(http2Request(request, connectionID: connectionID), to: connection)
             case .waiting: waiting.append((id, request.deadline))
             case .refused(let error): finish(request, .failure(error))
             }
         }
-        for (outbox, requests) in perConnection.batches { outbox.send(contentsOf: requests) }
+        for (connection, requests) in perConnection.batches { connection.send(contentsOf: requests) }
         if !waiting.isEmpty { giveUpAtDeadlines(waiting) }
     }
 
@@ -263,15 +263,15 @@ final class APNsConnectionPool: Sendable {
         guard !actions.isEmpty else { return }
         // One request sent (a single send, the common case of a stream given back to a waiter): no
         // per-connection gathering.
-        if actions.count == 1, case .dispatch(let request, let id, let outbox) = actions[0] {
-            outbox.send(http2Request(request, connectionID: id))
+        if actions.count == 1, case .dispatch(let request, let id, let connection) = actions[0] {
+            connection.send(http2Request(request, connectionID: id))
             return
         }
-        var perConnection = BatchesByDestination<APNsConnectionOutbox, APNsHTTP2Request>(reserving: actions.count)
+        var perConnection = BatchesByDestination<APNsConnection, APNsHTTP2Request>(reserving: actions.count)
         for action in actions {
             switch action {
-            case .dispatch(let request, let id, let outbox):
-                perConnection.append(http2Request(request, connectionID: id), to: outbox)
+            case .dispatch(let request, let id, let connection):
+                perConnection.append(http2Request(request, connectionID: id), to: connection)
             case .fail(let request, let error):
                 finish(request, .failure(error))
             case .connect(let slot, let id):
@@ -281,13 +281,13 @@ final class APNsConnectionPool: Sendable {
                     self?.update { $0.reconnectDue(slot: slot) }
                 }
                 state.withLock { $0.reconnectScheduled(slot: slot, timer: timer) }?.cancel()
-            case .close(let outbox):
-                outbox.channel.close(promise: nil)
+            case .close(let connection):
+                connection.channel.close(promise: nil)
             case .drained(let promise):
                 promise.succeed()
             }
         }
-        for (outbox, requests) in perConnection.batches { outbox.send(contentsOf: requests) }
+        for (connection, requests) in perConnection.batches { connection.send(contentsOf: requests) }
     }
 
     // MARK: Connecting
@@ -315,8 +315,8 @@ final class APNsConnectionPool: Sendable {
                         authority: settings.serverName, settings: settings.http2, events: events)
                     try channel.pipeline.syncOperations.addHandler(APNsTLSHandler(connection: tls))
                     try channel.pipeline.syncOperations.addHandler(http2)
-                    let outbox = APNsConnectionOutbox(channel: channel, handler: http2)
-                    self?.update { $0.connectionCreated(id: id, connection: outbox) }
+                    let connection = APNsConnection(channel: channel, handler: http2)
+                    self?.update { $0.connectionCreated(id: id, connection: connection) }
                 }
             }
         let address = settings.proxy.map { ($0.host, $0.port) } ?? (settings.host, settings.port)

@@ -29,8 +29,8 @@ struct APNsHTTP2Settings: Sendable {
 
 /// The nghttp2 client session of one APNs connection, as the handler above TLS.
 ///
-/// Requests arrive from the pool's outbox (`enqueue`); each is answered through its own completion
-/// with an `APNsResponse` or an `APNsClientError`. Event-loop-only.
+/// Requests arrive from the pool's `APNsConnection` (`enqueue`); each is answered through its own
+/// completion with an `APNsResponse` or an `APNsClientError`. Event-loop-only.
 final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
     typealias InboundIn = ByteBuffer
     /// Nothing is written into this handler: requests come through `enqueue`.
@@ -153,9 +153,9 @@ final class APNsHTTP2Handler: ChannelDuplexHandler, Nghttp2SessionDelegate {
 
     // MARK: Outbound
 
-    /// Requests handed over by the pool's outbox, straight from the event loop (no trip through the
-    /// pipeline, no write promise each): queued, submitted as far as streams allow, written in one
-    /// flush. A handler already removed from its channel fails them as not sent.
+    /// Requests handed over by the pool's `APNsConnection`, straight from the event loop (no trip
+    /// through the pipeline, no write promise each): queued, submitted as far as streams allow,
+    /// written in one flush. A handler already removed from its channel fails them as not sent.
     func enqueue(_ requests: [APNsHTTP2Request]) {
         guard context != nil else {
             for request in requests {

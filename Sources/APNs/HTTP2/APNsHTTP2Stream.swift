@@ -58,7 +58,7 @@ final class APNsHTTP2Stream {
 /// Not the pool's `Request`: the HTTP/2 layer is used without a pool too (a callback), and owns
 /// the answer's way back (to the pool, with the connection that answered) and its home thread.
 ///
-/// A class, not a struct: it passes through the outbox's batch, the handler's queue and its stream,
+/// A class, not a struct: it passes through the connection's batch, the handler's queue and its stream,
 /// and copying a notification's dozen references at each step cost more than one allocation.
 final class APNsHTTP2Request: Sendable {
     let content: APNsRequestContent

@@ -105,7 +105,7 @@ package struct TopicSettings: Sendable, Hashable {
 
 /// `delivery:`
 package struct DeliverySettings: Sendable, Hashable {
-    /// Events between consumed and result acknowledged; the consumer pauses at this, resumes at half.
+    /// Events between consumed and result acknowledged; input is held at this until half.
     /// Sized for APNs' real round trip (50 to 200 ms): throughput is at most this over the time an
     /// event stays in flight (docs/performance.md).
     package var maxInFlight: Int = 10_000

@@ -7,7 +7,7 @@ struct CommitCandidate: Equatable, Sendable {
     var offset: Int64
     var done: OffsetRanges
     var version: UInt64
-    /// Which tracking of the partition it was taken from: a commit of a tenure that ended does not
+    /// Which tracking of the partition it was taken from: a commit of a lease that ended does not
     /// mark the next one's as committed.
     var generation: UInt64 = 0
 
@@ -69,7 +69,7 @@ struct OffsetTracker {
         slots[partition].flatMap { offsets[$0].lastStored }
     }
 
-    /// Where the partition's tenure started reading, unless its position was reset since.
+    /// Where the partition's lease started reading, unless its position was reset since.
     func startOffset(of partition: KafkaTopicPartition) -> Int64? {
         slots[partition].flatMap { offsets[$0].startOffset }
     }

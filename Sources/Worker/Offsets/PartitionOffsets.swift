@@ -22,7 +22,7 @@ struct PartitionOffsets {
     private var entries: Deque<(offset: Int64, mark: Mark)> = []
     /// One past the highest offset whose prefix is complete; `nil` before anything finished.
     private(set) var completedThrough: Int64?
-    /// Records done before this tenure (by the partition's last owner, or by this member before the
+    /// Records done before this lease (by the partition's last owner, or by this member before the
     /// partition went away and came back), from the committed offset's metadata: not run again.
     private(set) var knownDone = OffsetRanges()
     /// The committed offset `knownDone` came with. A record below it means librdkafka reset the
@@ -30,9 +30,9 @@ struct PartitionOffsets {
     /// records, and is dropped.
     private var knownFrom: Int64?
 
-    /// Where this tenure started reading (the committed offset it was seeded with, else its first
+    /// Where this lease started reading (the committed offset it was seeded with, else its first
     /// record); `nil` once the position went back below what was read (a reset: a recreated topic),
-    /// after which nothing this tenure knows may be carried to a later one.
+    /// after which nothing this lease knows may be carried to a later one.
     private(set) var startOffset: Int64?
 
     /// The last commit handed out and stored: its offset and the `version` it was taken at.
@@ -152,7 +152,7 @@ struct PartitionOffsets {
         return (offset, done, version)
     }
 
-    /// The committed offset as the broker has it, as far as this tenure knows: its last commit, or the
+    /// The committed offset as the broker has it, as far as this lease knows: its last commit, or the
     /// one it started from.
     var lastStored: Int64? { committed ?? knownFrom }
 

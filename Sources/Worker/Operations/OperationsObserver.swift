@@ -26,7 +26,7 @@ package struct OperationsObserver: PipelineObserver {
 
     package func retryScheduled(_ cause: RetryCause) { metrics.retryScheduled(cause: cause.rawValue) }
     package func inFlightChanged(_ count: Int) { metrics.setInFlight(count) }
-    package func pausedChanged(_ paused: Bool) { metrics.setConsumerPaused(paused) }
+    package func inputHeldChanged(_ held: Bool) { metrics.setInputHeld(held) }
     package func committed(ok: Bool) { metrics.committed(success: ok) }
     package func alreadyDone() { metrics.alreadyDone() }
     package func commitMetadataOmitted(_ offsets: Int) { metrics.commitMetadataOmitted(offsets) }

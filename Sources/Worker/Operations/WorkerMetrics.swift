@@ -36,7 +36,8 @@ package final class WorkerMetrics: Sendable {
         "apns_worker_published_degraded_total":
             "Results and dead letters Kafka refused as they were and took degraded, by topic and Kafka error.",
         "apns_worker_in_flight_events": "Events consumed and not yet completed.",
-        "apns_worker_consumer_paused": "1 while the input is paused at the in-flight bound.",
+        "apns_worker_consumer_paused":
+            "1 while the pipeline holds its input (the in-flight bound is reached, or an output topic refuses every record); not librdkafka's partition pauses.",
         "apns_worker_consumer_lag": "Records behind the end of each input partition (librdkafka statistics).",
         "apns_worker_partition_stalled":
             "1 while an input partition is stalled: fetching, unpaused, its position unmoved for the stall bound while the broker holds records beyond it; 0 once it reads again.",
@@ -93,7 +94,7 @@ package final class WorkerMetrics: Sendable {
     private let apnsRequestDuration: CoreMetrics.Timer
     private let eventDuration: CoreMetrics.Timer
     private let inFlight: CoreMetrics.Gauge
-    private let paused: CoreMetrics.Gauge
+    private let inputHeld: CoreMetrics.Gauge
 
     private struct SeriesKey: Hashable {
         var name: String
@@ -133,9 +134,9 @@ package final class WorkerMetrics: Sendable {
         apnsRequestDuration = CoreMetrics.Timer(label: "apns_worker_apns_request_duration_seconds", factory: factory)
         eventDuration = CoreMetrics.Timer(label: "apns_worker_event_duration_seconds", factory: factory)
         inFlight = CoreMetrics.Gauge(label: "apns_worker_in_flight_events", factory: factory)
-        paused = CoreMetrics.Gauge(label: "apns_worker_consumer_paused", factory: factory)
+        inputHeld = CoreMetrics.Gauge(label: "apns_worker_consumer_paused", factory: factory)
         inFlight.record(0)
-        paused.record(0)
+        inputHeld.record(0)
         var completed: [(outcome: String, counter: CoreMetrics.Counter)] = []
         var deadLetters: [String: CoreMetrics.Counter] = [:]
         var retries: [String: CoreMetrics.Counter] = [:]
@@ -292,8 +293,9 @@ package final class WorkerMetrics: Sendable {
         inFlight.record(count)
     }
 
-    package func setConsumerPaused(_ isPaused: Bool) {
-        paused.record(isPaused ? 1 : 0)
+    /// `apns_worker_consumer_paused`: the name is kept (a contract); what it reports is the hold.
+    package func setInputHeld(_ held: Bool) {
+        inputHeld.record(held ? 1 : 0)
     }
 
     /// From librdkafka statistics.

@@ -47,10 +47,10 @@ package struct LaneObserver: PipelineObserver {
         }
     }
 
-    package func pausedChanged(_ paused: Bool) {
+    package func inputHeldChanged(_ held: Bool) {
         tally.lanes.withLock { lanes in
-            lanes.held[lane] = paused
-            base.pausedChanged(lanes.held.contains(true))
+            lanes.held[lane] = held
+            base.inputHeldChanged(lanes.held.contains(true))
         }
     }
 

@@ -1,7 +1,7 @@
 import Kafka
 import Synchronization
 
-/// One partition's tenure at this member: made when the group assigns the partition, handed over
+/// One partition's ownership at this member: made when the group assigns the partition, handed over
 /// when the group takes it away (nothing of it is pushed any more; what is at APNs finishes and
 /// counts), ended when the partition is gone for good (the revocation committed or gave up, the
 /// assignment was lost, or shutdown's deadline came). Every event carries its partition's lease; an
@@ -14,16 +14,16 @@ import Synchronization
 /// the new one.
 package final class PartitionLease: Sendable {
     package let partition: KafkaTopicPartition?
-    /// The consumer's tenure the partition was assigned in: records fetched before it
-    /// (`KafkaConsumerMessage.tenure` below this) belong to an earlier tenure, not to this lease.
-    package let tenure: UInt64
+    /// The consumer's tenure (its count of assignment changes) in which the partition was assigned:
+    /// a record fetched before it (`KafkaConsumerMessage.tenure` below this) is not this lease's.
+    package let assignedIn: UInt64
     /// 0: active; 1: handed over (no more pushes); 2: ended.
     private let phase = Atomic<UInt8>(0)
 
     /// - Parameter partition: `nil` for a lease that belongs to no partition (tests, one-off sends).
-    package init(_ partition: KafkaTopicPartition? = nil, tenure: UInt64 = 0) {
+    package init(_ partition: KafkaTopicPartition? = nil, assignedIn: UInt64 = 0) {
         self.partition = partition
-        self.tenure = tenure
+        self.assignedIn = assignedIn
     }
 
     /// False once the partition is handed over or gone: the event's work should stop at its next step.

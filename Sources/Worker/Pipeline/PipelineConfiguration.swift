@@ -6,7 +6,7 @@ package struct PipelineConfiguration: Sendable {
     /// One result event per input event goes here, keyed by event id.
     package var resultsTopic: String
     package var deadLetterTopic: String
-    /// Events between "read" and "result acknowledged"; input pauses at this bound, resumes at half.
+    /// Events between "read" and "result acknowledged"; input is held at this bound until half.
     package var maxInFlight = 10_000
     /// The same bound in bytes of the running events' records: large records reach it first.
     package var maxInFlightBytes = 32 * 1024 * 1024
@@ -31,7 +31,7 @@ package struct PipelineConfiguration: Sendable {
     /// A record whose value is larger than this ends `invalid` unsent (and dead-lettered).
     package var maxRecordBytes = 256 * 1024
     /// An output topic that refuses every record (unknown, not authorized) this long stops the
-    /// worker with an error; until then input is paused and the records are retried.
+    /// worker with an error; until then input is held and the records are retried.
     package var publishBlockedLimit: Duration = .seconds(300)
 
     package init(inputTopics: [String], resultsTopic: String, deadLetterTopic: String) {

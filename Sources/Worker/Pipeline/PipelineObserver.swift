@@ -14,7 +14,9 @@ package protocol PipelineObserver: Sendable {
     func apnsAnswered(status: Int?, reason: String?, duration: Duration)
     func retryScheduled(_ cause: RetryCause)
     func inFlightChanged(_ count: Int)
-    func pausedChanged(_ paused: Bool)
+    /// Input is held (`held`: the reader stops, at the in-flight bound or for a blocked output topic),
+    /// or the hold ended and input flows again. Not librdkafka's partition pauses.
+    func inputHeldChanged(_ held: Bool)
     func committed(ok: Bool)
     /// A record its partition's last owner had finished (the committed offset's metadata says so)
     /// was read again and not run: no second push, no second result.
@@ -65,7 +67,7 @@ extension PipelineObserver {
     package func apnsAnswered(status: Int?, reason: String?, duration: Duration) {}
     package func retryScheduled(_ cause: RetryCause) {}
     package func inFlightChanged(_ count: Int) {}
-    package func pausedChanged(_ paused: Bool) {}
+    package func inputHeldChanged(_ held: Bool) {}
     package func committed(ok: Bool) {}
     package func alreadyDone() {}
     package func commitMetadataOmitted(_ offsets: Int) {}

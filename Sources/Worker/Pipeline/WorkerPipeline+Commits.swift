@@ -42,7 +42,7 @@ extension WorkerPipeline {
 
     /// Every second: the blocked-topic limit, whether Kafka takes results, and liveness.
     func ticker(consumer: KafkaConsumer, producer: KafkaProducer, publisher: ResultPublisher) async {
-        var watch = ProgressWatch()
+        var watch = LivenessWatch()
         var acknowledgement = AcknowledgementWatch()
         while !Task.isCancelled {
             guard (try? await Task.sleep(for: .seconds(1))) != nil else { return }
@@ -50,7 +50,7 @@ extension WorkerPipeline {
             let unacknowledged = producer.pendingCount
             switch acknowledgement.tick(acknowledged: publisher.acknowledged, unacknowledged: unacknowledged) {
             case .waiting(let seconds): observer.resultsWaiting(unacknowledged: unacknowledged, for: seconds)
-            case .flowingAgain: observer.resultsAccepted()
+            case .acceptedAgain: observer.resultsAccepted()
             case .unchanged: break
             }
             let pending = state.withLock { $0.running > 0 } || consumer.bufferedCount > 0

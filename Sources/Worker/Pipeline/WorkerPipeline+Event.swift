@@ -79,7 +79,7 @@ extension WorkerPipeline {
             return (action, state.running)
         }
         if completed { commits.wantCommit() }
-        if action.inputFlows { observer.pausedChanged(false) }
+        if action.holdEnded { observer.inputHeldChanged(false) }
         observer.inFlightChanged(running)
         action.resume?.resume()
         for waiter in action.drained { waiter.resume() }
@@ -112,10 +112,10 @@ extension WorkerPipeline {
         if case .unblocked = report { blocked = false }
         if let publisher = publisherBox.withLock({ $0 }) { blocked = publisher.isBlocked(topic) }
         if blocked {
-            if state.withLock({ $0.block(topic, now: .now) }) { observer.pausedChanged(true) }
+            if state.withLock({ $0.block(topic, now: .now) }) { observer.inputHeldChanged(true) }
         } else {
             let action = state.withLock { $0.unblock(topic) }
-            if action.inputFlows { observer.pausedChanged(false) }
+            if action.holdEnded { observer.inputHeldChanged(false) }
             action.resume?.resume()
         }
     }

@@ -10,7 +10,7 @@ extension WorkerPipeline.StateMachine {
         private(set) var leases: [KafkaTopicPartition: PartitionLease] = [:]
         private(set) var tracker = OffsetTracker()
 
-        /// New leases (of the consumer's `tenure`) and fresh tracking for these partitions, each
+        /// New leases (assigned in the consumer's `tenure`) and fresh tracking for these partitions, each
         /// starting from what is known done above its committed offset; returns the leases they
         /// replace.
         mutating func assign(
@@ -19,7 +19,7 @@ extension WorkerPipeline.StateMachine {
             var ended: [PartitionLease] = []
             for partition in partitions {
                 if let old = leases[partition] { ended.append(old) }
-                leases[partition] = PartitionLease(partition, tenure: tenure)
+                leases[partition] = PartitionLease(partition, assignedIn: tenure)
                 owned.insert(partition)
             }
             tracker.remove(partitions)
@@ -56,7 +56,7 @@ extension WorkerPipeline.StateMachine {
 
         /// Tracks the record if its partition is owned under `lease` now; `nil` when it is not.
         ///
-        /// Within a tenure offsets only grow, except when librdkafka resets a partition's position
+        /// Within a lease offsets only grow, except when librdkafka resets a partition's position
         /// (`auto.offset.reset` on an offset out of range, as when a topic is recreated): the
         /// tracker ignores such a lower offset and the record runs untracked, so that it still
         /// ends with a result.

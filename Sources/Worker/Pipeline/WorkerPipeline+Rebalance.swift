@@ -171,7 +171,7 @@ extension WorkerPipeline {
                 }
             }
             if let done = fromTopic[partition] { known.done = done }
-            // This member's own unsaved progress, if the committed offset lies in what that tenure
+            // This member's own unsaved progress, if the committed offset lies in what that lease
             // read (a committed offset below it means the partition was read from elsewhere since:
             // reset, or a recreated topic, and those records are not the ones it finished).
             if let (candidate, start) = owedHere[partition], stored.offset >= start, candidate.offset > stored.offset {

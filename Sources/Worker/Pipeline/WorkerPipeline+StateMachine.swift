@@ -14,10 +14,10 @@ extension WorkerPipeline {
     /// who waits for a drain. Pure: every method returns what to do, and the caller does it outside
     /// the lock.
     ///
-    /// Input is held (the reader waits) while any of these holds: `maxInFlight` events, or
+    /// Input is held (the reader waits) for either of two reasons: `maxInFlight` events, or
     /// `maxInFlightBytes` of their records, are running (until both are down to half), or an output
-    /// topic refuses every record (until one is stored there again). While stopping, the reader never
-    /// waits and nothing is admitted.
+    /// topic is blocked, refusing every record (until one is stored there again). While stopping, the
+    /// reader never waits and nothing is admitted.
     ///
     /// A hold stops the reader, not librdkafka: its partitions go on fetching into the consumer's
     /// bounded buffer, which pauses them itself once it has stayed full past its grace (a long hold).
@@ -32,7 +32,7 @@ extension WorkerPipeline {
             /// Records are admitted; `Input` says whether the reader may read on.
             case running(Input)
             /// Shutdown began; everything must be done by `deadline`. Nothing is admitted and no reader
-            /// waits. The hold (nil: none) is kept because it still acts: input reads as paused until it
+            /// waits. The hold (nil: none) is kept because it still acts: input reads as held until it
             /// ends, and an output topic that refuses records for too long still makes the pipeline's
             /// `run()` throw.
             case stopping(deadline: ContinuousClock.Instant, hold: Hold?)
@@ -49,11 +49,11 @@ extension WorkerPipeline {
         struct Hold {
             /// `maxInFlight` or `maxInFlightBytes` was reached, and the running events are not yet down
             /// to half of both.
-            var atBound = false
-            /// Output topics whose every record is refused (no such topic, not authorized), since when.
+            var boundReached = false
+            /// Blocked output topics: each refuses every record (no such topic, not authorized), since when.
             var blockedTopics: [String: ContinuousClock.Instant] = [:]
 
-            var holdsInput: Bool { atBound || !blockedTopics.isEmpty }
+            var hasReason: Bool { boundReached || !blockedTopics.isEmpty }
         }
 
         /// Events between "read" and "done", whatever their partition's fate (a revoked partition's
@@ -81,18 +81,18 @@ extension WorkerPipeline {
             self.maxInFlightBytes = max(maxInFlightBytes, 1)
         }
 
-        /// Input is held: the reader waits (while running) and input reads as paused.
-        var paused: Bool {
+        /// Input is held: the reader waits (while running; while stopping it never waits).
+        var inputHeld: Bool {
             switch state {
             case .running(.flowing), .stopping(_, nil): false
             case .running(.held), .stopping(_, _?): true
             }
         }
 
-        var atBound: Bool {
+        var boundReached: Bool {
             switch state {
             case .running(.flowing), .stopping(_, nil): false
-            case .running(.held(let hold, _)), .stopping(_, let hold?): hold.atBound
+            case .running(.held(let hold, _)), .stopping(_, let hold?): hold.boundReached
             }
         }
 
@@ -121,7 +121,7 @@ extension WorkerPipeline {
         // MARK: assignment
 
         /// The group gave these partitions to this member: each gets a new lease and fresh tracking
-        /// (whatever an earlier tenure left is no longer this member's to commit). Returns the leases
+        /// (whatever an earlier lease left is no longer this member's to commit). Returns the leases
         /// that ended (a partition assigned again while its old revocation had not finished).
         mutating func assign(
             _ partitions: [KafkaTopicPartition], tenure: UInt64, progress: [KafkaTopicPartition: KnownProgress] = [:]
@@ -146,19 +146,19 @@ extension WorkerPipeline {
 
         /// The lease a record of this partition fetched in the consumer's tenure `tenure` would be
         /// admitted under now: the partition's, if it is owned and was assigned in that tenure or
-        /// before. A record fetched before the partition's current assignment belongs to a tenure
+        /// before. A record fetched before the partition's current assignment belongs to a lease
         /// that ended (revoked or lost, even if assigned back since): the current one reads it again
         /// from its committed offset, which may lie below it.
         func lease(of partition: KafkaTopicPartition, readIn tenure: UInt64) -> PartitionLease? {
-            guard let lease = ownership.lease(of: partition), tenure >= lease.tenure else { return nil }
+            guard let lease = ownership.lease(of: partition), tenure >= lease.assignedIn else { return nil }
             return lease
         }
 
         // MARK: reader
 
         enum AdmitAction {
-            /// Run it; `holdsInput`: this one fills the bound, input is held from now on.
-            case run(holdsInput: Bool)
+            /// Run it; `holdBegan`: this one fills the bound, input is held from now on.
+            case run(holdBegan: Bool)
             /// Drop it unread: its partition is no longer owned under the lease it was read under, or
             /// the pipeline is stopping. It stays uncommitted; its partition's owner reads it again.
             case skip
@@ -179,24 +179,25 @@ extension WorkerPipeline {
             if started == .alreadyDone { return .alreadyDone }
             load.events += 1
             load.bytes += bytes
-            guard load.events >= maxInFlight || load.bytes >= maxInFlightBytes else { return .run(holdsInput: false) }
+            guard load.events >= maxInFlight || load.bytes >= maxInFlightBytes else { return .run(holdBegan: false) }
             switch state {
             case .running(.flowing):
-                state = .running(.held(Hold(atBound: true), reader: nil))
-                return .run(holdsInput: true)
-            case .running(.held(var hold, let reader)) where !hold.atBound:
+                state = .running(.held(Hold(boundReached: true), reader: nil))
+                return .run(holdBegan: true)
+            case .running(.held(var hold, let reader)) where !hold.boundReached:
                 // Held for a blocked topic already: the bound is one more reason to hold.
-                hold.atBound = true
+                hold.boundReached = true
                 state = .running(.held(hold, reader: reader))
-                return .run(holdsInput: false)
+                return .run(holdBegan: false)
             case .running(.held), .stopping:
-                return .run(holdsInput: false)
+                return .run(holdBegan: false)
             }
         }
 
-        /// Before reading the next record: wait while held. Returns false when the waiter was stored
-        /// (it is resumed when input resumes or shutdown begins), true when the reader may go on.
-        mutating func mayRead(_ waiter: Waiter) -> Bool {
+        /// Before reading the next record: read on, or wait while input is held. Returns true when the
+        /// reader may read on, false when the waiter was stored (it is resumed when the hold ends or
+        /// shutdown begins).
+        mutating func readOrWait(_ waiter: Waiter) -> Bool {
             guard case .running(.held(let hold, let reader)) = state else { return true }
             precondition(reader == nil, "one reader")
             state = .running(.held(hold, reader: waiter))
@@ -209,7 +210,7 @@ extension WorkerPipeline {
             /// Resume the reader.
             var resume: Waiter?
             /// The hold ended: input flows again.
-            var inputFlows = false
+            var holdEnded = false
             /// Revocations or a shutdown waiting for these events.
             var drained: [Waiter] = []
         }
@@ -237,8 +238,8 @@ extension WorkerPipeline {
             load.events -= 1
             load.bytes -= bytes
             var action = FinishAction()
-            if atBound, load.events <= maxInFlight / 2, load.bytes <= maxInFlightBytes / 2 {
-                action = changeHold { $0.atBound = false }
+            if boundReached, load.events <= maxInFlight / 2, load.bytes <= maxInFlightBytes / 2 {
+                action = changeHold { $0.boundReached = false }
             }
             if !drainWaiters.isEmpty {
                 var waiting: [(partitions: Set<KafkaTopicPartition>?, waiter: Waiter)] = []
@@ -265,19 +266,19 @@ extension WorkerPipeline {
             case .running(.held(var hold, let reader)):
                 state = .running(.flowing)
                 change(&hold)
-                if hold.holdsInput {
+                if hold.hasReason {
                     state = .running(.held(hold, reader: reader))
                 } else {
-                    action.inputFlows = true
+                    action.holdEnded = true
                     action.resume = reader
                 }
             case .stopping(let deadline, var hold?):
                 state = .stopping(deadline: deadline, hold: nil)
                 change(&hold)
-                if hold.holdsInput {
+                if hold.hasReason {
                     state = .stopping(deadline: deadline, hold: hold)
                 } else {
-                    action.inputFlows = true
+                    action.holdEnded = true
                 }
             }
             return action
@@ -285,7 +286,7 @@ extension WorkerPipeline {
 
         // MARK: output topics
 
-        /// Every record to `topic` is refused. Returns true when this pauses input.
+        /// `topic` is blocked: every record to it is refused. Returns true when this begins a hold.
         mutating func block(_ topic: String, now: ContinuousClock.Instant) -> Bool {
             switch state {
             case .running(.flowing):
@@ -303,7 +304,7 @@ extension WorkerPipeline {
             }
         }
 
-        /// A record was stored in `topic` again: what to resume, if this unpaused input. A topic that
+        /// A record was stored in `topic` again: what to resume, if this ended the hold. A topic that
         /// was not blocked changes nothing (a hold always keeps a reason).
         mutating func unblock(_ topic: String) -> FinishAction {
             changeHold { $0.blockedTopics[topic] = nil }
@@ -385,7 +386,7 @@ extension WorkerPipeline {
             }
         }
 
-        /// What is not committed of these partitions, each with where its tenure started reading.
+        /// What is not committed of these partitions, each with where its lease started reading.
         func unsaved(_ partitions: Set<KafkaTopicPartition>) -> [(CommitCandidate, start: Int64)] {
             ownership.commitCandidates(in: partitions).compactMap { candidate in
                 ownership.tracker.startOffset(of: candidate.partition).map { (candidate, $0) }

@@ -258,10 +258,10 @@ package final class WorkerPipeline: Service, Sendable {
     /// and writes once per batch rather than once per event. An idle stream still sends each event
     /// at once (a batch of one); a backlog costs at most a batch's decoding in latency.
     ///
-    /// A record is admitted only under the lease of the tenure that fetched it (its partition's
-    /// assignment then), checked when it is taken and again after any wait: a partition revoked or
-    /// lost (and even assigned back) between the fetch and the admission is not this record's to run
-    /// or commit any more. Its partition's current tenure reads it again.
+    /// A record is admitted only under the lease its partition had when the record was fetched
+    /// (matched through the record's `tenure`), checked when it is taken and again after any wait: a
+    /// partition revoked or lost (and even assigned back) between the fetch and the admission is not
+    /// this record's to run or commit any more. Its partition's current lease reads it again.
     private func readLoop(_ consumer: KafkaConsumer, publisher: ResultPublisher) async {
         var records = consumer.messages.makeAsyncIterator()
         var requests: [NotificationRequest] = []
@@ -273,14 +273,14 @@ package final class WorkerPipeline: Service, Sendable {
                 var taken = 1
                 while true {
                     observer.consumed(topic: record.topic)
-                    // The partition's lease and, unless the reader must wait first, the record's
-                    // admission, in one hold of the lock (the producer's poll thread takes it for
-                    // every acknowledged result).
+                    // The partition's lease and, unless input is held, the record's admission, under
+                    // one acquisition of the lock (the producer's poll thread takes it for every
+                    // acknowledged result).
                     let partition = record.topicPartition
                     let bytes = record.byteCount
                     let step = state.withLock { state -> ReadStep in
                         guard let lease = state.lease(of: partition, readIn: record.tenure) else { return .notOwned }
-                        guard !state.paused else { return .paused(lease) }
+                        guard !state.inputHeld else { return .held(lease) }
                         let action = state.admit(partition, offset: record.offset, lease: lease, bytes: bytes)
                         return .admitted(lease, action, running: state.running)
                     }
@@ -288,15 +288,15 @@ package final class WorkerPipeline: Service, Sendable {
                     case .notOwned:
                         break
                     case .admitted(let lease, let action, let running):
-                        admitted(
+                        applyAdmission(
                             record, bytes: bytes, lease: lease, action: action, running: running, sending: &requests,
                             outlet: outlet)
-                    case .paused(let lease):
+                    case .held(let lease):
                         // The batch's requests first: the events that free the bound may be among them.
                         sendAll(&requests)
-                        await waitWhilePaused()
-                        HomeRelease.releaseHere()  // what ended while paused: not kept past the bound
-                        admit(record, lease: lease, sending: &requests, outlet: outlet)
+                        await waitWhileHeld()
+                        HomeRelease.releaseHere()  // what ended while held: not kept past the bound
+                        admitAfterHold(record, lease: lease, sending: &requests, outlet: outlet)
                     }
                     guard taken < Self.readBatch, let next = records.nextIfBuffered() else { break }
                     record = next
@@ -313,17 +313,18 @@ package final class WorkerPipeline: Service, Sendable {
 
     /// What the reader found for a record, under the lock.
     private enum ReadStep {
-        /// Its partition is not this member's, or not under the tenure that fetched it (revoked or lost
-        /// since, perhaps assigned back): dropped unread.
+        /// Its partition is not this member's, or not under the lease it was fetched in (revoked or
+        /// lost since, perhaps assigned back): dropped unread.
         case notOwned
         /// Admitted (or skipped) under its partition's lease.
         case admitted(PartitionLease, StateMachine.AdmitAction, running: Int)
-        /// The reader waits at the bound first, then admits it under this lease.
-        case paused(PartitionLease)
+        /// Input is held: the reader waits for the hold to end, then admits it under this lease.
+        case held(PartitionLease)
     }
 
-    /// Admits a record after a wait: its lease was taken when it was read.
-    private func admit(
+    /// Admits a record once the reader's wait is over (the hold ended, or shutdown began): its lease
+    /// was taken when it was read, and `StateMachine.admit` checks it again.
+    private func admitAfterHold(
         _ record: KafkaConsumerMessage, lease: PartitionLease, sending requests: inout [NotificationRequest],
         outlet: Outlet
     ) {
@@ -331,13 +332,14 @@ package final class WorkerPipeline: Service, Sendable {
         let (action, running) = state.withLock { state in
             (state.admit(record.topicPartition, offset: record.offset, lease: lease, bytes: bytes), state.running)
         }
-        admitted(
+        applyAdmission(
             record, bytes: bytes, lease: lease, action: action, running: running, sending: &requests,
             outlet: outlet)
     }
 
-    /// After the lock: starts an admitted record.
-    private func admitted(
+    /// After the lock, does what `StateMachine.admit` decided: starts the record, counts it as done
+    /// already, or drops it (skipped).
+    private func applyAdmission(
         _ record: KafkaConsumerMessage, bytes: Int, lease: PartitionLease, action: StateMachine.AdmitAction,
         running: Int,
         sending requests: inout [NotificationRequest], outlet: Outlet
@@ -350,9 +352,9 @@ package final class WorkerPipeline: Service, Sendable {
             return
         }
         // Skipped: revoked meanwhile, or stopping. Uncommitted: its partition's owner reads it again.
-        guard case .run(let holdsInput) = action else { return }
+        guard case .run(let holdBegan) = action else { return }
         progress.step()
-        if holdsInput { observer.pausedChanged(true) }
+        if holdBegan { observer.inputHeldChanged(true) }
         observer.inFlightChanged(running)
         start(record, bytes: bytes, lease: lease, sending: &requests, outlet: outlet)
     }
@@ -363,9 +365,9 @@ package final class WorkerPipeline: Service, Sendable {
         requests.removeAll(keepingCapacity: true)
     }
 
-    private func waitWhilePaused() async {
+    private func waitWhileHeld() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            if state.withLock({ $0.mayRead(continuation) }) { continuation.resume() }
+            if state.withLock({ $0.readOrWait(continuation) }) { continuation.resume() }
         }
     }
 }

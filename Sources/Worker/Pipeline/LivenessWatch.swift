@@ -1,7 +1,8 @@
 import Synchronization
 
-/// Steps the pipeline takes (a record admitted, an APNs answer, a publish attempt): one relaxed
-/// atomic add each, read once per tick by the liveness check.
+/// Counts the pipeline's steps (a record admitted, an APNs answer, a publish attempt) for
+/// `LivenessWatch`: one relaxed atomic add each, read once per tick. Not the done records' progress
+/// (`KnownProgress`, the progress topic), which is about commits.
 final class ProgressCounter: Sendable {
     private let count = Atomic<UInt64>(0)
 
@@ -21,7 +22,7 @@ final class ProgressCounter: Sendable {
 /// would push every uncommitted event again). A stuck reader (records waiting, none taken), a stuck
 /// poll thread, or a deadlock (the tick itself never comes) stops the beats, and `/health/live`
 /// turns red once its window passes without one.
-struct ProgressWatch {
+struct LivenessWatch {
     /// The poll thread goes round every 100 ms (and checks in every second while a rebalance
     /// handler runs): longer than this without it is a stuck thread.
     let pollStall: Duration
@@ -58,7 +59,7 @@ struct AcknowledgementWatch {
         /// None acknowledged for this long while some wait.
         case waiting(Duration)
         /// Acknowledgements come again (or nothing waits) after `waiting` was reported.
-        case flowingAgain
+        case acceptedAgain
     }
 
     /// Once per second.
@@ -74,6 +75,6 @@ struct AcknowledgementWatch {
         stalledTicks = 0
         guard reported else { return .unchanged }
         reported = false
-        return .flowingAgain
+        return .acceptedAgain
     }
 }

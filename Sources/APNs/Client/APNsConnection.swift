@@ -1,14 +1,15 @@
 import Threading
 import NIOCore
 
-/// Requests on their way from callers' threads to one connection's event loop.
+/// One connection as its pool holds it: the channel (to close it), and the way requests get from
+/// callers' threads to the connection's event loop.
 ///
 /// Writing to a channel from outside its event loop costs a hop (a locked enqueue and often a thread
 /// wake-up) per write. Here the first request of a burst schedules one hop, and every request that
 /// arrives before it runs rides along: one hop, one flush, one TLS record for the lot. The batch is
 /// handed to the HTTP/2 handler directly rather than written through the pipeline, which would box
 /// each request and want a promise for each.
-final class APNsConnectionOutbox: Sendable {
+final class APNsConnection: Sendable {
     let channel: any Channel
     private let handler: NIOLoopBound<APNsHTTP2Handler>
     private let pending = Locked<[APNsHTTP2Request]>([])
