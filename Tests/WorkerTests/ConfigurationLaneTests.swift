@@ -5,23 +5,12 @@ import Testing
 
 @Suite("Configuration: lanes (urgent topics before bulk)")
 struct ConfigurationLaneTests {
-    /// The minimal file with two input topics and `lanes` (indented under `consumer:`).
+    /// The minimal file with input topics `topics` and `lanes` (indented under `consumer:`), from its
+    /// line 5 on.
     static func yaml(_ lanes: String, topics: String = "[campaigns, signin, chat]") -> String {
-        """
-        kafka:
-          bootstrap.servers: "kafka-0:9092"
-        consumer:
-          topics: \(topics)
-        \(lanes.split(separator: "\n", omittingEmptySubsequences: false).map { "  " + $0 }.joined(separator: "\n"))
-        topics:
-          results: apns-results
-          deadLetters: apns-dead-letters
-        apns:
-          credentials:
-            - name: app
-              topics: ["com.example.app"]
-              token: { teamId: ABCDE12345, keyId: KEY1234567, keyFile: /keys/AuthKey.p8 }
-        """
+        let indented = lanes.split(separator: "\n", omittingEmptySubsequences: false).map { "  " + $0 }
+        return ConfigurationFixtures.minimalYAML.replacingOccurrences(
+            of: "  topics: [notifications]\n", with: "  topics: \(topics)\n" + indented.joined(separator: "\n") + "\n")
     }
 
     func failure(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> ConfigurationError {

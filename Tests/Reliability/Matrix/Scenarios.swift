@@ -492,15 +492,24 @@ extension Scenario {
 
     // MARK: Process
 
-    static let process: [Scenario] = [
+    /// `apns-worker run` SIGKILLed at random moments and restarted; `lanes`: with an urgent lane
+    /// taking a quarter of the events.
+    static func sigkillAtRandomPoints(lanes: Bool) -> Scenario {
         Scenario(
-            "SIGKILL at random points", .process,
-            shows: """
+            lanes ? "SIGKILL at random points, with lanes" : "SIGKILL at random points", .process, lanes: lanes,
+            shows: lanes
+                ? """
+                The same with an urgent lane (`consumer.lanes.urgent`): each `apns-worker run` is two \
+                members of the group, one per lane, and a kill takes both; a quarter of the events \
+                are on the urgent topic. None is lost.
+                """
+                : """
                 `apns-worker run` is SIGKILLed at a random moment and restarted, 10 times over one \
                 run: uncommitted events are processed again (duplicates), none is lost.
                 """
         ) { rig, scale in
-            try await rig.produce(rig.mixedBatch(scale.events * 3).records)
+            try await rig.produce(
+                rig.mixedBatch(scale.events * 3).records + (lanes ? rig.urgentBatch(scale.events).records : []))
             rig.pace()
             var random = SystemRandomNumberGenerator()
             var mark = rig.simulator.observation.totalConnections
@@ -518,31 +527,12 @@ extension Scenario {
                 worker = try rig.startProcess()
             }
             rig.faultCleared()
-        },
-        Scenario(
-            "SIGKILL at random points, with lanes", .process, lanes: true,
-            shows: """
-                The same with an urgent lane (`consumer.lanes.urgent`): each `apns-worker run` is two \
-                members of the group, one per lane, and a kill takes both; a quarter of the events \
-                are on the urgent topic. None is lost.
-                """
-        ) { rig, scale in
-            try await rig.produce(rig.mixedBatch(scale.events * 3).records + rig.urgentBatch(scale.events).records)
-            rig.pace()
-            var random = SystemRandomNumberGenerator()
-            var mark = rig.simulator.observation.totalConnections
-            var worker = try rig.startProcess()
-            for _ in 0..<scale.repeats {
-                try await rig.waitUntil(60, "pushes from the restarted worker") {
-                    await rig.pushes(onConnectionsAfter: mark) >= 30
-                }
-                try await Task.sleep(for: .milliseconds(Int.random(in: 0...1_500, using: &random)))
-                await rig.sigkill(worker)
-                mark = rig.simulator.observation.totalConnections
-                worker = try rig.startProcess()
-            }
-            rig.faultCleared()
-        },
+        }
+    }
+
+    static let process: [Scenario] = [
+        sigkillAtRandomPoints(lanes: false),
+        sigkillAtRandomPoints(lanes: true),
         burstKill(faults: false),
         burstKill(faults: true),
         Scenario(
