@@ -28,7 +28,9 @@ package struct DeadLetterReplayer: Sendable {
     package var checkpointPeriod: Duration = .seconds(5)
     /// How long a run's hold on its cursors lasts unless renewed: what a run that died blocks.
     package var leaseDuration: Duration = .seconds(60)
-    /// How long a run waits after taking its hold before it reads it back (see `ReplayCursorStore`).
+    /// The least a run waits after taking its hold before it reads it back (longer when Kafka is
+    /// slower), and the longest its store may take for a refused run to give the hold up at once
+    /// (see `ReplayCursorStore`). Not a setting: every run must wait the same.
     package var leaseSettle: Duration = .seconds(1)
     /// Names this run in the holds it takes: host, process and a random part.
     package var runID: String = DeadLetterReplayer.makeRunID()
@@ -85,6 +87,7 @@ package struct DeadLetterReplayer: Sendable {
     package func run(_ request: ReplayRequest) async throws -> ReplayReport {
         let consumer = try KafkaConsumer(configuration: consumerConfiguration, logger: logger)
         var cursors: [DeadLetterReason: KafkaConsumer] = [:]
+        var claims: [DeadLetterReason: KafkaConsumer] = [:]
         do {
             // A topic that does not exist is a mistake, not an empty replay (and asking for its
             // partitions would create it on a broker that creates topics on first use).
@@ -97,10 +100,13 @@ package struct DeadLetterReplayer: Sendable {
                 var configuration = consumerConfiguration
                 configuration.groupID = Self.cursorGroup(consumerConfiguration.groupID, reason)
                 cursors[reason] = try KafkaConsumer(configuration: configuration, logger: logger)
+                guard !request.dryRun else { continue }
+                configuration.groupID = Self.claimGroup(consumerConfiguration.groupID, reason)
+                claims[reason] = try KafkaConsumer(configuration: configuration, logger: logger)
             }
             let report: ReplayReport
             do {
-                report = try await replay(request, from: consumer, cursors: cursors)
+                report = try await replay(request, from: consumer, cursors: cursors, claims: claims)
             } catch let error as ReplayError {
                 throw error
             } catch {
@@ -108,10 +114,10 @@ package struct DeadLetterReplayer: Sendable {
                 // timed out) stops the run part-way: the next run resumes at its last checkpoint.
                 throw ReplayError(description: "stopped part-way: \(error)")
             }
-            for opened in [consumer] + cursors.values { await opened.close() }
+            for opened in [consumer] + cursors.values + claims.values { await opened.close() }
             return report
         } catch {
-            for opened in [consumer] + cursors.values { await opened.close() }
+            for opened in [consumer] + cursors.values + claims.values { await opened.close() }
             throw error
         }
     }
@@ -121,8 +127,15 @@ package struct DeadLetterReplayer: Sendable {
         "\(groupID).\(reason.rawValue)"
     }
 
+    /// The consumer group in whose commit metadata a run writes its id when it takes its hold on
+    /// `reason`'s cursor (see `ReplayCursorStore`).
+    package static func claimGroup(_ groupID: String, _ reason: DeadLetterReason) -> String {
+        cursorGroup(groupID, reason) + ".claim"
+    }
+
     private func replay(
-        _ request: ReplayRequest, from consumer: KafkaConsumer, cursors groups: [DeadLetterReason: KafkaConsumer]
+        _ request: ReplayRequest, from consumer: KafkaConsumer, cursors groups: [DeadLetterReason: KafkaConsumer],
+        claims: [DeadLetterReason: KafkaConsumer]
     ) async throws -> ReplayReport {
         // Where each partition ends now: the run stops there. Some brokers' ListOffsets answer lags the
         // log (Tansu 0.6 names the start of the last record batch), so the end a partition's first
@@ -140,8 +153,8 @@ package struct DeadLetterReplayer: Sendable {
         // Each reason's cursor per partition: where earlier runs left it, and (unless this is a dry
         // run) held by this run until it ends.
         let store = ReplayCursorStore(
-            holder: runID, groups: groups, partitions: partitions, lows: lows, duration: leaseDuration,
-            settle: leaseSettle, logger: logger)
+            holder: runID, groups: groups, claims: claims, partitions: partitions, lows: lows,
+            duration: leaseDuration, settle: leaseSettle, logger: logger)
         let held = request.dryRun ? try await store.read() : try await store.acquire()
         report.notes += held.notes
         do {

@@ -5,26 +5,66 @@ import Logging
 
 /// The cursors of the reasons one replay run handles, read from and stored in their groups'
 /// committed offsets and commit metadata, and the run's hold on them: two runs over the same
-/// cursors never both replay a dead letter, because the second is refused.
+/// cursors never both replay a dead letter, because all but one are refused.
 ///
-/// The hold is a lease in each cursor's metadata (the run's id and an expiry), taken by writing it
-/// and reading it back after `settle`: two runs that start together both write, both read back the
-/// later write, and only its writer goes on (a run whose own read-then-write took longer than
-/// `settle` gives up, so the other's read-back always comes after both writes). Every checkpoint
-/// checks the hold is still this run's and renews it; the last one gives it up. A run that dies
-/// holding it blocks others until it expires (`duration`).
+/// Kafka has no compare-and-set for committed offsets: a commit overwrites what is there, and the
+/// writer cannot tell what it overwrote. So the hold uses two kinds of register per reason: the
+/// cursors, whose metadata carries the holding run's lease (its id and an expiry), and the claim,
+/// the commit metadata of the reason's claim group (`<cursor group>.claim`) on the topic's first
+/// partition, where a run writes its id and nothing else. `acquire`:
+///
+/// 1. reads the cursors, and is refused if another run's lease is on any of them;
+/// 2. writes its id to each reason's claim;
+/// 3. per reason, reads the cursors again, is refused on another run's lease, and stores them with
+///    its own lease (the read-then-store time is measured: the run's *blind time*);
+/// 4. waits `settle`, or twice its blind time if longer (capped);
+/// 5. reads the claims and the cursors: it goes on only if every claim still names it and every
+///    cursor still carries its lease.
+///
+/// Why two runs A and B never both go on, however slow Kafka is. Each read its own id in the claim
+/// in (5), after storing its lease in (3). Say A wrote the claim first. A read it back before B
+/// wrote it (afterwards it names B or a later run), so B wrote the claim, and then read the cursors
+/// in (3), after A had stored its lease: B found it (or a lease written since) and was refused. A
+/// store without a live lease over A's lease in between would change that, and there is none: a run
+/// stores the cursors without its lease when it ends or fails after going on (then it and A went on
+/// at once, and the same argument applied to the earliest such pair rules that out), and, refused,
+/// only if its blind time was under `settle`, which rules it out too (below). Nothing here depends
+/// on how long Kafka takes; a clock only decides when a lease expires, which a run that goes on
+/// keeps from happening by renewing it at every checkpoint.
+///
+/// What a refused run does with the lease it stored: if its blind time was under `settle`, it gives
+/// the lease up at once (stores the cursors as they are now, without it). That cannot wipe out the
+/// lease of a run that went on: such a run stored its lease after this one's read in (3) (else that
+/// read would have found it) and read it back `settle` later in (5) (so this one's store came after
+/// that): this run's blind time would be over `settle`. With a longer blind time the lease stays
+/// until it expires, and the next run is refused until then rather than risk running beside one
+/// that went on.
+///
+/// The wait in (4) is only there so that of two runs started together one goes on: both have
+/// written the claim and the cursors before either reads them back, and the later writer of both
+/// wins. Runs whose writes crossed are both refused ("started at the same time"). Kafka so slow that
+/// the blind time reaches a quarter of the lease is refused: the lease could lapse before it is
+/// renewed. Every checkpoint checks the hold is still this run's and renews it; the last one gives
+/// it up.
 ///
 /// On a broker that drops commit metadata (Tansu 0.6) nothing can be held or remembered beyond the
 /// offsets: the run goes on, says so, and its cursors never pass a dead letter it left alone.
 struct ReplayCursorStore: Sendable {
     typealias Cursors = [DeadLetterReason: [KafkaTopicPartition: ReplayCursor]]
+    /// A cursor as read, the lease in its metadata, and why its metadata could not be used.
+    typealias Read = (cursor: ReplayCursor, lease: CommitMetadata.Lease?, problem: String?)
 
     let holder: String
-    let groups: [DeadLetterReason: KafkaConsumer]
+    let groups: [DeadLetterReason: any CommittedOffsets]
+    /// Each reason's claim group.
+    let claims: [DeadLetterReason: any CommittedOffsets]
     let partitions: [KafkaTopicPartition]
     /// Each partition's first stored offset: a cursor never stays below it.
     let lows: [KafkaTopicPartition: Int64]
     let duration: Duration
+    /// The least a run waits before reading its hold back, and the longest blind time after which
+    /// a refused run gives its lease up at once. The same for every run (the argument above needs
+    /// the waits of one run to cover the blind time of another).
     let settle: Duration
     let logger: Logger
     /// The most commit metadata a cursor stores (Kafka's default `offset.metadata.max.bytes`).
@@ -32,11 +72,13 @@ struct ReplayCursorStore: Sendable {
     private let keepsMetadata = Locked(true)
 
     init(
-        holder: String, groups: [DeadLetterReason: KafkaConsumer], partitions: [KafkaTopicPartition],
+        holder: String, groups: [DeadLetterReason: any CommittedOffsets],
+        claims: [DeadLetterReason: any CommittedOffsets], partitions: [KafkaTopicPartition],
         lows: [KafkaTopicPartition: Int64], duration: Duration, settle: Duration, logger: Logger
     ) {
         self.holder = holder
         self.groups = groups
+        self.claims = claims
         self.partitions = partitions
         self.lows = lows
         self.duration = duration
@@ -50,85 +92,163 @@ struct ReplayCursorStore: Sendable {
         var notes: [String] = []
     }
 
+    private var reasons: [DeadLetterReason] { groups.keys.sorted { $0.rawValue < $1.rawValue } }
+
     /// The cursors as earlier runs left them, without holding them (a dry run).
     func read() async throws -> Held {
+        try await readWithLeases().held
+    }
+
+    /// The cursors with notes on what could not be used, and each reason's cursors as read.
+    private func readWithLeases() async throws -> (held: Held, read: [DeadLetterReason: [KafkaTopicPartition: Read]]) {
         var held = Held(cursors: [:])
-        for (reason, group) in groups {
-            for (partition, stored) in try await group.committed(partitions) {
-                guard let text = stored.metadata else { continue }
-                do {
-                    _ = try CommitMetadata.decode(text, committed: stored.offset)
-                } catch {
-                    let note =
-                        "\(reason.rawValue) cursor of \(partition): its commit metadata is \(error); "
-                        + "replaying from its offset \(stored.offset)"
-                    logger.warning("\(note)")
-                    held.notes.append(note)
-                }
+        var all: [DeadLetterReason: [KafkaTopicPartition: Read]] = [:]
+        for reason in reasons {
+            let stored = try await cursors(of: groups[reason]!)
+            for (partition, read) in stored.sorted(by: { $0.key < $1.key }) {
+                guard let problem = read.problem else { continue }
+                let note = "\(reason.rawValue) cursor of \(partition): its commit metadata is \(problem)"
+                logger.warning("\(note)")
+                held.notes.append(note)
             }
-            held.cursors[reason] = try await cursors(of: group).mapValues(\.cursor)
+            held.cursors[reason] = stored.mapValues(\.cursor)
+            all[reason] = stored
+        }
+        return (held, all)
+    }
+
+    /// Reads the cursors and takes the hold on them (steps 1 to 5 above), or throws `ReplayError`
+    /// when another run has it or is taking it.
+    func acquire() async throws -> Held {
+        var (held, found) = try await readWithLeases()
+        for reason in reasons { try refuseIfHeld(reason, found[reason]!) }
+        guard let first = partitions.first else { return held }
+        try await claim(first)
+        var blind = Duration.zero
+        do {
+            for reason in reasons {
+                let began = ContinuousClock.now
+                defer { blind = max(blind, .now - began) }
+                found[reason] = try await cursors(of: groups[reason]!)
+                try refuseIfHeld(reason, found[reason]!)
+                // As they are now: a run that ended since the first read moved them.
+                held.cursors[reason] = found[reason]!.mapValues(\.cursor)
+                try await store(reason, held.cursors[reason]!, lease: true)
+            }
+            guard blind < duration / 4 else {
+                throw DeadLetterReplayer.ReplayError(
+                    description:
+                        "Kafka took \(blind) to read and store the cursors, too slow to hold them safely (a quarter or "
+                        + "more of the \(duration) a hold lasts); nothing was replayed. Check the brokers and the "
+                        + "network to them (the group coordinator of the cursors' groups)")
+            }
+            try await Task.sleep(for: min(max(settle, blind * 2), duration / 4))
+            try await checkClaimed(first, &held)
+        } catch {
+            try await refused(error, blind: blind)
         }
         return held
     }
 
-    /// Reads the cursors and takes the hold on them, or throws `ReplayError` when another run has it.
-    func acquire() async throws -> Held {
-        let began = ContinuousClock.now
-        var held = try await read()
-        for (reason, group) in groups {
-            for (partition, lease) in try await cursors(of: group).compactMapValues(\.lease)
-            where lease.holder != holder && lease.expiryDate > Date() {
-                throw busy(reason, partition, lease)
+    /// Step 5: throws unless the hold is this run's. On a broker that keeps no metadata, adds a
+    /// note saying so to `held`.
+    private func checkClaimed(_ first: KafkaTopicPartition, _ held: inout Held) async throws {
+        var claimants: [DeadLetterReason: String?] = [:]
+        for reason in reasons {
+            let stored = try await claims[reason]!.readCommitted([first])[first]
+            claimants[reason] = stored?.metadata.flatMap { try? CommitMetadata.decode($0, committed: 0) }?.lease?.holder
+        }
+        var lost: DeadLetterReplayer.ReplayError?
+        var leases = 0
+        for reason in reasons {
+            for (partition, read) in try await cursors(of: groups[reason]!).sorted(by: { $0.key < $1.key }) {
+                if read.lease != nil { leases += 1 }
+                guard lost == nil, read.lease?.holder != holder else { continue }
+                lost =
+                    read.lease.map { busy(reason, partition, $0) }
+                    ?? DeadLetterReplayer.ReplayError(
+                        description:
+                            "another replay run stored the \(reason.rawValue) cursor of \(partition) over this run's hold "
+                            + "while it started; nothing was replayed: run it again")
             }
         }
-        try await store(held.cursors, lease: true)
-        var keeps = false
-        do {
-            let took = ContinuousClock.now - began
-            guard took < settle else {
-                throw DeadLetterReplayer.ReplayError(
-                    description:
-                        "Kafka took \(took) to read and store the cursors (more than \(settle)), too long to tell "
-                        + "whether another replay run started at the same time; nothing was replayed: run it again")
-            }
-            try await Task.sleep(for: settle)
-            for (reason, group) in groups {
-                for (partition, read) in try await cursors(of: group) {
-                    guard let lease = read.lease else { continue }
-                    keeps = true
-                    if lease.holder != holder { throw busy(reason, partition, lease) }
-                }
-            }
-        } catch {
-            // Refused: what this run holds of the cursors goes at once, not when it expires.
-            await letGo()
-            throw error
-        }
-        if !keeps {
+        if leases == 0, claimants.values.allSatisfy({ $0 == nil }) {
             keepsMetadata.withLock { $0 = false }
             held.notes.append(
                 "this broker keeps no commit metadata: a replay run started meanwhile would not be noticed, and what "
                     + "this run replays past a dead letter it leaves alone is replayed again by the next run")
+            return
         }
-        return held
+        if let lost { throw lost }
+        for reason in reasons where claimants[reason]! != holder {
+            throw DeadLetterReplayer.ReplayError(
+                description:
+                    "another replay run (\(claimants[reason]! ?? "unknown")) started at the same time over the "
+                    + "\(reason.rawValue) cursors; nothing was replayed. Run it again once that run has ended")
+        }
+    }
+
+    /// Gives the lease up at once where that is safe (see above), then throws `error`, saying when
+    /// the lease lapses otherwise.
+    private func refused(_ error: any Error, blind: Duration) async throws -> Never {
+        if blind < settle {
+            await letGo()
+            throw error
+        }
+        guard await anyLeaseLeft() else { throw error }
+        let lapses = DeadLetterTime.format(Date().addingTimeInterval(duration.seconds))
+        logger.warning(
+            "refused after storing the cursors in \(blind) (\(settle) or more): the hold lapses at \(lapses)")
+        guard let refusal = error as? DeadLetterReplayer.ReplayError else { throw error }
+        throw DeadLetterReplayer.ReplayError(
+            description:
+                "\(refusal.description) (Kafka took \(blind) to store this run's hold, too long to give it up safely: "
+                + "it lapses at \(lapses))")
+    }
+
+    /// Whether this run's lease is still on a cursor (when unsure, yes).
+    private func anyLeaseLeft() async -> Bool {
+        for reason in reasons {
+            guard let read = try? await cursors(of: groups[reason]!) else { return true }
+            if read.values.contains(where: { $0.lease?.holder == holder }) { return true }
+        }
+        return false
+    }
+
+    /// Step 2: this run's id in each reason's claim.
+    private func claim(_ first: KafkaTopicPartition) async throws {
+        let expires = Int64((Date().timeIntervalSince1970 + duration.seconds) * 1000)
+        let text = CommitMetadata(committed: 0, lease: CommitMetadata.Lease(holder: holder, expires: expires))
+            .encoded().text
+        for reason in reasons {
+            try await claims[reason]!.writeCommitted([KafkaTopicPartitionOffset(first, offset: 0, metadata: text)])
+        }
+    }
+
+    private func refuseIfHeld(_ reason: DeadLetterReason, _ stored: [KafkaTopicPartition: Read]) throws {
+        for (partition, read) in stored.sorted(by: { $0.key < $1.key }) {
+            if let lease = read.lease, lease.holder != holder, lease.expiryDate > Date() {
+                throw busy(reason, partition, lease)
+            }
+        }
     }
 
     /// Stores the cursors and renews the hold, once sure it is still this run's.
     func renew(_ cursors: Cursors) async throws {
         try await checkStillHeld()
-        try await store(cursors, lease: true)
+        for reason in reasons { try await store(reason, cursors[reason], lease: true) }
     }
 
     /// Stores the cursors and gives the hold up, once sure it is still this run's.
     func release(_ cursors: Cursors) async throws {
         try await checkStillHeld()
-        try await store(cursors, lease: false)
+        for reason in reasons { try await store(reason, cursors[reason], lease: false) }
     }
 
     private func checkStillHeld() async throws {
         guard keepsMetadata.withLock({ $0 }) else { return }
-        for (reason, group) in groups {
-            for (partition, read) in try await self.cursors(of: group) where read.lease?.holder != holder {
+        for reason in reasons {
+            for (partition, read) in try await cursors(of: groups[reason]!) where read.lease?.holder != holder {
                 let other = read.lease.map { "replay run \($0.holder)" } ?? "something else"
                 throw DeadLetterReplayer.ReplayError(
                     description:
@@ -142,14 +262,15 @@ struct ReplayCursorStore: Sendable {
     /// now, without the lease (never as this run last saw it: a run that gave up may have seen it
     /// before another run moved it). Best effort: otherwise the hold expires.
     private func letGo() async {
-        for (reason, group) in groups {
+        for reason in reasons {
             do {
-                let offsets = try await cursors(of: group).compactMap { partition, read -> KafkaTopicPartitionOffset? in
+                let offsets = try await cursors(of: groups[reason]!).compactMap {
+                    partition, read -> KafkaTopicPartitionOffset? in
                     guard read.lease?.holder == holder else { return nil }
                     let text = read.cursor.metadata(lease: nil).encoded(maxBytes: maxMetadataBytes).text
                     return KafkaTopicPartitionOffset(partition, offset: read.cursor.low, metadata: text)
                 }
-                try await group.commit(offsets)
+                if !offsets.isEmpty { try await groups[reason]!.writeCommitted(offsets) }
             } catch {
                 logger.warning(
                     "could not give up the hold on the \(reason.rawValue) cursors: \(error); it expires in \(duration)")
@@ -172,49 +293,75 @@ struct ReplayCursorStore: Sendable {
             description:
                 "another replay run (\(lease.holder)) holds the \(reason.rawValue) cursor of \(partition) until "
                 + "\(DeadLetterTime.format(lease.expiryDate)); nothing was replayed. Wait for it to end (a run that "
-                + "died lets go at that time)")
+                + "died, or was refused while Kafka was slow, lets go at that time)")
     }
 
-    private func store(_ cursors: Cursors, lease: Bool) async throws {
+    private func store(
+        _ reason: DeadLetterReason, _ cursors: [KafkaTopicPartition: ReplayCursor]?, lease: Bool
+    ) async throws {
+        guard let cursors else { return }
         let expires = Int64((Date().timeIntervalSince1970 + duration.seconds) * 1000)
-        for (reason, group) in groups {
-            guard let ofReason = cursors[reason] else { continue }
-            var offsets: [KafkaTopicPartitionOffset] = []
-            for (partition, cursor) in ofReason.sorted(by: { $0.key < $1.key }) {
-                let metadata = cursor.metadata(
-                    lease: lease ? CommitMetadata.Lease(holder: holder, expires: expires) : nil)
-                let (text, omitted) = metadata.encoded(maxBytes: maxMetadataBytes)
-                if omitted > 0 {
-                    logger.warning(
-                        "\(reason.rawValue) cursor of \(partition): \(omitted) replayed offsets do not fit in the commit metadata; the next run replays them again"
-                    )
-                }
-                offsets.append(KafkaTopicPartitionOffset(partition, offset: cursor.low, metadata: text))
+        var offsets: [KafkaTopicPartitionOffset] = []
+        for (partition, cursor) in cursors.sorted(by: { $0.key < $1.key }) {
+            let metadata = cursor.metadata(lease: lease ? CommitMetadata.Lease(holder: holder, expires: expires) : nil)
+            let (text, omitted) = metadata.encoded(maxBytes: maxMetadataBytes)
+            if omitted > 0 {
+                logger.warning(
+                    "\(reason.rawValue) cursor of \(partition): \(omitted) replayed offsets do not fit in the commit metadata; the next run replays them again"
+                )
             }
-            try await group.commit(offsets)
+            offsets.append(KafkaTopicPartitionOffset(partition, offset: cursor.low, metadata: text))
         }
+        try await groups[reason]!.writeCommitted(offsets)
     }
 
-    /// Each partition's cursor (its group's committed offset and what its metadata says), and the
-    /// lease in it.
-    private func cursors(
-        of group: KafkaConsumer
-    ) async throws -> [KafkaTopicPartition: (cursor: ReplayCursor, lease: CommitMetadata.Lease?)] {
-        let committed = try await group.committed(partitions)
-        var result: [KafkaTopicPartition: (cursor: ReplayCursor, lease: CommitMetadata.Lease?)] = [:]
+    /// Each partition's cursor (its group's committed offset and what its metadata says), the lease
+    /// in it, and why its metadata could not be used, if it could not.
+    private func cursors(of group: any CommittedOffsets) async throws -> [KafkaTopicPartition: Read] {
+        let committed = try await group.readCommitted(partitions)
+        var result: [KafkaTopicPartition: Read] = [:]
         for partition in partitions {
             let low = lows[partition] ?? 0
             guard let stored = committed[partition] else {
-                result[partition] = (ReplayCursor(low: low), nil)
+                result[partition] = (ReplayCursor(low: low), nil, nil)
                 continue
             }
-            let metadata = stored.metadata.flatMap { try? CommitMetadata.decode($0, committed: stored.offset) }
+            var metadata: CommitMetadata?
+            var problem: String?
+            if let text = stored.metadata {
+                do {
+                    metadata = try CommitMetadata.decode(text, committed: stored.offset)
+                } catch {
+                    problem = "\(error); replaying from its offset \(stored.offset)"
+                }
+            }
             // Nothing is stored below the partition's first offset any more.
             result[partition] = (
-                ReplayCursor(low: max(stored.offset, low), handled: metadata?.done ?? OffsetRanges()), metadata?.lease
+                ReplayCursor(low: max(stored.offset, low), handled: metadata?.done ?? OffsetRanges()), metadata?.lease,
+                problem
             )
         }
         return result
+    }
+}
+
+/// A consumer group's committed offsets with their metadata, as replay's cursors and hold read and
+/// write them: Kafka's (a `KafkaConsumer` of the group), or a test's stand-in.
+protocol CommittedOffsets: Sendable {
+    func readCommitted(_ partitions: [KafkaTopicPartition]) async throws -> [KafkaTopicPartition:
+        KafkaTopicPartitionOffset]
+    func writeCommitted(_ offsets: [KafkaTopicPartitionOffset]) async throws
+}
+
+extension KafkaConsumer: CommittedOffsets {
+    func readCommitted(
+        _ partitions: [KafkaTopicPartition]
+    ) async throws -> [KafkaTopicPartition: KafkaTopicPartitionOffset] {
+        try await committed(partitions)
+    }
+
+    func writeCommitted(_ offsets: [KafkaTopicPartitionOffset]) async throws {
+        try await commit(offsets)
     }
 }
 
