@@ -19,6 +19,8 @@ import Foundation
     let urgentPartitions = Int(environment["WORKER_BENCH_URGENT_PARTITIONS"] ?? "") ?? 2
     let apnsLatency = environment["WORKER_BENCH_APNS_LATENCY_MS"] ?? "20..60"
     let fetchWait = environment["WORKER_BENCH_FETCH_WAIT_MS"] ?? "10"
+    // The worker's own in-flight bounds unless WORKER_BENCH_MAX_IN_FLIGHT says otherwise: as users meet it.
+    let inFlightBound = environment["WORKER_BENCH_MAX_IN_FLIGHT"] == nil ? 0 : maxInFlight
     let consumerProperties =
         ((fetchWait == "default" ? [] : [#"fetch.wait.max.ms: "\#(fetchWait)""#])
         + [environment["WORKER_BENCH_CONSUMER_PROPERTIES"]].compactMap { $0 }).joined(separator: ", ")
@@ -31,7 +33,8 @@ import Foundation
             + "urgent events on \(Lanes.urgentTopic) (\(urgentPartitions) partitions) at \(Int(urgentRate))/s while it "
             + "drains; APNs answering after \(apnsLatency) ms; worker consumer { \(consumerProperties) }, APNs connections "
             + (connections > 0 ? "\(connections)" : "default") + ", maxInFlight "
-            + (maxInFlight > 0 ? "\(maxInFlight)" : "default") + "; \(rounds) round(s) of \(variants.map(\.rawValue))")
+            + (inFlightBound > 0 ? "\(inFlightBound)" : "default")
+            + "; \(rounds) round(s) of \(variants.map(\.rawValue))")
 
     var runs: [Lanes.Variant: [Lanes.Run]] = [:]
     for round in 0..<rounds {
@@ -54,7 +57,7 @@ import Foundation
             guard peers.simulatorPort > 0 else { throw BenchmarkFailure("the peers did not start") }
             _ = try await Backlog.produce(backlog, topic: Lanes.bulkTopic, bootstrap: peers.bootstrap, logger: logger)
             let workerArguments = [
-                "--worker", Mode.worker.rawValue, "bench-lanes-\(variant.rawValue)-\(round)", topic, "\(maxInFlight)",
+                "--worker", Mode.worker.rawValue, "bench-lanes-\(variant.rawValue)-\(round)", topic, "\(inFlightBound)",
                 peers.bootstrap, "\(peers.simulatorPort)", peers.caFile, peers.keyFile,
                 "\(Lanes.bulkTopic),\(Lanes.urgentTopic)", variant.lanes ? Lanes.urgentTopic : "",
             ]
@@ -106,7 +109,8 @@ import Foundation
 
             var fields: [String: any Sendable] = [
                 "scenario": "lanes", "variant": variant.rawValue, "lanes": variant.lanes, "round": round,
-                "backlog": backlog, "bulkPartitions": bulkPartitions, "urgentPartitions": urgentPartitions,
+                "maxInFlight": inFlightBound, "backlog": backlog, "bulkPartitions": bulkPartitions,
+                "urgentPartitions": urgentPartitions,
                 "urgentRate": variant.urgentTraffic ? urgentRate : 0, "apnsLatencyMs": apnsLatency,
                 "consumerProperties": consumerProperties, "bulkResults": run.bulkResults,
                 "bulkDrainSeconds": run.drainSeconds, "bulkRate": run.bulkRate, "urgentSent": run.urgentSent,
