@@ -134,7 +134,8 @@ import Foundation
     // The medians over the rounds, and what lanes change, as ratios within this run.
     func median(_ variant: Lanes.Variant, _ value: (Lanes.Run) -> Double?) -> Double? {
         let values = (runs[variant] ?? []).compactMap(value).sorted()
-        return values.isEmpty ? nil : values[values.count / 2]
+        guard !values.isEmpty else { return nil }
+        return (values[(values.count - 1) / 2] + values[values.count / 2]) / 2
     }
     print(
         "\n" + "median of \(rounds) round(s)".leftAligned(22) + "urgent p50 / p99 / max".leftAligned(30) + "bulk drain")
