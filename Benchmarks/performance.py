@@ -607,11 +607,17 @@ def report(results):
                          f" traffic ({bulk['min']:.0%} to {bulk['max']:.0%}; goal: at least 90 %)")
             if bulk_without:
                 line += f", without lanes at {bulk_without['median']:.0%}"
-            summary.append(line + ".")
+            summary.append(line + f"; other work took {med(at, 'backgroundBusy', 100)}% of the cores before a run"
+                           f" (median; {min(r['backgroundBusy'] for r in at):.0%} to"
+                           f" {max(r['backgroundBusy'] for r in at):.0%}).")
         out += [""] + summary + [""]
-        fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.6), sharey=True, squeeze=False)
+        columns = min(2, len(groups))
+        rows = -(-len(groups) // columns)
+        fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.4 * rows), sharey=True, squeeze=False)
+        for ax in axes.flat[len(groups):]:
+            ax.set_visible(False)
         for n, (broker, backlog, partitions) in enumerate(groups):
-            ax = axes[0][n]
+            ax = axes[n // columns][n % columns]
             for variant, color in (("without-lanes", "tab:red"), ("with-lanes", "tab:blue")):
                 values = sorted(v for r in runs if (r["broker"], r["backlog"], r["bulkPartitions"])
                                 == (broker, backlog, partitions) and r["variant"] == variant
@@ -624,7 +630,8 @@ def report(results):
             ax.set_xlabel("urgent event to readable result, ms")
             ax.set_title(f"{broker_name(broker)}, backlog {backlog:,}", fontsize=9)
             ax.grid(True, which="both", alpha=0.3)
-        axes[0][0].set_ylabel("share of urgent events")
+            if n % columns == 0:
+                ax.set_ylabel("share of urgent events")
         axes[0][0].legend(fontsize=8)
         save(fig, "lanes.png")
         out += ["![urgent latency while a bulk backlog drains, without and with lanes](performance/lanes.png)", ""]
