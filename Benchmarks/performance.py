@@ -7,8 +7,9 @@ docs/performance.md with its plots (docs/performance/*.png).
     Benchmarks/performance.py --report          # redraw docs/performance.md from the saved figures
     BENCH_ROUNDS=1 Benchmarks/performance.py    # one run per figure instead of three (a quick look)
 
-Parts: throughput (the maximum, both brokers), latency (open loop against offered load), rtt (APNs
-round trips against connections and maxInFlight), floors (the worker's CPU per event next to kcat,
+Parts: throughput (the maximum, both brokers), latency (open loop against offered load), lanes (urgent
+events while a bulk backlog drains, without and with consumer.lanes.urgent), rtt (APNs round trips
+against connections and maxInFlight), floors (the worker's CPU per event next to kcat,
 h2load and the validator), memory (peak RSS against backlog and record size), profile (perf: where
 the worker's CPU goes). Raw figures go to docs/performance/results.json: every figure in the report
 is the median of the runs there, with their min and max. Benchmarks report; they never fail on a
@@ -32,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
 FIGURES = os.path.join(DOCS, "performance")
 RESULTS = os.path.join(FIGURES, "results.json")
-PARTS = ["throughput", "latency", "rtt", "floors", "memory", "profile"]
+PARTS = ["throughput", "latency", "lanes", "rtt", "floors", "memory", "profile"]
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 # Brokers that hold an empty fetch for the whole fetch.wait.max.ms (both here do; Apache Kafka answers
 # as soon as data arrives): the consumer setting that bounds the wait, measured next to the default.
@@ -126,6 +127,33 @@ def part_latency(results):
             step["maximum"] = maximum
             steps.append(step)
     results["latency"] = steps
+
+
+# The lanes part's runs: broker:backlog, comma-separated (tansu:1000000 too: about 2 minutes a run,
+# most of it producing the backlog). The mock keeps 5 MiB of record batches per partition, about 50,000
+# of these events: a larger backlog gets more bulk partitions there than the scenario's 8.
+LANES_RUNS = os.environ.get("BENCH_LANES_RUNS", "mock:200000,mock:1000000,tansu:200000")
+
+
+def lanes_mock_partitions(backlog):
+    return 8 if backlog <= 200_000 else 8 * -(-backlog // 250_000)
+
+
+def part_lanes(results):
+    """Urgent events at 20/s, open loop, while a bulk backlog drains: without lanes (both topics in
+    consumer.topics), with lanes (the urgent topic in consumer.lanes.urgent.topics) and, as the bulk
+    drain's reference, without urgent traffic; alternated within each run of the scenario."""
+    runs = []
+    for spec in LANES_RUNS.split(","):
+        broker, backlog = spec.split(":")
+        backlog = int(backlog)
+        log(f"== lanes on {broker}, a backlog of {backlog:,}")
+        env = {"WORKER_BENCH_SCENARIO": "lanes", "WORKER_BENCH_BROKER": broker, "WORKER_BENCH_BACKLOG": backlog,
+               "WORKER_BENCH_ROUNDS": ROUNDS, "WORKER_BENCH_TIMEOUT": 600}
+        if broker == "mock":
+            env["WORKER_BENCH_BULK_PARTITIONS"] = lanes_mock_partitions(backlog)
+        runs += worker_bench(env)
+    results["lanes"] = runs
 
 
 def part_rtt(results):
@@ -512,6 +540,101 @@ def report(results):
         axes[0][0].legend()
         save(fig, "latency.png")
         out += ["![latency against offered load](performance/latency.png)", ""]
+
+    # Lanes
+    if "lanes" in results:
+        runs = results["lanes"]
+        first = next((r for r in runs if r["urgentRate"] > 0), runs[0])
+        out += heading(results, "lanes", "Lanes: urgent events behind a bulk backlog") + [
+                f"A backlog of bulk events waits on `bulk` ({first['bulkPartitions']} partitions unless the table says",
+                "otherwise) when the worker starts; while it drains, urgent events arrive on `urgent`",
+                f"({first['urgentPartitions']} partitions) at {first['urgentRate']:.0f} per second, open loop: each one's",
+                "latency runs from its scheduled time to a downstream consumer of the results topic reading its",
+                "result, split as in the latency part into in, APNs (the result's `latencyMs`) and out. The",
+                f"simulator answers after `{first['apnsLatencyMs']}` ms (uniformly), the worker runs at its defaults",
+                f"with `consumer.properties: {{ {first['consumerProperties']} }}`. Every run has fresh peers; in each",
+                "round the worker runs without lanes (both topics in `consumer.topics`), with lanes (`urgent` in",
+                "`consumer.lanes.urgent.topics`) and without urgent traffic at all (the bulk drain's reference),",
+                "in the reverse order every other round. Bulk drain: from the first bulk result read to the last.",
+                "\"cores busy\": the whole machine during the drain; \"before\": in the second before the run,",
+                "when none of the benchmark's processes ran (other work on the machine).", "",
+                "| broker, backlog | worker | urgent p50 | urgent p99 | urgent max | in / APNs / out p50 | "
+                "in / APNs / out p99 | bulk drain | bulk events/s | cores busy (before) |",
+                "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        groups = []
+        for r in runs:
+            key = (r["broker"], r["backlog"], r["bulkPartitions"])
+            if key not in groups:
+                groups.append(key)
+        labels = {"no-urgent": "no urgent traffic", "without-lanes": "without lanes", "with-lanes": "with lanes"}
+        summary = []
+        for broker, backlog, partitions in groups:
+            at = [r for r in runs if (r["broker"], r["backlog"], r["bulkPartitions"]) == (broker, backlog, partitions)]
+            name = f"{broker_name(broker)}, {backlog:,}" + (f" ({partitions} partitions)"
+                                                           if partitions != first["bulkPartitions"] else "")
+            for variant in ("without-lanes", "with-lanes", "no-urgent"):
+                v = [r for r in at if r["variant"] == variant]
+                if not v:
+                    continue
+                urgent = variant != "no-urgent"
+                cell = lambda key, digits=0: fmt(spread([r.get(key) for r in v]), " ms", digits) if urgent else "-"
+                parts = lambda p: " / ".join(med(v, k) for k in (f"in{p}Ms", f"work{p}Ms", f"out{p}Ms")) + " ms"
+                out.append(f"| {name} | {labels[variant]} | {cell('urgentP50Ms', 1)} | {cell('urgentP99Ms', 1)} | "
+                           f"{cell('urgentMaxMs')} | {parts('P50') if urgent else '-'} | "
+                           f"{parts('P99') if urgent else '-'} | "
+                           f"{fmt(spread([r['bulkDrainSeconds'] for r in v]), ' s', 2)} | "
+                           f"{fmt(spread([r['bulkRate'] for r in v]))} | "
+                           f"{med(v, 'machineBusy', 100)}% ({med(v, 'backgroundBusy', 100)}%) |")
+            # Ratios within a round: each round ran every variant on the same machine in one sitting.
+            def paired(variant_a, variant_b, key):
+                ratios = []
+                for rnd in sorted({r["round"] for r in at}):
+                    a = [r[key] for r in at if r["round"] == rnd and r["variant"] == variant_a and r.get(key)]
+                    b = [r[key] for r in at if r["round"] == rnd and r["variant"] == variant_b and r.get(key)]
+                    if a and b:
+                        ratios.append(a[0] / b[0])
+                return spread(ratios)
+            p50, p99 = paired("without-lanes", "with-lanes", "urgentP50Ms"), paired("without-lanes", "with-lanes",
+                                                                                      "urgentP99Ms")
+            bulk = paired("with-lanes", "no-urgent", "bulkRate")
+            bulk_without = paired("without-lanes", "no-urgent", "bulkRate")
+            line = f"- {name}:"
+            if p50 and p99:
+                line += (f" lanes cut the urgent p50 **{p50['median']:,.1f}x** and the p99 **{p99['median']:,.1f}x**"
+                         f" (without / with, per round: p99 {p99['min']:,.1f}x to {p99['max']:,.1f}x);")
+            if bulk:
+                line += (f" with lanes the bulk backlog drains at **{bulk['median']:.0%}** of its rate without urgent"
+                         f" traffic ({bulk['min']:.0%} to {bulk['max']:.0%}; goal: at least 90 %)")
+            if bulk_without:
+                line += f", without lanes at {bulk_without['median']:.0%}"
+            summary.append(line + f"; other work took {med(at, 'backgroundBusy', 100)}% of the cores before a run"
+                           f" (median; {min(r['backgroundBusy'] for r in at):.0%} to"
+                           f" {max(r['backgroundBusy'] for r in at):.0%}).")
+        out += [""] + summary + [""]
+        columns = min(2, len(groups))
+        rows = -(-len(groups) // columns)
+        fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.4 * rows), sharey=True, squeeze=False)
+        for ax in axes.flat[len(groups):]:
+            ax.set_visible(False)
+        for n, (broker, backlog, partitions) in enumerate(groups):
+            ax = axes[n // columns][n % columns]
+            for variant, color in (("without-lanes", "tab:red"), ("with-lanes", "tab:blue")):
+                values = sorted(v for r in runs if (r["broker"], r["backlog"], r["bulkPartitions"])
+                                == (broker, backlog, partitions) and r["variant"] == variant
+                                for v in r.get("urgentLatenciesMs", []))
+                if values:
+                    ax.plot(values, [(i + 1) / len(values) for i in range(len(values))], color=color,
+                            label=labels[variant], drawstyle="steps-post")
+            ax.axvline(100, color="grey", linestyle=":", linewidth=1)
+            ax.set_xscale("log")
+            ax.set_xlabel("urgent event to readable result, ms")
+            ax.set_title(f"{broker_name(broker)}, backlog {backlog:,}", fontsize=9)
+            ax.grid(True, which="both", alpha=0.3)
+            if n % columns == 0:
+                ax.set_ylabel("share of urgent events")
+        axes[0][0].legend(fontsize=8)
+        save(fig, "lanes.png")
+        out += ["![urgent latency while a bulk backlog drains, without and with lanes](performance/lanes.png)", ""]
 
     # RTT
     if "rtt" in results:

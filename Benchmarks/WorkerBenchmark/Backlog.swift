@@ -31,9 +31,11 @@ enum Backlog {
         return Array(text.utf8)
     }
 
-    /// Produces `count` events to the input topic and waits for Kafka to acknowledge them all.
-    /// Returns the seconds it took.
-    static func produce(_ count: Int, bootstrap: String, logger: Logger) async throws -> Double {
+    /// Produces `count` events to the input topic (or `topic`) and waits for Kafka to acknowledge
+    /// them all. Returns the seconds it took.
+    static func produce(_ count: Int, topic: String = Peers.inputTopic, bootstrap: String, logger: Logger) async throws
+        -> Double
+    {
         var configuration = KafkaProducerConfiguration(bootstrapServers: bootstrap)
         configuration.properties = ["linger.ms": "5"]
         let producer = try KafkaProducer(configuration: configuration, logger: logger)
@@ -41,7 +43,7 @@ enum Backlog {
         let start = ContinuousClock.now
         for index in 0..<count {
             let message = KafkaProducerMessage(
-                topic: Peers.inputTopic, key: Array("bench-\(index)".utf8), value: event(index))
+                topic: topic, key: Array("bench-\(index)".utf8), value: event(index))
             try await producer.send(message) {
                 if case .failure = $0 { failures.add(1, ordering: .relaxed) }
             }

@@ -8,7 +8,8 @@ final class Child {
     private var buffered = Data()
 
     /// `wrapper`: a command line to run the child under (e.g. `perf record … --`), or empty.
-    init(_ arguments: [String], wrapper: [String] = []) throws {
+    /// `environment`: variables the child gets on top of this process's (a scenario's own settings).
+    init(_ arguments: [String], wrapper: [String] = [], environment: [String: String] = [:]) throws {
         let binary = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
         if let tool = wrapper.first {
             process.executableURL = URL(fileURLWithPath: tool)
@@ -16,6 +17,9 @@ final class Child {
         } else {
             process.executableURL = URL(fileURLWithPath: binary)
             process.arguments = arguments
+        }
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         }
         process.standardInput = input
         process.standardOutput = output

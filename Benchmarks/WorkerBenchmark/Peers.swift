@@ -53,7 +53,10 @@ enum Peers {
     }
 
     /// Runs until stdin closes, then stops the simulator and removes the key and certificates.
-    static func run(resultsTopics: [String]) async throws -> Never {
+    /// `inputTopics`: more input topics beside `inputTopic`, with their partitions (the lanes
+    /// scenario's bulk and urgent topics).
+    static func run(resultsTopics: [String], inputTopics: [(name: String, partitions: Int)] = []) async throws -> Never
+    {
         var quiet = Logger(label: "bench.peers")
         quiet.logLevel = .error
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("worker-bench-\(getpid())").path
@@ -70,6 +73,7 @@ enum Peers {
         case .mock:
             let mock = try KafkaMockCluster(brokers: 1, logger: quiet)
             try mock.createTopic(inputTopic, partitions: inputPartitions)
+            for topic in inputTopics { try mock.createTopic(topic.name, partitions: topic.partitions) }
             try mock.createTopic(deadLetterTopic, partitions: 1)
             for topic in resultsTopics { try mock.createTopic(topic, partitions: resultsPartitions) }
             bootstrap = mock.bootstrapServers
@@ -77,6 +81,7 @@ enum Peers {
         case .tansu:
             let broker = try await TansuBroker.start()
             try await broker.createTopic(inputTopic, partitions: inputPartitions)
+            for topic in inputTopics { try await broker.createTopic(topic.name, partitions: topic.partitions) }
             try await broker.createTopic(deadLetterTopic, partitions: 1)
             for topic in resultsTopics { try await broker.createTopic(topic, partitions: resultsPartitions) }
             bootstrap = broker.bootstrapServers

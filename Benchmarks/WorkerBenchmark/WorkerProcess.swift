@@ -50,16 +50,21 @@ let commitIntervalLine =
     } ?? ""
 
 /// The worker's settings for the child's peers, as a user would write them. `maxInFlight` 0: the
-/// worker's default.
-func configurationText(_ peers: Peers.Addresses, group: String, resultsTopic: String, maxInFlight: Int) -> String {
+/// worker's default. `urgentTopics`: `consumer.lanes.urgent.topics` (no lanes when empty).
+func configurationText(
+    _ peers: Peers.Addresses, group: String, resultsTopic: String, maxInFlight: Int,
+    inputTopics: [String] = [Peers.inputTopic], urgentTopics: [String] = []
+) -> String {
     let inFlight = maxInFlight > 0 ? "\n  maxInFlight: \(maxInFlight)" : ""
     let connectionsLine = connections > 0 ? "\n  connectionsPerCredential: \(connections)" : ""
+    let lanes =
+        urgentTopics.isEmpty ? "" : "\n  lanes: { urgent: { topics: [\(urgentTopics.joined(separator: ", "))] } }"
     return """
         kafka:
           bootstrap.servers: "\(peers.bootstrap)"
         consumer:
           group: \(group)
-          topics: [\(Peers.inputTopic)]
+          topics: [\(inputTopics.joined(separator: ", "))]\(lanes)
           properties: { session.timeout.ms: "6000", heartbeat.interval.ms: "500"\(extraConsumerProperties)\(byteBoundConsumer) }\(byteBoundBuffer)\(producerProperties)
         topics:
           results: \(resultsTopic)
@@ -161,9 +166,10 @@ final class RSSSampler: Sendable {
 }
 
 /// Runs one worker until stdin closes, then stops it gracefully and prints its memory figures.
-func runWorker(_ mode: Mode, peers: Peers.Addresses, group: String, resultsTopic: String, maxInFlight: Int) async throws
-    -> Never
-{
+func runWorker(
+    _ mode: Mode, peers: Peers.Addresses, group: String, resultsTopic: String, maxInFlight: Int,
+    inputTopics: [String], urgentTopics: [String]
+) async throws -> Never {
     let sampler = RSSSampler()
     var logger = Logger(label: "bench.worker")
     // `WORKER_BENCH_LOG_LEVEL=debug`, with `debug` in WORKER_BENCH_CONSUMER_PROPERTIES or
@@ -173,13 +179,15 @@ func runWorker(_ mode: Mode, peers: Peers.Addresses, group: String, resultsTopic
     // `APNS_WORKER_*` variables apply as they would to a deployed worker (e.g.
     // `APNS_WORKER_APNS_EVENT_LOOP_THREADS=1`), to try a setting without editing the configuration.
     let configuration = try WorkerConfiguration.parse(
-        configurationText(peers, group: group, resultsTopic: resultsTopic, maxInFlight: maxInFlight), file: "<bench>",
+        configurationText(
+            peers, group: group, resultsTopic: resultsTopic, maxInFlight: maxInFlight, inputTopics: inputTopics,
+            urgentTopics: urgentTopics), file: "<bench>",
         environment: ProcessInfo.processInfo.environment)
     let assembly = try WorkerRuntime.assemble(configuration, logger: logger)
     let services: ServiceGroup
     switch mode {
     case .worker:
-        sampler.start { assembly.pipeline.inFlight }
+        sampler.start { assembly.pipeline.inFlight + (assembly.urgent?.inFlight ?? 0) }
         if let milliseconds = Int(ProcessInfo.processInfo.environment["WORKER_BENCH_TRACE_MS"] ?? "") {
             Timeline.start(every: milliseconds, assembly: assembly)
         }

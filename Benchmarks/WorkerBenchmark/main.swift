@@ -4,6 +4,8 @@
 //   APNs that answers at once. Release build: `make bench BENCH=worker`.
 // - latency: open loop, events produced at fixed rates (WORKER_BENCH_RATES) to a running worker,
 //   latency from each event's scheduled time to its result read downstream (`OpenLoop`).
+// - lanes: urgent events, open loop, while a bulk backlog drains, with and without
+//   `consumer.lanes.urgent` (`LanesScenario.swift`).
 //
 // Three processes: the peers (broker + simulator, `--peers`), the measured worker (`--worker`, so its
 // RSS and CPU time are its own) and this one, which produces the events and reads results. Every run
@@ -36,14 +38,24 @@ func resultsTopic(_ mode: Mode, _ round: Int) -> String { "bench-results-\(mode.
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "--peers":
-    try await Peers.run(resultsTopics: Array(arguments.dropFirst()))
+    // --peers RESULTS_TOPIC… [INPUT_TOPIC:PARTITIONS…]: more input topics than `Peers.inputTopic`.
+    let extra = arguments.dropFirst().filter { $0.contains(":") }.map { topic in
+        let parts = topic.split(separator: ":")
+        return (name: String(parts[0]), partitions: Int(parts[1])!)
+    }
+    try await Peers.run(resultsTopics: arguments.dropFirst().filter { !$0.contains(":") }, inputTopics: extra)
 case "--worker":
-    // --worker MODE GROUP RESULTS_TOPIC MAX_IN_FLIGHT BOOTSTRAP PORT CA KEY
+    // --worker MODE GROUP RESULTS_TOPIC MAX_IN_FLIGHT BOOTSTRAP PORT CA KEY [INPUT_TOPICS [URGENT_TOPICS]]
+    // (topics comma-separated; the input topics are `Peers.inputTopic` and no lanes without them)
     var peers = Peers.Addresses()
     for (name, value) in zip(["bootstrap", "port", "ca", "key"], arguments[5...]) { _ = peers.read("\(name)=\(value)") }
+    func topics(_ index: Int) -> [String] {
+        index < arguments.count ? arguments[index].split(separator: ",").map(String.init) : []
+    }
     try await runWorker(
         Mode(rawValue: arguments[1])!, peers: peers, group: arguments[2], resultsTopic: arguments[3],
-        maxInFlight: Int(arguments[4])!)
+        maxInFlight: Int(arguments[4])!, inputTopics: topics(9).nilIfEmpty ?? [Peers.inputTopic],
+        urgentTopics: topics(10))
 default:
     break
 }
@@ -70,6 +82,10 @@ func printJSON(_ fields: [String: any Sendable]) {
 
 if scenario == "latency" {
     try await runLatencyScenario()
+    exit(0)
+}
+if scenario == "lanes" {
+    try await runLanesScenario()
     exit(0)
 }
 
