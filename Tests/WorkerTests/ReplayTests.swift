@@ -305,6 +305,25 @@ struct ReplayRunTests {
     }
 
     /// The values in `topic` (one partition), as replayed so far.
+    /// Two runs at once never both replay: normally one replays and the other is refused; runs whose
+    /// writes crossed are both refused; a run whose hold a late store of the other came over stops
+    /// part-way at its next checkpoint ("taken over"). Returns the refusals.
+    static func neverBoth(
+        _ results: [Result<ReplayReport, any Error>], sourceLocation: SourceLocation = #_sourceLocation
+    ) -> [String] {
+        let reports = results.compactMap { try? $0.get() }
+        let refusals = results.compactMap { result -> String? in
+            guard case .failure(let error) = result else { return nil }
+            return "\(error)"
+        }
+        #expect(reports.count <= 1, "both runs replayed", sourceLocation: sourceLocation)
+        #expect(
+            refusals.allSatisfy {
+                ($0.contains("another replay run") && $0.contains("nothing was replayed")) || $0.contains("taken over")
+            }, "\(refusals)", sourceLocation: sourceLocation)
+        return refusals
+    }
+
     static func values(in topic: String, on cluster: KafkaMockCluster) async throws -> [String] {
         let reader = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "check"))
@@ -375,20 +394,7 @@ struct ReplayRunTests {
         }
         async let one = attempt(first)
         async let two = attempt(second)
-        let results = await [one, two]
-        let reports = results.compactMap { try? $0.get() }
-        let refusals = results.compactMap { result -> String? in
-            guard case .failure(let error) = result else { return nil }
-            return "\(error)"
-        }
-        // Never both. Normally one replays all 300 and the other is refused; runs whose writes
-        // crossed are both refused; a run whose hold a late store of the other came over stops
-        // part-way at its next checkpoint ("taken over").
-        #expect(reports.count <= 1, "both runs replayed")
-        #expect(
-            refusals.allSatisfy {
-                ($0.contains("another replay run") && $0.contains("nothing was replayed")) || $0.contains("taken over")
-            }, "\(refusals)")
+        let refusals = Self.neverBoth(await [one, two])
         var replayed: [String] = []
         for topic in ["A", "B", "C"] { replayed += try await Self.values(in: topic, on: cluster) }
         #expect(Set(replayed).count == replayed.count, "no dead letter replayed twice")
