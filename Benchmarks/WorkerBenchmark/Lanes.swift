@@ -50,6 +50,9 @@ enum Lanes {
         var inbound: [Double] = []
         var work: [Double] = []
         var outbound: [Double] = []
+        /// Milliseconds from each urgent event's scheduled time to the broker acknowledging it (the
+        /// load generator's and the broker's share of "in": the worker fetches it after that).
+        var acknowledged: [Double] = []
         /// The bulk results' `latencyMs`: what the urgent ones' work is to be compared with.
         var bulkWork: [Double] = []
         /// How busy the machine's cores were from the first bulk result to the last (0 to 1, every
@@ -107,6 +110,7 @@ enum Lanes {
         try await producer.flush(timeout: .seconds(30))
 
         let urgentStart = Mutex<ContinuousClock.Instant?>(nil)
+        let acknowledged = Mutex<[Double]>([])
         let figures = Mutex(Run())
         // Detached: the reader gets its own thread's time, not the sending loop's actor. It reads
         // every bulk result too (scanning bytes only), so the urgent results' way out includes
@@ -166,10 +170,15 @@ enum Lanes {
             // Send every urgent event whose time has come, then sleep to the next one's.
             let now = ContinuousClock.now
             while start + .seconds(Double(sent) / rate) <= now {
+                let scheduled = start + .seconds(Double(sent) / rate)
                 try await producer.send(
                     KafkaProducerMessage(
                         topic: urgentTopic, key: nil, value: Backlog.event(urgentTokens + sent, id: "urgent-\(sent)"))
-                ) { _ in }
+                ) { result in
+                    guard case .success = result else { return }
+                    let milliseconds = OpenLoop.milliseconds(ContinuousClock.now - scheduled)
+                    acknowledged.withLock { $0.append(milliseconds) }
+                }
                 sent += 1
             }
             try await Task.sleep(until: start + .seconds(Double(sent) / rate))
@@ -186,6 +195,7 @@ enum Lanes {
         await reader.close()
         var run = figures.withLock { $0 }
         run.urgentSent = sent
+        run.acknowledged = acknowledged.withLock { $0 }
         run.machineBusy =
             Double(ticksAfter.busy - ticksBefore.busy) / Double(max(ticksAfter.total - ticksBefore.total, 1))
         return run

@@ -97,6 +97,8 @@ import Foundation
                     + "\(ms(run.percentile(0.5, of: \.inbound)))/\(ms(run.percentile(0.99, of: \.inbound))), work "
                     + "\(ms(run.percentile(0.5, of: \.work)))/\(ms(run.percentile(0.99, of: \.work))), out "
                     + "\(ms(run.percentile(0.5, of: \.outbound)))/\(ms(run.percentile(0.99, of: \.outbound))) ms"
+                    + " (of in, to the broker's ack p50/p99/max \(ms(run.percentile(0.5, of: \.acknowledged)))/"
+                    + "\(ms(run.percentile(0.99, of: \.acknowledged)))/\(ms(run.percentile(1, of: \.acknowledged))) ms)"
             }
             line +=
                 "; bulk work p50/p99 \(ms(run.percentile(0.5, of: \.bulkWork)))/"
@@ -123,7 +125,9 @@ import Foundation
                 ("urgentP50Ms", 0.5, \Lanes.Run.latencies), ("urgentP99Ms", 0.99, \.latencies),
                 ("urgentMaxMs", 1, \.latencies), ("inP50Ms", 0.5, \.inbound), ("inP99Ms", 0.99, \.inbound),
                 ("workP50Ms", 0.5, \.work), ("workP99Ms", 0.99, \.work), ("outP50Ms", 0.5, \.outbound),
-                ("outP99Ms", 0.99, \.outbound), ("bulkWorkP50Ms", 0.5, \.bulkWork), ("bulkWorkP99Ms", 0.99, \.bulkWork),
+                ("outP99Ms", 0.99, \.outbound), ("ackedP50Ms", 0.5, \.acknowledged),
+                ("ackedP99Ms", 0.99, \.acknowledged), ("ackedMaxMs", 1, \.acknowledged),
+                ("bulkWorkP50Ms", 0.5, \.bulkWork), ("bulkWorkP99Ms", 0.99, \.bulkWork),
             ] {
                 if let value = run.percentile(p, of: values) { fields[key] = value }
             }

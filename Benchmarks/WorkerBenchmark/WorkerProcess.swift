@@ -215,8 +215,9 @@ func runWorker(
 }
 
 /// `WORKER_BENCH_TRACE_MS=N`: every N ms, one line on standard error with the worker's counters
-/// (`trace t_ms consumed completed answered in_flight paused streams waiting`), to see how input,
-/// APNs and results line up in time (e.g. the waves at a long APNs round trip).
+/// (`trace t_ms consumed completed answered in_flight paused streams waiting`, then with lanes the
+/// urgent lane's `owned in_flight`), to see how input, APNs and results line up in time (e.g. the
+/// waves at a long APNs round trip).
 enum Timeline {
     static func start(every milliseconds: Int, assembly: WorkerRuntime.Assembly) {
         let names = [
@@ -240,8 +241,10 @@ enum Timeline {
                 }
                 let elapsed = (ContinuousClock.now - start).components
                 let t = elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
+                // With lanes, the urgent lane's own: partitions owned, events in flight.
+                let urgent = assembly.urgent.map { " \($0.ownedPartitions) \($0.inFlight)" } ?? ""
                 FileHandle.standardError.write(
-                    Data(("trace \(t) " + sums.map { String(Int($0)) }.joined(separator: " ") + "\n").utf8))
+                    Data(("trace \(t) " + sums.map { String(Int($0)) }.joined(separator: " ") + urgent + "\n").utf8))
                 usleep(useconds_t(milliseconds * 1000))
             }
         }
