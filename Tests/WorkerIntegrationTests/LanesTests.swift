@@ -118,6 +118,38 @@ struct LanesTests {
         #expect(simulator.observation.count(status: 200) == 50, "each event pushed once")
     }
 
+    // As separate services a failed lane ended the group, and the others with it; inside one
+    // service a lane that fails before its stop began must stop the others itself.
+    @Test("a lane that cannot start stops the other: the lanes' service ends with its error")
+    func aFailedLaneStopsTheOther() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.shutdown() } }
+        let configuration = try harness.stack.configuration(group: "lanes-failed")
+        let pipelineConfiguration = PipelineConfiguration(
+            inputTopics: configuration.consumer.topics, resultsTopic: configuration.topics.results,
+            deadLetterTopic: configuration.topics.deadLetters)
+        let sender = LostAssignmentTests.HoldingSender(holding: [])
+        let healthy = WorkerPipeline(
+            configuration: pipelineConfiguration, consumer: configuration.kafkaConsumerConfiguration,
+            producer: configuration.kafkaProducerConfiguration, sender: sender, logger: harness.logger)
+        var broken = configuration.kafkaProducerConfiguration
+        broken.properties["no.such.property"] = "1"  // librdkafka refuses it: the producer is never made
+        let failing = WorkerPipeline(
+            configuration: pipelineConfiguration, consumer: configuration.kafkaConsumerConfiguration,
+            producer: broken, sender: sender, logger: harness.logger)
+        let lanes = PipelineLanes([healthy, failing])
+        let outcome = await Task { () -> String in
+            do {
+                try await lanes.run()
+                return "ended without an error"
+            } catch {
+                return "\(error)"
+            }
+        }.value
+        #expect(outcome.contains("no.such.property"), "\(outcome)")
+        #expect(healthy.isStopping)
+    }
+
     static func event(_ id: String, token: Int) -> KafkaProducerMessage {
         Samples.alert(id: id, deviceToken: Samples.deviceToken(token), topic: EmbeddedStack.bundleID, partition: nil)
     }

@@ -21,7 +21,16 @@ package struct PipelineLanes: Service {
     package func run() async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for pipeline in pipelines {
-                group.addTask { try await pipeline.run() }
+                group.addTask {
+                    do {
+                        try await pipeline.run()
+                    } catch {
+                        // A lane that failed before its stop began (its producer could not be
+                        // made) stops the others: the worker exits instead of running half.
+                        for other in pipelines { other.beginShutdown() }
+                        throw error
+                    }
+                }
             }
             // Not cancelled at the first failure: that lane's stop has begun the others', and each
             // finishes its drain and its commit.
