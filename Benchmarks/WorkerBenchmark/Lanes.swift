@@ -73,9 +73,7 @@ enum Lanes {
         var latenciesBySchedule: [Double] { zip(indices, latencies).sorted { $0.0 < $1.0 }.map(\.1) }
 
         func percentile(_ p: Double, of values: KeyPath<Run, [Double]> = \.latencies) -> Double? {
-            let sorted = self[keyPath: values].sorted()
-            guard !sorted.isEmpty else { return nil }
-            return sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.down)))]
+            self[keyPath: values].percentile(p)
         }
     }
 

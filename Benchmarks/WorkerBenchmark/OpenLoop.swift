@@ -35,9 +35,7 @@ enum OpenLoop {
         var machineBusy: Double = 0
 
         func percentile(_ p: Double, of values: KeyPath<Step, [Double]> = \.latencies) -> Double {
-            let sorted = self[keyPath: values].sorted()
-            guard !sorted.isEmpty else { return .nan }
-            return sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.down)))]
+            self[keyPath: values].percentile(p) ?? .nan
         }
     }
 

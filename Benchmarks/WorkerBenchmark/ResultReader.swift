@@ -26,9 +26,7 @@ struct RunFigures {
     var rate: Double { drain > 0 ? Double(max(results - 1, 0)) / drain : 0 }
 
     func percentile(_ p: Double, of values: KeyPath<RunFigures, [Double]> = \.latencies) -> Double {
-        let sorted = self[keyPath: values].sorted()
-        guard !sorted.isEmpty else { return 0 }
-        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+        self[keyPath: values].percentile(p) ?? 0
     }
 }
 
