@@ -27,24 +27,14 @@ struct LanesTests {
         simulator.faults.latency = .fixed(.seconds(1))
         try await harness.produce((0..<200).map { Self.event("bulk-\($0)", token: $0 + 1) })
 
-        let worker = try harness.startWorker(group: "lanes-\(broker)", maxInFlight: 20) {
-            $0.consumer.topics.append(Self.urgentTopic)
-            var urgent = UrgentLane(topics: [Self.urgentTopic])
-            urgent.maxInFlight = 10
-            $0.consumer.urgent = urgent
-        }
+        let worker = try harness.startWorker(group: "lanes-\(broker)", maxInFlight: 20, configure: Self.lanes)
         let bulk = worker.assembly.pipeline
         let urgent = try #require(worker.assembly.urgent)
         try await eventually(60, "bulk held at its bound, the urgent lane assigned", state: { "\(bulk.inFlight)" }) {
             bulk.inFlight == 20 && urgent.ownedPartitions == 2
         }
         #expect(bulk.ownedPartitions == 4, "the bulk lane's member owns the bulk topic's partitions only")
-        try await harness.produce(
-            (0..<10).map {
-                var record = Self.event("urgent-\($0)", token: 1_000 + $0)
-                record.topic = Self.urgentTopic
-                return record
-            })
+        try await harness.produce(Self.urgentEvents(10))
 
         var urgentDone = 0
         var bulkDone = 0
@@ -81,19 +71,8 @@ struct LanesTests {
         simulator.devices.policy = .accept
         simulator.faults.latency = .fixed(.seconds(2))
         try await harness.produce((0..<40).map { Self.event("bulk-\($0)", token: $0 + 1) })
-        try await harness.produce(
-            (0..<10).map {
-                var record = Self.event("urgent-\($0)", token: 1_000 + $0)
-                record.topic = Self.urgentTopic
-                return record
-            })
-        let lanes: (inout WorkerConfiguration) -> Void = {
-            $0.consumer.topics.append(Self.urgentTopic)
-            var urgent = UrgentLane(topics: [Self.urgentTopic])
-            urgent.maxInFlight = 10
-            $0.consumer.urgent = urgent
-        }
-        let worker = try harness.startWorker(group: "lanes-stop", maxInFlight: 20, configure: lanes)
+        try await harness.produce(Self.urgentEvents(10))
+        let worker = try harness.startWorker(group: "lanes-stop", maxInFlight: 20, configure: Self.lanes)
         let bulk = worker.assembly.pipeline
         let urgent = try #require(worker.assembly.urgent)
         try await eventually(60, "both lanes busy", state: { "bulk \(bulk.inFlight), urgent \(urgent.inFlight)" }) {
@@ -105,7 +84,7 @@ struct LanesTests {
 
         // What the first worker did not finish, the next one does.
         simulator.faults.latency = .none
-        let next = try harness.startWorker(group: "lanes-stop", maxInFlight: 20, configure: lanes)
+        let next = try harness.startWorker(group: "lanes-stop", maxInFlight: 20, configure: Self.lanes)
         let results = try await harness.results(50)
         try await next.stop()
         #expect(
@@ -148,6 +127,23 @@ struct LanesTests {
         }.value
         #expect(outcome.contains("no.such.property"), "\(outcome)")
         #expect(healthy.isStopping)
+    }
+
+    /// The urgent topic as the urgent lane, 10 of its events in flight at most.
+    static func lanes(_ configuration: inout WorkerConfiguration) {
+        configuration.consumer.topics.append(urgentTopic)
+        var urgent = UrgentLane(topics: [urgentTopic])
+        urgent.maxInFlight = 10
+        configuration.consumer.urgent = urgent
+    }
+
+    /// `count` events on the urgent topic, `urgent-0`, `urgent-1`, …, to devices of their own.
+    static func urgentEvents(_ count: Int) -> [KafkaProducerMessage] {
+        (0..<count).map {
+            var record = event("urgent-\($0)", token: 1_000 + $0)
+            record.topic = urgentTopic
+            return record
+        }
     }
 
     static func event(_ id: String, token: Int) -> KafkaProducerMessage {
