@@ -27,7 +27,9 @@ struct LanesTests {
         simulator.faults.latency = .fixed(.seconds(1))
         try await harness.produce((0..<200).map { Self.event("bulk-\($0)", token: $0 + 1) })
 
-        let worker = try harness.startWorker(group: "lanes-\(broker)", maxInFlight: 20, configure: Self.lanes)
+        let log = CapturedLog()
+        let worker = try harness.startWorker(
+            group: "lanes-\(broker)", maxInFlight: 20, logger: log.logger(level: .info), configure: Self.lanes)
         let bulk = worker.assembly.pipeline
         let urgent = try #require(worker.assembly.urgent)
         try await eventually(60, "bulk held at its bound, the urgent lane assigned", state: { "\(bulk.inFlight)" }) {
@@ -55,7 +57,13 @@ struct LanesTests {
         try await worker.stop()
         #expect(results.count == 210 && results.allSatisfy { $0.outcome == .delivered })
         let all = try await harness.allRecords(of: EmbeddedStack.resultsTopic)
-        #expect(all.count == 210, "one result per event, none twice (\(all.count))")
+        let ids = try all.compactMap { try ResultRecord($0).eventID }
+        let twice = Dictionary(grouping: ids, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
+        // What the group did meanwhile, should an event have run twice.
+        let membership = log.lines.filter { line in
+            ["assigned", "revoked", "lost", "warning", "error", "rebalanc"].contains { line.contains($0) }
+        }
+        #expect(all.count == 210, "one result per event, none twice (\(all.count): \(twice); \(membership))")
         #expect(simulator.observation.count(status: 200) == 210, "each event pushed once")
     }
 

@@ -16,12 +16,16 @@ struct LostAssignmentTests {
     final class HoldingSender: NotificationSending {
         let held: Set<String>
         private let waiting = NIOLockedValueBox<[NotificationRequest]>([])
+        private let pushes = NIOLockedValueBox(0)
 
         init(holding tokens: Set<String>) { held = tokens }
 
         var waitingCount: Int { waiting.withLockedValue { $0.count } }
+        /// Every request sent, a repeat included.
+        var pushed: Int { pushes.withLockedValue { $0 } }
 
         func send(_ requests: [NotificationRequest]) {
+            pushes.withLockedValue { $0 += requests.count }
             for request in requests {
                 if held.contains(request.push.recipientKey) {
                     waiting.withLockedValue { $0.append(request) }
@@ -113,6 +117,8 @@ struct LostAssignmentTests {
             inputTopics: configuration.consumer.topics, resultsTopic: configuration.topics.results,
             deadLetterTopic: configuration.topics.deadLetters)
         pipelineConfiguration.commitInterval = .milliseconds(200)
+        // The loss waits (bounded) for what is at APNs; events 0 to 4 stay there until the end.
+        pipelineConfiguration.revocationTimeout = .seconds(2)
         let pipeline = WorkerPipeline(
             configuration: pipelineConfiguration, consumer: configuration.kafkaConsumerConfiguration,
             producer: configuration.kafkaProducerConfiguration, sender: sender, observer: observer,
@@ -153,5 +159,99 @@ struct LostAssignmentTests {
         #expect(offsets == Set(0..<Int64(events)))
         pipeline.beginShutdown()
         try await run.value
+    }
+
+    // A lost assignment keeps what this member finished and could not commit, for when the group
+    // gives the partitions back; but the check that the committed offset lies in what that lease
+    // read refused it when nothing had been committed yet (no offset at all), and the new tenure
+    // pushed every finished event again. Seen with lanes: the second lane's join made the first
+    // one's first commit meet ILLEGAL_GENERATION, its partitions lost and given back.
+    @Test(
+        "events finished before the first commit, then the assignment lost and given back: none is pushed again"
+    )
+    func finishedBeforeTheFirstCommitAreNotPushedAgain() async throws {
+        let harness = try await Harness.start(partitions: 1)
+        defer { Task { await harness.shutdown() } }
+        let mock = try #require(harness.stack.mockCluster)
+        let events = 10
+        try await harness.produce(
+            (0..<events).map { DeliveryUnderFailureTests.event("event-\($0)", token: $0 + 1) })
+
+        let sender = HoldingSender(holding: [])
+        let observer = GateObserver(gateAt: .max)
+        let group = "lost-before-commit"
+        let configuration = try harness.stack.configuration(group: group)
+        var pipelineConfiguration = PipelineConfiguration(
+            inputTopics: configuration.consumer.topics, resultsTopic: configuration.topics.results,
+            deadLetterTopic: configuration.topics.deadLetters)
+        let pipeline = WorkerPipeline(
+            configuration: pipelineConfiguration, consumer: configuration.kafkaConsumerConfiguration,
+            producer: configuration.kafkaProducerConfiguration, sender: sender, observer: observer,
+            logger: harness.logger)
+        // The first commit meets a generation that is over: librdkafka drops the assignment as
+        // lost, rejoins, and the group (of one) gives the partition back.
+        mock.failNextRequests(.offsetCommit, with: [.illegalGeneration])
+        let run = Task { try await pipeline.run() }
+
+        _ = try await harness.results(events)
+        try await eventually(60, "the assignment lost and given back") {
+            observer.left >= 1 && observer.joined >= 2
+        }
+        // The new tenure reads every record again, finds each done, and commits past them.
+        try await eventually(30, "the commit at the end") {
+            try await harness.commitProgress(group: group).allSatisfy { $0.committed == $0.end }
+        }
+        pipeline.beginShutdown()
+        try await run.value
+
+        #expect(sender.pushed == events, "each event pushed once (\(sender.pushed) pushes for \(events) events)")
+        let all = try await harness.allRecords(of: EmbeddedStack.resultsTopic)
+        #expect(all.count == events, "one result per event (\(all.count))")
+    }
+
+    // A lost assignment let its partitions go at once: an event at APNs at that moment finished
+    // after its lease had ended, so nothing recorded it as done, and when the group gave the
+    // partition back to this member the new tenure pushed it again.
+    @Test("an event at APNs when the assignment is lost finishes under its lease: given back, it is not pushed again")
+    func eventAtAPNsWhenLostIsNotPushedAgain() async throws {
+        let harness = try await Harness.start(partitions: 1)
+        defer { Task { await harness.shutdown() } }
+        let mock = try #require(harness.stack.mockCluster)
+        let events = 10
+        try await harness.produce(
+            (0..<events).map { DeliveryUnderFailureTests.event("event-\($0)", token: $0 + 1) })
+
+        let sender = HoldingSender(holding: [Samples.deviceToken(4)])  // event 3
+        let observer = GateObserver(gateAt: .max)
+        let group = "lost-at-apns"
+        let configuration = try harness.stack.configuration(group: group)
+        let pipelineConfiguration = PipelineConfiguration(
+            inputTopics: configuration.consumer.topics, resultsTopic: configuration.topics.results,
+            deadLetterTopic: configuration.topics.deadLetters)
+        let pipeline = WorkerPipeline(
+            configuration: pipelineConfiguration, consumer: configuration.kafkaConsumerConfiguration,
+            producer: configuration.kafkaProducerConfiguration, sender: sender, observer: observer,
+            logger: harness.logger)
+        let run = Task { try await pipeline.run() }
+        defer { sender.releaseHeld() }
+
+        try await eventually(60, "event 3 at APNs, the rest done") {
+            guard sender.waitingCount == 1 else { return false }
+            return try await harness.allRecords(of: EmbeddedStack.resultsTopic).count == events - 1
+        }
+        mock.failNextRequests(.heartbeat, with: [.illegalGeneration])
+        try await eventually(60, "the assignment lost") { observer.left >= 1 }
+        try await Task.sleep(for: .milliseconds(500))
+        sender.releaseHeld()  // APNs answers after the loss
+        try await eventually(60, "the partition given back, read again and committed to the end") {
+            guard observer.joined >= 2 else { return false }
+            return try await harness.commitProgress(group: group).allSatisfy { $0.committed == $0.end }
+        }
+        pipeline.beginShutdown()
+        try await run.value
+
+        #expect(sender.pushed == events, "each event pushed once (\(sender.pushed) pushes for \(events) events)")
+        let all = try await harness.allRecords(of: EmbeddedStack.resultsTopic)
+        #expect(all.count == events, "one result per event (\(all.count))")
     }
 }

@@ -22,10 +22,13 @@ extension WorkerPipeline {
         }
         let stopping = isStopping
         let budget = shutdownBudget()
-        // A lost assignment may already be someone else's: nothing to wait for or commit.
+        // What is at APNs finishes (bounded) under this lease, so that it counts as done here: a
+        // lost assignment is most often given back to this very member, which then skips what it
+        // finished (below, `owed`) instead of pushing it again. Before, a lost assignment did not
+        // wait, and what was at APNs or publishing its result at that moment ran again.
+        await waitForDrain(of: selection, until: stopping ? budget.drain : .now + configuration.revocationTimeout)
+        // A lost assignment may already be someone else's: nothing to commit.
         if !lost {
-            await waitForDrain(
-                of: selection, until: stopping ? budget.drain : .now + configuration.revocationTimeout)
             // Bounded: this runs while librdkafka's poll thread waits for it, and a commit can wait
             // for the very rebalance that waits for us (seen on the mock cluster: two members both
             // idle for minutes). Past the bound the partitions go uncommitted past their last
@@ -179,6 +182,17 @@ extension WorkerPipeline {
                 for range in candidate.done.ranges { known.done.insert(range) }
             }
             progress[partition] = known
+        }
+        // No committed offset at all (the lease ended before its first commit was stored, as when
+        // that commit met the generation that ended it): the partition is read again from its
+        // start (`auto.offset.reset` is earliest or error), where that lease began reading, so all
+        // it finished counts, as if committed where it began. Before, such a partition had no
+        // known progress and everything its lease finished was pushed again.
+        for partition in partitions where committed[partition] == nil {
+            guard let (candidate, start) = owedHere[partition], start >= 0 else { continue }
+            var done = candidate.done
+            if candidate.offset > start { done.insert(start..<candidate.offset) }
+            progress[partition] = KnownProgress(committed: start, done: done)
         }
         return progress
     }
