@@ -115,9 +115,11 @@ fuzz: deps-build
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) FUZZ_RSS_MB=$(FUZZ_RSS_MB) scripts/fuzz.sh $(FUZZ_TARGETS)
 
 # Benchmarks: release builds, figures printed next to a reference tool's in the same run.
-# `make bench`: performance as users meet it (latency against load on both brokers, APNs round trips,
-# cost per event against its floors, memory against backlog, a profile), written to
-# docs/performance.md with plots (Benchmarks/performance.py; about 30 minutes on 2 cores).
+# `make bench`: performance as users meet it (latency against load on both brokers, latency at fixed
+# low rates with the worker's own share, APNs round trips, cost per event against its floors, memory
+# against backlog, a profile), written to docs/performance.md with plots (Benchmarks/performance.py;
+# about 30 minutes on 2 cores, and the rates part about 15 more). `make bench BENCH_PARTS=rates` (or lanes,
+# latency, ...): those parts only.
 # `make bench BENCH=NAME`: one of Benchmarks/run.sh's benchmarks (kafka, worker, jsonschema, ...).
 BENCH_PACKAGES := python3-matplotlib linux-perf
 bench: deps-tansu

@@ -21,7 +21,13 @@ import Foundation
         let steps = try await OpenLoop.run(
             rates: offeredRates, seconds: stepSeconds, bootstrap: peers.bootstrap, resultsTopic: topic, logger: logger
         ) {
-            worker = try Child(workerArguments, wrapper: workerWrapper)
+            let child = try Child(workerArguments, wrapper: workerWrapper)
+            worker = child
+            // Its operations endpoint says where it listens once bound (it starts first).
+            while let line = child.readLine() {
+                if line.hasPrefix("http port=") { return Int(line.dropFirst("http port=".count)) }
+            }
+            return nil
         }
         var cpu = 0.0
         for line in worker?.stop() ?? [] where line.hasPrefix("rss ") {
@@ -43,6 +49,15 @@ import Foundation
                         step.percentile(0.5, of: \.work), step.percentile(0.99, of: \.work),
                         step.percentile(0.5, of: \.outbound), step.percentile(0.99, of: \.outbound))
                     + String(format: "; cores %.0f%% busy", step.machineBusy * 100))
+            let share = step.workerShare
+            if let share {
+                print(
+                    String(
+                        format:
+                            "        worker's share (histogram, %.0f events): p50 %.1f ms, p99 %.1f ms, mean %.2f ms, %.1f%% within 25 ms",
+                        share.count, share.quantileMilliseconds(0.5), share.quantileMilliseconds(0.99),
+                        share.meanMilliseconds, share.shareWithin(milliseconds: 25) * 100))
+            }
             printJSON([
                 "scenario": "latency", "round": round, "offeredRate": step.rate, "sentRate": step.sentRate,
                 "sent": step.sent, "results": step.results, "delivered": step.delivered,
@@ -52,7 +67,18 @@ import Foundation
                 "inP99Ms": step.percentile(0.99, of: \.inbound),
                 "workP50Ms": step.percentile(0.5, of: \.work), "workP99Ms": step.percentile(0.99, of: \.work),
                 "outP50Ms": step.percentile(0.5, of: \.outbound), "outP99Ms": step.percentile(0.99, of: \.outbound),
+                // -1: no figure (no scrape, or no event recorded); JSON has no NaN.
+                "shareCount": share?.count ?? -1, "shareP50Ms": jsonFigure(share?.quantileMilliseconds(0.5)),
+                "shareP99Ms": jsonFigure(share?.quantileMilliseconds(0.99)),
+                "shareMeanMs": jsonFigure(share?.meanMilliseconds),
+                "shareBuckets": share?.bucketCounts ?? [:],
             ])
         }
     }
+}
+
+/// A figure for a `json` line: -1 for none or NaN.
+func jsonFigure(_ value: Double?) -> Double {
+    guard let value, value.isFinite else { return -1 }
+    return value
 }

@@ -11,7 +11,8 @@ import Synchronization
 /// record's timestamp whenever the producer keeps up.
 ///
 /// One worker serves every rate of a run (the group join is paid once), rates ascending, each for
-/// `seconds`, with a pause for the worker to drain between them.
+/// `seconds`, with a pause for the worker to drain between them. `startWorker` returns the worker's
+/// operations port, if it has one: its event-duration histogram is scraped before and after each step.
 enum OpenLoop {
     struct Step: Sendable {
         var rate: Double
@@ -33,6 +34,9 @@ enum OpenLoop {
         /// How busy the machine's cores were while the step's events were sent (0 to 1, all
         /// processes: broker, simulator, this driver and the worker share them).
         var machineBusy: Double = 0
+        /// The worker's own share of the step's events, from its `/metrics` (`WorkerShare`): nil when
+        /// the scenario gave no port or a scrape failed.
+        var workerShare: WorkerShare?
 
         func percentile(_ p: Double, of values: KeyPath<Step, [Double]> = \.latencies) -> Double {
             self[keyPath: values].percentile(p) ?? .nan
@@ -47,7 +51,7 @@ enum OpenLoop {
 
     static func run(
         rates: [Double], seconds: Double, bootstrap: String, resultsTopic: String, logger: Logger,
-        isolation: isolated (any Actor)? = #isolation, startWorker: () throws -> Void
+        isolation: isolated (any Actor)? = #isolation, startWorker: () throws -> Int?
     ) async throws -> [Step] {
         var readerConfiguration = KafkaConsumerConfiguration(
             bootstrapServers: bootstrap, groupID: "bench-reader-\(resultsTopic)")
@@ -105,7 +109,7 @@ enum OpenLoop {
         }
         defer { reading.cancel() }
 
-        try startWorker()
+        let operationsPort = try startWorker()
         // Warm-up: one event every 100 ms until a result comes back (the worker has joined the group
         // and connected to APNs), then a second more.
         let warmUpDeadline = ContinuousClock.now + .seconds(90)
@@ -132,6 +136,7 @@ enum OpenLoop {
                 $0.rates.append(rate)
             }
             let interval = 1.0 / rate
+            let shareBefore = operationsPort.flatMap { WorkerShare.scrape(port: $0) }
             let ticksBefore = machineTicks()
             var index = 0
             while index < count {
@@ -161,6 +166,10 @@ enum OpenLoop {
                 try await Task.sleep(for: .milliseconds(20))
             }
             try await Task.sleep(for: .seconds(1))
+            // After the rest: every result the reader has is acknowledged by now, and recorded.
+            if let shareBefore, let shareAfter = operationsPort.flatMap({ WorkerShare.scrape(port: $0) }) {
+                steps.withLock { $0[step].workerShare = shareAfter.since(shareBefore) }
+            }
         }
         try await producer.flush(timeout: .seconds(30))
         await producer.close()

@@ -183,7 +183,10 @@ func runWorker(
             peers, group: group, resultsTopic: resultsTopic, maxInFlight: maxInFlight, inputTopics: inputTopics,
             urgentTopics: urgentTopics), file: "<bench>",
         environment: ProcessInfo.processInfo.environment)
-    let assembly = try WorkerRuntime.assemble(configuration, logger: logger)
+    // The operations endpoint's port (`http.port` 0: a free one), for the parent to scrape `/metrics`.
+    let assembly = try WorkerRuntime.assemble(configuration, logger: logger) { port in
+        FileHandle.standardOutput.write(Data("http port=\(port)\n".utf8))
+    }
     let services: ServiceGroup
     switch mode {
     case .worker:
