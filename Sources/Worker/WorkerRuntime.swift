@@ -84,6 +84,10 @@ package enum WorkerRuntime {
             deadLetterTopic: configuration.topics.deadLetters)
         pipelineConfiguration.maxInFlight = configuration.delivery.maxInFlight
         pipelineConfiguration.maxInFlightBytes = configuration.delivery.maxInFlightBytes
+        let credentials = configuration.apns.credentials.count
+        pipelineConfiguration.maxInFlightPerCredential = configuration.delivery.credentialCap(
+            bound: configuration.delivery.maxInFlight, credentials: credentials)
+        pipelineConfiguration.maxParked = configuration.delivery.maxParked
         pipelineConfiguration.commitInterval = configuration.delivery.commitInterval
         pipelineConfiguration.revocationTimeout = configuration.delivery.revocationTimeout
         pipelineConfiguration.shutdownTimeout = configuration.delivery.shutdownTimeout
@@ -112,6 +116,11 @@ package enum WorkerRuntime {
             var urgentConfiguration = pipelineConfiguration
             urgentConfiguration.inputTopics = lane.topics
             urgentConfiguration.maxInFlight = lane.maxInFlight
+            urgentConfiguration.maxInFlightPerCredential = configuration.delivery.credentialCap(
+                bound: lane.maxInFlight, credentials: credentials)
+            urgentConfiguration.maxParked = configuration.delivery.maxParked.map {
+                max($0 * lane.maxInFlight / configuration.delivery.maxInFlight, 1)
+            }
             urgentConfiguration.urgent = true
             return WorkerPipeline(
                 configuration: urgentConfiguration, consumer: Self.urgentMember(consumer),

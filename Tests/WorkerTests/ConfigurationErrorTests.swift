@@ -82,8 +82,8 @@ struct ConfigurationErrorTests {
         let error = try failure(replacing("    maxAttempts: 5", with: "    maxAtempts: 5"))
         #expect(error.code == .unknownKey)
         #expect(error.keyPath == "delivery.retry.maxAtempts")
-        #expect(error.line == 47)
-        #expect(error.description == "worker.yaml:47: delivery.retry.maxAtempts: unknown key")
+        #expect(error.line == 49)
+        #expect(error.description == "worker.yaml:49: delivery.retry.maxAtempts: unknown key")
     }
 
     @Test("unknown keys at the top, in a credential and in an endpoint")
@@ -203,7 +203,7 @@ struct ConfigurationErrorTests {
         let port = try failure(replacing("port: 9090", with: "port: ninety"))
         #expect(port.code == .invalidValue)
         #expect(port.keyPath == "http.port")
-        #expect(port.line == 55)
+        #expect(port.line == 57)
         #expect(port.message.contains("expected an integer from 0 to 65535"))
         #expect(port.message.contains("\"ninety\""))
 

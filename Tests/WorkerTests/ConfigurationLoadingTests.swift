@@ -86,6 +86,8 @@ struct ConfigurationLoadingTests {
         #expect(
             configuration.apns.credentials[2].kind == .certificate(.init(source: .pkcs12(file: "/secrets/legacy.p12"))))
         #expect(configuration.delivery.maxInFlight == 500)
+        #expect(configuration.delivery.maxInFlightPerCredential == 200)
+        #expect(configuration.delivery.maxParked == 1000)
         #expect(configuration.delivery.commitInterval == .milliseconds(250))
         #expect(configuration.delivery.retry.maxAttempts == 5)
         #expect(configuration.delivery.retry.initialBackoff == .milliseconds(100))

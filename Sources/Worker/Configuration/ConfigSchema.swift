@@ -42,7 +42,8 @@ indirect enum ConfigSchema {
         (
             "delivery",
             .section([
-                ("maxInFlight", .scalar), ("maxInFlightBytes", .scalar), ("commitInterval", .scalar),
+                ("maxInFlight", .scalar), ("maxInFlightBytes", .scalar), ("maxInFlightPerCredential", .scalar),
+                ("maxParked", .scalar), ("commitInterval", .scalar),
                 (
                     "retry",
                     .section([

@@ -192,6 +192,8 @@ extension WorkerConfiguration {
         var delivery = DeliverySettings()
         delivery.maxInFlight = section.int("maxInFlight", in: 1...Int.max) ?? delivery.maxInFlight
         delivery.maxInFlightBytes = section.int("maxInFlightBytes", in: 65536...Int.max) ?? delivery.maxInFlightBytes
+        delivery.maxInFlightPerCredential = section.int("maxInFlightPerCredential", in: 1...Int.max)
+        delivery.maxParked = section.int("maxParked", in: 1...Int.max)
         delivery.commitInterval = section.duration("commitInterval") ?? delivery.commitInterval
         if var retry = section.section("retry") {
             delivery.retry.maxAttempts = retry.int("maxAttempts", in: 1...Int.max) ?? delivery.retry.maxAttempts

@@ -113,6 +113,13 @@ package struct DeliverySettings: Sendable, Hashable {
     /// events under 300 MB (each record also lives decoded, in its result and in the producer's
     /// queue); 300-byte events reach `maxInFlight` first.
     package var maxInFlightBytes: Int = 32 * 1024 * 1024
+    /// Events of one credential running at most while others wait (fairness between apps: one in a
+    /// 429 storm or on a dead connection holds no more); `nil`: half of `maxInFlight`. Applies with
+    /// two credentials or more.
+    package var maxInFlightPerCredential: Int?
+    /// Events parked over their credential's share at most (outside `maxInFlight`); input is held at
+    /// this until half. `nil`: `maxInFlight`.
+    package var maxParked: Int?
     /// Finished events are committed at most this long after they finish (plus one at revocation and
     /// at shutdown). 50 ms costs no measurable CPU per event against 1 s (Benchmarks/archive/2026-11.md,
     /// "Commits soon after done, with the done records as metadata") and keeps what a crash re-sends
@@ -137,6 +144,16 @@ package struct DeliverySettings: Sendable, Hashable {
     package var progressTopic: String?
 
     package init() {}
+
+    /// The per-credential cap of a pipeline whose in-flight bound is `bound` (the urgent lane's is
+    /// the same fraction of its own), with `credentials` configured; `nil`: no share (one
+    /// credential, or a cap at the bound).
+    package func credentialCap(bound: Int, credentials: Int) -> Int? {
+        guard credentials > 1 else { return nil }
+        let fraction = Double(maxInFlightPerCredential ?? maxInFlight / 2) / Double(maxInFlight)
+        let cap = max(Int((Double(bound) * fraction).rounded()), 1)
+        return cap >= bound ? nil : cap
+    }
 }
 
 /// `http:` — the operations endpoint.

@@ -26,6 +26,7 @@ package struct OperationsObserver: PipelineObserver {
 
     package func retryScheduled(_ cause: RetryCause) { metrics.retryScheduled(cause: cause.rawValue) }
     package func inFlightChanged(_ count: Int) { metrics.setInFlight(count) }
+    package func parkedChanged(_ count: Int) { metrics.setParked(count) }
     package func inputHeldChanged(_ held: Bool) { metrics.setInputHeld(held) }
     package func committed(ok: Bool) { metrics.committed(success: ok) }
     package func alreadyDone() { metrics.alreadyDone() }

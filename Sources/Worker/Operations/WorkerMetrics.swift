@@ -36,6 +36,8 @@ package final class WorkerMetrics: Sendable {
         "apns_worker_published_degraded_total":
             "Results and dead letters Kafka refused as they were and took degraded, by topic and Kafka error.",
         "apns_worker_in_flight_events": "Events consumed and not yet completed.",
+        "apns_worker_parked_events":
+            "Events parked over their credential's share of the in-flight bound (read, not yet sent; not in apns_worker_in_flight_events).",
         "apns_worker_consumer_paused":
             "1 while the pipeline holds its input (the in-flight bound is reached, or an output topic refuses every record); not librdkafka's partition pauses.",
         "apns_worker_consumer_lag": "Records behind the end of each input partition (librdkafka statistics).",
@@ -94,6 +96,7 @@ package final class WorkerMetrics: Sendable {
     private let apnsRequestDuration: CoreMetrics.Timer
     private let eventDuration: CoreMetrics.Timer
     private let inFlight: CoreMetrics.Gauge
+    private let parked: CoreMetrics.Gauge
     private let inputHeld: CoreMetrics.Gauge
 
     private struct SeriesKey: Hashable {
@@ -134,6 +137,8 @@ package final class WorkerMetrics: Sendable {
         apnsRequestDuration = CoreMetrics.Timer(label: "apns_worker_apns_request_duration_seconds", factory: factory)
         eventDuration = CoreMetrics.Timer(label: "apns_worker_event_duration_seconds", factory: factory)
         inFlight = CoreMetrics.Gauge(label: "apns_worker_in_flight_events", factory: factory)
+        parked = CoreMetrics.Gauge(label: "apns_worker_parked_events", factory: factory)
+        parked.record(0)
         inputHeld = CoreMetrics.Gauge(label: "apns_worker_consumer_paused", factory: factory)
         inFlight.record(0)
         inputHeld.record(0)
@@ -291,6 +296,11 @@ package final class WorkerMetrics: Sendable {
 
     package func setInFlight(_ count: Int) {
         inFlight.record(count)
+    }
+
+    /// `apns_worker_parked_events`.
+    package func setParked(_ count: Int) {
+        parked.record(count)
     }
 
     /// `apns_worker_consumer_paused`: the name is kept (a contract); what it reports is the hold.

@@ -84,6 +84,11 @@ package final class APNsSender: NotificationSending {
         for (client, items) in perClient.batches { client.send(items) }
     }
 
+    /// The credential the first matching route names, as `route` chooses it.
+    package func credential(forTopic topic: String, environment: APNsEnvironment) -> String? {
+        routes.first { $0.settings.matches(topic: topic) && $0.settings.serves(environment) }?.settings.name
+    }
+
     /// The client and credential name for a topic, or `nil` after answering `completion`
     /// with why there is none (no credential matches the topic; the client could not be made).
     private func route(

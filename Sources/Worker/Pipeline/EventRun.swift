@@ -10,8 +10,15 @@ protocol EventOutlet: Sendable {
     func publishDeadLetter(of run: EventRun)
     /// Publishes `run.result`, then feeds `run.published(_:)`.
     func publishResult(of run: EventRun)
+    /// Before a valid event's first attempt: true to make it now; false when the outlet parked it
+    /// (its credential is over its share) and calls `unparked(abandon:)` when its turn comes.
+    func mayBegin(_ run: EventRun) -> Bool
     /// The event ended: done (`completed`, its offset may be committed) or abandoned.
     func finish(_ run: EventRun, completed: Bool)
+}
+
+extension EventOutlet {
+    func mayBegin(_ run: EventRun) -> Bool { true }
 }
 
 /// One consumed record on its way, from decoded to done or abandoned: what the event is, what has
@@ -22,10 +29,11 @@ protocol EventOutlet: Sendable {
 /// One object handed from step to step: a callback captures the run alone, so no closure context
 /// is allocated for it.
 ///
-/// `@unchecked Sendable`: `machine`, `result`, `tokenRefreshes`, `completedAt` and `latency` are
-/// mutated by one step at a time. Each step runs after the previous one handed the run over
-/// through the sender's, the scheduler's or the publisher's callback, whose queues and locks order
-/// the two; no two steps of one event ever run at once.
+/// `@unchecked Sendable`: `machine`, `result`, `tokenRefreshes`, `shareCredential`, `completedAt`
+/// and `latency` are mutated by one step at a time. Each step runs after the previous one handed
+/// the run over through the sender's, the scheduler's or the publisher's callback, or the
+/// pipeline's lock (a parked run taken out of its queue), which order the two; no two steps of one
+/// event ever run at once.
 final class EventRun: @unchecked Sendable {
     let record: KafkaConsumerMessage
     /// `nil` for a record that is not a valid event (it ends at once, with a dead letter).
@@ -42,6 +50,9 @@ final class EventRun: @unchecked Sendable {
     var result: EventResult
     /// `ExpiredProviderToken` answers so far: the first is retried at once, later ones back off.
     var tokenRefreshes = 0
+    /// The credential whose share it runs in (`CredentialShares`), once it runs there; `nil` outside
+    /// any share, and while parked.
+    var shareCredential: String?
     /// When its result became final: the dead letter's and the result's timestamp.
     var completedAt: Date?
     /// From taken to final (the result's `latencyMs`): the dead letter's round trip is not in it.
@@ -78,14 +89,22 @@ final class EventRun: @unchecked Sendable {
         perform(machine.published(publication))
     }
 
-    /// The first step of a valid event: its first request joins `requests` if it is due now.
+    /// The first step of a valid event: its first request joins `requests` if it is due now. A run
+    /// the outlet parks stays `decoded` (nothing sent) until `unparked`.
     func begin(sending requests: inout [NotificationRequest]) {
+        guard outlet.mayBegin(self) else { return }
         let action = machine.attempt(processor.gate(for: self))
         if case .send(let attempt) = action {
             requests.append(request(attempt: attempt))
         } else {
             perform(action)
         }
+    }
+
+    /// A parked run's turn: its first attempt, through the gate; or, `abandon`, it is given up
+    /// unsent (its partition handed over, or shutdown), uncommitted for the next owner to read.
+    func unparked(abandon: Bool) {
+        perform(machine.attempt(abandon ? StateMachine.Gate(leaseActive: false) : processor.gate(for: self)))
     }
 
     /// Performs what the machine said, feeding it again where the action is itself an input's

@@ -14,6 +14,7 @@ package struct LaneObserver: PipelineObserver {
     package final class Tally: Sendable {
         struct Lanes {
             var inFlight: [Int]
+            var parked: [Int]
             var held: [Bool]
             var joined: [Bool]
             var waiting: [Bool]
@@ -24,7 +25,8 @@ package struct LaneObserver: PipelineObserver {
         package init(lanes count: Int) {
             lanes = Locked(
                 Lanes(
-                    inFlight: Array(repeating: 0, count: count), held: Array(repeating: false, count: count),
+                    inFlight: Array(repeating: 0, count: count), parked: Array(repeating: 0, count: count),
+                    held: Array(repeating: false, count: count),
                     joined: Array(repeating: false, count: count), waiting: Array(repeating: false, count: count)))
         }
     }
@@ -44,6 +46,13 @@ package struct LaneObserver: PipelineObserver {
         tally.lanes.withLock { lanes in
             lanes.inFlight[lane] = count
             base.inFlightChanged(lanes.inFlight.reduce(0, +))
+        }
+    }
+
+    package func parkedChanged(_ count: Int) {
+        tally.lanes.withLock { lanes in
+            lanes.parked[lane] = count
+            base.parkedChanged(lanes.parked.reduce(0, +))
         }
     }
 

@@ -14,6 +14,10 @@ package protocol NotificationSending: Sendable {
     func send(_ requests: [NotificationRequest])
     /// Lets requests in flight finish and closes the connections.
     func shutdown() async
+    /// The credential a notification for `topic` in `environment` is sent with, where the sender
+    /// has several: the pipeline's unit of fairness (`CredentialShares`). `nil`: none matches, or
+    /// the sender does not say (every event then runs outside any share).
+    func credential(forTopic topic: String, environment: APNsEnvironment) -> String?
 }
 
 /// A notification (or broadcast) to send and where its attempt goes (`NotificationSending.send(_:)`).
@@ -40,6 +44,8 @@ package struct NotificationRequest: Sendable {
 }
 
 extension NotificationSending {
+    package func credential(forTopic topic: String, environment: APNsEnvironment) -> String? { nil }
+
     /// One request: a batch of one.
     package func send(
         _ push: APNsPush, environment: APNsEnvironment, completion: @escaping @Sendable (SendAttempt) -> Void

@@ -10,6 +10,12 @@ package struct PipelineConfiguration: Sendable {
     package var maxInFlight = 10_000
     /// The same bound in bytes of the running events' records: large records reach it first.
     package var maxInFlightBytes = 32 * 1024 * 1024
+    /// Events of one credential running at most while others wait (`CredentialShares`); `nil`: no
+    /// share (one credential, or a sender that names none).
+    package var maxInFlightPerCredential: Int?
+    /// Events parked over their credential's share at most; input is held at this bound until half.
+    /// `nil`: `maxInFlight`.
+    package var maxParked: Int?
     /// Finished events are committed soon after they finish, at most once per this (and at every
     /// revocation, shutdown included).
     package var commitInterval: Duration = .milliseconds(50)

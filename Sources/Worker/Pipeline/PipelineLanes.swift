@@ -1,3 +1,4 @@
+import APNs
 import ServiceLifecycle
 import Threading
 
@@ -95,6 +96,10 @@ package final class SharedSender: NotificationSending {
     }
 
     package func send(_ requests: [NotificationRequest]) { sender.send(requests) }
+
+    package func credential(forTopic topic: String, environment: APNsEnvironment) -> String? {
+        sender.credential(forTopic: topic, environment: environment)
+    }
 
     package func shutdown() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

@@ -14,6 +14,8 @@ package protocol PipelineObserver: Sendable {
     func apnsAnswered(status: Int?, reason: String?, duration: Duration)
     func retryScheduled(_ cause: RetryCause)
     func inFlightChanged(_ count: Int)
+    /// Events parked over their credential's share (read, not running, outside the in-flight count).
+    func parkedChanged(_ count: Int)
     /// Input is held (`held`: the reader stops, at the in-flight bound or for a blocked output topic),
     /// or the hold ended and input flows again. Not librdkafka's partition pauses.
     func inputHeldChanged(_ held: Bool)
@@ -67,6 +69,7 @@ extension PipelineObserver {
     package func apnsAnswered(status: Int?, reason: String?, duration: Duration) {}
     package func retryScheduled(_ cause: RetryCause) {}
     package func inFlightChanged(_ count: Int) {}
+    package func parkedChanged(_ count: Int) {}
     package func inputHeldChanged(_ held: Bool) {}
     package func committed(ok: Bool) {}
     package func alreadyDone() {}

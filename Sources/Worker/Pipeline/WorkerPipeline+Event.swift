@@ -65,24 +65,76 @@ extension WorkerPipeline {
         func finish(_ run: EventRun, completed: Bool) {
             pipeline.finish(run, completed: completed)
         }
+
+        func mayBegin(_ run: EventRun) -> Bool {
+            pipeline.mayBegin(run)
+        }
+    }
+
+    // MARK: credential shares
+
+    /// Runs `run` now, in its credential's share, or parks it (false) until one of its credential's
+    /// running events ends (`CredentialShares`).
+    private func mayBegin(_ run: EventRun) -> Bool {
+        guard configuration.maxInFlightPerCredential != nil, let push = run.event?.push,
+            let environment = run.event?.environment,
+            let credential = processor.sender.credential(forTopic: push.topic, environment: environment)
+        else { return true }
+        let (parking, running, parked) = state.withLock { state in
+            (state.begin(run, credential: credential), state.running, state.parked)
+        }
+        guard let parking else {
+            run.shareCredential = credential
+            return true
+        }
+        report(parking, running: running, parked: parked)
+        return false
+    }
+
+    /// Gives up parked runs unsent: those whose partition was handed over or is gone, or (`all`,
+    /// shutdown) every one. Uncommitted: the partition's owner reads them again.
+    func releaseParked(all: Bool) {
+        let (taken, running, parked) = state.withLock { state in
+            (state.takeParked(all: all), state.running, state.parked)
+        }
+        guard !taken.runs.isEmpty else { return }
+        report(taken.parking, running: running, parked: parked)
+        for run in taken.runs { run.unparked(abandon: true) }
+    }
+
+    private func report(_ parking: StateMachine.Parking, running: Int, parked: Int) {
+        observer.inFlightChanged(running)
+        observer.parkedChanged(parked)
+        if parking.action.holdEnded { observer.inputHeldChanged(false) }
+        if parking.holdBegan { observer.inputHeldChanged(true) }
+        parking.action.resume?.resume()
+        for waiter in parking.action.drained { waiter.resume() }
     }
 
     /// The event is done (`completed`: its result is stored) or abandoned (it stays uncommitted).
     private func finish(_ run: EventRun, completed: Bool) {
         let partition = run.record.topicPartition
         let offset = run.record.offset
-        let (action, running) = state.withLock { state in
+        let credential = run.shareCredential
+        let (action, running, next, parked) = state.withLock { state in
             let action =
                 completed
                 ? state.finish(partition, offset: offset, lease: run.lease, bytes: run.bytes)
                 : state.abandon(partition, offset: offset, lease: run.lease, bytes: run.bytes)
-            return (action, state.running)
+            // Its place in its credential's share goes to the first event parked for it.
+            let next = credential.map { state.leave($0) }
+            return (action, state.running, next, state.parked)
         }
         if completed { commits.wantCommit() }
         if action.holdEnded { observer.inputHeldChanged(false) }
         observer.inFlightChanged(running)
         action.resume?.resume()
         for waiter in action.drained { waiter.resume() }
+        if let (nextRun, parking) = next, let nextRun {
+            report(parking, running: running, parked: parked)
+            nextRun.shareCredential = credential
+            nextRun.unparked(abandon: false)
+        }
         guard completed else { return }
         if let reason = run.result.deadLetter { observer.deadLettered(reason) }
         observer.completed(run.result.outcome, credential: run.result.credential, duration: .now - run.started)

@@ -20,6 +20,7 @@ extension WorkerPipeline {
             lease.handOver()
             scheduler.cancel(lease: lease)
         }
+        releaseParked(all: false)
         let stopping = isStopping
         let budget = shutdownBudget()
         // What is at APNs finishes (bounded) under this lease, so that it counts as done here: a

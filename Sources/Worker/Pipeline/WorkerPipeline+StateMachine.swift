@@ -62,23 +62,33 @@ extension WorkerPipeline {
             var events = 0
             /// The running events' record bytes.
             var bytes = 0
+            /// Events parked over their credential's share (`CredentialShares`): read, not running,
+            /// outside `events` and `bytes`.
+            var parked = 0
         }
 
         let maxInFlight: Int
         /// The bound in bytes of the running events' records (`KafkaConsumerMessage.byteCount`).
         let maxInFlightBytes: Int
+        /// The bound of parked events (`delivery.maxParked`).
+        let maxParked: Int
+        /// Who runs and who waits per credential; `nil`: no share (one credential).
+        var shares: CredentialShares.Queues<EventRun>?
         private var state: State = .running(.flowing)
         // Beside `state`, not inside it: these live through both phases (a revocation and shutdown's
         // drain need them while stopping), and `admit` and `finish` change the load and the tracker once
         // per event, which inside an enum payload would cost taking it out and putting it back each time.
         private(set) var ownership = Ownership()
-        private(set) var load = Load()
+        /// Changed by admission, completion and parking (`WorkerPipeline+Shares.swift`) only.
+        var load = Load()
         /// Who waits for a drain: revocations (in either phase) and shutdown's drain.
         private var drainWaiters: [(partitions: Set<KafkaTopicPartition>?, waiter: Waiter)] = []
 
-        init(maxInFlight: Int, maxInFlightBytes: Int = .max) {
+        init(maxInFlight: Int, maxInFlightBytes: Int = .max, maxParked: Int? = nil, shareCap: Int? = nil) {
             self.maxInFlight = max(maxInFlight, 1)
             self.maxInFlightBytes = max(maxInFlightBytes, 1)
+            self.maxParked = max(maxParked ?? maxInFlight, 1)
+            self.shares = shareCap.map { CredentialShares.Queues(cap: max($0, 1)) }
         }
 
         /// Input is held: the reader waits (while running; while stopping it never waits).
@@ -179,18 +189,34 @@ extension WorkerPipeline {
             if started == .alreadyDone { return .alreadyDone }
             load.events += 1
             load.bytes += bytes
-            guard load.events >= maxInFlight || load.bytes >= maxInFlightBytes else { return .run(holdBegan: false) }
+            guard atBound else { return .run(holdBegan: false) }
+            return .run(holdBegan: holdAtBound())
+        }
+
+        /// A bound is reached: running events or their bytes, or parked events.
+        var atBound: Bool {
+            load.events >= maxInFlight || load.bytes >= maxInFlightBytes || load.parked >= maxParked
+        }
+
+        /// Every bound is down to half: a hold for the bound ends.
+        var belowHalf: Bool {
+            load.events <= maxInFlight / 2 && load.bytes <= maxInFlightBytes / 2 && load.parked <= maxParked / 2
+        }
+
+        /// The bound is reached: input is held for it (while running). Returns true when this began
+        /// the hold.
+        mutating func holdAtBound() -> Bool {
             switch state {
             case .running(.flowing):
                 state = .running(.held(Hold(boundReached: true), reader: nil))
-                return .run(holdBegan: true)
+                return true
             case .running(.held(var hold, let reader)) where !hold.boundReached:
                 // Held for a blocked topic already: the bound is one more reason to hold.
                 hold.boundReached = true
                 state = .running(.held(hold, reader: reader))
-                return .run(holdBegan: false)
+                return false
             case .running(.held), .stopping:
-                return .run(holdBegan: false)
+                return false
             }
         }
 
@@ -238,9 +264,7 @@ extension WorkerPipeline {
             load.events -= 1
             load.bytes -= bytes
             var action = FinishAction()
-            if boundReached, load.events <= maxInFlight / 2, load.bytes <= maxInFlightBytes / 2 {
-                action = changeHold { $0.boundReached = false }
-            }
+            if boundReached, belowHalf { action = changeHold { $0.boundReached = false } }
             if !drainWaiters.isEmpty {
                 var waiting: [(partitions: Set<KafkaTopicPartition>?, waiter: Waiter)] = []
                 for entry in drainWaiters {
@@ -258,7 +282,7 @@ extension WorkerPipeline {
         /// Changes the hold, in either phase (nothing to change while input flows). The hold is taken out
         /// of the state while it changes, so that its dictionary is changed in place rather than copied.
         /// A hold left with no reason ends: input flows again (and the reader resumes, if it waits).
-        private mutating func changeHold(_ change: (inout Hold) -> Void) -> FinishAction {
+        mutating func changeHold(_ change: (inout Hold) -> Void) -> FinishAction {
             var action = FinishAction()
             switch state {
             case .running(.flowing), .stopping(_, nil):
@@ -394,7 +418,7 @@ extension WorkerPipeline {
         }
 
         private func isDrained(_ partitions: Set<KafkaTopicPartition>?) -> Bool {
-            guard let partitions else { return load.events == 0 }
+            guard let partitions else { return load.events == 0 && load.parked == 0 }
             return ownership.tracker.inFlight(in: partitions) == 0
         }
     }

@@ -75,7 +75,8 @@ package final class WorkerPipeline: Service, Sendable {
             maxRecordBytes: configuration.maxRecordBytes, urgent: configuration.urgent)
         self.state = Locked(
             StateMachine(
-                maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes))
+                maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes,
+                maxParked: configuration.maxParked, shareCap: configuration.maxInFlightPerCredential))
         self.commits = CommitQueue(spacing: configuration.commitInterval)
         self.progressTopic = configuration.progressTopic.map {
             ProgressTopic(topic: $0, group: consumer.groupID, consumer: consumer, logger: logger)
@@ -185,6 +186,7 @@ package final class WorkerPipeline: Service, Sendable {
                 let budget = shutdownBudget()
                 await waitForDrain(of: nil, until: budget.drain)
                 endAllLeases()
+                releaseParked(all: true)
                 scheduler.cancelAll()
                 commits.finish()
                 group.cancelAll()
@@ -204,6 +206,8 @@ package final class WorkerPipeline: Service, Sendable {
         guard began else { return }
         logger.info("shutting down: draining \(inFlight) in-flight events within \(configuration.shutdownTimeout)")
         reader?.resume()
+        // Parked events were never sent: given up now, uncommitted, for the next owner to push.
+        releaseParked(all: true)
         let (others, barrier) = siblings.withLock { $0 }
         let consumer = consumerBox.withLock { $0 }
         if let barrier {

@@ -270,6 +270,7 @@ extension Scenario {
             _ = try rig.startWorker()
             rig.faultCleared()
         },
+        appStorm,
         connectionFault(
             "GOAWAY every 100 requests",
             shows:
@@ -614,6 +615,62 @@ extension Scenario {
             rig.faultCleared()
         },
     ]
+
+    /// Two apps on two credentials; every push of one gets TooManyRequests.
+    static let appStorm = Scenario(
+        "one app in a 429 storm, another beside it", .apns,
+        shows: """
+            Two apps on two credentials, 40 events in flight: every push of one app (a quarter of the \
+            events, first in the input) gets TooManyRequests, 20 times in a row, so each of its events \
+            backs off and fails after its attempts, with a dead letter. That app holds only its share \
+            of the bound (`delivery.maxInFlightPerCredential`, 20); its other events wait parked. The \
+            other app's events all have their results before half of the stormed app's do (without \
+            shares its events filled the bound, and the other app's waited for them). None is lost.
+            """
+    ) { rig, scale in
+        let stormTopic = "com.example.storm"
+        let storm = scale.events / 4
+        let healthy = scale.events
+        func event(_ series: UInt16, _ n: Int, topic: String, script: Bool) -> KafkaProducerMessage {
+            let token = Samples.deviceToken(Int(series) << 24 + n)
+            rig.simulator.devices.register(token)
+            if script {
+                rig.simulator.faults.script(deviceToken: token, Array(repeating: .tooManyRequests, count: 20) + [nil])
+            }
+            return Samples.alert(id: Samples.eventID(series, n), deviceToken: token, topic: topic)
+        }
+        // Each stormed event ahead of four others: without shares they fill the bound first.
+        var records: [KafkaProducerMessage] = []
+        for n in 0..<healthy {
+            if n % 4 == 0, n / 4 < storm { records.append(event(3, n / 4, topic: stormTopic, script: true)) }
+            records.append(event(4, n, topic: EmbeddedStack.bundleID, script: false))
+        }
+        try await rig.produce(records)
+        rig.pace()
+        _ = try rig.startWorker(maxInFlight: 40) { configuration in
+            var second = configuration.apns.credentials[0]
+            second.name = "storm"
+            second.topics = [stormTopic]
+            configuration.apns.credentials.append(second)
+            configuration.delivery.maxParked = storm
+        }
+        rig.faultCleared()
+        // Fairness without a clock: the order in which the two apps' results arrive.
+        func done() -> (healthy: Int, storm: Int) {
+            let outcomes = rig.results.snapshot.seen.values.map(\.outcome)
+            return (outcomes.filter { $0 == .delivered }.count, outcomes.filter { $0 == .failed }.count)
+        }
+        try await rig.waitUntil(300, "the other app's \(healthy) results (have \(done().healthy))") {
+            done().healthy >= healthy
+        }
+        let stormDone = done().storm
+        if stormDone >= storm / 2 {
+            throw ScenarioFailure(
+                "the other app waited for the stormed one: \(stormDone) of its \(storm) events had ended when the other's \(healthy) had"
+            )
+        }
+        rig.logger.notice("the other app done", metadata: ["stormed app's events ended": "\(stormDone) of \(storm)"])
+    }
 }
 
 extension Rig {

@@ -65,6 +65,8 @@ enum ConfigurationFixtures {
                 p12File: /secrets/legacy.p12
         delivery:
           maxInFlight: 500
+          maxInFlightPerCredential: 200
+          maxParked: 1000
           commitInterval: 250ms
           retry:
             maxAttempts: 5
