@@ -61,6 +61,7 @@ METRICS = {
     "apns_worker_retries_total": ("counter", {"cause"}),
     "apns_worker_published_degraded_total": ("counter", {"topic", "reason"}),
     "apns_worker_in_flight_events": ("gauge", set()),
+    "apns_worker_parked_events": ("gauge", set()),
     "apns_worker_consumer_paused": ("gauge", set()),
     "apns_worker_consumer_lag": ("gauge", {"topic", "partition"}),
     "apns_worker_partition_stalled": ("gauge", {"topic", "partition"}),
