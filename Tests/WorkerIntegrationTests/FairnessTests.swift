@@ -78,7 +78,9 @@ struct FairnessTests {
             deadLetterTopic: configuration.topics.deadLetters)
         pipelineConfiguration.maxInFlight = 20
         pipelineConfiguration.maxInFlightPerCredential = 10
-        pipelineConfiguration.maxParked = 200
+        // Room for the 90 that park, but under twice that: a hold for the in-flight bound ends at half
+        // of it whatever is parked (it waited for parked events to fall to half of their own bound).
+        pipelineConfiguration.maxParked = 150
         let pipeline = WorkerPipeline(
             configuration: pipelineConfiguration, consumer: configuration.kafkaConsumerConfiguration,
             producer: configuration.kafkaProducerConfiguration, sender: sender, logger: harness.logger)

@@ -52,7 +52,7 @@ extension WorkerPipeline.StateMachine {
         if atBound {
             parking.holdBegan = holdAtBound()
         } else if boundReached, belowHalf {
-            parking.action = changeHold { $0.boundReached = false }
+            parking.action = endBoundHold()
         }
         return parking
     }

@@ -74,6 +74,8 @@ extension WorkerPipeline {
         let maxParked: Int
         /// Who runs and who waits per credential; `nil`: no share (one credential).
         var shares: CredentialShares.Queues<EventRun>?
+        /// Parked events reached `maxParked` during this hold: it lasts until they are down to half.
+        var parkedFilled = false
         private var state: State = .running(.flowing)
         // Beside `state`, not inside it: these live through both phases (a revocation and shutdown's
         // drain need them while stopping), and `admit` and `finish` change the load and the tracker once
@@ -198,14 +200,18 @@ extension WorkerPipeline {
             load.events >= maxInFlight || load.bytes >= maxInFlightBytes || load.parked >= maxParked
         }
 
-        /// Every bound is down to half: a hold for the bound ends.
+        /// A hold for the bound ends: running events and their bytes down to half, and parked events
+        /// below their bound (down to half, if they filled it). A hold for running events does not
+        /// wait for parked ones: those wait for their own credential, which may be the stuck one.
         var belowHalf: Bool {
-            load.events <= maxInFlight / 2 && load.bytes <= maxInFlightBytes / 2 && load.parked <= maxParked / 2
+            load.events <= maxInFlight / 2 && load.bytes <= maxInFlightBytes / 2
+                && load.parked <= (parkedFilled ? maxParked / 2 : maxParked - 1)
         }
 
         /// The bound is reached: input is held for it (while running). Returns true when this began
         /// the hold.
         mutating func holdAtBound() -> Bool {
+            if load.parked >= maxParked { parkedFilled = true }
             switch state {
             case .running(.flowing):
                 state = .running(.held(Hold(boundReached: true), reader: nil))
@@ -264,7 +270,7 @@ extension WorkerPipeline {
             load.events -= 1
             load.bytes -= bytes
             var action = FinishAction()
-            if boundReached, belowHalf { action = changeHold { $0.boundReached = false } }
+            if boundReached, belowHalf { action = endBoundHold() }
             if !drainWaiters.isEmpty {
                 var waiting: [(partitions: Set<KafkaTopicPartition>?, waiter: Waiter)] = []
                 for entry in drainWaiters {
@@ -282,6 +288,12 @@ extension WorkerPipeline {
         /// Changes the hold, in either phase (nothing to change while input flows). The hold is taken out
         /// of the state while it changes, so that its dictionary is changed in place rather than copied.
         /// A hold left with no reason ends: input flows again (and the reader resumes, if it waits).
+        /// The bound's reason for the hold is gone.
+        mutating func endBoundHold() -> FinishAction {
+            parkedFilled = false
+            return changeHold { $0.boundReached = false }
+        }
+
         mutating func changeHold(_ change: (inout Hold) -> Void) -> FinishAction {
             var action = FinishAction()
             switch state {
