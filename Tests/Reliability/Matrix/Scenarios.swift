@@ -624,8 +624,9 @@ extension Scenario {
             events, first in the input) gets TooManyRequests, 20 times in a row, so each of its events \
             backs off and fails after its attempts, with a dead letter. That app holds only its share \
             of the bound (`delivery.maxInFlightPerCredential`, 20); its other events wait parked. The \
-            other app's events all have their results before half of the stormed app's do (without \
-            shares its events filled the bound, and the other app's waited for them). None is lost.
+            other app's events all have their results before a quarter of the stormed app's do \
+            (without shares its events filled the bound, and the other app's waited for them: 479 of \
+            500 had ended first). None is lost.
             """
     ) { rig, scale in
         let stormTopic = "com.example.storm"
@@ -647,6 +648,7 @@ extension Scenario {
         }
         try await rig.produce(records)
         rig.pace()
+        let started = ContinuousClock.now
         _ = try rig.startWorker(maxInFlight: 40) { configuration in
             var second = configuration.apns.credentials[0]
             second.name = "storm"
@@ -664,12 +666,16 @@ extension Scenario {
             done().healthy >= healthy
         }
         let stormDone = done().storm
-        if stormDone >= storm / 2 {
+        if stormDone >= storm / 4 {
             throw ScenarioFailure(
                 "the other app waited for the stormed one: \(stormDone) of its \(storm) events had ended when the other's \(healthy) had"
             )
         }
-        rig.logger.notice("the other app done", metadata: ["stormed app's events ended": "\(stormDone) of \(storm)"])
+        rig.logger.notice(
+            "the other app done",
+            metadata: [
+                "stormed app's events ended": "\(stormDone) of \(storm)", "after": "\(ContinuousClock.now - started)",
+            ])
     }
 }
 
