@@ -91,6 +91,28 @@ struct LostAssignmentTests {
         func consumerLeft() { counts.withLockedValue { $0.left += 1 } }
     }
 
+    /// Events 0 to 9 on the harness's one partition, to the devices 1 to 10.
+    static func produceTen(_ harness: Harness) async throws -> Int {
+        try await harness.produce((0..<10).map { DeliveryUnderFailureTests.event("event-\($0)", token: $0 + 1) })
+        return 10
+    }
+
+    /// A pipeline of `group` over the harness's input with `sender` and `observer`, not started.
+    static func pipeline(
+        _ harness: Harness, group: String, sender: HoldingSender, observer: GateObserver,
+        configure: (inout PipelineConfiguration) -> Void = { _ in }
+    ) throws -> WorkerPipeline {
+        let configuration = try harness.stack.configuration(group: group)
+        var pipelineConfiguration = PipelineConfiguration(
+            inputTopics: configuration.consumer.topics, resultsTopic: configuration.topics.results,
+            deadLetterTopic: configuration.topics.deadLetters)
+        configure(&pipelineConfiguration)
+        return WorkerPipeline(
+            configuration: pipelineConfiguration, consumer: configuration.kafkaConsumerConfiguration,
+            producer: configuration.kafkaProducerConfiguration, sender: sender, observer: observer,
+            logger: harness.logger)
+    }
+
     // The reader looked a record's partition up when it admitted the record, not when the consumer
     // fetched it. A record taken just before its partition was lost and admitted after the group gave
     // the partition back ran under the new tenure: the new tenure reads from the committed offset,
@@ -104,25 +126,17 @@ struct LostAssignmentTests {
         let harness = try await Harness.start(partitions: 1)
         defer { Task { await harness.shutdown() } }
         let mock = try #require(harness.stack.mockCluster)
-        let events = 10
-        try await harness.produce(
-            (0..<events).map { DeliveryUnderFailureTests.event("event-\($0)", token: $0 + 1) })
+        let events = try await Self.produceTen(harness)
 
         // Events 0 to 4 wait for APNs until the end; the reader stops at event 5, the first time.
         let sender = HoldingSender(holding: Set((1...5).map { Samples.deviceToken($0) }))
         let observer = GateObserver(gateAt: 6)
         let group = "lost-tenure"
-        let configuration = try harness.stack.configuration(group: group)
-        var pipelineConfiguration = PipelineConfiguration(
-            inputTopics: configuration.consumer.topics, resultsTopic: configuration.topics.results,
-            deadLetterTopic: configuration.topics.deadLetters)
-        pipelineConfiguration.commitInterval = .milliseconds(200)
-        // The loss waits (bounded) for what is at APNs; events 0 to 4 stay there until the end.
-        pipelineConfiguration.revocationTimeout = .seconds(2)
-        let pipeline = WorkerPipeline(
-            configuration: pipelineConfiguration, consumer: configuration.kafkaConsumerConfiguration,
-            producer: configuration.kafkaProducerConfiguration, sender: sender, observer: observer,
-            logger: harness.logger)
+        let pipeline = try Self.pipeline(harness, group: group, sender: sender, observer: observer) {
+            $0.commitInterval = .milliseconds(200)
+            // The loss waits (bounded) for what is at APNs; events 0 to 4 stay there until the end.
+            $0.revocationTimeout = .seconds(2)
+        }
         let run = Task { try await pipeline.run() }
         defer { observer.open() }
 
@@ -173,21 +187,12 @@ struct LostAssignmentTests {
         let harness = try await Harness.start(partitions: 1)
         defer { Task { await harness.shutdown() } }
         let mock = try #require(harness.stack.mockCluster)
-        let events = 10
-        try await harness.produce(
-            (0..<events).map { DeliveryUnderFailureTests.event("event-\($0)", token: $0 + 1) })
+        let events = try await Self.produceTen(harness)
 
         let sender = HoldingSender(holding: [])
         let observer = GateObserver(gateAt: .max)
         let group = "lost-before-commit"
-        let configuration = try harness.stack.configuration(group: group)
-        var pipelineConfiguration = PipelineConfiguration(
-            inputTopics: configuration.consumer.topics, resultsTopic: configuration.topics.results,
-            deadLetterTopic: configuration.topics.deadLetters)
-        let pipeline = WorkerPipeline(
-            configuration: pipelineConfiguration, consumer: configuration.kafkaConsumerConfiguration,
-            producer: configuration.kafkaProducerConfiguration, sender: sender, observer: observer,
-            logger: harness.logger)
+        let pipeline = try Self.pipeline(harness, group: group, sender: sender, observer: observer)
         // The first commit meets a generation that is over: librdkafka drops the assignment as
         // lost, rejoins, and the group (of one) gives the partition back.
         mock.failNextRequests(.offsetCommit, with: [.illegalGeneration])
@@ -217,21 +222,12 @@ struct LostAssignmentTests {
         let harness = try await Harness.start(partitions: 1)
         defer { Task { await harness.shutdown() } }
         let mock = try #require(harness.stack.mockCluster)
-        let events = 10
-        try await harness.produce(
-            (0..<events).map { DeliveryUnderFailureTests.event("event-\($0)", token: $0 + 1) })
+        let events = try await Self.produceTen(harness)
 
         let sender = HoldingSender(holding: [Samples.deviceToken(4)])  // event 3
         let observer = GateObserver(gateAt: .max)
         let group = "lost-at-apns"
-        let configuration = try harness.stack.configuration(group: group)
-        let pipelineConfiguration = PipelineConfiguration(
-            inputTopics: configuration.consumer.topics, resultsTopic: configuration.topics.results,
-            deadLetterTopic: configuration.topics.deadLetters)
-        let pipeline = WorkerPipeline(
-            configuration: pipelineConfiguration, consumer: configuration.kafkaConsumerConfiguration,
-            producer: configuration.kafkaProducerConfiguration, sender: sender, observer: observer,
-            logger: harness.logger)
+        let pipeline = try Self.pipeline(harness, group: group, sender: sender, observer: observer)
         let run = Task { try await pipeline.run() }
         defer { sender.releaseHeld() }
 
