@@ -130,16 +130,15 @@ enum Lanes {
                     }
                     guard let start = urgentStart.withLock({ $0 }) else { continue }
                     let total = OpenLoop.milliseconds(now - (start + .seconds(Double(index) / rate)))
-                    let work = number(after: latencyField, in: value)
-                    let outbound = millisecondsSince(completedAtIn: value)
+                    let parts = latencyParts(total: total, result: value)
                     figures.withLock { run in
                         run.urgentResults += 1
                         run.latencies.append(total)
                         run.indices.append(index)
-                        if let work, let outbound {
-                            run.work.append(work)
-                            run.outbound.append(outbound)
-                            run.inbound.append(max(0, total - work - outbound))
+                        if let parts {
+                            run.work.append(parts.work)
+                            run.outbound.append(parts.outbound)
+                            run.inbound.append(parts.inbound)
                         }
                     }
                 }

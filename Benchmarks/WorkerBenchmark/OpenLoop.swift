@@ -90,16 +90,15 @@ enum OpenLoop {
                     guard let scheduled else { continue }
                     let delivered = contains(deliveredField, in: value)
                     let total = milliseconds(now - scheduled)
-                    let work = number(after: latencyField, in: value)
-                    let outbound = millisecondsSince(completedAtIn: value)
+                    let parts = latencyParts(total: total, result: value)
                     steps.withLock { steps in
                         steps[id.step].results += 1
                         if delivered { steps[id.step].delivered += 1 }
                         steps[id.step].latencies.append(total)
-                        if let work, let outbound {
-                            steps[id.step].work.append(work)
-                            steps[id.step].outbound.append(outbound)
-                            steps[id.step].inbound.append(max(0, total - work - outbound))
+                        if let parts {
+                            steps[id.step].work.append(parts.work)
+                            steps[id.step].outbound.append(parts.outbound)
+                            steps[id.step].inbound.append(parts.inbound)
                         }
                     }
                 }

@@ -87,6 +87,15 @@ private let completedAtField = Array(#""completedAt":""#.utf8)
 
 /// Now minus the result's `completedAt` (RFC 3339, UTC, milliseconds), from its time of day only: no
 /// date parsing per record.
+/// A result read `total` milliseconds after its event's scheduled time, in the three parts
+/// `OpenLoop.Step` and `Lanes.Run` report: in (to the worker's decode: the rest), work (the result's
+/// `latencyMs`) and out (its `completedAt` to now); `nil` when the result carries neither.
+func latencyParts(total: Double, result value: [UInt8]) -> (inbound: Double, work: Double, outbound: Double)? {
+    guard let work = number(after: latencyField, in: value), let outbound = millisecondsSince(completedAtIn: value)
+    else { return nil }
+    return (max(0, total - work - outbound), work, outbound)
+}
+
 func millisecondsSince(completedAtIn value: [UInt8]) -> Double? {
     guard let at = find(completedAtField, in: value) else { return nil }
     let start = at + completedAtField.count + 11  // past "YYYY-MM-DDT"

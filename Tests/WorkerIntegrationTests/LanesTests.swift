@@ -12,6 +12,13 @@ import WorkerDemo
 struct LanesTests {
     static let urgentTopic = "signin"
 
+    /// Every result record written, and the event ids written more than once.
+    static func resultsWritten(_ harness: Harness) async throws -> (all: [KafkaConsumerMessage], twice: [String]) {
+        let all = try await harness.allRecords(of: EmbeddedStack.resultsTopic)
+        let ids = try all.compactMap { try ResultRecord($0).eventID }
+        return (all, Dictionary(grouping: ids, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted())
+    }
+
     // Without lanes an urgent record waits behind every bulk record fetched before it: in
     // librdkafka's queue, the consumer's buffer and the in-flight bound, first come first served.
     @Test(
@@ -56,9 +63,7 @@ struct LanesTests {
         let results = try await harness.results(210)
         try await worker.stop()
         #expect(results.count == 210 && results.allSatisfy { $0.outcome == .delivered })
-        let all = try await harness.allRecords(of: EmbeddedStack.resultsTopic)
-        let ids = try all.compactMap { try ResultRecord($0).eventID }
-        let twice = Dictionary(grouping: ids, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
+        let (all, twice) = try await Self.resultsWritten(harness)
         // What the group did meanwhile, should an event have run twice.
         let membership = log.lines.filter { line in
             ["assigned", "revoked", "lost", "warning", "error", "rebalanc"].contains { line.contains($0) }
@@ -98,9 +103,7 @@ struct LanesTests {
         #expect(
             results.allSatisfy { $0.outcome == .delivered },
             "\(results.filter { $0.outcome != .delivered }.map(\.reason))")
-        let all = try await harness.allRecords(of: EmbeddedStack.resultsTopic)
-        let ids = try all.compactMap { try ResultRecord($0).eventID }
-        let twice = Dictionary(grouping: ids, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
+        let (all, twice) = try await Self.resultsWritten(harness)
         #expect(all.count == 50, "one result per event, none twice (\(all.count): \(twice))")
         #expect(simulator.observation.count(status: 200) == 50, "each event pushed once")
     }
