@@ -14,8 +14,8 @@ package enum WorkerRuntime {
         /// The pipeline of every input topic, or of the bulk lane's with `consumer.lanes`.
         package let pipeline: WorkerPipeline
         /// The urgent lane's pipeline (`consumer.lanes.urgent`): a group member of its own in the
-        /// same group, with its own fetch queue, buffer, in-flight bound and producer, sharing the
-        /// APNs connections.
+        /// same group, with its own fetch queue, buffer, in-flight bound and producer, and APNs
+        /// connections of its own on an event-loop thread of its own.
         package let urgent: WorkerPipeline?
         package let operations: OperationsServer
         package let health: HealthState
@@ -70,12 +70,18 @@ package enum WorkerRuntime {
         // and alerts see the series before anything goes wrong.
         for credential in configuration.apns.credentials { metrics.register(credential: credential.name) }
         metrics.register(publishTopics: [configuration.topics.results, configuration.topics.deadLetters])
-        var apns = configuration.apns
-        apns.reservedUrgentStreams = configuration.consumer.urgent?.reservedStreams ?? 0
-        let apnsSender = try APNsSender(settings: apns, environment: environment, logger: logger)
-        // With lanes, one sender for both, closed once both have drained.
-        let sender: any NotificationSending =
-            configuration.consumer.urgent == nil ? apnsSender : SharedSender(apnsSender, lanes: 2)
+        let apnsSender = try APNsSender(settings: configuration.apns, environment: environment, logger: logger)
+        var urgentLogger = logger
+        urgentLogger[metadataKey: "lane"] = "urgent"
+        // With lanes, the urgent lane has APNs connections of its own on an event-loop thread of its
+        // own: its requests and answers do not queue behind the bulk lane's thousands on shared
+        // event loops (docs/performance.md, "Lanes"). Each lane closes its own after its drain.
+        let urgentSender = try configuration.consumer.urgent.map { lane in
+            var apns = configuration.apns
+            apns.eventLoopThreads = 1
+            apns.connectionsPerCredential = lane.connectionsPerCredential
+            return try APNsSender(settings: apns, environment: environment, logger: urgentLogger)
+        }
         checkCertificates(
             apnsSender.certificateValidity, now: Date(), metrics: metrics, observer: observer, logger: logger)
 
@@ -108,10 +114,8 @@ package enum WorkerRuntime {
         let tally = configuration.consumer.urgent.map { _ in LaneObserver.Tally(lanes: 2) }
         let pipeline = WorkerPipeline(
             configuration: pipelineConfiguration, consumer: consumer,
-            producer: configuration.kafkaProducerConfiguration, sender: sender, decoder: decoder,
+            producer: configuration.kafkaProducerConfiguration, sender: apnsSender, decoder: decoder,
             observer: tally.map { LaneObserver(base: observer, lane: 0, tally: $0) } ?? observer, logger: logger)
-        var urgentLogger = logger
-        urgentLogger[metadataKey: "lane"] = "urgent"
         let urgent = configuration.consumer.urgent.map { lane in
             var urgentConfiguration = pipelineConfiguration
             urgentConfiguration.inputTopics = lane.topics
@@ -124,12 +128,14 @@ package enum WorkerRuntime {
             urgentConfiguration.urgent = true
             return WorkerPipeline(
                 configuration: urgentConfiguration, consumer: Self.urgentMember(consumer),
-                producer: Self.urgentMember(configuration.kafkaProducerConfiguration), sender: sender,
+                producer: Self.urgentMember(configuration.kafkaProducerConfiguration), sender: urgentSender!,
                 decoder: decoder, observer: LaneObserver(base: observer, lane: 1, tally: tally!),
                 logger: urgentLogger)
         }
+        // With lanes, a credential's gauges count both lanes' connections.
+        let senders = [apnsSender] + (urgentSender.map { [$0] } ?? [])
         let beforeScrape: @Sendable () -> Void = {
-            for (credential, environment, statistics) in apnsSender.poolStatistics() {
+            for (credential, environment, statistics) in APNsSender.poolStatistics(of: senders) {
                 metrics.setAPNsPool(credential: credential, environment: environment.rawValue, statistics)
             }
         }

@@ -30,24 +30,24 @@ struct ConfigurationLaneTests {
         #expect(configuration.consumer.bulkTopics == ["campaigns", "signin", "chat"])
     }
 
-    @Test("urgent topics are their lane, with their own in-flight bound; the rest is bulk")
+    @Test("urgent topics are their lane, with their own in-flight bound and APNs connections; the rest is bulk")
     func urgentLane() throws {
         let text = Self.yaml(
-            "lanes:\n  urgent:\n    topics: [signin, chat]\n    maxInFlight: 200\n    reservedStreams: 20")
+            "lanes:\n  urgent:\n    topics: [signin, chat]\n    maxInFlight: 200\n    connectionsPerCredential: 2")
         let configuration = try WorkerConfiguration.parse(text, file: "worker.yaml", environment: [:])
         #expect(configuration.consumer.urgent?.topics == ["signin", "chat"])
         #expect(configuration.consumer.urgent?.maxInFlight == 200)
-        #expect(configuration.consumer.urgent?.reservedStreams == 20)
+        #expect(configuration.consumer.urgent?.connectionsPerCredential == 2)
         #expect(configuration.consumer.bulkTopics == ["campaigns"])
         #expect(
             ConfigurationCheck.summary(configuration)[1].contains(
-                "urgent lane signin, chat (200 in flight), bulk lane campaigns"))
+                "urgent lane signin, chat (200 in flight, 2 APNs connections per credential), bulk lane campaigns"))
 
         let defaults = try WorkerConfiguration.parse(
             Self.yaml("lanes:\n  urgent:\n    topics: signin\n  bulk:\n    topics: [campaigns, chat]"),
             file: "worker.yaml", environment: [:])
         #expect(defaults.consumer.urgent?.maxInFlight == UrgentLane.defaultMaxInFlight)
-        #expect(defaults.consumer.urgent?.reservedStreams == 100)
+        #expect(defaults.consumer.urgent?.connectionsPerCredential == 1)
         #expect(defaults.consumer.bulkTopics == ["campaigns", "chat"])
     }
 

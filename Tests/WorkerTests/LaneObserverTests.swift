@@ -1,3 +1,4 @@
+import APNs
 import Testing
 import Threading
 
@@ -67,25 +68,30 @@ struct LaneObserverTests {
     }
 }
 
-@Suite("Lanes share one sender, closed once")
-struct SharedSenderTests {
-    final class CountingSender: NotificationSending {
-        let shutdowns = Locked(0)
-        func send(_ requests: [NotificationRequest]) {}
-        func shutdown() async { shutdowns.withLock { $0 += 1 } }
+@Suite("Lanes' APNs pools in the metrics")
+struct LanePoolStatisticsTests {
+    static func pool(ready: Int, inUse: Int, capacity: Int, waiting: Int) -> APNsPoolStatistics {
+        var pool = APNsPoolStatistics()
+        pool.readyConnections = ready
+        pool.streamsInUse = inUse
+        pool.streamCapacity = capacity
+        pool.waitingRequests = waiting
+        return pool
     }
 
-    @Test("the connections close once, after the last lane asks; the first lane waits until then")
-    func closesOnceAfterTheLast() async throws {
-        let inner = CountingSender()
-        let shared = SharedSender(inner, lanes: 2)
-        let first = Task { await shared.shutdown() }
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(inner.shutdowns.withLock { $0 } == 0, "one lane of two: the connections stay open")
-        await shared.shutdown()
-        await first.value
-        #expect(inner.shutdowns.withLock { $0 } == 1)
-        await shared.shutdown()
-        #expect(inner.shutdowns.withLock { $0 } == 1, "a later call returns at once, closing nothing again")
+    @Test("each credential's gauges count both lanes' connections; a pool only one lane has passes through")
+    func summedPerCredential() {
+        let bulk: [(credential: String, environment: APNsEnvironment, APNsPoolStatistics)] = [
+            ("app", .production, Self.pool(ready: 8, inUse: 7000, capacity: 8000, waiting: 40)),
+            ("other", .development, Self.pool(ready: 8, inUse: 10, capacity: 8000, waiting: 0)),
+        ]
+        let urgent: [(credential: String, environment: APNsEnvironment, APNsPoolStatistics)] = [
+            ("app", .production, Self.pool(ready: 1, inUse: 3, capacity: 1000, waiting: 0))
+        ]
+        let combined = APNsSender.combined([bulk, urgent])
+        #expect(
+            combined.map { "\($0.credential) \($0.environment.rawValue)" } == ["app production", "other development"])
+        #expect(combined[0].2 == Self.pool(ready: 9, inUse: 7003, capacity: 9000, waiting: 40))
+        #expect(combined[1].2 == bulk[1].2)
     }
 }

@@ -5,9 +5,6 @@ package struct APNsSettings: Sendable, Hashable {
     /// 8: at APNs' round trips of 100 to 200 ms, 4 connections' streams (at most 1,000 each) held
     /// `delivery.maxInFlight`'s 10,000 events back (docs/performance.md).
     package var connectionsPerCredential: Int = 8
-    /// Streams of each credential's pool that bulk requests leave free for urgent ones (the urgent
-    /// lane's, `consumer.lanes.urgent.reservedStreams`); 0 without lanes.
-    package var reservedUrgentStreams: Int = 0
     package var requestTimeout: Duration = .seconds(15)
     /// Threads that run every APNs connection's I/O, TLS and HTTP/2, and the answers' callbacks;
     /// `nil`: one per core, at most 4.

@@ -237,7 +237,9 @@ package struct ConfigurationCheck: Sendable {
             "kafka:        \(properties(configuration.kafka))",
             "consumer:     group \(configuration.consumer.group), topics \(configuration.consumer.topics.joined(separator: ", "))"
                 + (configuration.consumer.urgent.map {
-                    "; urgent lane \($0.topics.joined(separator: ", ")) (\($0.maxInFlight) in flight), bulk lane "
+                    "; urgent lane \($0.topics.joined(separator: ", ")) (\($0.maxInFlight) in flight, "
+                        + "\($0.connectionsPerCredential) APNs connection\($0.connectionsPerCredential == 1 ? "" : "s") "
+                        + "per credential), bulk lane "
                         + configuration.consumer.bulkTopics.joined(separator: ", ")
                 } ?? "")
                 + (configuration.consumer.properties.isEmpty

@@ -133,7 +133,8 @@ extension WorkerConfiguration {
             urgentTopics = laneTopics(&section, lane: "urgent", inputs: inputs, other: nil)
             var lane = UrgentLane(topics: urgentTopics)
             lane.maxInFlight = section.int("maxInFlight", in: 1...Int.max) ?? lane.maxInFlight
-            lane.reservedStreams = section.int("reservedStreams", in: 0...Int.max) ?? lane.reservedStreams
+            lane.connectionsPerCredential =
+                section.int("connectionsPerCredential", in: 1...Int.max) ?? lane.connectionsPerCredential
             section.finish()
             if !urgentTopics.isEmpty { urgent = lane }
         }

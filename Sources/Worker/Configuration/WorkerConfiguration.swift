@@ -68,15 +68,15 @@ package struct ConsumerSettings: Sendable, Hashable {
 
 /// `consumer.lanes.urgent`: its topics are consumed by a group member of their own in the same
 /// process and group (their own fetch queue and buffer), run under their own in-flight bound, and
-/// share the APNs connections with the bulk lane.
+/// are sent on APNs connections of their own, on an event-loop thread of their own.
 package struct UrgentLane: Sendable, Hashable {
     package var topics: [String]
     /// Urgent events in flight at most, beside `delivery.maxInFlight`'s bulk ones.
     package var maxInFlight: Int = UrgentLane.defaultMaxInFlight
     package static let defaultMaxInFlight = 1000
-    /// Streams of each credential's APNs connections that bulk requests leave free for urgent ones
-    /// (at most half of the connections' streams).
-    package var reservedStreams: Int = 100
+    /// The lane's own APNs connections per credential (beside `apns.connectionsPerCredential`,
+    /// the bulk lane's), all on one event-loop thread of their own.
+    package var connectionsPerCredential: Int = 1
 
     package init(topics: [String]) { self.topics = topics }
 }

@@ -152,6 +152,33 @@ package final class APNsSender: NotificationSending {
             .sorted { ($0.credential, $0.environment.rawValue) < ($1.credential, $1.environment.rawValue) }
     }
 
+    /// Several senders' pools (the lanes' own) summed per (credential, environment), in the order
+    /// `poolStatistics()` gives them.
+    package static func poolStatistics(
+        of senders: [APNsSender]
+    ) -> [(credential: String, environment: APNsEnvironment, APNsPoolStatistics)] {
+        combined(senders.map { $0.poolStatistics() })
+    }
+
+    static func combined(
+        _ pools: [[(credential: String, environment: APNsEnvironment, APNsPoolStatistics)]]
+    ) -> [(credential: String, environment: APNsEnvironment, APNsPoolStatistics)] {
+        var sums: [String: [APNsEnvironment: APNsPoolStatistics]] = [:]
+        for (credential, environment, statistics) in pools.joined() {
+            var sum = sums[credential, default: [:]][environment] ?? APNsPoolStatistics()
+            sum.readyConnections += statistics.readyConnections
+            sum.connectingConnections += statistics.connectingConnections
+            sum.drainingConnections += statistics.drainingConnections
+            sum.streamsInUse += statistics.streamsInUse
+            sum.streamCapacity += statistics.streamCapacity
+            sum.waitingRequests += statistics.waitingRequests
+            sums[credential, default: [:]][environment] = sum
+        }
+        return sums.flatMap { credential, byEnvironment in
+            byEnvironment.map { (credential, $0.key, $0.value) }
+        }.sorted { ($0.credential, $0.environment.rawValue) < ($1.credential, $1.environment.rawValue) }
+    }
+
     package func shutdown() async {
         let all = clients.withLock { clients in
             defer { clients = [:] }
@@ -171,7 +198,6 @@ package final class APNsSender: NotificationSending {
                 environment: environment, host: endpoint.host, port: endpoint.port,
                 tls: APNsTLSConfiguration(trust: settings.tlsTrust))
             configuration.connectionsPerCredential = settings.connectionsPerCredential
-            configuration.reservedUrgentStreams = settings.reservedUrgentStreams
             configuration.requestTimeout = settings.requestTimeout
             configuration.proxy = try settings.proxy(forHost: endpoint.host, environment: self.environment)
             let client = try APNsClient(

@@ -1,12 +1,10 @@
-import APNs
 import ServiceLifecycle
 import Threading
 
 /// The lanes' pipelines (`consumer.lanes`) as one service: they run side by side and stop together.
 /// A stop of one (a graceful shutdown, a failure) begins the others' at once, so that they drain at
 /// the same time, within one `delivery.shutdownTimeout`, not one after the other as separate
-/// services of a group would; and the APNs connections they share close once, after the last lane
-/// has drained (`SharedSender`).
+/// services of a group would. Each lane closes its own APNs connections after its own drain.
 package struct PipelineLanes: Service {
     package let pipelines: [WorkerPipeline]
 
@@ -71,58 +69,6 @@ final class LeaveBarrier: Sendable {
                     try? await Task.sleep(until: deadline, clock: .continuous)
                     waiter.resume(())
                 }
-            }
-        }
-    }
-}
-
-/// One sender for several lanes: requests pass through, and its `shutdown` closes the connections
-/// once every lane has asked to, each lane waiting until then (a lane that drained first would
-/// otherwise close the connections under the others' requests).
-package final class SharedSender: NotificationSending {
-    private struct State {
-        var waiting: Int
-        var closed = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
-    }
-
-    private let sender: any NotificationSending
-    private let state: Locked<State>
-
-    /// - Parameter lanes: how many lanes call `shutdown`.
-    package init(_ sender: any NotificationSending, lanes: Int) {
-        self.sender = sender
-        self.state = Locked(State(waiting: lanes))
-    }
-
-    package func send(_ requests: [NotificationRequest]) { sender.send(requests) }
-
-    package func credential(forTopic topic: String, environment: APNsEnvironment) -> String? {
-        sender.credential(forTopic: topic, environment: environment)
-    }
-
-    package func shutdown() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            // Decided under one lock: the closer resumes exactly the continuations it found there.
-            let closes = state.withLock { state -> Bool? in
-                guard !state.closed else { return nil }
-                state.waiters.append(continuation)
-                state.waiting -= 1
-                return state.waiting == 0
-            }
-            guard let closes else {
-                continuation.resume()  // closed already
-                return
-            }
-            guard closes else { return }
-            Task {
-                await sender.shutdown()
-                let waiters = state.withLock { state in
-                    state.closed = true
-                    defer { state.waiters = [] }
-                    return state.waiters
-                }
-                for waiter in waiters { waiter.resume() }
             }
         }
     }
