@@ -354,6 +354,28 @@ struct ClientAgainstSimulatorTests {
         }
     }
 
+    @Test("connect opens the pool's connections before any notification; the first one is then answered on them")
+    func connectAhead() async throws {
+        try await withSimulator { simulator, pki in
+            try await withClient(
+                configuration(simulator, pki, connections: 2), credential: ClientFixtures.tokenCredential(pki)
+            ) {
+                client in
+                client.connect()
+                let readyBy = ContinuousClock.now + .seconds(10)
+                while client.statistics.readyConnections != 2, ContinuousClock.now < readyBy {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                #expect(client.statistics.readyConnections == 2)
+                #expect(simulator.observation.records.isEmpty, "no notification was sent to open them")
+                let response = try await client.send(try ClientFixtures.notification(token: "aabbccdd00112233"))
+                #expect(response.status == 200)
+                #expect(client.statistics.readyConnections == 2, "the send opened no connection of its own")
+                #expect(simulator.observation.totalConnections == 2, "APNs saw the two connections, no more")
+            }
+        }
+    }
+
     @Test("pool statistics: connections by state, streams in use against the server's limit, requests waiting")
     func poolStatistics() async throws {
         try await withSimulator { simulator, pki in

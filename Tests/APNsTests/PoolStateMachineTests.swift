@@ -40,6 +40,24 @@ struct PoolStateMachineTests {
         #expect(dispatched(machine.release(connectionID: ids[0])).map { $0.0 } == [5])
     }
 
+    @Test("open before any request starts every idle slot once; the first request then goes straight out")
+    func openBeforeRequests() {
+        var machine = Machine(connections: 2, maximumWaiters: 10, reconnect: backoff)
+        let ids = connectIDs(machine.openIdleSlots())
+        #expect(ids.count == 2)
+        #expect(machine.openIdleSlots().isEmpty, "slots already connecting are left as they are")
+        let now = NIODeadline.now()
+        _ = ready(&machine, id: ids[0], capacity: 2, now: now)
+        let first = machine.acquire(1, waiterID: 1)
+        #expect(connectIDs(first).isEmpty, "the first request opens nothing more")
+        #expect(dispatched(first).map(\.1) == [ids[0]])
+        var closing = Machine(connections: 1, maximumWaiters: 10, reconnect: backoff)
+        let drained = EmbeddedEventLoop().makePromise(of: Void.self)
+        _ = closing.shutdown(drained: drained)
+        #expect(closing.openIdleSlots().isEmpty, "nothing opens once shutting down")
+        drained.succeed()
+    }
+
     @Test("a stream given back costs nothing to do unless a waiter, a drain or a shutdown is due")
     func releaseQuietly() {
         var machine = Machine(connections: 1, maximumWaiters: 10, reconnect: backoff)

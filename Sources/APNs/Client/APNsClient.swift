@@ -228,6 +228,14 @@ public final class APNsClient: Sendable {
             resends: 0, authenticator: authenticator, answer: answer)
     }
 
+    /// Opens the pool's connections now (TCP, TLS, HTTP/2 settings) instead of at the first
+    /// request, which would otherwise wait for the handshakes: for a caller whose first
+    /// notification must not pay them. Returns at once; a connection that fails backs off and
+    /// retries as one lost later would. No-op after `shutdown()`.
+    public func connect() {
+        pool.openConnections()
+    }
+
     /// The connections, streams and waiting requests of its pool, now.
     public var statistics: APNsPoolStatistics { pool.statistics }
 

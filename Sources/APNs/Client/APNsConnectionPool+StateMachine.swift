@@ -198,6 +198,16 @@ extension APNsConnectionPool {
                     .queueFull, "every stream is busy and the wait queue is full", mayHaveReachedAPNs: false))
         }
 
+        /// Opens every idle slot now, before any request (`APNsClient.connect()`): the first request
+        /// then finds a connection ready. Nothing once shutting down; a slot connecting, ready or
+        /// backing off is left as it is.
+        mutating func openIdleSlots() -> [Action] {
+            guard !isShuttingDown else { return [] }
+            var actions: [Action] = []
+            startIdleSlots(into: &actions)
+            return actions
+        }
+
         /// `acquire` for one request, as actions (what a test reads).
         mutating func acquire(_ waiter: Waiter, waiterID: Int, urgent: Bool = false) -> [Action] {
             var actions: [Action] = []

@@ -211,6 +211,11 @@ final class APNsConnectionPool: Sendable {
         state.withLock { $0.makeWaiterID() }
     }
 
+    /// Opens the connections now rather than at the first request.
+    func openConnections() {
+        update { $0.openIdleSlots() }
+    }
+
     /// Stops taking requests, waits for every accepted one to finish, then closes the connections
     /// (each sends GOAWAY(NO_ERROR) first).
     func shutdown() async {
