@@ -84,6 +84,22 @@ package final class APNsSender: NotificationSending {
         for (client, items) in perClient.batches { client.send(items) }
     }
 
+    /// Opens every credential's connections to the environment it serves (production for one that
+    /// serves both, as events are by default), without waiting for them: the first notification
+    /// then does not wait for the handshakes. A client that cannot be made is logged here and
+    /// answered per request, as at a first send.
+    package func connect() {
+        for (index, route) in routes.enumerated() {
+            do {
+                try client(for: index, environment: route.settings.environment ?? .production).connect()
+            } catch {
+                logger.warning(
+                    "cannot open connections for credential \(route.settings.name): \(error)",
+                    metadata: ["credential": "\(route.settings.name)"])
+            }
+        }
+    }
+
     /// The credential the first matching route names, as `route` chooses it.
     package func credential(forTopic topic: String, environment: APNsEnvironment) -> String? {
         routes.first { $0.settings.matches(topic: topic) && $0.settings.serves(environment) }?.settings.name

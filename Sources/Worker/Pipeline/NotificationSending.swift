@@ -18,6 +18,13 @@ package protocol NotificationSending: Sendable {
     /// has several: the pipeline's unit of fairness (`CredentialShares`). `nil`: none matches, or
     /// the sender does not say (every event then runs outside any share).
     func credential(forTopic topic: String, environment: APNsEnvironment) -> String?
+    /// Opens the connections now rather than at the first request, without waiting for them.
+    func connect()
+}
+
+extension NotificationSending {
+    /// Nothing to open ahead (a sender without connections of its own).
+    package func connect() {}
 }
 
 /// A notification (or broadcast) to send and where its attempt goes (`NotificationSending.send(_:)`).

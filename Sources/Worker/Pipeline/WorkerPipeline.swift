@@ -108,6 +108,9 @@ package final class WorkerPipeline: Service, Sendable {
         producerBox.withLock { $0 = producer }
         // Their metadata now: else the first results after a start wait for it.
         producer.prepare(topics: [configuration.resultsTopic, configuration.deadLetterTopic])
+        // The urgent lane's first event must not wait for APNs handshakes (the bulk lane's open at
+        // its first events, which a backlog does not feel).
+        if configuration.urgent { sender.connect() }
         let publisher = ResultPublisher(
             producer: producer, scheduler: scheduler, observer: observer, logger: logger, progress: progress,
             report: { [weak self] report in self?.publisherReported(report) })
