@@ -25,7 +25,7 @@ enum Backlog {
         }
         let text =
             #"{"id":"\#(id ?? "bench-\(index)")","deviceToken":"\#(token)","environment":"production","#
-            + #""topic":"\#(Peers.bundleID)","pushType":"alert","priority":10,"collapseId":"bench-\#(index % 10)","#
+            + #""topic":"\#(Peers.topic(ofEvent: index))","pushType":"alert","priority":10,"collapseId":"bench-\#(index % 10)","#
             + #""payload":{"aps":{"alert":{"title":"Hello","body":"Benchmark notification \#(index)"},"badge":\#(index % 9)}},"#
             + #""metadata":{"tenant":"bench","index":\#(index)\#(padding)}}"#
         return Array(text.utf8)

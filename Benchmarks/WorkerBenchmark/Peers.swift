@@ -14,6 +14,25 @@ enum Peers {
     static let keyID = "BENCHKEY01"
     static let bundleID = "com.example.bench"
     static let inputTopic = "bench-notifications"
+    /// `WORKER_BENCH_APPS`: `N` apps (credentials, each with topic `com.example.bench.appK`), events
+    /// dealt round the apps in turn; `N:P`: app 0 gets P % of them, the others the rest in turn. 1
+    /// (the default): one credential, topic `com.example.bench`. For what fairness between apps
+    /// (`delivery.maxInFlightPerCredential`) costs; `WORKER_BENCH_SHARES=off` sets that share to
+    /// the whole bound, the reference with the same credentials and no share that binds.
+    static let apps: (count: Int, firstPercent: Int?) = {
+        let parts = (ProcessInfo.processInfo.environment["WORKER_BENCH_APPS"] ?? "1").split(separator: ":")
+        let count = max(1, Int(parts.first ?? "") ?? 1)
+        return (count, parts.count > 1 ? Int(parts[1]).map { min(max($0, 0), 100) } : nil)
+    }()
+
+    /// The APNs topic of backlog event `index`.
+    static func topic(ofEvent index: Int) -> String {
+        guard apps.count > 1 else { return bundleID }
+        guard let first = apps.firstPercent else { return "\(bundleID).app\(index % apps.count)" }
+        // Spread evenly: event `index` is app 0's when the running share crosses a whole event.
+        if (index + 1) * first / 100 > index * first / 100 { return "\(bundleID).app0" }
+        return "\(bundleID).app\(1 + index % (apps.count - 1))"
+    }
     static let deadLetterTopic = "bench-dead-letters"
     /// 16 partitions keep a 200,000-event backlog (~60 MB) under the mock's 5 MiB per partition (it
     /// drops a partition's oldest records beyond that); `WORKER_BENCH_INPUT_PARTITIONS` for larger

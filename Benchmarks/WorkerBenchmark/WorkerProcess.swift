@@ -75,15 +75,29 @@ func configurationText(
           endpoints:
             production: { host: localhost, port: \(peers.simulatorPort) }
             development: { host: localhost, port: \(peers.simulatorPort) }
-          credentials:
-            - name: bench
-              topics: ["\(Peers.bundleID)"]
-              token: { teamId: \(Peers.teamID), keyId: \(Peers.keyID), keyFile: "\(peers.keyFile)" }
-        delivery:\(commitIntervalLine)\(inFlight)\(byteBoundDelivery)
+          credentials:\(credentialsText(keyFile: peers.keyFile))
+        delivery:\(commitIntervalLine)\(inFlight)\(byteBoundDelivery)\(sharesLine(maxInFlight: maxInFlight))
           shutdownTimeout: 20s
         http: { host: 127.0.0.1, port: 0 }
         logging: { level: warning, format: text }
         """
+}
+
+/// One credential, or one per app (`WORKER_BENCH_APPS`), all signing with the run's key.
+func credentialsText(keyFile: String) -> String {
+    let token = "token: { teamId: \(Peers.teamID), keyId: \(Peers.keyID), keyFile: \"\(keyFile)\" }"
+    guard Peers.apps.count > 1 else {
+        return "\n    - name: bench\n      topics: [\"\(Peers.bundleID)\"]\n      \(token)"
+    }
+    return (0..<Peers.apps.count).map {
+        "\n    - name: bench-app\($0)\n      topics: [\"\(Peers.bundleID).app\($0)\"]\n      \(token)"
+    }.joined()
+}
+
+/// `WORKER_BENCH_SHARES=off`: every app may take the whole in-flight bound (no share binds).
+func sharesLine(maxInFlight: Int) -> String {
+    guard ProcessInfo.processInfo.environment["WORKER_BENCH_SHARES"] == "off" else { return "" }
+    return "\n  maxInFlightPerCredential: \(maxInFlight > 0 ? maxInFlight : DeliverySettings().maxInFlight)"
 }
 
 /// An APNs that accepts everything at once: what the pipeline does when APNs costs nothing.
