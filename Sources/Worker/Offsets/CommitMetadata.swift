@@ -121,7 +121,7 @@ package struct CommitMetadata: Equatable, Sendable {
     }
 
     /// The committed offset a string of ours says it was written for, unchecked (`decode` checks).
-    static func writtenFor(_ text: String) -> Int64? {
+    package static func writtenFor(_ text: String) -> Int64? {
         guard text.hasPrefix(prefix) else { return nil }
         for field in text.dropFirst(prefix.count).split(separator: " ") where field.hasPrefix("c=") {
             return Int64(field.dropFirst(2))

@@ -82,10 +82,15 @@ extension WorkerPipeline {
             var outcome = CommitQueue.Outcome.stored
             if !candidates.isEmpty {
                 do {
+                    let began = ContinuousClock.now
                     try await consumer.commit(offsets(candidates, metadataBytes: metadataBudget))
+                    let committed = ContinuousClock.now
                     try await keepProgress(candidates, consumer: consumer, metadataBytes: metadataBudget)
                     state.withLock { $0.markCommitted(candidates) }
                     observer.committed(ok: true)
+                    logger.debug(
+                        "committed \(candidates.map { "\($0.partition)@\($0.offset)+\($0.done.count)" }.joined(separator: ",")): offsets in \(committed - began), progress kept in \(ContinuousClock.now - committed)"
+                    )
                 } catch let error as KafkaError where error.code == .offsetMetadataTooLarge && metadataBudget > 0 {
                     observer.committed(ok: false)
                     outcome = .worthRetrying

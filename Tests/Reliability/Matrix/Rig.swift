@@ -40,6 +40,8 @@ package final class Rig: Sendable {
     let urgentInput: TopicWatcher?
     let results: TopicWatcher
     let deadLetters: TopicWatcher
+    /// The SIGKILLs, to tell apart what was pushed again after them.
+    let killTrace: KillTrace
     private let state = NIOLockedValueBox(State())
 
     private struct State {
@@ -61,7 +63,8 @@ package final class Rig: Sendable {
 
     private init(
         broker: Broker, stack: EmbeddedStack, tansu: TansuBroker?, apnsProxy: FaultProxy, logger: Logger,
-        input: TopicWatcher, urgentInput: TopicWatcher?, results: TopicWatcher, deadLetters: TopicWatcher
+        input: TopicWatcher, urgentInput: TopicWatcher?, results: TopicWatcher, deadLetters: TopicWatcher,
+        killTrace: KillTrace
     ) {
         self.broker = broker
         self.stack = stack
@@ -72,6 +75,7 @@ package final class Rig: Sendable {
         self.urgentInput = urgentInput
         self.results = results
         self.deadLetters = deadLetters
+        self.killTrace = killTrace
     }
 
     /// The second input topic of a scenario with lanes: its workers' urgent lane.
@@ -95,6 +99,9 @@ package final class Rig: Sendable {
         let apnsProxy = try await FaultProxy.start(upstreamPort: stack.simulator.port)
         let servers = stack.cluster.bootstrapServers
         if lanes { try await stack.cluster.create(topic: urgentTopic, partitions: 2) }
+        let traced =
+            (0..<partitions).map { KafkaTopicPartition(topic: EmbeddedStack.inputTopic, partition: Int32($0)) }
+            + (lanes ? (0..<2).map { KafkaTopicPartition(topic: urgentTopic, partition: Int32($0)) } : [])
         return Rig(
             broker: broker, stack: stack, tansu: tansu, apnsProxy: apnsProxy, logger: logger,
             input: try await TopicWatcher(
@@ -105,7 +112,8 @@ package final class Rig: Sendable {
             results: try await TopicWatcher(
                 topic: EmbeddedStack.resultsTopic, kind: .results, bootstrapServers: servers, logger: quiet),
             deadLetters: try await TopicWatcher(
-                topic: EmbeddedStack.deadLetterTopic, kind: .deadLetters, bootstrapServers: servers, logger: quiet))
+                topic: EmbeddedStack.deadLetterTopic, kind: .deadLetters, bootstrapServers: servers, logger: quiet),
+            killTrace: KillTrace(partitions: traced, group: "reliability", bootstrapServers: servers, logger: logger))
     }
 
     // MARK: Input
@@ -169,7 +177,8 @@ package final class Rig: Sendable {
                     + "  lanes: { urgent: { topics: [\(Self.urgentTopic)], maxInFlight: \(maxInFlight) } }\n")
         }
         if Self.workerLogDirectory != nil {
-            text = text.replacingOccurrences(of: "logging: { level: warning", with: "logging: { level: info")
+            let level = ProcessInfo.processInfo.environment["RELIABILITY_WORKER_LOG_LEVEL"] ?? "info"
+            text = text.replacingOccurrences(of: "logging: { level: warning", with: "logging: { level: \(level)")
         }
         try (text + "\n" + extra).write(toFile: file, atomically: true, encoding: .utf8)
         // posix_spawn, not Foundation's Process, whose run() crashes now and then on Linux.
@@ -215,6 +224,7 @@ package final class Rig: Sendable {
         let simulator = self.simulator
         let before = await simulator.connections()
         kill(process.processIdentifier, SIGKILL)
+        killTrace.killed(at: Date().timeIntervalSince1970, before: before, simulator: simulator)
         process.waitUntilExit()
         let floor = Task {
             try? await Task.sleep(for: .seconds(2))
@@ -295,6 +305,7 @@ package final class Rig: Sendable {
             measurement.floor = floor
         }
         let simulators = state.withLockedValue { [stack.simulator] + [$0.simulator].compactMap { $0 } }
+        await attributeRepeatedPushes(simulators)
         for simulator in simulators {
             let repeated = simulator.observation.repeatedAcceptances
             measurement.pushedTwice += repeated.ids
@@ -401,6 +412,23 @@ package final class Rig: Sendable {
             }
         }
     }
+
+    /// In a row with SIGKILLs (APNs at a fixed latency), logs what each push made again followed
+    /// (`KillTrace`), and with `RELIABILITY_TRACE` set (a directory) writes the kills and the
+    /// repeated pushes there as JSON lines.
+    private func attributeRepeatedPushes(_ simulators: [Simulator]) async {
+        guard !killTrace.isEmpty, case .fixed(let latency) = simulator.faults.latency else { return }
+        let path = Self.traceDirectory.map { "\($0)/trace-\(broker)-\(UUID().uuidString.prefix(8)).jsonl" }
+        let attribution = await killTrace.attribute(
+            records: simulators.flatMap(\.observation.records), results: results.snapshot.byAPNsID,
+            latency: Double(latency.components.seconds) + Double(latency.components.attoseconds) / 1e18,
+            progressTopic: EmbeddedStack.progressTopic, writingTo: path)
+        logger.notice(
+            "pushed again after the kills: \(attribution)", metadata: path.map { ["trace": "\($0)"] } ?? [:])
+    }
+
+    /// `RELIABILITY_TRACE`: a directory where each row with SIGKILLs writes its trace (`KillTrace`).
+    static let traceDirectory = ProcessInfo.processInfo.environment["RELIABILITY_TRACE"]
 
     /// `RELIABILITY_WORKER_LOGS`: a directory where each `apns-worker run` process's log (at info)
     /// is written when the run ends, as `worker-N.log`.

@@ -36,6 +36,8 @@ final class TopicWatcher: Sendable {
         /// Every record read, by its own position: a consumer that loses its position reads some
         /// again, and a record read twice is not a duplicate the worker made.
         var positions: Set<KafkaPosition> = []
+        /// Results only: each result's arrival (seconds since 1970) and input record, by its `apnsId`.
+        var byAPNsID: [String: [(at: Double, key: String)]] = [:]
     }
 
     struct KafkaPosition: Hashable, Sendable {
@@ -79,6 +81,9 @@ final class TopicWatcher: Sendable {
                     else { return }
                     state.total += 1
                     guard let key = about.key else { return }
+                    if let apnsID = about.apnsID {
+                        state.byAPNsID[apnsID, default: []].append((Date().timeIntervalSince1970, key))
+                    }
                     let value = (record.value ?? []).hashValue
                     if var seen = state.seen[key] {
                         seen.count += 1
@@ -116,6 +121,7 @@ final class TopicWatcher: Sendable {
         var outcome: ResultOutcome?
         var needsDeadLetter = false
         var degraded = false
+        var apnsID: String?
     }
 
     private static func about(_ record: KafkaConsumerMessage, kind: Kind) -> About {
@@ -140,7 +146,10 @@ final class TopicWatcher: Sendable {
             // rejected for want of a credential (the only rejection without an APNs status).
             let needsDeadLetter =
                 outcome == .failed || outcome == .invalid || (outcome == .rejected && !(object["status"] is Int))
-            return About(key: "\(topic)/\(partition)/\(offset)", outcome: outcome, needsDeadLetter: needsDeadLetter)
+            var about = About(
+                key: "\(topic)/\(partition)/\(offset)", outcome: outcome, needsDeadLetter: needsDeadLetter)
+            about.apnsID = (object["apnsId"] as? String)?.lowercased()
+            return about
         }
     }
 }

@@ -1,0 +1,221 @@
+import APNsSimulator
+import Foundation
+import Kafka
+import Logging
+import NIOConcurrencyHelpers
+import Worker
+
+/// What tells apart the pushes a row with SIGKILLs made again: for every acceptance of an `apns-id`
+/// beyond its first, the acceptance before it, whether that one was on a killed process's
+/// connection, and how long before the kill APNs answered it. The floor is the pushes not answered
+/// at a kill; above it, a push answered within the commit window (the result's acknowledgement and
+/// the next commit, about `commitInterval` plus two round trips) before the kill is the
+/// at-least-once cost of a crash; one answered earlier, or whose offset the group's commit already
+/// covered, would be a hand-over that lost progress.
+final class KillTrace: Sendable {
+    /// Answers within this long before a kill may not have reached the worker yet.
+    static let inTransit = 0.005
+    /// The commit window above: `commitInterval` (50 ms) plus the result's and the commit's trips.
+    static let commitWindow = 0.065
+
+    struct Kill: Sendable {
+        /// Seconds since 1970, as the simulator's records say.
+        var at: Double
+        /// The killed process's connections (open before the kill, closed 2 s after it).
+        var connections: [ConnectionSnapshot]
+        /// The group's committed offsets read 2 s after the kill (nothing commits for them then).
+        var committed: [KafkaTopicPartition: KafkaTopicPartitionOffset]
+    }
+
+    /// Acceptances beyond the first, by what the acceptance before each was.
+    struct Attribution: Sendable, Equatable, CustomStringConvertible {
+        /// Not answered at the kill: the floor.
+        var unanswered = 0
+        /// Answered less than `inTransit` before the kill.
+        var inTransit = 0
+        /// Answered within `commitWindow` of the kill.
+        var commitWindow = 0
+        /// Answered earlier than that, its offset not covered by the commit read after the kill.
+        var earlier = 0
+        /// Answered before the kill, and the commit read after it covers its offset.
+        var covered = 0
+        /// Not on a killed process's connection (the client's own retries, a live hand-over).
+        var notAfterKill = 0
+
+        var description: String {
+            "\(unanswered) unanswered at a kill, \(inTransit) answered <5 ms before it, "
+                + "\(commitWindow) answered 5-65 ms before it (the commit window), \(earlier) answered earlier, "
+                + "\(covered) covered by the group's commit, \(notAfterKill) not after a kill"
+        }
+    }
+
+    private let kills = NIOLockedValueBox<[Task<Kill, Never>]>([])
+    /// The group's partitions to read commits of.
+    private let partitions: [KafkaTopicPartition]
+    private let group: String
+    private let bootstrapServers: String
+    private let logger: Logger
+
+    init(partitions: [KafkaTopicPartition], group: String, bootstrapServers: String, logger: Logger) {
+        self.partitions = partitions
+        self.group = group
+        self.bootstrapServers = bootstrapServers
+        var quiet = logger
+        quiet.logLevel = .error
+        self.logger = quiet
+    }
+
+    var isEmpty: Bool { kills.withLockedValue { $0.isEmpty } }
+
+    /// One record of the progress topic (a broker that drops commit metadata): the done records above
+    /// `written` of one input partition, from `at` (its timestamp, seconds since 1970) on.
+    struct Progress: Sendable {
+        var at: Double
+        var written: Int64
+        var done: OffsetRanges
+    }
+
+    /// Every record of `topic` (one partition), by the input partition its key names.
+    private func progress(in topic: String) async -> [KafkaTopicPartition: [Progress]] {
+        var configuration = KafkaConsumerConfiguration(bootstrapServers: bootstrapServers, groupID: group + "-trace")
+        configuration.sessionTimeout = .seconds(10)
+        guard let reader = try? KafkaConsumer(configuration: configuration, logger: logger) else { return [:] }
+        let partition = KafkaTopicPartition(topic: topic, partition: 0)
+        var found: [KafkaTopicPartition: [Progress]] = [:]
+        if let marks = try? await reader.watermarks(of: partition), marks.high > marks.low,
+            (try? reader.assign([KafkaTopicPartitionOffset(partition, offset: marks.low)])) != nil
+        {
+            let stop = Task {
+                try? await Task.sleep(for: .seconds(20))
+                await reader.close()
+            }
+            do {
+                for try await record in reader.messages {
+                    let key = String(decoding: record.key ?? [], as: UTF8.self).split(separator: "\n")
+                    let text = String(decoding: record.value ?? [], as: UTF8.self)
+                    if key.count == 3, key[0] == group, let number = Int32(key[2]),
+                        let written = CommitMetadata.writtenFor(text),
+                        let metadata = try? CommitMetadata.decode(text, committed: written)
+                    {
+                        let at = Double(record.timestampMilliseconds ?? 0) / 1000
+                        found[KafkaTopicPartition(topic: String(key[1]), partition: number), default: []].append(
+                            Progress(at: at, written: written, done: metadata.done))
+                    }
+                    if record.offset + 1 >= marks.high { break }
+                }
+            } catch {}
+            stop.cancel()
+        }
+        await reader.close()
+        return found
+    }
+
+    /// A process was SIGKILLed at `at` with `before` the simulator's connections just before.
+    func killed(at: Double, before: [ConnectionSnapshot], simulator: Simulator) {
+        let (partitions, group, servers, logger) = (self.partitions, self.group, bootstrapServers, self.logger)
+        let task = Task { () -> Kill in
+            try? await Task.sleep(for: .seconds(2))
+            let open = Set(await simulator.connections().map(\.id))
+            var committed: [KafkaTopicPartition: KafkaTopicPartitionOffset] = [:]
+            var configuration = KafkaConsumerConfiguration(bootstrapServers: servers, groupID: group)
+            configuration.sessionTimeout = .seconds(10)
+            // Not subscribed: it only fetches the group's offsets, and never joins.
+            if let reader = try? KafkaConsumer(configuration: configuration, logger: logger) {
+                committed = (try? await reader.committed(partitions)) ?? [:]
+                await reader.close()
+            }
+            return Kill(at: at, connections: before.filter { !open.contains($0.id) }, committed: committed)
+        }
+        kills.withLockedValue { $0.append(task) }
+    }
+
+    /// Attributes every acceptance beyond the first; `latency`: how long after accepting a push the
+    /// simulator answers it. `results`: each result's input record (`topic/partition/offset`) by
+    /// `apns-id`. Writes the trace as JSON lines to `path` when given.
+    func attribute(
+        records: [NotificationRecord],
+        results: [String: [(at: Double, key: String)]], latency: Double,
+        progressTopic: String, writingTo path: String?
+    ) async -> Attribution {
+        let progress = await progress(in: progressTopic)
+        var kills: [Kill] = []
+        for task in self.kills.withLockedValue({ $0 }) { kills.append(await task.value) }
+        var killOf: [Int: Int] = [:]
+        for (index, kill) in kills.enumerated() {
+            for connection in kill.connections { killOf[connection.id] = index }
+        }
+        var byID: [String: [NotificationRecord]] = [:]
+        for record in records { byID[record.apnsID.lowercased(), default: []].append(record) }
+        var attribution = Attribution()
+        var lines = kills.map(Self.line)
+        for (partition, records) in progress {
+            for record in records {
+                let done = record.done.ranges.map { "[\($0.lowerBound),\($0.upperBound)]" }
+                lines.append(
+                    "{\"progress\":\"\(partition.topic)/\(partition.partition)\",\"at\":\(record.at),"
+                        + "\"written\":\(record.written),\"done\":[\(done.joined(separator: ","))]}")
+            }
+        }
+        for (id, pushes) in byID where pushes.count > 1 {
+            let pushes = pushes.sorted { $0.receivedAt < $1.receivedAt }
+            let key = results[id]?.first?.key
+            for previous in pushes.dropLast() {
+                guard let index = killOf[previous.connectionID] else {
+                    attribution.notAfterKill += 1
+                    continue
+                }
+                let beforeKill = kills[index].at - (previous.receivedAt + latency)
+                if beforeKill < 0 {
+                    attribution.unanswered += 1
+                } else if beforeKill < Self.inTransit {
+                    attribution.inTransit += 1
+                } else if let key, Self.covers(kills[index], progress, key) {
+                    attribution.covered += 1
+                } else if beforeKill < Self.commitWindow {
+                    attribution.commitWindow += 1
+                } else {
+                    attribution.earlier += 1
+                }
+            }
+            let accepted = pushes.map { "{\"connection\":\($0.connectionID),\"at\":\($0.receivedAt)}" }
+            let written = (results[id] ?? []).map { "{\"at\":\($0.at),\"record\":\"\($0.key)\"}" }
+            lines.append(
+                "{\"apnsId\":\"\(id)\",\"accepted\":[\(accepted.joined(separator: ","))],\"results\":[\(written.joined(separator: ","))]}"
+            )
+        }
+        if let path {
+            try? (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        }
+        return attribution
+    }
+
+    /// Whether what the next owner reads after `kill` covers `topic/partition/offset`: the committed
+    /// offset, the done records in its metadata, or the newest progress record written before the
+    /// kill, if written for that offset (the only one the worker trusts).
+    private static func covers(_ kill: Kill, _ progress: [KafkaTopicPartition: [Progress]], _ key: String) -> Bool {
+        let parts = key.split(separator: "/")
+        guard parts.count == 3, let number = Int32(parts[1]), let offset = Int64(parts[2]) else { return false }
+        let partition = KafkaTopicPartition(topic: String(parts[0]), partition: number)
+        guard let stored = kill.committed[partition] else { return false }
+        if offset < stored.offset { return true }
+        if let text = stored.metadata, let metadata = try? CommitMetadata.decode(text, committed: stored.offset) {
+            return metadata.done.contains(offset)
+        }
+        guard let newest = progress[partition]?.last(where: { $0.at <= kill.at }), newest.written == stored.offset
+        else { return false }
+        return newest.done.contains(offset)
+    }
+
+    private static func line(_ kill: Kill) -> String {
+        let connections = kill.connections.map { "{\"id\":\($0.id),\"awaiting\":\($0.acceptancesAwaitingAnswer)}" }
+        let committed = kill.committed.values.map { stored in
+            let done =
+                stored.metadata.flatMap { try? CommitMetadata.decode($0, committed: stored.offset) }?.done.ranges
+                .map { "[\($0.lowerBound),\($0.upperBound)]" } ?? []
+            return "\"\(stored.topicPartition.topic)/\(stored.topicPartition.partition)\":"
+                + "{\"offset\":\(stored.offset),\"done\":[\(done.joined(separator: ","))]}"
+        }
+        return "{\"kill\":\(kill.at),\"connections\":[\(connections.joined(separator: ","))],"
+            + "\"committed\":{\(committed.joined(separator: ","))}}"
+    }
+}
