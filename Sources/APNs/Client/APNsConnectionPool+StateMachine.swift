@@ -208,17 +208,6 @@ extension APNsConnectionPool {
             return actions
         }
 
-        /// `acquire` for one request, as actions (what a test reads).
-        mutating func acquire(_ waiter: Waiter, waiterID: Int, urgent: Bool = false) -> [Action] {
-            var actions: [Action] = []
-            switch acquire(waiter, waiterID: waiterID, urgent: urgent, connecting: &actions) {
-            case .dispatched(let id, let connection): actions.append(.dispatch(waiter, connectionID: id, connection))
-            case .waiting: break
-            case .refused(let error): actions.append(.fail(waiter, error))
-            }
-            return actions
-        }
-
         /// A request finished on `connectionID`: its stream serves the first waiter, a draining
         /// connection closes after its last, a shutdown ends after the last of all. Nothing to do (an
         /// empty array, no allocation) in the common case.
