@@ -25,11 +25,9 @@ struct LanesTests {
         "an urgent event is pushed while the bulk lane is held at its bound; both lanes end with one result per event, pushed once",
         arguments: Broker.allCases)
     func urgentWhileBulkIsHeld(_ broker: Broker) async throws {
-        let harness = try await Harness.start(broker: broker)
+        let harness = try await Self.startHarness(broker: broker)
         defer { Task { await harness.shutdown() } }
-        try await harness.stack.cluster.create(topic: Self.urgentTopic, partitions: 2)
         let simulator = harness.stack.simulator
-        simulator.devices.policy = .accept
         // Each push takes a second: the bulk lane, 20 at a time, needs 10 s for its 200.
         simulator.faults.latency = .fixed(.seconds(1))
         try await harness.produce((0..<200).map { Self.event("bulk-\($0)", token: $0 + 1) })
@@ -77,11 +75,9 @@ struct LanesTests {
     // requests.
     @Test("a stop of one lane stops both together; both drain and every event ends delivered once")
     func lanesStopTogether() async throws {
-        let harness = try await Harness.start()
+        let harness = try await Self.startHarness()
         defer { Task { await harness.shutdown() } }
-        try await harness.stack.cluster.create(topic: Self.urgentTopic, partitions: 2)
         let simulator = harness.stack.simulator
-        simulator.devices.policy = .accept
         simulator.faults.latency = .fixed(.seconds(2))
         try await harness.produce((0..<40).map { Self.event("bulk-\($0)", token: $0 + 1) })
         try await harness.produce(Self.urgentEvents(10))
@@ -112,11 +108,9 @@ struct LanesTests {
     // paid the TCP and TLS handshakes (150 to 280 ms more than the next ones, measured).
     @Test("the urgent lane opens its APNs connection at start; its first event is sent on it")
     func urgentConnectionOpensAtStart() async throws {
-        let harness = try await Harness.start()
+        let harness = try await Self.startHarness()
         defer { Task { await harness.shutdown() } }
-        try await harness.stack.cluster.create(topic: Self.urgentTopic, partitions: 2)
         let simulator = harness.stack.simulator
-        simulator.devices.policy = .accept
         let worker = try harness.startWorker(group: "lanes-connect", configure: Self.lanes)
         try await eventually(
             30, "the urgent lane's connection open", state: { "\(simulator.observation.liveConnections)" }
@@ -161,6 +155,20 @@ struct LanesTests {
         }.value
         #expect(outcome.contains("no.such.property"), "\(outcome)")
         #expect(healthy.isStopping)
+    }
+
+    /// A harness with the urgent topic made beside the input topic and an APNs that accepts every
+    /// device.
+    static func startHarness(broker: Broker = .mock) async throws -> Harness {
+        let harness = try await Harness.start(broker: broker)
+        do {
+            try await harness.stack.cluster.create(topic: urgentTopic, partitions: 2)
+        } catch {
+            await harness.shutdown()
+            throw error
+        }
+        harness.stack.simulator.devices.policy = .accept
+        return harness
     }
 
     /// The urgent topic as the urgent lane, 10 of its events in flight at most.

@@ -17,7 +17,8 @@ public struct APNsPoolStatistics: Sendable, Equatable {
 
     public init() {}
 
-    static func + (lhs: Self, rhs: Self) -> Self {
+    /// Two pools' figures added up (a credential's pools across clients, or lanes).
+    public static func + (lhs: Self, rhs: Self) -> Self {
         var sum = lhs
         sum.readyConnections += rhs.readyConnections
         sum.connectingConnections += rhs.connectingConnections

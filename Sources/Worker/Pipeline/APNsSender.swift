@@ -181,14 +181,8 @@ package final class APNsSender: NotificationSending {
     ) -> [(credential: String, environment: APNsEnvironment, APNsPoolStatistics)] {
         var sums: [String: [APNsEnvironment: APNsPoolStatistics]] = [:]
         for (credential, environment, statistics) in pools.joined() {
-            var sum = sums[credential, default: [:]][environment] ?? APNsPoolStatistics()
-            sum.readyConnections += statistics.readyConnections
-            sum.connectingConnections += statistics.connectingConnections
-            sum.drainingConnections += statistics.drainingConnections
-            sum.streamsInUse += statistics.streamsInUse
-            sum.streamCapacity += statistics.streamCapacity
-            sum.waitingRequests += statistics.waitingRequests
-            sums[credential, default: [:]][environment] = sum
+            sums[credential, default: [:]][environment] =
+                (sums[credential]?[environment] ?? APNsPoolStatistics()) + statistics
         }
         return sums.flatMap { credential, byEnvironment in
             byEnvironment.map { (credential, $0.key, $0.value) }
