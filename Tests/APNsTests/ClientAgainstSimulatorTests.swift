@@ -449,6 +449,14 @@ struct ClientAgainstSimulatorTests {
             ) { client in
                 let notification = try ClientFixtures.notification(token: "aabbccdd")
                 #expect(try await client.send(notification).status == 200)  // the connection is open
+                // Its stream given back and the one-stream start lifted: else the next request waits
+                // for a stream and is made on the event loop when one frees (seen once under load).
+                let freeBy = ContinuousClock.now + .seconds(10)
+                while client.statistics.streamsInUse != 0 || client.statistics.streamCapacity < 2,
+                    ContinuousClock.now < freeBy
+                {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
                 let home = TestThread()
                 defer { home.stop() }
                 home.run { HomeRelease.releaseHere() }  // from now on it empties its bin
