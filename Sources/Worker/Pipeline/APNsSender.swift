@@ -75,10 +75,9 @@ package final class APNsSender: NotificationSending {
                 (client, credential) = found
                 last = (topic, request.environment, client, credential)
             }
-            var item = APNsClient.BatchItem(request.push) { result in
+            let item = APNsClient.BatchItem(request.push) { result in
                 completion(Self.attempt(result, credential: credential, since: start))
             }
-            item.urgent = request.urgent
             perClient.append(item, to: client)
         }
         for (client, items) in perClient.batches { client.send(items) }

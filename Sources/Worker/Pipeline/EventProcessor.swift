@@ -24,8 +24,6 @@ final class EventProcessor: Sendable {
     let progress: ProgressCounter
     /// A record whose value is larger than this ends `invalid` unsent.
     let maxRecordBytes: Int
-    /// The urgent lane's: its requests go before bulk ones waiting for an APNs stream.
-    let urgent: Bool
     let scheduler: any DelayScheduling
     let throttle: Locked<DeviceThrottle<ContinuousClock.Instant>>
     /// A refused credential refuses every event: its error is logged once a minute, not per event.
@@ -44,7 +42,6 @@ final class EventProcessor: Sendable {
         decoder: NotificationEventDecoder, sender: any NotificationSending, retryPolicy: RetryPolicy,
         scheduler: any DelayScheduling, observer: any PipelineObserver, logger: Logger,
         progress: ProgressCounter = ProgressCounter(), maxEventAge: Duration? = nil, maxRecordBytes: Int = .max,
-        urgent: Bool = false,
         now: @escaping @Sendable () -> Date = Date.init,
         instant: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
     ) {
@@ -54,7 +51,6 @@ final class EventProcessor: Sendable {
         self.maxEventAge = maxEventAge
         self.progress = progress
         self.maxRecordBytes = maxRecordBytes
-        self.urgent = urgent
         self.scheduler = scheduler
         self.throttle = Locked(DeviceThrottle())
         self.observer = observer

@@ -161,6 +161,6 @@ final class EventRun: @unchecked Sendable {
             preconditionFailure("an attempt for a record that is not an event")
         }
         result.attempts = attempt
-        return NotificationRequest(push, environment: environment, urgent: processor.urgent, completion: answered)
+        return NotificationRequest(push, environment: environment, completion: answered)
     }
 }

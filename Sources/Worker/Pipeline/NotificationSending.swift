@@ -36,16 +36,12 @@ package struct NotificationRequest: Sendable {
     package var push: APNsPush
     package var environment: APNsEnvironment
     package var completion: @Sendable (SendAttempt) -> Void
-    /// The urgent lane's: it goes before bulk requests waiting for an APNs stream.
-    package var urgent: Bool
 
     package init(
-        _ push: APNsPush, environment: APNsEnvironment, urgent: Bool = false,
-        completion: @escaping @Sendable (SendAttempt) -> Void
+        _ push: APNsPush, environment: APNsEnvironment, completion: @escaping @Sendable (SendAttempt) -> Void
     ) {
         self.push = push
         self.environment = environment
-        self.urgent = urgent
         self.completion = completion
     }
 }

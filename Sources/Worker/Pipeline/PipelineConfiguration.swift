@@ -1,7 +1,7 @@
 /// What the pipeline needs to know beyond Kafka's and APNs' own settings.
 package struct PipelineConfiguration: Sendable {
     package var inputTopics: [String]
-    /// The urgent lane's pipeline: its requests go before bulk ones waiting for an APNs stream.
+    /// The urgent lane's pipeline: it opens its APNs connections (its own) as it starts.
     package var urgent = false
     /// One result event per input event goes here, keyed by event id.
     package var resultsTopic: String

@@ -285,15 +285,15 @@ extension WorkerPipeline {
             return action
         }
 
-        /// Changes the hold, in either phase (nothing to change while input flows). The hold is taken out
-        /// of the state while it changes, so that its dictionary is changed in place rather than copied.
-        /// A hold left with no reason ends: input flows again (and the reader resumes, if it waits).
-        /// The bound's reason for the hold is gone.
+        /// The bound's reason for the hold is gone (and a filled parking's with it).
         mutating func endBoundHold() -> FinishAction {
             parkedFilled = false
             return changeHold { $0.boundReached = false }
         }
 
+        /// Changes the hold, in either phase (nothing to change while input flows). The hold is taken out
+        /// of the state while it changes, so that its dictionary is changed in place rather than copied.
+        /// A hold left with no reason ends: input flows again (and the reader resumes, if it waits).
         mutating func changeHold(_ change: (inout Hold) -> Void) -> FinishAction {
             var action = FinishAction()
             switch state {

@@ -72,7 +72,7 @@ package final class WorkerPipeline: Service, Sendable {
         self.processor = EventProcessor(
             decoder: decoder, sender: sender, retryPolicy: configuration.retryPolicy, scheduler: scheduler,
             observer: observer, logger: logger, progress: progress, maxEventAge: configuration.maxEventAge,
-            maxRecordBytes: configuration.maxRecordBytes, urgent: configuration.urgent)
+            maxRecordBytes: configuration.maxRecordBytes)
         self.state = Locked(
             StateMachine(
                 maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes,
