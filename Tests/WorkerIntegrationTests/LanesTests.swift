@@ -78,15 +78,28 @@ struct LanesTests {
         let harness = try await Self.startHarness()
         defer { Task { await harness.shutdown() } }
         let simulator = harness.stack.simulator
-        simulator.faults.latency = .fixed(.seconds(2))
-        try await harness.produce((0..<40).map { Self.event("bulk-\($0)", token: $0 + 1) })
-        try await harness.produce(Self.urgentEvents(10))
-        let worker = try harness.startWorker(group: "lanes-stop", maxInFlight: 20, configure: Self.lanes)
+        simulator.faults.latency = .fixed(.seconds(3))
+        // A new connection takes one stream until APNs has accepted its token: the first answer
+        // (3 s), then the rest (3 s more), past the drain's half of the embedded 10 s shutdown
+        // timeout. What a drain gives up is pushed again by the next worker, by design.
+        let worker = try harness.startWorker(group: "lanes-stop", maxInFlight: 20) {
+            Self.lanes(&$0)
+            $0.delivery.shutdownTimeout = .seconds(20)
+        }
         let bulk = worker.assembly.pipeline
         let urgent = try #require(worker.assembly.urgent)
-        try await eventually(60, "both lanes busy", state: { "bulk \(bulk.inFlight), urgent \(urgent.inFlight)" }) {
-            bulk.inFlight == 20 && urgent.inFlight == 10
+        let lanes: @Sendable () -> String = {
+            "bulk: \(bulk.ownedPartitions) partitions, \(bulk.inFlight) in flight; "
+                + "urgent: \(urgent.ownedPartitions) partitions, \(urgent.inFlight) in flight"
         }
+        // Both lanes assigned before any event: with the events there first, a lane assigned a few
+        // seconds after the other (a second rebalance on a loaded machine) had finished its events
+        // before the other began, and the two were never busy at once.
+        try await eventually(60, "both lanes assigned", state: lanes) {
+            bulk.ownedPartitions == 4 && urgent.ownedPartitions == 2
+        }
+        try await harness.produce((0..<40).map { Self.event("bulk-\($0)", token: $0 + 1) } + Self.urgentEvents(10))
+        try await eventually(60, "both lanes busy", state: lanes) { bulk.inFlight > 0 && urgent.inFlight > 0 }
         bulk.beginShutdown()
         try await eventually(2, "the urgent lane stopping with the bulk lane") { urgent.isStopping }
         try await worker.stop()
