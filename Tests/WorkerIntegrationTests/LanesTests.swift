@@ -28,46 +28,46 @@ struct LanesTests {
         let harness = try await Self.startHarness(broker: broker)
         defer { Task { await harness.shutdown() } }
         let simulator = harness.stack.simulator
-        // Each push takes a second: the bulk lane, 20 at a time, needs 10 s for its 200.
-        simulator.faults.latency = .fixed(.seconds(1))
-        try await harness.produce((0..<200).map { Self.event("bulk-\($0)", token: $0 + 1) })
-
         let log = CapturedLog()
         let worker = try harness.startWorker(
             group: "lanes-\(broker)", maxInFlight: 20, logger: log.logger(level: .info), configure: Self.lanes)
         let bulk = worker.assembly.pipeline
         let urgent = try #require(worker.assembly.urgent)
-        try await eventually(60, "bulk held at its bound, the urgent lane assigned", state: { "\(bulk.inFlight)" }) {
-            bulk.inFlight == 20 && urgent.ownedPartitions == 2
+        // Both lanes assigned before any event: what a rebalance while events run does is other
+        // tests' subject (on a loaded machine a lane could join seconds after the other).
+        try await eventually(60, "both lanes assigned", state: { Self.describe(bulk, urgent) }) {
+            bulk.ownedPartitions == 4 && urgent.ownedPartitions == 2
         }
-        #expect(bulk.ownedPartitions == 4, "the bulk lane's member owns the bulk topic's partitions only")
+        // Each push takes a second: the bulk lane, 20 at a time, needs 15 s for its 300.
+        simulator.faults.latency = .fixed(.seconds(1))
+        try await harness.produce((0..<300).map { Self.event("bulk-\($0)", token: $0 + 1) })
+        try await eventually(60, "bulk held at its bound", state: { Self.describe(bulk, urgent) }) {
+            bulk.inFlight == 20
+        }
         try await harness.produce(Self.urgentEvents(10))
 
-        var urgentDone = 0
-        var bulkDone = 0
-        let deadline = ContinuousClock.now + .seconds(30)
-        while urgentDone < 10, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(200))
-            let ids = try await harness.allRecords(of: EmbeddedStack.resultsTopic).compactMap {
-                try ResultRecord($0).eventID
-            }
-            urgentDone = ids.filter { $0.hasPrefix("urgent-") }.count
-            bulkDone = ids.filter { $0.hasPrefix("bulk-") }.count
+        // In the order APNs received them: the bulk pushes made before the last urgent one.
+        let urgentTokens = Set((0..<10).map { Samples.deviceToken(1_000 + $0) })
+        try await eventually(30, "the urgent pushes made", state: { Self.describe(bulk, urgent) }) {
+            simulator.observation.records.filter { urgentTokens.contains($0.deviceToken) }.count == 10
         }
-        #expect(urgentDone == 10, "the urgent results")
-        #expect(bulkDone < 100, "the urgent events did not wait for the bulk backlog (\(bulkDone) of 200 bulk done)")
+        let received = simulator.observation.records.map(\.deviceToken)
+        let lastUrgent = try #require(received.lastIndex { urgentTokens.contains($0) })
+        let bulkBefore = received[..<lastUrgent].filter { !urgentTokens.contains($0) }.count
+        #expect(
+            bulkBefore < 150, "the urgent events did not wait for the bulk backlog (\(bulkBefore) of 300 bulk pushed first)")
 
         simulator.faults.latency = .none
-        let results = try await harness.results(210)
+        let results = try await harness.results(310)
         try await worker.stop()
-        #expect(results.count == 210 && results.allSatisfy { $0.outcome == .delivered })
+        #expect(results.count == 310 && results.allSatisfy { $0.outcome == .delivered })
         let (all, twice) = try await Self.resultsWritten(harness)
         // What the group did meanwhile, should an event have run twice.
         let membership = log.lines.filter { line in
             ["assigned", "revoked", "lost", "warning", "error", "rebalanc"].contains { line.contains($0) }
         }
-        #expect(all.count == 210, "one result per event, none twice (\(all.count): \(twice); \(membership))")
-        #expect(simulator.observation.count(status: 200) == 210, "each event pushed once")
+        #expect(all.count == 310, "one result per event, none twice (\(all.count): \(twice); \(membership))")
+        #expect(simulator.observation.count(status: 200) == 310, "each event pushed once")
     }
 
     // Two services of one group stop one after the other, and each pipeline closed the APNs
@@ -88,10 +88,7 @@ struct LanesTests {
         }
         let bulk = worker.assembly.pipeline
         let urgent = try #require(worker.assembly.urgent)
-        let lanes: @Sendable () -> String = {
-            "bulk: \(bulk.ownedPartitions) partitions, \(bulk.inFlight) in flight; "
-                + "urgent: \(urgent.ownedPartitions) partitions, \(urgent.inFlight) in flight"
-        }
+        let lanes: @Sendable () -> String = { Self.describe(bulk, urgent) }
         // Both lanes assigned before any event: with the events there first, a lane assigned a few
         // seconds after the other (a second rebalance on a loaded machine) had finished its events
         // before the other began, and the two were never busy at once.
@@ -182,6 +179,12 @@ struct LanesTests {
         }
         harness.stack.simulator.devices.policy = .accept
         return harness
+    }
+
+    /// Each lane's partitions and events in flight, for a wait's failure message.
+    static func describe(_ bulk: WorkerPipeline, _ urgent: WorkerPipeline) -> String {
+        "bulk: \(bulk.ownedPartitions) partitions, \(bulk.inFlight) in flight; "
+            + "urgent: \(urgent.ownedPartitions) partitions, \(urgent.inFlight) in flight"
     }
 
     /// The urgent topic as the urgent lane, 10 of its events in flight at most.
