@@ -54,8 +54,7 @@ struct LanesTests {
         let received = simulator.observation.records.map(\.deviceToken)
         let lastUrgent = try #require(received.lastIndex { urgentTokens.contains($0) })
         let bulkBefore = received[..<lastUrgent].filter { !urgentTokens.contains($0) }.count
-        #expect(
-            bulkBefore < 150, "the urgent events did not wait for the bulk backlog (\(bulkBefore) of 300 bulk pushed first)")
+        #expect(bulkBefore < 150, "the urgent events did not wait for the bulk backlog (\(bulkBefore) of 300 first)")
 
         simulator.faults.latency = .none
         let results = try await harness.results(310)
