@@ -33,11 +33,7 @@ struct LanesTests {
             group: "lanes-\(broker)", maxInFlight: 20, logger: log.logger(level: .info), configure: Self.lanes)
         let bulk = worker.assembly.pipeline
         let urgent = try #require(worker.assembly.urgent)
-        // Both lanes assigned before any event: what a rebalance while events run does is other
-        // tests' subject (on a loaded machine a lane could join seconds after the other).
-        try await eventually(60, "both lanes assigned", state: { Self.describe(bulk, urgent) }) {
-            bulk.ownedPartitions == 4 && urgent.ownedPartitions == 2
-        }
+        try await Self.bothAssigned(bulk, urgent)
         // Each push takes a second: the bulk lane, 20 at a time, needs 15 s for its 300.
         simulator.faults.latency = .fixed(.seconds(1))
         try await harness.produce((0..<300).map { Self.event("bulk-\($0)", token: $0 + 1) })
@@ -87,15 +83,11 @@ struct LanesTests {
         }
         let bulk = worker.assembly.pipeline
         let urgent = try #require(worker.assembly.urgent)
-        let lanes: @Sendable () -> String = { Self.describe(bulk, urgent) }
-        // Both lanes assigned before any event: with the events there first, a lane assigned a few
-        // seconds after the other (a second rebalance on a loaded machine) had finished its events
-        // before the other began, and the two were never busy at once.
-        try await eventually(60, "both lanes assigned", state: lanes) {
-            bulk.ownedPartitions == 4 && urgent.ownedPartitions == 2
-        }
+        try await Self.bothAssigned(bulk, urgent)
         try await harness.produce((0..<40).map { Self.event("bulk-\($0)", token: $0 + 1) } + Self.urgentEvents(10))
-        try await eventually(60, "both lanes busy", state: lanes) { bulk.inFlight > 0 && urgent.inFlight > 0 }
+        try await eventually(60, "both lanes busy", state: { Self.describe(bulk, urgent) }) {
+            bulk.inFlight > 0 && urgent.inFlight > 0
+        }
         bulk.beginShutdown()
         try await eventually(2, "the urgent lane stopping with the bulk lane") { urgent.isStopping }
         try await worker.stop()
@@ -178,6 +170,16 @@ struct LanesTests {
         }
         harness.stack.simulator.devices.policy = .accept
         return harness
+    }
+
+    /// Waits until the bulk lane owns the input topic's 4 partitions and the urgent lane the urgent
+    /// topic's 2. Tests produce only after it: on a loaded machine a lane may join seconds after the
+    /// other, and the rebalance that follows (fencing a busy member on the mock cluster, see
+    /// docs/kafka.md) or a lane done before the other began is other tests' subject.
+    static func bothAssigned(_ bulk: WorkerPipeline, _ urgent: WorkerPipeline) async throws {
+        try await eventually(60, "both lanes assigned", state: { describe(bulk, urgent) }) {
+            bulk.ownedPartitions == 4 && urgent.ownedPartitions == 2
+        }
     }
 
     /// Each lane's partitions and events in flight, for a wait's failure message.
