@@ -11,7 +11,9 @@
 # Each target's output goes to .build/test-TARGET.log and is printed after it ran. A target that
 # fails, or that runs no test ("Test run with 0 tests": a filter that silently matches nothing is
 # not a pass), is listed on a last line "FAILED: ..." and the script exits 1; else it says "all test
-# targets passed".
+# targets passed". Before that line, the failing targets' failed expectations and tests are printed
+# again (their "✘" lines, and XCTest's "error:" lines): where only the end of a long run's output is
+# kept, as by CI services, what failed is still there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,5 +38,13 @@ for target in "$@"; do
     cat "$log"
     if grep -q "Test run with 0 tests" "$log"; then failed="$failed $target(ran-no-test)"; fi
 done
-if [ -n "$failed" ]; then echo "FAILED:$failed"; exit 1; fi
+if [ -n "$failed" ]; then
+    for target in $failed; do
+        target=${target%(ran-no-test)}
+        echo "== what failed in $target (.build/test-$target.log)"
+        grep -aE '✘|: error: |Fatal error|Crash|signal [0-9]+' ".build/test-$target.log" | cut -c1-400 | head -n 40 || true
+    done
+    echo "FAILED:$failed"
+    exit 1
+fi
 echo "all test targets passed"
