@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Logging
+import Synchronization
 import Testing
 
 @testable import Worker
@@ -51,6 +52,44 @@ actor Gate {
     }
 }
 
+/// The hold's clock in a test: it moves only when the test advances it, and a run's wait on it ends
+/// only then. How long Kafka took is what the test advanced while a write was held, whatever else
+/// the machine runs (a CI machine once took 7 s over the hand-offs of a write the test meant quick).
+final class ManualHoldTime: Sendable {
+    private struct State {
+        var offset = Duration.zero
+        var sleepers: [(deadline: Duration, wake: CheckedContinuation<Void, Never>)] = []
+    }
+    private let state = Mutex(State())
+    private let base = ContinuousClock.now
+
+    var clock: HoldClock {
+        HoldClock(now: { [self] in base + state.withLock { $0.offset } }, sleep: { [self] in await sleep($0) })
+    }
+
+    private func sleep(_ duration: Duration) async {
+        await withCheckedContinuation { wake in
+            state.withLock { $0.sleepers.append(($0.offset + duration, wake)) }
+        }
+    }
+
+    func advance(by duration: Duration) {
+        let woken = state.withLock { state in
+            state.offset += duration
+            let now = state.offset
+            let due = state.sleepers.filter { $0.deadline <= now }
+            state.sleepers.removeAll { $0.deadline <= now }
+            return due
+        }
+        for sleeper in woken { sleeper.wake.resume() }
+    }
+
+    /// Returns once `count` runs wait on this clock.
+    func waitForSleepers(_ count: Int) async throws {
+        while state.withLock({ $0.sleepers.count }) < count { try await Task.sleep(for: .milliseconds(2)) }
+    }
+}
+
 /// One run's view of a group: what it writes with a lease waits at `gate` first, if there is one.
 struct MemoryGroup: CommittedOffsets {
     let offsets: MemoryOffsets
@@ -77,11 +116,16 @@ struct ReplayHoldTests {
     let cursors = MemoryOffsets()
     let claims = MemoryOffsets()
 
-    func run(_ name: String, settle: Duration, gate: Gate? = nil) -> ReplayCursorStore {
-        ReplayCursorStore(
+    static let settle: Duration = .milliseconds(50)
+
+    /// A run on `time`'s clock, or, without it, on the continuous clock.
+    func run(_ name: String, gate: Gate? = nil, time: ManualHoldTime? = nil) -> ReplayCursorStore {
+        var store = ReplayCursorStore(
             holder: name, groups: [.credentials: MemoryGroup(offsets: cursors, gate: gate)],
             claims: [.credentials: MemoryGroup(offsets: claims)], partitions: [Self.partition],
-            lows: [Self.partition: 0], duration: .seconds(60), settle: settle, logger: Logger(label: "test"))
+            lows: [Self.partition: 0], duration: .seconds(60), settle: Self.settle, logger: Logger(label: "test"))
+        if let time { store.clock = time.clock }
+        return store
     }
 
     static func refusal(_ body: () async throws -> Void) async -> String? {
@@ -99,20 +143,25 @@ struct ReplayHoldTests {
     // letting a third run in beside the one that went on.
     @Test("a run whose hold lands after another run went on is refused, however late, and keeps others out")
     func lateStore() async throws {
-        let gate = Gate()
-        let slow = run("slow-run", settle: .milliseconds(50), gate: gate)
+        let (time, gate) = (ManualHoldTime(), Gate())
+        let slow = run("slow-run", gate: gate, time: time)
         async let slowOutcome = Self.refusal { _ = try await slow.acquire() }
         await gate.reachedByWrite()  // read the cursors free, wrote its claim; its store is on the way
-        let quick = run("quick-run", settle: .milliseconds(50))
-        let held = try await quick.acquire()
+        let quick = run("quick-run", time: time)
+        async let quickOutcome = Self.attempt(quick)
+        try await time.waitForSleepers(1)  // quick-run stored its hold and waits
+        time.advance(by: .seconds(1))  // slow-run's store has been on the way a second: over the settle
+        let held = try await quickOutcome.get()
         await gate.open()
+        try await time.waitForSleepers(1)  // slow-run stored, over quick-run's hold, and waits
+        time.advance(by: .seconds(2))
         let refused = try #require(await slowOutcome, "both runs went on")
         #expect(refused.contains("another replay run (quick-run) started at the same time"), "\(refused)")
         #expect(refused.contains("nothing was replayed") && refused.contains("lapses at"), "\(refused)")
         // Its store came over the lease of a run that went on: its own stays, keeping a third run
         // out until it lapses, rather than leaving the cursors free while quick-run replays.
         #expect(await cursors.leaseHolder(Self.partition) == "slow-run")
-        let third = await Self.refusal { _ = try await run("third-run", settle: .milliseconds(50)).acquire() }
+        let third = await Self.refusal { _ = try await run("third-run").acquire() }
         #expect(third?.contains("another replay run (slow-run) holds") == true, "\(String(describing: third))")
         // The run that went on finds its lease stored over at its next checkpoint and stops.
         let checkpoint = await Self.refusal { try await quick.renew(held.cursors) }
@@ -121,16 +170,17 @@ struct ReplayHoldTests {
 
     @Test("two runs whose writes crossed are both refused, and both let go at once when Kafka was quick")
     func crossedWrites() async throws {
-        // A settle well above what the test's own hand-offs take on a loaded machine: each run's blind
-        // time includes its wait at the gate, and "Kafka was quick" means under the settle.
-        let gate = Gate()
-        let first = run("first-run", settle: Self.quickSettle, gate: gate)
+        let (time, gate) = (ManualHoldTime(), Gate())
+        let first = run("first-run", gate: gate, time: time)
         async let firstOutcome = Self.refusal { _ = try await first.acquire() }
         await gate.reachedByWrite()  // claimed first; its store comes last
-        let second = run("second-run", settle: Self.quickSettle)
+        let second = run("second-run", time: time)
         async let secondOutcome = Self.refusal { _ = try await second.acquire() }
-        while await cursors.leaseHolder(Self.partition) != "second-run" { try await Task.sleep(for: .milliseconds(2)) }
+        try await time.waitForSleepers(1)  // second-run stored its hold and waits
+        time.advance(by: .milliseconds(10))  // first-run's store took 10 ms: under the settle, Kafka was quick
         await gate.open()
+        try await time.waitForSleepers(2)  // first-run stored over it and waits too
+        time.advance(by: Self.settle)
         let (one, two) = await (firstOutcome, secondOutcome)
         // first-run reads its own lease but second-run's claim; second-run reads first-run's lease
         // (or, if first-run let go already, a lease-less cursor where its own was).
@@ -141,37 +191,35 @@ struct ReplayHoldTests {
         #expect(one?.contains("lapses") == false && two?.contains("lapses") == false, "both let go at once")
         // Nothing of either hold is left: a run started now goes on.
         #expect(await cursors.leaseHolder(Self.partition) == nil)
-        let third = run("third-run", settle: .milliseconds(50))
+        let third = run("third-run")
         let held = try await third.acquire()
         try await third.release(held.cursors)
     }
 
     @Test("of two runs started together, the one that wrote claim and cursors last goes on; the other lets go")
     func laterWriterGoesOn() async throws {
-        let (firstGate, secondGate) = (Gate(), Gate())
-        let first = run("first-run", settle: Self.quickSettle, gate: firstGate)
-        let second = run("second-run", settle: Self.quickSettle, gate: secondGate)
+        let (time, firstGate, secondGate) = (ManualHoldTime(), Gate(), Gate())
+        let first = run("first-run", gate: firstGate, time: time)
+        let second = run("second-run", gate: secondGate, time: time)
         async let firstOutcome = Self.refusal { _ = try await first.acquire() }
         await firstGate.reachedByWrite()  // claimed, read the cursors free
         async let secondOutcome = Self.attempt(second)
         await secondGate.reachedByWrite()  // claimed after it, read them free too
         await firstGate.open()
-        while await cursors.leaseHolder(Self.partition) != "first-run" { try await Task.sleep(for: .milliseconds(2)) }
+        try await time.waitForSleepers(1)  // first-run stored its hold and waits
         await secondGate.open()
+        try await time.waitForSleepers(2)  // second-run stored over it and waits too
+        time.advance(by: Self.settle)  // no time passed at either gate: Kafka was quick
         let refused = await firstOutcome
         let held = try await secondOutcome.get()
         #expect(refused?.contains("another replay run (second-run) holds") == true, "\(String(describing: refused))")
         #expect(refused?.contains("lapses") == false, "Kafka was quick: nothing of its hold is left to lapse")
-        let third = run("third-run", settle: .milliseconds(50))
+        let third = run("third-run")
         let busy = await Self.refusal { _ = try await third.acquire() }
         #expect(busy?.contains("another replay run (second-run) holds") == true, "\(String(describing: busy))")
         try await second.release(held.cursors)
         try await third.release(try await third.acquire().cursors)
     }
-
-    /// The settle of the runs whose blind time must stay under it: their hand-offs at the test's
-    /// gates took over a second on a loaded 2-core machine (a CI run beside a benchmark).
-    static let quickSettle: Duration = .seconds(5)
 
     static func attempt(_ store: ReplayCursorStore) async -> Result<ReplayCursorStore.Held, any Error> {
         do { return .success(try await store.acquire()) } catch { return .failure(error) }

@@ -69,6 +69,9 @@ struct ReplayCursorStore: Sendable {
     let logger: Logger
     /// The most commit metadata a cursor stores (Kafka's default `offset.metadata.max.bytes`).
     var maxMetadataBytes = 4096
+    /// What the blind time is read on and the wait in (4) waits on: the continuous clock, or a test's
+    /// own, which decides how long Kafka took whatever else runs on the machine.
+    var clock = HoldClock.continuous
     private let keepsMetadata = Locked(true)
 
     init(
@@ -127,8 +130,8 @@ struct ReplayCursorStore: Sendable {
         var blind = Duration.zero
         do {
             for reason in reasons {
-                let began = ContinuousClock.now
-                defer { blind = max(blind, .now - began) }
+                let began = clock.now()
+                defer { blind = max(blind, clock.now() - began) }
                 found[reason] = try await cursors(of: groups[reason]!)
                 try refuseIfHeld(reason, found[reason]!)
                 // As they are now: a run that ended since the first read moved them.
@@ -142,7 +145,7 @@ struct ReplayCursorStore: Sendable {
                         + "more of the \(duration) a hold lasts); nothing was replayed. Check the brokers and the "
                         + "network to them (the group coordinator of the cursors' groups)")
             }
-            try await Task.sleep(for: min(max(settle, blind * 2), duration / 4))
+            try await clock.sleep(min(max(settle, blind * 2), duration / 4))
             try await checkClaimed(first, &held)
         } catch {
             try await refused(error, blind: blind)
@@ -371,4 +374,12 @@ extension Duration {
         let (whole, attoseconds) = components
         return Double(whole) + Double(attoseconds) / 1e18
     }
+}
+
+/// The time a replay run's hold is measured and waited in.
+struct HoldClock: Sendable {
+    var now: @Sendable () -> ContinuousClock.Instant
+    var sleep: @Sendable (Duration) async throws -> Void
+
+    static let continuous = HoldClock(now: { .now }, sleep: { try await Task.sleep(for: $0) })
 }
