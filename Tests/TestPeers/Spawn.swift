@@ -171,6 +171,25 @@ package func spawnAndWait(
         timedOut: timedOut)
 }
 
+/// `spawnAndWait` for async code: the wait runs on a thread of its own. Swift runs async code on
+/// one cooperative thread per core, and a test that waits for a program on one of them (or a
+/// synchronous test that does) holds it for the program's whole life: on a 2-core machine two such
+/// waits stop every other test in the process, timing-sensitive ones included, for as long.
+package func spawnAndAwait(
+    _ path: String, _ arguments: [String], environment: [String: String]? = nil, stdin: [UInt8] = [],
+    timeout: Double = 60
+) async throws -> SpawnedProgram {
+    let result = await withCheckedContinuation { continuation in
+        Thread.detachNewThread {
+            continuation.resume(
+                returning: Result {
+                    try spawnAndWait(path, arguments, environment: environment, stdin: stdin, timeout: timeout)
+                })
+        }
+    }
+    return try result.get()
+}
+
 /// A program started with `spawnInBackground`, still running or not: its stdout is collected as it
 /// comes (stdin and stderr are /dev/null). Dropping it kills a program still running.
 package final class BackgroundProgram: @unchecked Sendable {

@@ -154,7 +154,7 @@ package final class TansuBroker: Sendable {
     /// topic settings such as `min.insync.replicas` if given.
     package func createTopic(_ name: String, partitions: Int, settings: [String: String] = [:]) async throws {
         let configs = settings.sorted { $0.key < $1.key }.flatMap { ["--config", "\($0.key)=\($0.value)"] }
-        let program = try spawnAndWait(
+        let program = try await spawnAndAwait(
             binary,
             ["topic", "create", "--broker", "tcp://127.0.0.1:\(brokerPort)", "--partitions", "\(partitions)"]
                 + configs + [name],

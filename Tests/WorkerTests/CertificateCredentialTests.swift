@@ -10,10 +10,10 @@ import Testing
 @Suite("Certificate credentials: passwordEnv")
 struct CertificateCredentialTests {
     /// A self-signed P-256 certificate and its key, encrypted with `password` when given.
-    static func makeIdentity(in directory: URL, password: String?) throws -> (certificate: String, key: String) {
+    static func makeIdentity(in directory: URL, password: String?) async throws -> (certificate: String, key: String) {
         let certificate = directory.appendingPathComponent("cert.pem").path
         let key = directory.appendingPathComponent("key.pem").path
-        let openssl = try spawnAndWait(
+        let openssl = try await spawnAndAwait(
             "/usr/bin/openssl",
             [
                 "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-keyout", key, "-out",
@@ -39,10 +39,10 @@ struct CertificateCredentialTests {
     }
 
     @Test("an encrypted PEM key opens with the password from passwordEnv, and says which variable is missing")
-    func encryptedKey() throws {
+    func encryptedKey() async throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let identity = try Self.makeIdentity(in: directory, password: "s3cret")
+        let identity = try await Self.makeIdentity(in: directory, password: "s3cret")
         let settings = Self.settings(identity, passwordEnv: "APNS_KEY_PASSWORD")
         _ = try APNsSender.load(settings, environment: ["APNS_KEY_PASSWORD": "s3cret"])
 
@@ -57,10 +57,10 @@ struct CertificateCredentialTests {
     }
 
     @Test("a plain PEM key loads without the variable, even when passwordEnv names one")
-    func plainKey() throws {
+    func plainKey() async throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let identity = try Self.makeIdentity(in: directory, password: nil)
+        let identity = try await Self.makeIdentity(in: directory, password: nil)
         _ = try APNsSender.load(Self.settings(identity, passwordEnv: "APNS_KEY_PASSWORD"), environment: [:])
         _ = try APNsSender.load(Self.settings(identity, passwordEnv: nil), environment: [:])
     }

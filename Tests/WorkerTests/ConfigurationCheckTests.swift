@@ -40,9 +40,9 @@ struct ConfigurationCheckTests {
             """
     }
 
-    static func keyFile() throws -> String {
+    static func keyFile() async throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("key-\(UUID().uuidString).p8").path
-        let openssl = try spawnAndWait(
+        let openssl = try await spawnAndAwait(
             "/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path])
         try #require(openssl.status == 0, "\(openssl.stderr)")
         return path
@@ -54,7 +54,8 @@ struct ConfigurationCheckTests {
         for topic in ["notifications", "apns-results", "apns-dead-letters"] {
             try cluster.createTopic(topic, partitions: 1)
         }
-        let path = try Self.write(Self.configuration(servers: cluster.bootstrapServers, keyFile: try Self.keyFile()))
+        let path = try Self.write(
+            Self.configuration(servers: cluster.bootstrapServers, keyFile: try await Self.keyFile()))
         let check = await ConfigurationCheck.run(path: path, environment: [:])
         #expect(check.isValid, "\(check.problems)")
         let summary = check.summary.joined(separator: "\n")
@@ -84,7 +85,7 @@ struct ConfigurationCheckTests {
 
     @Test("check finds out where done records are kept: the mock keeps commit metadata, Tansu drops it")
     func commitMetadataProbe() async throws {
-        let key = try Self.keyFile()
+        let key = try await Self.keyFile()
         let cluster = try KafkaMockCluster(brokers: 1)
         for topic in ["notifications", "apns-results", "apns-dead-letters"] {
             try cluster.createTopic(topic, partitions: 1)
@@ -121,7 +122,7 @@ struct ConfigurationCheckTests {
         "strict: a broker that does not answer is a problem naming what the client met and what to check; plain check keeps it a note"
     )
     func strictUnreachable() async throws {
-        let path = try Self.write(Self.configuration(servers: "127.0.0.1:1", keyFile: try Self.keyFile()))
+        let path = try Self.write(Self.configuration(servers: "127.0.0.1:1", keyFile: try await Self.keyFile()))
         let strict = await ConfigurationCheck.run(
             path: path, environment: [:], brokerTimeout: .seconds(2), strict: true)
         #expect(!strict.isValid)
@@ -138,7 +139,7 @@ struct ConfigurationCheckTests {
     @Test(
         "strict: a topic the worker produces to whose min.insync.replicas exceeds its replication factor is a problem")
     func strictReplication() async throws {
-        let key = try Self.keyFile()
+        let key = try await Self.keyFile()
         let tansu = try await TansuBroker.start()
         defer { Task { await tansu.shutdown() } }
         try await tansu.createTopic("notifications", partitions: 1, settings: ["min.insync.replicas": "3"])
@@ -160,7 +161,8 @@ struct ConfigurationCheckTests {
         for topic in ["notifications", "apns-results", "apns-dead-letters"] {
             try cluster.createTopic(topic, partitions: 1)
         }
-        let path = try Self.write(Self.configuration(servers: cluster.bootstrapServers, keyFile: try Self.keyFile()))
+        let path = try Self.write(
+            Self.configuration(servers: cluster.bootstrapServers, keyFile: try await Self.keyFile()))
         let strict = await ConfigurationCheck.run(path: path, environment: [:], strict: true)
         #expect(strict.isValid, "\(strict.problems)")
         #expect(
@@ -171,7 +173,7 @@ struct ConfigurationCheckTests {
         "strict over TLS and SASL: an untrusted CA, another host's certificate, no client certificate, a wrong password: each a problem saying what to check; the right settings pass"
     )
     func strictSecurity() async throws {
-        let key = try Self.keyFile()
+        let key = try await Self.keyFile()
         let material = try BrokerTLSMaterial()
         defer { material.remove() }
         let user = ProxySecurity.SASLPlain(username: "apns-worker", password: "right-password")
@@ -229,7 +231,7 @@ struct ConfigurationCheckTests {
 
     @Test("a broker that does not answer is a note, not a problem; --offline checks the file alone")
     func unreachableAndOffline() async throws {
-        let key = try Self.keyFile()
+        let key = try await Self.keyFile()
         let path = try Self.write(Self.configuration(servers: "127.0.0.1:1", keyFile: key))
         let check = await ConfigurationCheck.run(path: path, environment: [:], brokerTimeout: .seconds(1))
         #expect(check.isValid, "\(check.problems)")

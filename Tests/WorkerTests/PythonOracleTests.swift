@@ -20,7 +20,7 @@ struct PythonOracleTests {
         """
 
     @Test("2,000 damaged events: every verdict matches")
-    func verdicts() throws {
+    func verdicts() async throws {
         var random = NotificationEventRobustnessTests.SplitMix64(state: 7)
         let original = EventFixtures.event([:])
         var events: [JSONValue] = []
@@ -43,7 +43,7 @@ struct PythonOracleTests {
         let eventsFile = dir.appendingPathComponent("events.ndjson")
         try (lines.joined(separator: "\n") + "\n").write(to: eventsFile, atomically: true, encoding: .utf8)
 
-        let python = try spawnAndWait(
+        let python = try await spawnAndAwait(
             Self.python,
             ["-c", Self.script, EventFixtures.schemaFile("notification-event.schema.json").path, eventsFile.path],
             timeout: 300)

@@ -106,15 +106,10 @@ struct ProcessOutput {
     var stderr: String
 }
 
-/// Runs a program to completion (killed after `timeout` seconds) and collects its output, on a
-/// thread of its own (`spawnAndWait` blocks; Foundation's `Process` is avoided, see its comment).
+/// Runs a program to completion (killed after `timeout` seconds) and collects its output
+/// (`spawnAndAwait`: Foundation's `Process` is avoided, see `spawnAndWait`).
 func run(_ executable: String, _ arguments: [String], timeout: Double = 60) async throws -> ProcessOutput {
-    let result = await withCheckedContinuation { continuation in
-        Thread.detachNewThread {
-            continuation.resume(returning: Result { try spawnAndWait(executable, arguments, timeout: timeout) })
-        }
-    }
-    let program = try result.get()
+    let program = try await spawnAndAwait(executable, arguments, timeout: timeout)
     return ProcessOutput(status: program.status, stdout: program.stdout, stderr: program.stderr)
 }
 
