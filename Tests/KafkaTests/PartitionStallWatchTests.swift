@@ -96,7 +96,12 @@ struct PartitionStallTests {
         }
         #expect(values == (0..<40).map { "\($0)" }, "each record once, in order")
         let seen = events.withLock { $0 }
-        #expect(seen.first == .stalled(partition, position: 20, end: 40, first: true), "\(seen)")
+        // The end is the broker's at the watch's look: 40 when the 20 records were all sent within
+        // the bound (1 s) of the partition's last move, fewer on a machine slow enough to take longer.
+        var stall: (position: Int64, end: Int64, first: Bool)?
+        if case .stalled(partition, let position, let end, let first)? = seen.first { stall = (position, end, first) }
+        #expect(stall?.position == 20 && stall?.first == true, "\(seen)")
+        #expect((21...40).contains(stall?.end ?? 0), "\(seen)")
         #expect(seen.last == .recovered(partition), "\(seen)")
         let more = try await readAvailable(from: consumer, for: 1)
         #expect(more.isEmpty, "nothing read twice after the seek: \(more.count)")
