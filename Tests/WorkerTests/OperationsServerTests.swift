@@ -118,7 +118,7 @@ struct OperationsServerTests {
             // The kubelet's probe: a connection of its own, a request, the answer.
             let probe = try RawSocket(port: port)
             probe.send("GET /health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            #expect(probe.read(within: .seconds(5)).hasPrefix("HTTP/1.1 200"))
+            #expect(await probe.read(within: .seconds(5)).hasPrefix("HTTP/1.1 200"))
             // One silent connection made room (the server holds the other two once the probe's is
             // closed), and the server kept taking probes.
             try await RawSocket.eventuallyHolds { server.openConnections == 2 }
@@ -135,7 +135,7 @@ struct OperationsServerTests {
         ) { port, server in
             let scraper = try RawSocket(port: port)
             scraper.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
-            #expect(scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"))
+            #expect(await scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"))
             var silent: [RawSocket] = []
             for _ in 0..<4 {
                 silent.append(try RawSocket(port: port))
@@ -144,9 +144,9 @@ struct OperationsServerTests {
             // Two silent ones made room for the third and fourth: the scraper and two silent ones are held.
             try await RawSocket.eventuallyHolds { server.openConnections == 3 }
             #expect(server.openConnections == 3)
-            #expect(!scraper.closedByPeer(within: .milliseconds(200)))
+            #expect(await !scraper.closedByPeer(within: .milliseconds(200)))
             scraper.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
-            #expect(scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"), "still served on its connection")
+            #expect(await scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"), "still served on its connection")
         }
     }
 
@@ -161,7 +161,7 @@ struct OperationsServerTests {
             var closed = false
             for byte in "GET /health/live HTTP/1.1\r\nHost: x\r\n".utf8 {
                 slow.send(String(UnicodeScalar(byte)))
-                if slow.closedByPeer(within: .milliseconds(250)) {
+                if await slow.closedByPeer(within: .milliseconds(250)) {
                     closed = true
                     break
                 }
@@ -170,10 +170,10 @@ struct OperationsServerTests {
             // Between requests a kept-alive connection may idle longer than the request time.
             let scraper = try RawSocket(port: port)
             scraper.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
-            #expect(scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"))
-            #expect(!scraper.closedByPeer(within: .milliseconds(1_500)))
+            #expect(await scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"))
+            #expect(await !scraper.closedByPeer(within: .milliseconds(1_500)))
             scraper.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
-            #expect(scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"))
+            #expect(await scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"))
         }
     }
 
@@ -211,9 +211,9 @@ struct OperationsServerTests {
         ) { port in
             let scraper = try RawSocket(port: port)
             scraper.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
-            #expect(scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"))
+            #expect(await scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"))
             // The bound is generous: a loaded machine (the whole suite in parallel) ran the timer late.
-            #expect(scraper.closedByPeer(within: .seconds(10)))
+            #expect(await scraper.closedByPeer(within: .seconds(10)))
         }
     }
 
@@ -421,7 +421,9 @@ final class ManagedAtomicFlag: Sendable {
     func set() { value.store(true, ordering: .releasing) }
 }
 
-final class RawSocket {
+/// A client socket whose waits run on a thread of their own: a `poll` where the test runs would hold
+/// one of the process's cooperative threads (one per core) and stall the tests in parallel with it.
+final class RawSocket: Sendable {
     let descriptor: Int32
 
     init(port: Int) throws {
@@ -445,7 +447,22 @@ final class RawSocket {
     }
 
     /// What arrives within `within` (one read).
-    func read(within: Duration) -> String {
+    func read(within: Duration) async -> String {
+        await Self.offPool { self.readNow(within: within) }
+    }
+
+    /// Whether the server closed the connection within `within`.
+    func closedByPeer(within: Duration) async -> Bool {
+        await Self.offPool { self.closedNow(within: within) }
+    }
+
+    private static func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: body()) }
+        }
+    }
+
+    private func readNow(within: Duration) -> String {
         var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         let milliseconds = Int32(
             within.components.seconds * 1000 + within.components.attoseconds / 1_000_000_000_000_000)
@@ -462,7 +479,7 @@ final class RawSocket {
     }
 
     /// True if the peer closed the connection (a read sees its end) within `within`.
-    func closedByPeer(within: Duration) -> Bool {
+    private func closedNow(within: Duration) -> Bool {
         var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         let milliseconds = Int32(
             within.components.seconds * 1000 + within.components.attoseconds / 1_000_000_000_000_000)
