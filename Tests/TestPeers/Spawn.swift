@@ -171,23 +171,24 @@ package func spawnAndWait(
         timedOut: timedOut)
 }
 
-/// `spawnAndWait` for async code: the wait runs on a thread of its own. Swift runs async code on
-/// one cooperative thread per core, and a test that waits for a program on one of them (or a
-/// synchronous test that does) holds it for the program's whole life: on a 2-core machine two such
-/// waits stop every other test in the process, timing-sensitive ones included, for as long.
+/// `spawnAndWait` for async code: the wait runs on a thread of its own (`onOwnThread`).
 package func spawnAndAwait(
     _ path: String, _ arguments: [String], environment: [String: String]? = nil, stdin: [UInt8] = [],
     timeout: Double = 60
 ) async throws -> SpawnedProgram {
-    let result = await withCheckedContinuation { continuation in
-        Thread.detachNewThread {
-            continuation.resume(
-                returning: Result {
-                    try spawnAndWait(path, arguments, environment: environment, stdin: stdin, timeout: timeout)
-                })
-        }
+    try await onOwnThread {
+        Result { try spawnAndWait(path, arguments, environment: environment, stdin: stdin, timeout: timeout) }
+    }.get()
+}
+
+/// Runs `body`, a blocking wait (a program, a socket), on a thread of its own. Swift runs async code
+/// on one cooperative thread per core, and a test that blocks on one of them (or a synchronous test
+/// that does) holds it for as long: on a 2-core machine two such waits stop every other test in the
+/// process, timing-sensitive ones included.
+package func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(returning: body()) }
     }
-    return try result.get()
 }
 
 /// A program started with `spawnInBackground`, still running or not: its stdout is collected as it

@@ -7,6 +7,7 @@ import NIOConcurrencyHelpers
 import NIOPosix
 import Prometheus
 import ServiceLifecycle
+import TestPeers
 import Testing
 
 @testable import Worker
@@ -448,18 +449,12 @@ final class RawSocket: Sendable {
 
     /// What arrives within `within` (one read).
     func read(within: Duration) async -> String {
-        await Self.offPool { self.readNow(within: within) }
+        await onOwnThread { self.readNow(within: within) }
     }
 
     /// Whether the server closed the connection within `within`.
     func closedByPeer(within: Duration) async -> Bool {
-        await Self.offPool { self.closedNow(within: within) }
-    }
-
-    private static func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(returning: body()) }
-        }
+        await onOwnThread { self.closedNow(within: within) }
     }
 
     private func readNow(within: Duration) -> String {
