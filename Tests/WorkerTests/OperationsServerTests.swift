@@ -449,38 +449,35 @@ final class RawSocket: Sendable {
 
     /// What arrives within `within` (one read).
     func read(within: Duration) async -> String {
-        await onOwnThread { self.readNow(within: within) }
+        await onOwnThread {
+            guard self.readable(within: within) else { return "" }
+            var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+            let count = recv(self.descriptor, &buffer, buffer.count, 0)
+            return count > 0 ? String(decoding: buffer.prefix(count), as: UTF8.self) : ""
+        }
     }
 
-    /// Whether the server closed the connection within `within`.
+    /// True if the peer closed the connection (a read sees its end) within `within`.
     func closedByPeer(within: Duration) async -> Bool {
-        await onOwnThread { self.closedNow(within: within) }
+        await onOwnThread {
+            guard self.readable(within: within) else { return false }
+            var byte: UInt8 = 0
+            return recv(self.descriptor, &byte, 1, 0) <= 0
+        }
     }
 
-    private func readNow(within: Duration) -> String {
+    /// Whether something (bytes or the connection's end) can be read within `within`.
+    private func readable(within: Duration) -> Bool {
         var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         let milliseconds = Int32(
             within.components.seconds * 1000 + within.components.attoseconds / 1_000_000_000_000_000)
-        guard poll(&entry, 1, milliseconds) == 1 else { return "" }
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        let count = recv(descriptor, &buffer, buffer.count, 0)
-        return count > 0 ? String(decoding: buffer.prefix(count), as: UTF8.self) : ""
+        return poll(&entry, 1, milliseconds) == 1
     }
 
     /// Waits (up to 5 s) until `condition` holds.
     static func eventuallyHolds(_ condition: () -> Bool) async throws {
         let deadline = ContinuousClock.now + .seconds(5)
         while !condition(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-    }
-
-    /// True if the peer closed the connection (a read sees its end) within `within`.
-    private func closedNow(within: Duration) -> Bool {
-        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        let milliseconds = Int32(
-            within.components.seconds * 1000 + within.components.attoseconds / 1_000_000_000_000_000)
-        guard poll(&entry, 1, milliseconds) == 1 else { return false }
-        var byte: UInt8 = 0
-        return recv(descriptor, &byte, 1, 0) <= 0
     }
 
     deinit { close(descriptor) }
