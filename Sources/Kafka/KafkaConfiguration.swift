@@ -68,7 +68,35 @@ package struct KafkaConsumerConfiguration: Sendable {
         if let statisticsInterval {
             typed.append(("statistics.interval.ms", String(statisticsInterval.milliseconds)))
         }
-        return merged(typed, properties)
+        // Last, so that it wins: `groupID` is the group, whatever `properties` say. A member moved to
+        // another group by a property would commit where nothing else of its owner looks.
+        return merged(typed, properties.filter { $0.key != "group.id" }) + [("group.id", groupID)]
+    }
+
+    /// What librdkafka runs with once `properties` are applied over the typed fields, for the code that
+    /// bounds its own waits on these settings: a property (`max.poll.interval.ms: 600000`) wins over
+    /// the typed default, so the typed field alone may be wrong. Read once, where the consumer is made.
+    package struct Effective: Sendable, Equatable {
+        package var maxPollInterval: Duration
+        package var sessionTimeout: Duration
+        package var clientID: String
+        /// A static member's id (`group.instance.id`), if any.
+        package var groupInstanceID: String?
+    }
+
+    /// The effective settings; the typed fields where librdkafka refuses the properties (creating the
+    /// consumer then fails with librdkafka's reason).
+    package var effective: Effective {
+        let config = try? RDKafkaConfig(properties: librdkafkaProperties)
+        func milliseconds(_ name: String) -> Duration? {
+            config?.value(of: name).flatMap { Int64($0) }.map { .milliseconds($0) }
+        }
+        let instance = config?.value(of: "group.instance.id")
+        return Effective(
+            maxPollInterval: milliseconds("max.poll.interval.ms") ?? maxPollInterval,
+            sessionTimeout: milliseconds("session.timeout.ms") ?? sessionTimeout,
+            clientID: config?.value(of: "client.id") ?? clientID,
+            groupInstanceID: instance?.isEmpty == false ? instance : nil)
     }
 }
 
@@ -103,6 +131,13 @@ package struct KafkaProducerConfiguration: Sendable {
         ]
         if idempotent { typed.append(("acks", "all")) }
         return merged(typed, properties)
+    }
+
+    /// How long librdkafka tries to deliver a record (`message.timeout.ms`, which a property may set
+    /// over `deliveryTimeout`): what the producer's own waits for an acknowledgement are bounded by.
+    package var effectiveDeliveryTimeout: Duration {
+        (try? RDKafkaConfig(properties: librdkafkaProperties))?.value(of: "message.timeout.ms")
+            .flatMap { Int64($0) }.map { .milliseconds($0) } ?? deliveryTimeout
     }
 }
 

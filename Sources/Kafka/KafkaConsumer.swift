@@ -43,7 +43,7 @@ package final class KafkaConsumer: Sendable {
         let core = KafkaConsumerCore(
             capacity: configuration.bufferCapacity, byteCapacity: configuration.bufferByteCapacity,
             handler: rebalanceHandler,
-            handlerTimeout: configuration.maxPollInterval, stallBound: configuration.stallBound,
+            handlerTimeout: configuration.effective.maxPollInterval, stallBound: configuration.stallBound,
             stallHandler: stallHandler, logger: logger)
         let config = try RDKafkaConfig(properties: configuration.librdkafkaProperties)
         var onStatistics: (@Sendable (String) -> Void)?

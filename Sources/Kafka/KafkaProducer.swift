@@ -38,7 +38,7 @@ package final class KafkaProducer: Sendable {
             },
             deliveryReports: true)
         self.client = try RDKafkaClient(.producer, config: config, callbacks: callbacks)
-        self.deliveryTimeout = configuration.deliveryTimeout
+        self.deliveryTimeout = configuration.effectiveDeliveryTimeout
         self.poller = ProducerPoller(client: client, releaseSweep: releaseSweep)
     }
 

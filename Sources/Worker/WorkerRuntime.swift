@@ -152,18 +152,17 @@ package enum WorkerRuntime {
     /// `group.instance.id`, which two members may not share).
     static func urgentMember(_ consumer: KafkaConsumerConfiguration) -> KafkaConsumerConfiguration {
         var consumer = consumer
-        consumer.clientID += "-urgent"
-        for key in ["client.id", "group.instance.id"] where consumer.properties[key] != nil {
-            consumer.properties[key]! += "-urgent"
-        }
+        let effective = consumer.effective
+        consumer.properties["client.id"] = nil
+        consumer.clientID = effective.clientID + "-urgent"
+        if let instance = effective.groupInstanceID { consumer.properties["group.instance.id"] = instance + "-urgent" }
         return consumer
     }
 
     /// The urgent lane's producer: its results do not queue behind the bulk lane's in librdkafka.
     static func urgentMember(_ producer: KafkaProducerConfiguration) -> KafkaProducerConfiguration {
         var producer = producer
-        producer.clientID += "-urgent"
-        if producer.properties["client.id"] != nil { producer.properties["client.id"]! += "-urgent" }
+        producer.clientID = (producer.properties.removeValue(forKey: "client.id") ?? producer.clientID) + "-urgent"
         return producer
     }
 

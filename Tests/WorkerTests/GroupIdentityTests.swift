@@ -12,29 +12,31 @@ import Testing
 @Suite("One source for the consumer group", .timeLimit(.minutes(2)))
 struct GroupIdentityTests {
     /// Every way a `group.id` could reach librdkafka besides `consumer.group`.
-    static let overrides: [(name: String, file: [String: String], environment: [String: String])] = [
-        ("kafka", ["group.id": "fresh-group"], [:]),
-        ("environment, kafka", [:], ["APNS_WORKER_KAFKA_GROUP_ID": "fresh-group"]),
-        ("environment, consumer.properties", [:], ["APNS_WORKER_CONSUMER_PROPERTIES_GROUP_ID": "fresh-group"]),
+    static let overrides: [(name: String, kafka: [String: String], consumer: String, environment: [String: String])] = [
+        ("kafka", ["group.id": "fresh-group"], "", [:]),
+        ("consumer.properties", [:], "\n  properties: {group.id: fresh-group}", [:]),
+        ("the environment", [:], "", ["APNS_WORKER_KAFKA_GROUP_ID": "fresh-group"]),
     ]
 
     @Test(
         "check never commits into the group a worker reads, however group.id is given, and says where to set it",
         arguments: 0..<overrides.count)
     func checkStaysOutOfTheWorkersGroup(_ index: Int) async throws {
-        let (name, file, environment) = Self.overrides[index]
+        let (name, kafka, consumer, environment) = Self.overrides[index]
         let cluster = try KafkaMockCluster(brokers: 1)
         for topic in ["notifications", "apns-results", "apns-dead-letters"] {
             try cluster.createTopic(topic, partitions: 1)
         }
         let key = try await ConfigurationCheckTests.keyFile()
-        let path = try ConfigurationCheckTests.write(
-            ConfigurationCheckTests.configuration(servers: cluster.bootstrapServers, keyFile: key, kafka: file))
-        let check = await ConfigurationCheck.run(path: path, environment: environment)
+        let text = ConfigurationCheckTests.configuration(servers: cluster.bootstrapServers, keyFile: key, kafka: kafka)
+            .replacingOccurrences(of: "topics: [notifications]", with: "topics: [notifications]" + consumer)
+        let check = await ConfigurationCheck.run(
+            path: try ConfigurationCheckTests.write(text), environment: environment)
 
         let partition = KafkaTopicPartition(topic: "notifications", partition: 0)
         let reader = try KafkaConsumer(
-            configuration: KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "fresh-group"))
+            configuration: KafkaConsumerConfiguration(
+                bootstrapServers: cluster.bootstrapServers, groupID: "fresh-group"))
         let committed = try await reader.committed([partition])
         await reader.close()
         #expect(committed[partition] == nil, "\(name): check committed \(String(describing: committed[partition]))")
@@ -87,5 +89,67 @@ struct GroupIdentityTests {
         #expect(report.scanned == 3, "the malformed-json cursor was the schema one's: \(report.table)")
         #expect(report.count(.wouldReplay) == 1, "\(report.table)")
         withExtendedLifetime(cluster) {}
+    }
+}
+
+/// A setting the worker's configuration has a key for is set there only; the rest of librdkafka's
+/// settings pass through, and the worker's own bounds follow what librdkafka reads.
+@Suite("Properties the worker sets itself")
+struct OwnedPropertyTests {
+    @Test(
+        "group.id and the producer's message timeout, under any of librdkafka's names, point at their keys with a line")
+    func ownedKeysAreRefused() throws {
+        let cases: [(property: String, section: String, key: String)] = [
+            ("group.id", "kafka", "consumer.group"),
+            ("message.timeout.ms", "producer.properties", "producer.deliveryTimeout"),
+            ("delivery.timeout.ms", "kafka", "producer.deliveryTimeout"),
+        ]
+        for (property, section, key) in cases {
+            let text: String
+            if section == "kafka" {
+                text = ConfigurationFixtures.minimalYAML.replacingOccurrences(
+                    of: "  bootstrap.servers: \"kafka-0:9092\"",
+                    with: "  bootstrap.servers: \"kafka-0:9092\"\n  \(property): \"60000\"")
+            } else {
+                text = ConfigurationFixtures.minimalYAML + "\nproducer:\n  properties:\n    \(property): \"60000\"\n"
+            }
+            do {
+                _ = try WorkerConfiguration.parse(text, file: "worker.yaml")
+                Issue.record("\(property) in \(section) was taken")
+            } catch {
+                #expect(error.keyPath == "\(section).\(property)", "\(error)")
+                #expect(error.line != nil && error.description.hasPrefix("worker.yaml:"), "\(error)")
+                #expect(error.description.contains("set \(key) instead"), "\(error)")
+            }
+        }
+    }
+
+    @Test("a property that sets max.poll.interval.ms is what the revocation bound is checked against and bounds on")
+    func pollIntervalFromAProperty() throws {
+        let text =
+            ConfigurationFixtures.minimalYAML.replacingOccurrences(
+                of: "  bootstrap.servers: \"kafka-0:9092\"",
+                with: "  bootstrap.servers: \"kafka-0:9092\"\n  max.poll.interval.ms: \"600000\"")
+            + "\ndelivery:\n  revocationTimeout: 200s\n"
+        let configuration = try WorkerConfiguration.parse(text)
+        #expect(configuration.kafkaConsumerConfiguration.effective.maxPollInterval == .seconds(600))
+        let pipeline = WorkerPipeline(
+            configuration: PipelineConfiguration(
+                inputTopics: ["notifications"], resultsTopic: "r", deadLetterTopic: "d"),
+            consumer: configuration.kafkaConsumerConfiguration,
+            producer: configuration.kafkaProducerConfiguration, sender: EventProcessorTests.ScriptedSender([]))
+        #expect(pipeline.maxPollInterval == .seconds(600))
+    }
+
+    @Test("the urgent lane's member is named apart whether client.id and group.instance.id come from kafka or consumer")
+    func urgentMemberNamedApart() {
+        var consumer = KafkaConsumerConfiguration(bootstrapServers: "k:9092", groupID: "pushers")
+        consumer.properties = ["client.id": "pod-3", "group.instance.id": "pod-3"]
+        let urgent = WorkerRuntime.urgentMember(consumer).effective
+        #expect(urgent.clientID == "pod-3-urgent")
+        #expect(urgent.groupInstanceID == "pod-3-urgent")
+        let plain = WorkerRuntime.urgentMember(KafkaConsumerConfiguration(bootstrapServers: "k:9092", groupID: "g"))
+        #expect(plain.effective.clientID == "apns-worker-urgent")
+        #expect(plain.effective.groupInstanceID == nil)
     }
 }

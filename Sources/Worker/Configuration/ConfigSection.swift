@@ -223,6 +223,42 @@ struct ConfigSection {
         ),
     ]
 
+    /// A librdkafka property the worker sets from a key of its own configuration: that key is its one
+    /// source, so the property map may not set it (under any of librdkafka's names for it).
+    struct OwnedProperty: Sendable {
+        var name: String
+        /// The configuration key that sets it.
+        var key: String
+        var reason: String
+        /// A value librdkafka takes, used to see whether another name writes this property.
+        var probe: String
+    }
+
+    static let ownedProperties: [OwnedProperty] = [
+        OwnedProperty(
+            name: "group.id", key: "consumer.group",
+            reason:
+                "the worker's group, its replay cursors' groups and check's probe group are all named from consumer.group; "
+                + "a group.id beside it would move the worker alone, and check's probe or a replay cursor would land in the "
+                + "worker's own group",
+            probe: "apns-worker-owned-probe"),
+        OwnedProperty(
+            name: "message.timeout.ms", key: "producer.deliveryTimeout",
+            reason: "the worker bounds its own waits for an acknowledgement on producer.deliveryTimeout",
+            probe: "123457"),
+    ]
+
+    /// The owned property `key` sets, itself or through one of librdkafka's other names for it
+    /// (`delivery.timeout.ms` is `message.timeout.ms`).
+    static func ownedProperty(_ key: String, _ value: String) -> OwnedProperty? {
+        ownedProperties.first { owned in
+            guard key != owned.name else { return true }
+            let before = KafkaPropertyReading.value(of: owned.name, after: [(owned.name, owned.probe)])
+            let after = KafkaPropertyReading.value(of: owned.name, after: [(owned.name, owned.probe), (key, value)])
+            return after != nil && after != before
+        }
+    }
+
     /// The guarded property `key` sets (itself, or through one of librdkafka's other names for it) to
     /// a value it may not take, as librdkafka reads it.
     static func guardViolation(_ key: String, _ value: String) -> GuardedProperty? {
@@ -259,6 +295,17 @@ struct ConfigSection {
                         code: .invalidValue, file: file, keyPath: "\(path).\(key)", line: value.line,
                         environmentVariable: value.environmentVariable,
                         message: "expected a single value for this librdkafka property, found \(value.typeName)"))
+                continue
+            }
+            if let owned = ownedProperty(key, text) {
+                let named = owned.name == key ? "" : " ('\(owned.name)', which librdkafka reads this property as)"
+                problems.record(
+                    ConfigurationError(
+                        code: .invalidValue, file: file, keyPath: "\(path).\(key)", line: value.line,
+                        environmentVariable: value.environmentVariable,
+                        message:
+                            "set \(owned.key) instead\(named): it is this property's one source, because \(owned.reason)"
+                    ))
                 continue
             }
             if let guarded = guardViolation(key, text) {

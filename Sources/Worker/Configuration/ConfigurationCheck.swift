@@ -189,6 +189,11 @@ package struct ConfigurationCheck: Sendable {
     /// `offsets.retention.minutes` (7 days by default).
     static func probeGroup(_ configuration: WorkerConfiguration) -> String { configuration.consumer.group + "-probe" }
 
+    /// What the probe commits as metadata: a text no worker reads as done records (`CommitMetadata`
+    /// refuses it as not its own), so that even a probe that landed in a worker's group could make
+    /// no worker skip an event.
+    static let probeMetadata = "apns-worker check: a probe of commit metadata, not done records"
+
     /// Does the broker give commit metadata back? The worker keeps what finished above a waiting event
     /// there; a broker that drops it (Tansu 0.6) needs `delivery.progressTopic`. Found out with a
     /// commit of offset 0 of the first input topic's partition 0 as `probeGroup`.
@@ -199,7 +204,7 @@ package struct ConfigurationCheck: Sendable {
         var settings = configuration.kafkaConsumerConfiguration
         settings.groupID = group
         let partition = KafkaTopicPartition(topic: configuration.consumer.topics[0], partition: 0)
-        let probe = CommitMetadata(committed: 0, done: OffsetRanges([2..<3])).encoded().text
+        let probe = Self.probeMetadata
         let kept: Bool
         do {
             let prober = try KafkaConsumer(configuration: settings, logger: logger)

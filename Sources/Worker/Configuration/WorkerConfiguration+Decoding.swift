@@ -89,10 +89,10 @@ extension WorkerConfiguration {
     private static func revocationProblem(
         _ delivery: DeliverySettings, kafka: [String: String], consumer: ConsumerSettings, file: String, line: Int?
     ) -> ConfigurationError? {
-        let configured = consumer.properties["max.poll.interval.ms"] ?? kafka["max.poll.interval.ms"]
-        let pollInterval =
-            configured.flatMap(Int64.init).map(Duration.milliseconds)
-            ?? KafkaConsumerConfiguration(bootstrapServers: "", groupID: "").maxPollInterval
+        // As librdkafka reads it (any of its names for the property), as the consumer bounds itself.
+        var settings = KafkaConsumerConfiguration(bootstrapServers: "", groupID: "")
+        settings.properties = kafka.merging(consumer.properties) { _, specific in specific }
+        let pollInterval = settings.effective.maxPollInterval
         let needed = delivery.revocationTimeout * 2 + .seconds(5)
         guard pollInterval < needed else { return nil }
         return ConfigurationError(

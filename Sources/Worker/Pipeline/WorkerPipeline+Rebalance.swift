@@ -109,7 +109,7 @@ extension WorkerPipeline {
         // Bounded well inside the consumer's handler bound (max.poll.interval.ms): past that the poll
         // thread would go on, and records of the new tenure would reach the reader before their
         // lease exists. Too slow an answer only means its done records run again.
-        let limit = min(.seconds(30), consumerConfiguration.maxPollInterval / 4)
+        let limit = min(.seconds(30), maxPollInterval / 4)
         let progress = await withCheckedContinuation {
             (continuation: CheckedContinuation<[KafkaTopicPartition: KnownProgress], Never>) in
             let once = ResumeOnce(continuation)

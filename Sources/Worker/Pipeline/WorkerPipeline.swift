@@ -16,6 +16,9 @@ import Threading
 package final class WorkerPipeline: Service, Sendable {
     package let configuration: PipelineConfiguration
     let consumerConfiguration: KafkaConsumerConfiguration
+    /// `max.poll.interval.ms` as librdkafka runs with it (a property may set it over the typed default):
+    /// the consumer's bound on a rebalance handler, which the handlers' own waits must stay within.
+    let maxPollInterval: Duration
     private let producerConfiguration: KafkaProducerConfiguration
     let processor: EventProcessor
     private let sender: any NotificationSending
@@ -63,6 +66,7 @@ package final class WorkerPipeline: Service, Sendable {
     ) {
         self.configuration = configuration
         self.consumerConfiguration = consumer
+        self.maxPollInterval = consumer.effective.maxPollInterval
         self.producerConfiguration = producer
         self.sender = sender
         self.observer = observer
