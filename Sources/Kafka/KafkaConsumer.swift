@@ -29,13 +29,26 @@ package final class KafkaConsumer: Sendable {
     /// - Parameter errorHandler: called (on the poll thread) with each error librdkafka reports and
     ///   retries itself: a broker it cannot reach, a TLS handshake or a SASL authentication that
     ///   failed. They are logged either way; a fatal error ends `messages` instead.
-    package init(
+    package convenience init(
         configuration: KafkaConsumerConfiguration,
         rebalanceHandler: (any KafkaRebalanceHandler)? = nil,
         statisticsHandler: (@Sendable (KafkaConsumerStatistics) -> Void)? = nil,
         stallHandler: (@Sendable (KafkaPartitionStall) -> Void)? = nil,
         errorHandler: (@Sendable (KafkaError) -> Void)? = nil,
         logger: Logger = Logger(label: "kafka.consumer")
+    ) throws(KafkaError) {
+        try self.init(
+            configuration: configuration, rebalanceHandler: rebalanceHandler, statisticsHandler: statisticsHandler,
+            stallHandler: stallHandler, errorHandler: errorHandler, partitionEnd: nil, logger: logger)
+    }
+
+    /// - Parameter partitionEnd: the broker's end of a partition for the stall watch, where a test
+    ///   answers for the broker; `nil` asks the broker.
+    init(
+        configuration: KafkaConsumerConfiguration, rebalanceHandler: (any KafkaRebalanceHandler)?,
+        statisticsHandler: (@Sendable (KafkaConsumerStatistics) -> Void)?,
+        stallHandler: (@Sendable (KafkaPartitionStall) -> Void)?, errorHandler: (@Sendable (KafkaError) -> Void)?,
+        partitionEnd: (@Sendable (KafkaTopicPartition) -> Int64?)?, logger: Logger
     ) throws(KafkaError) {
         var tagged = logger
         tagged[metadataKey: "kafka-client"] = "consumer"  // the producer's lines look the same
@@ -44,7 +57,7 @@ package final class KafkaConsumer: Sendable {
             capacity: configuration.bufferCapacity, byteCapacity: configuration.bufferByteCapacity,
             handler: rebalanceHandler,
             handlerTimeout: configuration.effective.maxPollInterval, stallBound: configuration.stallBound,
-            stallHandler: stallHandler, logger: logger)
+            stallHandler: stallHandler, partitionEnd: partitionEnd, logger: logger)
         let config = try RDKafkaConfig(properties: configuration.librdkafkaProperties)
         var onStatistics: (@Sendable (String) -> Void)?
         if let statisticsHandler {

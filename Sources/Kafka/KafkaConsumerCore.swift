@@ -35,12 +35,16 @@ final class KafkaConsumerCore: Sendable {
     private let stallWatch: Locked<PartitionStallWatch>?
     private let stallHandler: (@Sendable (KafkaPartitionStall) -> Void)?
     private let stallQueue = DispatchQueue(label: "kafka.consumer.stalls")
+    /// The broker's end of a partition for the stall watch; `nil` asks the broker (ListOffsets). Tests
+    /// give one that answers when they choose, to put a rebalance between a look and its answer.
+    private let partitionEnd: (@Sendable (KafkaTopicPartition) -> Int64?)?
 
     init(
         capacity: Int, byteCapacity: Int = .max, handler: (any KafkaRebalanceHandler)?, handlerTimeout: Duration,
         stallBound: Duration? = nil, stallHandler: (@Sendable (KafkaPartitionStall) -> Void)? = nil,
-        logger: Logger
+        partitionEnd: (@Sendable (KafkaTopicPartition) -> Int64?)? = nil, logger: Logger
     ) {
+        self.partitionEnd = partitionEnd
         self.state = Locked(StateMachine(capacity: capacity, byteCapacity: byteCapacity))
         self.handler = handler
         self.handlerTimeout = handlerTimeout
@@ -117,7 +121,7 @@ final class KafkaConsumerCore: Sendable {
         let (logger, handler) = (self.logger, self.stallHandler)
         stallQueue.async { [self] in
             for partition in observation.ask where !stopRequested.load(ordering: .acquiring) {
-                let end = try? client.watermarks(of: partition, timeout: .seconds(5)).high
+                let end = partitionEnd.map { $0(partition) } ?? (try? client.watermarks(of: partition, timeout: .seconds(5)).high)
                 let verdict = watch.withLock { $0.answered(partition, end: end, now: .now) }
                 guard case .stalled(let position, let end, let first) = verdict else { continue }
                 do {

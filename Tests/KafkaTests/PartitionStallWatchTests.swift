@@ -1,5 +1,9 @@
-import Kafka
+import Dispatch
+import Logging
+import TestPeers
 import Testing
+
+@testable import Kafka
 
 /// The stall watch alone: positions and the broker's answers in, what to do out.
 @Suite("Partition stall watch")
@@ -105,6 +109,67 @@ struct PartitionStallTests {
         #expect(seen.last == .recovered(partition), "\(seen)")
         let more = try await readAvailable(from: consumer, for: 1)
         #expect(more.isEmpty, "nothing read twice after the seek: \(more.count)")
+        await consumer.close()
+    }
+}
+
+/// The broker's answer to a stall look arrives on a queue of its own, up to seconds later: an answer
+/// about one assignment must never move the next one.
+@Suite("A stall answer across a reassignment, on the mock cluster", .timeLimit(.minutes(1)))
+struct PartitionStallTenureTests {
+    @Test("revoked and assigned again between a look and its answer: no seek, the new assignment reads from its start")
+    func answerFromAnEarlierAssignmentIsDropped() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("tenure")
+        try cluster.createTopic(topic, partitions: 1)
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
+        for index in 0..<20 {
+            _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("\(index)".utf8)))
+        }
+        let partition = KafkaTopicPartition(topic: topic, partition: 0)
+        // The broker's end, as the test answers it: the look is held until the test lets it go.
+        let asked = DispatchSemaphore(value: 0)
+        let answer = DispatchSemaphore(value: 0)
+        let answered = TestLocked(false)
+        var configuration = consumerConfiguration(cluster, group: uniqueName("g"))
+        configuration.stallBound = .seconds(1)
+        configuration.properties["fetch.error.backoff.ms"] = "250"
+        let consumer = try KafkaConsumer(
+            configuration: configuration, rebalanceHandler: nil, statisticsHandler: nil, stallHandler: nil,
+            errorHandler: nil,
+            partitionEnd: { _ in
+                guard !answered.withLock({ $0 }) else { return nil }
+                asked.signal()
+                answer.wait()
+                answered.withLock { $0 = true }
+                return 40  // records wait beyond position 20: a stall, for the assignment that was looked at
+            }, logger: Logger(label: "test"))
+        try consumer.assign([KafkaTopicPartitionOffset(partition, offset: KafkaOffset.beginning)])
+        let first = try await read(20, from: consumer)
+        #expect(first.last?.offset == 19)
+        // Position 20, unmoved: the watch asks for the end, and the answer waits.
+        try await withTimeout(20, "the stall look") {
+            await onOwnThread { asked.wait() }
+        }
+        // Meanwhile the partition is revoked and assigned again, from its start; its first fetches
+        // fail for a while, so that a seek made now would land before any record is read.
+        cluster.failNextRequests(.fetch, with: Array(repeating: .notLeaderForPartition, count: 8))
+        try consumer.assign([KafkaTopicPartitionOffset(partition, offset: KafkaOffset.beginning)])
+        for index in 20..<40 {
+            _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("\(index)".utf8)))
+        }
+        await producer.close()
+        answer.signal()
+        // What arrives: all 40 with the answer dropped; 20 to 39 alone had it moved the new assignment.
+        let received = TestLocked<[KafkaConsumerMessage]>([])
+        _ = try? await withTimeout(30, "reading 40 records") {
+            for try await record in consumer.messages {
+                if received.withLock({ $0.append(record); return $0.count }) == 40 { break }
+            }
+        }
+        let again = received.withLock { $0 }
+        #expect(again.first?.offset == 0, "the answer about the earlier assignment sought this one to 20")
+        #expect(again.map(\.offset) == Array(0..<40), "every record of the new assignment once, in order")
         await consumer.close()
     }
 }
