@@ -92,12 +92,22 @@ package final class KafkaConsumer: Sendable {
     /// is only used if the caller commits). Use `KafkaOffset.beginning`/`.end` for the ends.
     /// Replaces any earlier manual assignment.
     package func assign(_ start: [KafkaTopicPartitionOffset]) throws(KafkaError) {
-        try client.consumer.assign(start)
         let partitions = start.map(\.topicPartition)
-        core.state.withLock { state in
-            _ = state.revoke(Array(state.assigned))
-            state.assign(partitions)
+        // With the tenure changed under the same lock: a stall answer about the assignment this
+        // replaces is then known to be about another one.
+        let assigned = core.assignmentChange.withLock { _ -> Result<Void, KafkaError> in
+            do throws(KafkaError) {
+                try client.consumer.assign(start)
+            } catch {
+                return .failure(error)
+            }
+            core.state.withLock { state in
+                _ = state.revoke(Array(state.assigned))
+                state.assign(partitions)
+            }
+            return .success(())
         }
+        try assigned.get()
         core.applyPauses(client.consumer)
     }
 

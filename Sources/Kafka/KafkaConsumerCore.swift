@@ -35,6 +35,13 @@ final class KafkaConsumerCore: Sendable {
     private let stallWatch: Locked<PartitionStallWatch>?
     private let stallHandler: (@Sendable (KafkaPartitionStall) -> Void)?
     private let stallQueue = DispatchQueue(label: "kafka.consumer.stalls")
+    /// The broker's answers from `stallQueue`, applied by the poll thread (`applyStallAnswers`).
+    private let stallAnswers = Locked<[(KafkaTopicPartition, end: Int64?)]>([])
+    /// Held across a change of the assignment made from outside the poll thread (`assign(_:)`) and
+    /// across a stall answer's check of the tenure and its seek, so that no seek lands in an
+    /// assignment it was not decided for. (The rebalance callbacks run on the poll thread, as the
+    /// answers are applied, so they never interleave with one.)
+    let assignmentChange = Locked<Void>(())
     /// The broker's end of a partition for the stall watch; `nil` asks the broker (ListOffsets). Tests
     /// give one that answers when they choose, to put a rebalance between a look and its answer.
     private let partitionEnd: (@Sendable (KafkaTopicPartition) -> Int64?)?
@@ -78,6 +85,7 @@ final class KafkaConsumerCore: Sendable {
         var nextStallLook = clock.now
         while !stopRequested.load(ordering: .acquiring) {
             markPolled()
+            if let stallWatch { applyStallAnswers(client, stallWatch) }
             if let stallWatch, clock.now >= nextStallLook {
                 nextStallLook = clock.now.advanced(by: min(stallWatch.withLock { $0.bound } / 4, .seconds(5)))
                 lookForStalls(client, stallWatch)
@@ -105,35 +113,55 @@ final class KafkaConsumerCore: Sendable {
         for closer in closers { closer.resume() }
     }
 
-    /// The positions of the partitions being fetched (assigned, not paused) into the watch; the
-    /// broker's end asked for each that has not moved for the bound; a stalled one sought to its
-    /// position and reported.
+    /// The positions of the partitions being fetched (assigned, not paused) into the watch, with the
+    /// tenure they were seen in; the broker's end asked for each that has not moved for the bound, on
+    /// `stallQueue` (a blocking request the poll thread must not wait for), its answer left for
+    /// `applyStallAnswers`.
     private func lookForStalls(_ client: RDKafkaClient, _ watch: Locked<PartitionStallWatch>) {
-        let (assigned, desiredPauses) = state.withLock { ($0.assigned, $0.desiredPauses) }
+        let (assigned, desiredPauses, tenure) = state.withLock { ($0.assigned, $0.desiredPauses, $0.tenure) }
         let fetching = assigned.subtracting(desiredPauses).subtracting(appliedPauses.withLock { $0 })
         let positions = client.positions(of: fetching)
-        let observation = watch.withLock { $0.observe(positions: positions, now: .now) }
+        let observation = watch.withLock { $0.observe(positions: positions, tenure: tenure, now: .now) }
         for partition in observation.recovered {
             logger.info("partition \(partition) is reading again after a stall")
             stallHandler?(.recovered(partition))
         }
         guard !observation.ask.isEmpty else { return }
-        let (logger, handler) = (self.logger, self.stallHandler)
         stallQueue.async { [self] in
             for partition in observation.ask where !stopRequested.load(ordering: .acquiring) {
-                let end = partitionEnd.map { $0(partition) } ?? (try? client.watermarks(of: partition, timeout: .seconds(5)).high)
-                let verdict = watch.withLock { $0.answered(partition, end: end, now: .now) }
-                guard case .stalled(let position, let end, let first) = verdict else { continue }
+                let end =
+                    partitionEnd.map { $0(partition) }
+                    ?? (try? client.watermarks(of: partition, timeout: .seconds(5)).high)
+                stallAnswers.withLock { $0.append((partition, end)) }
+            }
+        }
+    }
+
+    /// The broker's answers so far, each judged against the assignment as it is now and acted on (a
+    /// stalled partition sought to its position) before it can change: the poll thread serves the
+    /// rebalance callbacks, and `assignmentChange` keeps `assign(_:)` out meanwhile.
+    private func applyStallAnswers(_ client: RDKafkaClient, _ watch: Locked<PartitionStallWatch>) {
+        let answers = stallAnswers.withLock { answers in
+            defer { answers.removeAll() }
+            return answers
+        }
+        for (partition, end) in answers {
+            let verdict = assignmentChange.withLock { _ -> PartitionStallWatch.Verdict in
+                let tenure = state.withLock { $0.tenure }
+                let verdict = watch.withLock { $0.answered(partition, end: end, tenure: tenure, now: .now) }
+                guard case .stalled(let position, _, _) = verdict else { return verdict }
                 do {
                     try client.seek(KafkaTopicPartitionOffset(partition, offset: position))
                 } catch {
                     logger.warning("partition \(partition): seeking to \(position) after a stall failed: \(error)")
                 }
-                logger.warning(
-                    "partition \(partition) is stalled: its position \(position) has not moved for \(watch.withLock { $0.bound }) while the broker holds records up to \(end); sought to \(position) to restart its fetch"
-                )
-                handler?(.stalled(partition, position: position, end: end, first: first))
+                return verdict
             }
+            guard case .stalled(let position, let end, let first) = verdict else { continue }
+            logger.warning(
+                "partition \(partition) is stalled: its position \(position) has not moved for \(watch.withLock { $0.bound }) while the broker holds records up to \(end); sought to \(position) to restart its fetch"
+            )
+            stallHandler?(.stalled(partition, position: position, end: end, first: first))
         }
     }
 

@@ -4,15 +4,24 @@
 /// for good; the consumer then seeks the partition to its own position, which restarts its fetch
 /// without skipping or repeating a record, and does so again every `bound` while it stays stalled.
 ///
-/// Pure: the consumer feeds it what it sees (positions, the broker's answer) with the time, and
-/// performs what it returns. A partition with no position yet (nothing read since it was
-/// assigned) is not watched: its start is the committed offset, which the watch does not know.
+/// Pure: the consumer feeds it what it sees (positions, the broker's answer) with the time and the
+/// consumer's tenure (its count of assignment changes), and performs what it returns. A partition
+/// with no position yet (nothing read since it was assigned) is not watched: its start is the
+/// committed offset, which the watch does not know.
+///
+/// The broker's answer comes seconds after the look, from another thread. A partition revoked and
+/// assigned again meanwhile starts its new assignment at its committed offset, below the position
+/// that was looked at: seeking it there would skip every record in between. So a track belongs to
+/// the tenure it was made in, and an answer applied in another tenure is dropped (the partition is
+/// watched afresh); the consumer applies answers where no assignment can change under them.
 package struct PartitionStallWatch: Sendable {
     package typealias Instant = ContinuousClock.Instant
 
     package let bound: Duration
 
     private struct Track: Sendable {
+        /// The consumer's tenure when the position was seen.
+        var tenure: UInt64
         var position: Int64
         /// Since when the position has not moved (or since the last look at the broker's end).
         var since: Instant
@@ -38,23 +47,25 @@ package struct PartitionStallWatch: Sendable {
         package var recovered: [KafkaTopicPartition] = []
     }
 
-    /// The positions of the partitions being fetched now: assigned and not paused. A partition
-    /// missing from `positions` (paused, revoked, no position yet) is forgotten, and watched
-    /// afresh when it comes back; a stalled one forgotten counts as recovered.
-    package mutating func observe(positions: [KafkaTopicPartition: Int64], now: Instant) -> Observation {
+    /// The positions of the partitions being fetched now (assigned and not paused), seen in `tenure`.
+    /// A partition missing from `positions` (paused, revoked, no position yet), or seen in an earlier
+    /// tenure, is forgotten and watched afresh; a stalled one forgotten counts as recovered.
+    package mutating func observe(
+        positions: [KafkaTopicPartition: Int64], tenure: UInt64, now: Instant
+    ) -> Observation {
         var observation = Observation()
-        for (partition, track) in tracks where positions[partition] == nil {
+        for (partition, track) in tracks where positions[partition] == nil || track.tenure != tenure {
             if track.stalled { observation.recovered.append(partition) }
             tracks[partition] = nil
         }
         for (partition, position) in positions {
             guard var track = tracks[partition] else {
-                tracks[partition] = Track(position: position, since: now)
+                tracks[partition] = Track(tenure: tenure, position: position, since: now)
                 continue
             }
             if track.position != position {
                 if track.stalled { observation.recovered.append(partition) }
-                track = Track(position: position, since: now)
+                track = Track(tenure: tenure, position: position, since: now)
             } else if !track.asking, track.since.duration(to: now) >= bound {
                 track.asking = true
                 observation.ask.append(partition)
@@ -77,9 +88,18 @@ package struct PartitionStallWatch: Sendable {
 
     /// The broker's end of `partition` (one past its last record), asked for because its position
     /// had not moved; `nil` when the broker did not answer (asked again after another `bound`).
-    package mutating func answered(_ partition: KafkaTopicPartition, end: Int64?, now: Instant) -> Verdict {
+    /// `tenure` is the consumer's now, as the answer is applied: an answer about an earlier
+    /// assignment of the partition says nothing about this one, and is dropped.
+    package mutating func answered(
+        _ partition: KafkaTopicPartition, end: Int64?, tenure: UInt64, now: Instant
+    ) -> Verdict {
         guard var track = tracks[partition], track.asking else { return .idle }
         track.asking = false
+        // The next look forgets the track (and reports it recovered if it was stalled).
+        guard track.tenure == tenure else {
+            tracks[partition] = track
+            return .idle
+        }
         track.since = now
         defer { tracks[partition] = track }
         guard let end, end > track.position else { return .idle }

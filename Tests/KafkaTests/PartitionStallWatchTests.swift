@@ -17,17 +17,19 @@ struct PartitionStallWatchTests {
     @Test("a position unmoved for the bound is checked against the broker's end; records beyond it make a stall")
     func stall() {
         var watch = PartitionStallWatch(bound: .seconds(60))
-        #expect(watch.observe(positions: [p0: 10, p1: 5], now: at(0)).ask.isEmpty)
-        #expect(watch.observe(positions: [p0: 10, p1: 6], now: at(59)).ask.isEmpty, "not yet the bound")
-        #expect(watch.observe(positions: [p0: 10, p1: 7], now: at(60)).ask == [p0], "p1 moves")
-        #expect(watch.observe(positions: [p0: 10, p1: 8], now: at(61)).ask.isEmpty, "asked once until answered")
-        #expect(watch.answered(p0, end: 25, now: at(62)) == .stalled(position: 10, end: 25, first: true))
+        #expect(watch.observe(positions: [p0: 10, p1: 5], tenure: 0, now: at(0)).ask.isEmpty)
+        #expect(watch.observe(positions: [p0: 10, p1: 6], tenure: 0, now: at(59)).ask.isEmpty, "not yet the bound")
+        #expect(watch.observe(positions: [p0: 10, p1: 7], tenure: 0, now: at(60)).ask == [p0], "p1 moves")
+        #expect(
+            watch.observe(positions: [p0: 10, p1: 8], tenure: 0, now: at(61)).ask.isEmpty, "asked once until answered")
+        #expect(watch.answered(p0, end: 25, tenure: 0, now: at(62)) == .stalled(position: 10, end: 25, first: true))
         #expect(watch.stalled == [p0])
-        #expect(watch.observe(positions: [p0: 10, p1: 8], now: at(100)).ask.isEmpty, "a bound after the answer")
-        #expect(watch.observe(positions: [p0: 10, p1: 8], now: at(122)).ask == [p0, p1])
-        #expect(watch.answered(p0, end: 25, now: at(122)) == .stalled(position: 10, end: 25, first: false))
-        #expect(watch.answered(p1, end: 8, now: at(122)) == .idle, "p1 read everything: idle, not stalled")
-        let moving = watch.observe(positions: [p0: 12, p1: 8], now: at(123))
+        #expect(
+            watch.observe(positions: [p0: 10, p1: 8], tenure: 0, now: at(100)).ask.isEmpty, "a bound after the answer")
+        #expect(watch.observe(positions: [p0: 10, p1: 8], tenure: 0, now: at(122)).ask == [p0, p1])
+        #expect(watch.answered(p0, end: 25, tenure: 0, now: at(122)) == .stalled(position: 10, end: 25, first: false))
+        #expect(watch.answered(p1, end: 8, tenure: 0, now: at(122)) == .idle, "p1 read everything: idle, not stalled")
+        let moving = watch.observe(positions: [p0: 12, p1: 8], tenure: 0, now: at(123))
         #expect(moving.recovered == [p0])
         #expect(watch.stalled.isEmpty)
     }
@@ -35,25 +37,63 @@ struct PartitionStallWatchTests {
     @Test("a paused or revoked partition is not watched, and a stalled one that leaves counts as recovered")
     func pausedOrRevoked() {
         var watch = PartitionStallWatch(bound: .seconds(10))
-        _ = watch.observe(positions: [p0: 3], now: at(0))
-        _ = watch.observe(positions: [:], now: at(5))  // paused
-        #expect(watch.observe(positions: [p0: 3], now: at(12)).ask.isEmpty, "watched afresh from its resume")
-        #expect(watch.observe(positions: [p0: 3], now: at(22)).ask == [p0])
-        #expect(watch.answered(p0, end: 9, now: at(22)) == .stalled(position: 3, end: 9, first: true))
-        #expect(watch.observe(positions: [:], now: at(23)).recovered == [p0])
+        _ = watch.observe(positions: [p0: 3], tenure: 0, now: at(0))
+        _ = watch.observe(positions: [:], tenure: 0, now: at(5))  // paused
+        #expect(watch.observe(positions: [p0: 3], tenure: 0, now: at(12)).ask.isEmpty, "watched afresh from its resume")
+        #expect(watch.observe(positions: [p0: 3], tenure: 0, now: at(22)).ask == [p0])
+        #expect(watch.answered(p0, end: 9, tenure: 0, now: at(22)) == .stalled(position: 3, end: 9, first: true))
+        #expect(watch.observe(positions: [:], tenure: 0, now: at(23)).recovered == [p0])
         #expect(watch.stalled.isEmpty)
     }
 
     @Test("no answer from the broker, or a position that moved while asking: not a stall; asked again a bound later")
     func unanswered() {
         var watch = PartitionStallWatch(bound: .seconds(10))
-        _ = watch.observe(positions: [p0: 3], now: at(0))
-        #expect(watch.observe(positions: [p0: 3], now: at(10)).ask == [p0])
-        #expect(watch.answered(p0, end: nil, now: at(11)) == .idle)
-        #expect(watch.observe(positions: [p0: 3], now: at(20)).ask.isEmpty)
-        #expect(watch.observe(positions: [p0: 3], now: at(21)).ask == [p0])
-        _ = watch.observe(positions: [p0: 4], now: at(22))
-        #expect(watch.answered(p0, end: 9, now: at(23)) == .idle, "it moved: the question is void")
+        _ = watch.observe(positions: [p0: 3], tenure: 0, now: at(0))
+        #expect(watch.observe(positions: [p0: 3], tenure: 0, now: at(10)).ask == [p0])
+        #expect(watch.answered(p0, end: nil, tenure: 0, now: at(11)) == .idle)
+        #expect(watch.observe(positions: [p0: 3], tenure: 0, now: at(20)).ask.isEmpty)
+        #expect(watch.observe(positions: [p0: 3], tenure: 0, now: at(21)).ask == [p0])
+        _ = watch.observe(positions: [p0: 4], tenure: 0, now: at(22))
+        #expect(watch.answered(p0, end: 9, tenure: 0, now: at(23)) == .idle, "it moved: the question is void")
+        #expect(watch.stalled.isEmpty)
+    }
+}
+
+/// The interleaving the consumer's threads allow, in the pure watch: the look, then a revocation and
+/// a new assignment, then the answer.
+@Suite("Partition stall watch across assignments")
+struct PartitionStallWatchTenureTests {
+    let p0 = KafkaTopicPartition(topic: "t", partition: 0)
+    let start = ContinuousClock.now
+
+    func at(_ seconds: Int) -> ContinuousClock.Instant { start.advanced(by: .seconds(seconds)) }
+
+    @Test(
+        "an answer applied after the partition was revoked and assigned again is dropped: no seek to the old position")
+    func answerAcrossAReassignment() {
+        var watch = PartitionStallWatch(bound: .seconds(10))
+        _ = watch.observe(positions: [p0: 50], tenure: 1, now: at(0))
+        #expect(watch.observe(positions: [p0: 50], tenure: 1, now: at(10)).ask == [p0])
+        // Revoked (tenure 2) and assigned again from its committed offset 20 (tenure 3) while the
+        // broker is asked; the answer, 80, comes after.
+        #expect(watch.answered(p0, end: 80, tenure: 3, now: at(12)) == .idle, "a seek to 50 would skip 20-49")
+        // The next look watches the new assignment afresh, from its own position.
+        #expect(watch.observe(positions: [p0: 20], tenure: 3, now: at(13)).ask.isEmpty)
+        #expect(watch.observe(positions: [p0: 20], tenure: 3, now: at(23)).ask == [p0])
+        #expect(watch.answered(p0, end: 80, tenure: 3, now: at(24)) == .stalled(position: 20, end: 80, first: true))
+    }
+
+    @Test("a stalled partition seen in a new tenure counts as recovered, and its old question is void")
+    func stalledThenReassigned() {
+        var watch = PartitionStallWatch(bound: .seconds(10))
+        _ = watch.observe(positions: [p0: 5], tenure: 1, now: at(0))
+        _ = watch.observe(positions: [p0: 5], tenure: 1, now: at(10))
+        #expect(watch.answered(p0, end: 9, tenure: 1, now: at(10)) == .stalled(position: 5, end: 9, first: true))
+        #expect(watch.observe(positions: [p0: 5], tenure: 1, now: at(20)).ask == [p0])
+        let seen = watch.observe(positions: [p0: 5], tenure: 3, now: at(21))
+        #expect(seen.recovered == [p0] && seen.ask.isEmpty)
+        #expect(watch.answered(p0, end: 9, tenure: 3, now: at(22)) == .idle, "asked about tenure 1")
         #expect(watch.stalled.isEmpty)
     }
 }
@@ -164,7 +204,11 @@ struct PartitionStallTenureTests {
         let received = TestLocked<[KafkaConsumerMessage]>([])
         _ = try? await withTimeout(30, "reading 40 records") {
             for try await record in consumer.messages {
-                if received.withLock({ $0.append(record); return $0.count }) == 40 { break }
+                if received.withLock({
+                    $0.append(record); return $0.count
+                }) == 40 {
+                    break
+                }
             }
         }
         let again = received.withLock { $0 }
