@@ -95,3 +95,28 @@ struct LanePoolStatisticsTests {
         #expect(combined[1].2 == bulk[1].2)
     }
 }
+
+@Suite("Lanes: liveness is every lane's")
+struct LaneLivenessTests {
+    final class Beats: PipelineObserver {
+        let count = Locked(0)
+        func heartbeat() { count.withLock { $0 += 1 } }
+    }
+
+    @Test("one lane's beats do not keep the worker live while the other lane beats no more")
+    func stuckLaneStopsTheBeats() {
+        let beats = Beats()
+        let tally = LaneObserver.Tally(lanes: 2)
+        let bulk = LaneObserver(base: beats, lane: 0, tally: tally)
+        let urgent = LaneObserver(base: beats, lane: 1, tally: tally)
+        bulk.heartbeat()
+        urgent.heartbeat()
+        let live = beats.count.withLock { $0 }
+        #expect(live >= 1, "both lanes beat: the worker is live")
+        // The bulk lane's reader sticks: it beats no more, the urgent lane goes on.
+        for _ in 0..<10 { urgent.heartbeat() }
+        #expect(beats.count.withLock { $0 } == live, "the urgent lane alone kept liveness green")
+        bulk.heartbeat()
+        #expect(beats.count.withLock { $0 } == live + 1, "each lane beat again: live again")
+    }
+}

@@ -5,7 +5,10 @@ import Threading
 /// pipeline per lane, and what the operator reads is still the worker's. Counts and events pass
 /// through; what a lane reports as a state of the whole worker is combined across the lanes first:
 /// events in flight (the sum), input held (either lane), the consumer joined (every lane's), results
-/// waiting for Kafka (either lane's producer).
+/// waiting for Kafka (either lane's producer), and liveness: the worker beats once every lane has beaten
+/// since its last beat, so a lane whose reader or poll thread sticks stops the worker's beats however
+/// busy the other lane is (each lane beats when it is live or idle with nothing to do:
+/// `LivenessWatch`).
 ///
 /// A state is combined and passed on under one lock, so two lanes' reports reach `base` in the
 /// order they were combined, never a stale sum after a fresh one.
@@ -18,6 +21,8 @@ package struct LaneObserver: PipelineObserver {
             var held: [Bool]
             var joined: [Bool]
             var waiting: [Bool]
+            /// Lanes that beat since the worker's last beat.
+            var beaten: [Bool]
         }
 
         let lanes: Locked<Lanes>
@@ -27,7 +32,8 @@ package struct LaneObserver: PipelineObserver {
                 Lanes(
                     inFlight: Array(repeating: 0, count: count), parked: Array(repeating: 0, count: count),
                     held: Array(repeating: false, count: count),
-                    joined: Array(repeating: false, count: count), waiting: Array(repeating: false, count: count)))
+                    joined: Array(repeating: false, count: count), waiting: Array(repeating: false, count: count),
+                    beaten: Array(repeating: false, count: count)))
         }
     }
 
@@ -129,5 +135,13 @@ package struct LaneObserver: PipelineObserver {
     package func publishedDegraded(topic: String, reason: String) {
         base.publishedDegraded(topic: topic, reason: reason)
     }
-    package func heartbeat() { base.heartbeat() }
+    /// Liveness: see the type's comment.
+    package func heartbeat() {
+        tally.lanes.withLock { lanes in
+            lanes.beaten[lane] = true
+            guard !lanes.beaten.contains(false) else { return }
+            lanes.beaten = lanes.beaten.map { _ in false }
+            base.heartbeat()
+        }
+    }
 }
