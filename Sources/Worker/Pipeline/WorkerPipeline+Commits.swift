@@ -11,9 +11,10 @@ import Threading
 extension WorkerPipeline {
     // MARK: drains and commits
 
-    /// Waits until no event of these partitions (of any, for `nil`) is in flight, or the deadline.
+    /// Waits until no event of these partitions (of any, for `nil`) is in flight, or the deadline (the
+    /// shutdown budget's drain, if a stop begins first).
     func waitForDrain(of partitions: Set<KafkaTopicPartition>?, until deadline: ContinuousClock.Instant) async {
-        guard deadline > .now else { return }
+        guard self.deadline(deadline, orShutdown: .drain) > .now else { return }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -23,7 +24,7 @@ extension WorkerPipeline {
                 }
             }
             group.addTask {
-                try? await Task.sleep(until: deadline, clock: .continuous)
+                _ = await self.sleep(until: deadline, orShutdown: .drain)
                 let waiters = self.state.withLock { $0.cancelDrainWait { $0 == partitions } }
                 if !waiters.isEmpty {
                     self.logger.warning(
@@ -170,7 +171,7 @@ extension WorkerPipeline {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let once = ResumeOnce(continuation)
             let timer = Task {
-                guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil else { return }
+                guard await self.sleep(until: deadline, orShutdown: .end) else { return }
                 once.resume(())
             }
             Task {

@@ -21,28 +21,30 @@ extension WorkerPipeline {
             scheduler.cancel(lease: lease)
         }
         releaseParked(all: false)
-        let stopping = isStopping
-        let budget = shutdownBudget()
+        // Each wait below is bounded by `revocationTimeout`, and by the shutdown budget once a stop
+        // has begun, before this revocation or during it (`deadline(_:orShutdown:)`): one deadline
+        // bounds a shutdown, whatever it finds under way.
+        //
         // What is at APNs finishes (bounded) under this lease, so that it counts as done here: a
         // lost assignment is most often given back to this very member, which then skips what it
         // finished (below, `owed`) instead of pushing it again. Before, a lost assignment did not
         // wait, and what was at APNs or publishing its result at that moment ran again.
-        await waitForDrain(of: selection, until: stopping ? budget.drain : .now + configuration.revocationTimeout)
+        await waitForDrain(of: selection, until: .now + configuration.revocationTimeout)
         // A lost assignment may already be someone else's: nothing to commit.
         if !lost {
             // Bounded: this runs while librdkafka's poll thread waits for it, and a commit can wait
             // for the very rebalance that waits for us (seen on the mock cluster: two members both
             // idle for minutes). Past the bound the partitions go uncommitted past their last
             // commit: their next owner reads those events again (duplicates, never losses).
-            let bound = stopping ? max(budget.commit - .now, .zero) : configuration.revocationTimeout
             // Tried again (a commit refused while the group rebalances, a broker that allows less
             // metadata) until stored or the bound passes.
-            let deadline = ContinuousClock.now + bound
+            let began = ContinuousClock.now
+            let deadline = began + configuration.revocationTimeout
             let committed = await commitWithRetries(selection, until: deadline)
             if !committed {
                 observer.revocationCommitGaveUp()
                 logger.warning(
-                    "revocation: the commit was refused or not done within \(bound); letting the partitions go uncommitted"
+                    "revocation: the commit was refused or not done within \(ContinuousClock.now - began); letting the partitions go uncommitted"
                 )
                 await keepProgressUncommitted(selection, until: deadline + .seconds(2))
             }
@@ -67,7 +69,9 @@ extension WorkerPipeline {
     {
         if state.withLock({ $0.commitCandidates(in: partitions).isEmpty }) { return true }
         var outcome = CommitQueue.Outcome.worthRetrying
-        while outcome == .worthRetrying, ContinuousClock.now < deadline, !commits.isFinished {
+        while outcome == .worthRetrying, ContinuousClock.now < self.deadline(deadline, orShutdown: .commit),
+            !commits.isFinished
+        {
             outcome = await commitRevoked(partitions, until: deadline)
             if outcome == .worthRetrying { try? await Task.sleep(for: .milliseconds(200)) }
         }
@@ -93,7 +97,7 @@ extension WorkerPipeline {
             let once = ResumeOnce(continuation)
             // Cancelled once the commit is done: no sleeping task outlives a quick revocation.
             let timer = Task {
-                guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil else { return }
+                guard await self.sleep(until: deadline, orShutdown: .commit) else { return }
                 once.resume(.refused)
             }
             let done: @Sendable (CommitQueue.Outcome) -> Void = { outcome in
@@ -114,7 +118,7 @@ extension WorkerPipeline {
             (continuation: CheckedContinuation<[KafkaTopicPartition: KnownProgress], Never>) in
             let once = ResumeOnce(continuation)
             let timer = Task {
-                guard (try? await Task.sleep(for: limit)) != nil else { return }
+                guard await self.sleep(until: .now + limit, orShutdown: .drain) else { return }
                 self.logger.warning(
                     "the done records of \(partitions.count) assigned partition(s) were not read within \(limit); what their last owner finished above the committed offsets is pushed again"
                 )
