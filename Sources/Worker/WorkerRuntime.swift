@@ -122,9 +122,7 @@ package enum WorkerRuntime {
             urgentConfiguration.maxInFlight = lane.maxInFlight
             urgentConfiguration.maxInFlightPerCredential = configuration.delivery.credentialCap(
                 bound: lane.maxInFlight, credentials: credentials)
-            urgentConfiguration.maxParked = configuration.delivery.maxParked.map {
-                max($0 * lane.maxInFlight / configuration.delivery.maxInFlight, 1)
-            }
+            urgentConfiguration.maxParked = configuration.delivery.parkedBound(forLaneOf: lane.maxInFlight)
             urgentConfiguration.urgent = true
             return WorkerPipeline(
                 configuration: urgentConfiguration, consumer: Self.urgentMember(consumer),

@@ -288,3 +288,56 @@ struct ConfigurationErrorTests {
         #expect(ConfigSecrets.redacted(["sasl.password": "x", "a": "b"]) == ["sasl.password": "<redacted>", "a": "b"])
     }
 }
+
+/// Every number in the file has a range that `check` and the start enforce, so that no value the file
+/// accepts can make the worker trap on arithmetic at start.
+@Suite("Numeric settings have ranges")
+struct NumericRangeTests {
+    static let lanes = "\n  lanes:\n    urgent:\n      topics: [urgent]"
+
+    /// The minimal file with two credentials, an urgent lane, and `delivery` set to `settings`.
+    static func file(delivery settings: String) -> String {
+        ConfigurationFixtures.minimalYAML
+            .replacingOccurrences(of: "  topics: [notifications]", with: "  topics: [notifications, urgent]" + lanes)
+            + """
+
+                - name: other
+                  topics: ["com.example.other"]
+                  token: { teamId: ABCDE12345, keyId: KEY7654321, keyFile: /keys/Other.p8 }
+            delivery:
+            \(settings)
+            """
+    }
+
+    @Test(
+        "a huge maxParked or maxInFlightPerCredential is refused with file:line, not a trap at start",
+        arguments: ["  maxParked: 9223372036854775807", "  maxInFlightPerCredential: 9223372036854775807"])
+    func hugeValuesAreRefused(_ setting: String) throws {
+        do {
+            let configuration = try WorkerConfiguration.parse(Self.file(delivery: setting), file: "worker.yaml")
+            // What `run` computes at start from the two: each must stay in range.
+            let delivery = configuration.delivery
+            _ = delivery.credentialCap(bound: delivery.maxInFlight, credentials: 2)
+            _ = delivery.parkedBound(forLaneOf: configuration.consumer.urgent!.maxInFlight)
+            Issue.record("\(setting) was taken")
+        } catch {
+            #expect(error.description.hasPrefix("worker.yaml:"), "\(error)")
+            #expect(error.description.contains("expected an integer from 1 to"), "\(error)")
+        }
+    }
+
+    @Test("at the top of every range, what the worker computes from the settings does not overflow")
+    func largestValuesComputeSafely() throws {
+        let top = """
+              maxInFlight: 1000000
+              maxParked: 10000000
+              maxInFlightPerCredential: 1000000
+              maxInFlightBytes: 17179869184
+            """
+        let configuration = try WorkerConfiguration.parse(Self.file(delivery: top))
+        let delivery = configuration.delivery
+        #expect(delivery.credentialCap(bound: delivery.maxInFlight, credentials: 2) == nil)
+        #expect(delivery.parkedBound(forLaneOf: 1_000_000) == 10_000_000)
+        #expect(delivery.parkedBound(forLaneOf: 1) == 10)
+    }
+}

@@ -119,26 +119,30 @@ struct ConfigSection {
         }
     }
 
+    /// An integer within `range`. Every number of the file has a finite range, so that nothing the
+    /// file accepts can overflow what the worker computes from it at start.
     mutating func int(_ key: String, in range: ClosedRange<Int>) -> Int? {
         Self.recording(problems) { () throws(ConfigurationError) in
             guard let text = try checkedScalar(key) else { return nil }
             guard let value = Int(text.replacingOccurrences(of: "_", with: "")), range.contains(value) else {
-                let bound =
-                    range.upperBound == Int.max
-                    ? "≥ \(range.lowerBound)" : "from \(range.lowerBound) to \(range.upperBound)"
-                throw error(key, node(key), "expected an integer \(bound), found \(shown(key, text))")
+                throw error(
+                    key, node(key),
+                    "expected an integer from \(range.lowerBound) to \(range.upperBound), found \(shown(key, text))")
             }
             return value
         }
     }
 
-    mutating func duration(_ key: String, allowZero: Bool = false) -> Duration? {
+    /// A duration above zero (or zero, with `allowZero`) and at most `max`.
+    mutating func duration(_ key: String, allowZero: Bool = false, max: Duration) -> Duration? {
         Self.recording(problems) { () throws(ConfigurationError) in
             guard let text = try checkedScalar(key) else { return nil }
-            guard let value = ConfigDuration.parse(text), value > .zero || (allowZero && value == .zero) else {
+            guard let value = ConfigDuration.parse(text), value > .zero || (allowZero && value == .zero),
+                value <= max
+            else {
                 throw error(
                     key, node(key),
-                    "expected a \(allowZero ? "" : "positive ")duration such as \"200ms\", \"1.5s\", \"10m\", \"1h\" or a number of seconds, found \(shown(key, text))"
+                    "expected a \(allowZero ? "" : "positive ")duration up to \(ConfigDuration.format(max)) such as \"200ms\", \"1.5s\", \"10m\", \"1h\" or a number of seconds, found \(shown(key, text))"
                 )
             }
             return value

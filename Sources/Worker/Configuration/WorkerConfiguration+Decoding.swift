@@ -21,7 +21,7 @@ extension WorkerConfiguration {
         }
         var producer = ProducerSettings()
         if var section = root.section("producer") {
-            producer.deliveryTimeout = section.duration("deliveryTimeout") ?? producer.deliveryTimeout
+            producer.deliveryTimeout = section.duration("deliveryTimeout", max: .seconds(24 * 3600)) ?? producer.deliveryTimeout
             producer.properties = section.properties("properties") ?? [:]
             section.finish()
         }
@@ -110,9 +110,9 @@ extension WorkerConfiguration {
         if consumer.topics.isEmpty, let node = section.node("topics") {
             section.report(section.error("topics", node, "expected at least one input topic"))
         }
-        consumer.bufferCapacity = section.int("bufferCapacity", in: 1...Int.max) ?? consumer.bufferCapacity
-        consumer.bufferBytes = section.int("bufferBytes", in: 65536...Int.max) ?? consumer.bufferBytes
-        if let stallAfter = section.duration("stallAfter", allowZero: true) {
+        consumer.bufferCapacity = section.int("bufferCapacity", in: 1...1_000_000) ?? consumer.bufferCapacity
+        consumer.bufferBytes = section.int("bufferBytes", in: 65536...4_294_967_296) ?? consumer.bufferBytes
+        if let stallAfter = section.duration("stallAfter", allowZero: true, max: .seconds(24 * 3600)) {
             consumer.stallAfter = stallAfter == .zero ? nil : stallAfter
         }
         consumer.properties = section.properties("properties") ?? [:]
@@ -132,9 +132,9 @@ extension WorkerConfiguration {
         if var section = lanes.required("urgent", lanes.section("urgent")) {
             urgentTopics = laneTopics(&section, lane: "urgent", inputs: inputs, other: nil)
             var lane = UrgentLane(topics: urgentTopics)
-            lane.maxInFlight = section.int("maxInFlight", in: 1...Int.max) ?? lane.maxInFlight
+            lane.maxInFlight = section.int("maxInFlight", in: 1...1_000_000) ?? lane.maxInFlight
             lane.connectionsPerCredential =
-                section.int("connectionsPerCredential", in: 1...Int.max) ?? lane.connectionsPerCredential
+                section.int("connectionsPerCredential", in: 1...64) ?? lane.connectionsPerCredential
             section.finish()
             if !urgentTopics.isEmpty { urgent = lane }
         }
@@ -191,30 +191,30 @@ extension WorkerConfiguration {
 
     private static func decodeDelivery(_ section: inout ConfigSection) -> DeliverySettings {
         var delivery = DeliverySettings()
-        delivery.maxInFlight = section.int("maxInFlight", in: 1...Int.max) ?? delivery.maxInFlight
-        delivery.maxInFlightBytes = section.int("maxInFlightBytes", in: 65536...Int.max) ?? delivery.maxInFlightBytes
-        delivery.maxInFlightPerCredential = section.int("maxInFlightPerCredential", in: 1...Int.max)
-        delivery.maxParked = section.int("maxParked", in: 1...Int.max)
-        delivery.commitInterval = section.duration("commitInterval") ?? delivery.commitInterval
+        delivery.maxInFlight = section.int("maxInFlight", in: 1...1_000_000) ?? delivery.maxInFlight
+        delivery.maxInFlightBytes = section.int("maxInFlightBytes", in: 65536...17_179_869_184) ?? delivery.maxInFlightBytes
+        delivery.maxInFlightPerCredential = section.int("maxInFlightPerCredential", in: 1...1_000_000)
+        delivery.maxParked = section.int("maxParked", in: 1...10_000_000)
+        delivery.commitInterval = section.duration("commitInterval", max: .seconds(1 * 3600)) ?? delivery.commitInterval
         if var retry = section.section("retry") {
-            delivery.retry.maxAttempts = retry.int("maxAttempts", in: 1...Int.max) ?? delivery.retry.maxAttempts
-            delivery.retry.initialBackoff = retry.duration("initialBackoff") ?? delivery.retry.initialBackoff
-            delivery.retry.maxBackoff = retry.duration("maxBackoff") ?? delivery.retry.maxBackoff
+            delivery.retry.maxAttempts = retry.int("maxAttempts", in: 1...1000) ?? delivery.retry.maxAttempts
+            delivery.retry.initialBackoff = retry.duration("initialBackoff", max: .seconds(1 * 3600)) ?? delivery.retry.initialBackoff
+            delivery.retry.maxBackoff = retry.duration("maxBackoff", max: .seconds(1 * 3600)) ?? delivery.retry.maxBackoff
             delivery.retry.maxRetryDuration =
-                retry.duration("maxRetryDuration", allowZero: true) ?? delivery.retry.maxRetryDuration
+                retry.duration("maxRetryDuration", allowZero: true, max: .seconds(168 * 3600)) ?? delivery.retry.maxRetryDuration
             if delivery.retry.maxBackoff < delivery.retry.initialBackoff {
                 retry.report(
                     retry.error("maxBackoff", retry.node("maxBackoff"), "must not be less than initialBackoff"))
             }
             retry.finish()
         }
-        delivery.revocationTimeout = section.duration("revocationTimeout") ?? delivery.revocationTimeout
-        delivery.shutdownTimeout = section.duration("shutdownTimeout") ?? delivery.shutdownTimeout
-        if let age = section.duration("maxEventAge", allowZero: true) {
+        delivery.revocationTimeout = section.duration("revocationTimeout", max: .seconds(1 * 3600)) ?? delivery.revocationTimeout
+        delivery.shutdownTimeout = section.duration("shutdownTimeout", max: .seconds(1 * 3600)) ?? delivery.shutdownTimeout
+        if let age = section.duration("maxEventAge", allowZero: true, max: .seconds(720 * 3600)) {
             delivery.maxEventAge = age == .zero ? nil : age
         }
-        delivery.maxRecordBytes = section.int("maxRecordBytes", in: 1024...Int.max) ?? delivery.maxRecordBytes
-        delivery.publishBlockedLimit = section.duration("publishBlockedLimit") ?? delivery.publishBlockedLimit
+        delivery.maxRecordBytes = section.int("maxRecordBytes", in: 1024...1_073_741_824) ?? delivery.maxRecordBytes
+        delivery.publishBlockedLimit = section.duration("publishBlockedLimit", max: .seconds(24 * 3600)) ?? delivery.publishBlockedLimit
         delivery.progressTopic = section.string("progressTopic")
         section.finish()
         return delivery
@@ -223,8 +223,8 @@ extension WorkerConfiguration {
     private static func decodeAPNs(_ section: inout ConfigSection) -> APNsSettings {
         var apns = APNsSettings(credentials: [])
         apns.connectionsPerCredential =
-            section.int("connectionsPerCredential", in: 1...Int.max) ?? apns.connectionsPerCredential
-        apns.requestTimeout = section.duration("requestTimeout") ?? apns.requestTimeout
+            section.int("connectionsPerCredential", in: 1...64) ?? apns.connectionsPerCredential
+        apns.requestTimeout = section.duration("requestTimeout", max: .seconds(600)) ?? apns.requestTimeout
         apns.eventLoopThreads = section.int("eventLoopThreads", in: 1...64)
         apns.caFile = section.string("caFile")
         apns.collapseIdFromEventId = section.bool("collapseIdFromEventId") ?? apns.collapseIdFromEventId

@@ -148,6 +148,13 @@ package struct DeliverySettings: Sendable, Hashable {
     /// The per-credential cap of a pipeline whose in-flight bound is `bound` (the urgent lane's is
     /// the same fraction of its own), with `credentials` configured; `nil`: no share (one
     /// credential, or a cap at the bound).
+    /// A lane's bound of parked events: `maxParked` in the proportion of the lane's in-flight bound to
+    /// `maxInFlight` (at least 1); `nil` when `maxParked` is not set (the lane's own in-flight bound).
+    /// The ranges the file enforces keep the product far inside `Int`.
+    package func parkedBound(forLaneOf laneMaxInFlight: Int) -> Int? {
+        maxParked.map { max($0 * laneMaxInFlight / maxInFlight, 1) }
+    }
+
     package func credentialCap(bound: Int, credentials: Int) -> Int? {
         guard credentials > 1 else { return nil }
         let fraction = Double(maxInFlightPerCredential ?? maxInFlight / 2) / Double(maxInFlight)
