@@ -299,14 +299,14 @@ struct NumericRangeTests {
     static func file(delivery settings: String) -> String {
         ConfigurationFixtures.minimalYAML
             .replacingOccurrences(of: "  topics: [notifications]", with: "  topics: [notifications, urgent]" + lanes)
-            + """
+                + """
 
-                - name: other
-                  topics: ["com.example.other"]
-                  token: { teamId: ABCDE12345, keyId: KEY7654321, keyFile: /keys/Other.p8 }
-            delivery:
-            \(settings)
-            """
+                    - name: other
+                      topics: ["com.example.other"]
+                      token: { teamId: ABCDE12345, keyId: KEY7654321, keyFile: /keys/Other.p8 }
+                delivery:
+                \(settings)
+                """
     }
 
     @Test(

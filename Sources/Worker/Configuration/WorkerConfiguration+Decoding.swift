@@ -21,7 +21,8 @@ extension WorkerConfiguration {
         }
         var producer = ProducerSettings()
         if var section = root.section("producer") {
-            producer.deliveryTimeout = section.duration("deliveryTimeout", max: .seconds(24 * 3600)) ?? producer.deliveryTimeout
+            producer.deliveryTimeout =
+                section.duration("deliveryTimeout", max: .seconds(24 * 3600)) ?? producer.deliveryTimeout
             producer.properties = section.properties("properties") ?? [:]
             section.finish()
         }
@@ -192,29 +193,36 @@ extension WorkerConfiguration {
     private static func decodeDelivery(_ section: inout ConfigSection) -> DeliverySettings {
         var delivery = DeliverySettings()
         delivery.maxInFlight = section.int("maxInFlight", in: 1...1_000_000) ?? delivery.maxInFlight
-        delivery.maxInFlightBytes = section.int("maxInFlightBytes", in: 65536...17_179_869_184) ?? delivery.maxInFlightBytes
+        delivery.maxInFlightBytes =
+            section.int("maxInFlightBytes", in: 65536...17_179_869_184) ?? delivery.maxInFlightBytes
         delivery.maxInFlightPerCredential = section.int("maxInFlightPerCredential", in: 1...1_000_000)
         delivery.maxParked = section.int("maxParked", in: 1...10_000_000)
         delivery.commitInterval = section.duration("commitInterval", max: .seconds(1 * 3600)) ?? delivery.commitInterval
         if var retry = section.section("retry") {
             delivery.retry.maxAttempts = retry.int("maxAttempts", in: 1...1000) ?? delivery.retry.maxAttempts
-            delivery.retry.initialBackoff = retry.duration("initialBackoff", max: .seconds(1 * 3600)) ?? delivery.retry.initialBackoff
-            delivery.retry.maxBackoff = retry.duration("maxBackoff", max: .seconds(1 * 3600)) ?? delivery.retry.maxBackoff
+            delivery.retry.initialBackoff =
+                retry.duration("initialBackoff", max: .seconds(1 * 3600)) ?? delivery.retry.initialBackoff
+            delivery.retry.maxBackoff =
+                retry.duration("maxBackoff", max: .seconds(1 * 3600)) ?? delivery.retry.maxBackoff
             delivery.retry.maxRetryDuration =
-                retry.duration("maxRetryDuration", allowZero: true, max: .seconds(168 * 3600)) ?? delivery.retry.maxRetryDuration
+                retry.duration("maxRetryDuration", allowZero: true, max: .seconds(168 * 3600))
+                ?? delivery.retry.maxRetryDuration
             if delivery.retry.maxBackoff < delivery.retry.initialBackoff {
                 retry.report(
                     retry.error("maxBackoff", retry.node("maxBackoff"), "must not be less than initialBackoff"))
             }
             retry.finish()
         }
-        delivery.revocationTimeout = section.duration("revocationTimeout", max: .seconds(1 * 3600)) ?? delivery.revocationTimeout
-        delivery.shutdownTimeout = section.duration("shutdownTimeout", max: .seconds(1 * 3600)) ?? delivery.shutdownTimeout
+        delivery.revocationTimeout =
+            section.duration("revocationTimeout", max: .seconds(1 * 3600)) ?? delivery.revocationTimeout
+        delivery.shutdownTimeout =
+            section.duration("shutdownTimeout", max: .seconds(1 * 3600)) ?? delivery.shutdownTimeout
         if let age = section.duration("maxEventAge", allowZero: true, max: .seconds(720 * 3600)) {
             delivery.maxEventAge = age == .zero ? nil : age
         }
         delivery.maxRecordBytes = section.int("maxRecordBytes", in: 1024...1_073_741_824) ?? delivery.maxRecordBytes
-        delivery.publishBlockedLimit = section.duration("publishBlockedLimit", max: .seconds(24 * 3600)) ?? delivery.publishBlockedLimit
+        delivery.publishBlockedLimit =
+            section.duration("publishBlockedLimit", max: .seconds(24 * 3600)) ?? delivery.publishBlockedLimit
         delivery.progressTopic = section.string("progressTopic")
         section.finish()
         return delivery
