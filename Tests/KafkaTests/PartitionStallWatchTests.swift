@@ -216,4 +216,45 @@ struct PartitionStallTenureTests {
         #expect(again.map(\.offset) == Array(0..<40), "every record of the new assignment once, in order")
         await consumer.close()
     }
+    @Test("the partition read on while the broker was asked: no seek back, nothing read twice")
+    func answerAfterThePartitionMovedIsDropped() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = uniqueName("moved")
+        try cluster.createTopic(topic, partitions: 1)
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
+        for index in 0..<20 {
+            _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("\(index)".utf8)))
+        }
+        let partition = KafkaTopicPartition(topic: topic, partition: 0)
+        let asked = DispatchSemaphore(value: 0)
+        let answer = DispatchSemaphore(value: 0)
+        let answered = TestLocked(false)
+        var configuration = consumerConfiguration(cluster, group: uniqueName("g"))
+        configuration.stallBound = .seconds(1)
+        let consumer = try KafkaConsumer(
+            configuration: configuration, rebalanceHandler: nil, statisticsHandler: nil, stallHandler: nil,
+            errorHandler: nil,
+            partitionEnd: { _ in
+                guard !answered.withLock({ $0 }) else { return nil }
+                asked.signal()
+                answer.wait()
+                answered.withLock { $0 = true }
+                return 40  // the broker's end as it was when asked: beyond the position looked at, 20
+            }, logger: Logger(label: "test"))
+        try consumer.assign([KafkaTopicPartitionOffset(partition, offset: KafkaOffset.beginning)])
+        #expect(try await read(20, from: consumer).last?.offset == 19)
+        try await withTimeout(20, "the stall look") {
+            await onOwnThread { asked.wait() }
+        }
+        // While the broker is asked, the partition reads on (same assignment): 20 to 39.
+        for index in 20..<40 {
+            _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("\(index)".utf8)))
+        }
+        await producer.close()
+        #expect(try await read(20, from: consumer).map(\.offset) == Array(20..<40))
+        answer.signal()
+        let again = try await readAvailable(from: consumer, for: 3)
+        #expect(again.map(\.offset) == [], "sought back to 20 by an answer about a position left behind")
+        await consumer.close()
+    }
 }
