@@ -147,8 +147,14 @@ final class KafkaConsumerCore: Sendable {
         }
         for (partition, end) in answers {
             let verdict = assignmentChange.withLock { _ -> PartitionStallWatch.Verdict in
-                let tenure = state.withLock { $0.tenure }
-                let verdict = watch.withLock { $0.answered(partition, end: end, tenure: tenure, now: .now) }
+                let (tenure, fetching) = state.withLock { state in
+                    (state.tenure, state.assigned.contains(partition) && !state.desiredPauses.contains(partition))
+                }
+                let paused = appliedPauses.withLock { $0.contains(partition) }
+                let position = fetching && !paused ? client.positions(of: [partition])[partition] : nil
+                let verdict = watch.withLock {
+                    $0.answered(partition, end: end, tenure: tenure, position: position, now: .now)
+                }
                 guard case .stalled(let position, _, _) = verdict else { return verdict }
                 do {
                     try client.seek(KafkaTopicPartitionOffset(partition, offset: position))

@@ -88,15 +88,17 @@ package struct PartitionStallWatch: Sendable {
 
     /// The broker's end of `partition` (one past its last record), asked for because its position
     /// had not moved; `nil` when the broker did not answer (asked again after another `bound`).
-    /// `tenure` is the consumer's now, as the answer is applied: an answer about an earlier
-    /// assignment of the partition says nothing about this one, and is dropped.
+    /// `tenure` and `position` are the consumer's now, as the answer is applied (`position` nil when
+    /// the partition is not being fetched): an answer about an earlier assignment of the partition, or
+    /// about a position it has since left (it read on while the broker was asked), says nothing about
+    /// where it is now, and is dropped: a seek there would read records again or skip them.
     package mutating func answered(
-        _ partition: KafkaTopicPartition, end: Int64?, tenure: UInt64, now: Instant
+        _ partition: KafkaTopicPartition, end: Int64?, tenure: UInt64, position: Int64?, now: Instant
     ) -> Verdict {
         guard var track = tracks[partition], track.asking else { return .idle }
         track.asking = false
-        // The next look forgets the track (and reports it recovered if it was stalled).
-        guard track.tenure == tenure else {
+        // The next look forgets or restarts the track (and reports it recovered if it was stalled).
+        guard track.tenure == tenure, track.position == position else {
             tracks[partition] = track
             return .idle
         }

@@ -22,13 +22,19 @@ struct PartitionStallWatchTests {
         #expect(watch.observe(positions: [p0: 10, p1: 7], tenure: 0, now: at(60)).ask == [p0], "p1 moves")
         #expect(
             watch.observe(positions: [p0: 10, p1: 8], tenure: 0, now: at(61)).ask.isEmpty, "asked once until answered")
-        #expect(watch.answered(p0, end: 25, tenure: 0, now: at(62)) == .stalled(position: 10, end: 25, first: true))
+        #expect(
+            watch.answered(p0, end: 25, tenure: 0, position: 10, now: at(62))
+                == .stalled(position: 10, end: 25, first: true))
         #expect(watch.stalled == [p0])
         #expect(
             watch.observe(positions: [p0: 10, p1: 8], tenure: 0, now: at(100)).ask.isEmpty, "a bound after the answer")
         #expect(watch.observe(positions: [p0: 10, p1: 8], tenure: 0, now: at(122)).ask == [p0, p1])
-        #expect(watch.answered(p0, end: 25, tenure: 0, now: at(122)) == .stalled(position: 10, end: 25, first: false))
-        #expect(watch.answered(p1, end: 8, tenure: 0, now: at(122)) == .idle, "p1 read everything: idle, not stalled")
+        #expect(
+            watch.answered(p0, end: 25, tenure: 0, position: 10, now: at(122))
+                == .stalled(position: 10, end: 25, first: false))
+        #expect(
+            watch.answered(p1, end: 8, tenure: 0, position: 8, now: at(122)) == .idle,
+            "p1 read everything: idle, not stalled")
         let moving = watch.observe(positions: [p0: 12, p1: 8], tenure: 0, now: at(123))
         #expect(moving.recovered == [p0])
         #expect(watch.stalled.isEmpty)
@@ -41,7 +47,9 @@ struct PartitionStallWatchTests {
         _ = watch.observe(positions: [:], tenure: 0, now: at(5))  // paused
         #expect(watch.observe(positions: [p0: 3], tenure: 0, now: at(12)).ask.isEmpty, "watched afresh from its resume")
         #expect(watch.observe(positions: [p0: 3], tenure: 0, now: at(22)).ask == [p0])
-        #expect(watch.answered(p0, end: 9, tenure: 0, now: at(22)) == .stalled(position: 3, end: 9, first: true))
+        #expect(
+            watch.answered(p0, end: 9, tenure: 0, position: 3, now: at(22))
+                == .stalled(position: 3, end: 9, first: true))
         #expect(watch.observe(positions: [:], tenure: 0, now: at(23)).recovered == [p0])
         #expect(watch.stalled.isEmpty)
     }
@@ -51,11 +59,12 @@ struct PartitionStallWatchTests {
         var watch = PartitionStallWatch(bound: .seconds(10))
         _ = watch.observe(positions: [p0: 3], tenure: 0, now: at(0))
         #expect(watch.observe(positions: [p0: 3], tenure: 0, now: at(10)).ask == [p0])
-        #expect(watch.answered(p0, end: nil, tenure: 0, now: at(11)) == .idle)
+        #expect(watch.answered(p0, end: nil, tenure: 0, position: 3, now: at(11)) == .idle)
         #expect(watch.observe(positions: [p0: 3], tenure: 0, now: at(20)).ask.isEmpty)
         #expect(watch.observe(positions: [p0: 3], tenure: 0, now: at(21)).ask == [p0])
         _ = watch.observe(positions: [p0: 4], tenure: 0, now: at(22))
-        #expect(watch.answered(p0, end: 9, tenure: 0, now: at(23)) == .idle, "it moved: the question is void")
+        #expect(
+            watch.answered(p0, end: 9, tenure: 0, position: 4, now: at(23)) == .idle, "it moved: the question is void")
         #expect(watch.stalled.isEmpty)
     }
 }
@@ -77,11 +86,25 @@ struct PartitionStallWatchTenureTests {
         #expect(watch.observe(positions: [p0: 50], tenure: 1, now: at(10)).ask == [p0])
         // Revoked (tenure 2) and assigned again from its committed offset 20 (tenure 3) while the
         // broker is asked; the answer, 80, comes after.
-        #expect(watch.answered(p0, end: 80, tenure: 3, now: at(12)) == .idle, "a seek to 50 would skip 20-49")
+        #expect(
+            watch.answered(p0, end: 80, tenure: 3, position: 20, now: at(12)) == .idle, "a seek to 50 would skip 20-49")
         // The next look watches the new assignment afresh, from its own position.
         #expect(watch.observe(positions: [p0: 20], tenure: 3, now: at(13)).ask.isEmpty)
         #expect(watch.observe(positions: [p0: 20], tenure: 3, now: at(23)).ask == [p0])
-        #expect(watch.answered(p0, end: 80, tenure: 3, now: at(24)) == .stalled(position: 20, end: 80, first: true))
+        #expect(
+            watch.answered(p0, end: 80, tenure: 3, position: 20, now: at(24))
+                == .stalled(position: 20, end: 80, first: true))
+    }
+
+    @Test("an answer about a position the partition has since left (it read on, or is paused now) is dropped")
+    func answerAfterTheSameAssignmentMoved() {
+        var watch = PartitionStallWatch(bound: .seconds(10))
+        _ = watch.observe(positions: [p0: 3], tenure: 1, now: at(0))
+        #expect(watch.observe(positions: [p0: 3], tenure: 1, now: at(10)).ask == [p0])
+        #expect(watch.answered(p0, end: 9, tenure: 1, position: 7, now: at(12)) == .idle, "a seek to 3 reads 3-6 again")
+        #expect(watch.observe(positions: [p0: 7], tenure: 1, now: at(13)).ask.isEmpty)
+        #expect(watch.observe(positions: [p0: 7], tenure: 1, now: at(23)).ask == [p0])
+        #expect(watch.answered(p0, end: 9, tenure: 1, position: nil, now: at(24)) == .idle, "paused meanwhile")
     }
 
     @Test("a stalled partition seen in a new tenure counts as recovered, and its old question is void")
@@ -89,11 +112,13 @@ struct PartitionStallWatchTenureTests {
         var watch = PartitionStallWatch(bound: .seconds(10))
         _ = watch.observe(positions: [p0: 5], tenure: 1, now: at(0))
         _ = watch.observe(positions: [p0: 5], tenure: 1, now: at(10))
-        #expect(watch.answered(p0, end: 9, tenure: 1, now: at(10)) == .stalled(position: 5, end: 9, first: true))
+        #expect(
+            watch.answered(p0, end: 9, tenure: 1, position: 5, now: at(10))
+                == .stalled(position: 5, end: 9, first: true))
         #expect(watch.observe(positions: [p0: 5], tenure: 1, now: at(20)).ask == [p0])
         let seen = watch.observe(positions: [p0: 5], tenure: 3, now: at(21))
         #expect(seen.recovered == [p0] && seen.ask.isEmpty)
-        #expect(watch.answered(p0, end: 9, tenure: 3, now: at(22)) == .idle, "asked about tenure 1")
+        #expect(watch.answered(p0, end: 9, tenure: 3, position: 5, now: at(22)) == .idle, "asked about tenure 1")
         #expect(watch.stalled.isEmpty)
     }
 }
