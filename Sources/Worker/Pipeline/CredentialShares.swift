@@ -24,10 +24,11 @@ enum CredentialShares {
 
         init(cap: Int) { self.cap = cap }
 
-        /// Runs `item` (true) while its credential is under the cap; else parks it.
-        mutating func enter(_ credential: String, _ item: Item) -> Bool {
+        /// Runs `item` (true) while its credential is under the cap, or whatever the cap when it may
+        /// not park (it is about to be given up); else parks it.
+        mutating func enter(_ credential: String, _ item: Item, mayPark: Bool = true) -> Bool {
             let count = running[credential, default: 0]
-            if count < cap {
+            if count < cap || !mayPark {
                 running[credential] = count + 1
                 return true
             }

@@ -59,6 +59,14 @@ final class EventLoopDelayScheduler: DelayScheduling {
             work(true)
             return
         }
+        // A revocation hands the lease over, then sweeps its waits (`cancel(lease:)`). This wait may
+        // have been asked for by an event that saw its lease active just before the hand-over, and
+        // registered just after the sweep: the drain would wait out the whole delay for it. Looked
+        // at after the entry is in, so that one of the two (this or the sweep) always takes it.
+        if let lease, !lease.isActive, let entry = state.withLock({ $0.pending.removeValue(forKey: id) }) {
+            entry.work(true)
+            return
+        }
         let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
         let timer = loop.scheduleTask(in: .nanoseconds(max(0, nanoseconds))) { [self] in
             if let entry = state.withLock({ $0.pending.removeValue(forKey: id) }) { entry.work(false) }

@@ -13,9 +13,11 @@ extension WorkerPipeline.StateMachine {
     }
 
     /// A decoded `run` of `credential` is about to make its first attempt: `nil` to make it now (it
-    /// counts in the credential's share), or how parking it changed the hold.
+    /// counts in the credential's share), or how parking it changed the hold. A run whose partition
+    /// was handed over is never parked: its gate gives it up at once, and the revocation's sweep of
+    /// the parked (`takeParked`, under this same lock) may have passed already.
     mutating func begin(_ run: EventRun, credential: String) -> Parking? {
-        guard shares?.enter(credential, run) == false else { return nil }
+        guard shares?.enter(credential, run, mayPark: run.lease.isActive) == false else { return nil }
         load.events -= 1
         load.bytes -= run.bytes
         load.parked += 1
