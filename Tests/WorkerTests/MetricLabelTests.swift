@@ -1,0 +1,26 @@
+import Prometheus
+import Testing
+
+@testable import Worker
+
+@Suite("APNs answers as metric labels")
+struct APNsRequestLabelTests {
+    @Test("a reason or status APNs does not document (a proxy's, say) is counted as other, never as its own series")
+    func unknownReasonsAreOther() {
+        let registry = PrometheusCollectorRegistry()
+        let metrics = WorkerMetrics(registry: registry)
+        for index in 0..<50 {
+            metrics.apnsRequest(status: 400, reason: "ProxyError\(index) <html>", duration: .zero)
+        }
+        metrics.apnsRequest(status: 418, reason: "", duration: .zero)
+        metrics.apnsRequest(status: 429, reason: "TooManyRequests", duration: .zero)
+        var bytes: [UInt8] = []
+        registry.emit(into: &bytes)
+        let text = String(decoding: bytes, as: UTF8.self)
+        let series = text.split(separator: "\n").filter { $0.hasPrefix("apns_worker_apns_requests_total{") }
+        #expect(series.count == 3, "\(series)")
+        #expect(text.contains(#"apns_worker_apns_requests_total{status="400",reason="other"} 50"#), "\(series)")
+        #expect(text.contains(#"apns_worker_apns_requests_total{status="other",reason=""} 1"#), "\(series)")
+        #expect(text.contains(#"apns_worker_apns_requests_total{status="429",reason="TooManyRequests"} 1"#))
+    }
+}
