@@ -117,9 +117,12 @@ package final class WorkerMetrics: Sendable {
     private let credentialOutcomes = SeriesMap<CredentialOutcome, CoreMetrics.Counter>()
 
     private struct APNsSeries: Hashable, Sendable {
-        var status: Int?
+        var status: String
         var reason: String
     }
+
+    /// The statuses of Apple's provider API (device pushes, broadcasts, channel management).
+    static let apnsStatuses: Set<Int> = [200, 201, 204, 400, 403, 404, 405, 410, 413, 429, 500, 503]
 
     private struct CredentialOutcome: Hashable, Sendable {
         var credential: String
@@ -235,10 +238,16 @@ package final class WorkerMetrics: Sendable {
 
     /// An APNs answer: `status` is the HTTP status ("200", "429", …) or `nil` for a transport
     /// failure (label "none"); `reason` is APNs's reason, or "" for none. `duration`: sent to answer.
+    ///
+    /// Labels come from a closed set, whatever was answered (APNs, or a proxy in between, can send any
+    /// text): a reason Apple documents by its name, anything else `other`; the statuses Apple
+    /// documents, anything else `other`.
     package func apnsRequest(status: Int?, reason: String, duration: Duration) {
+        let status = status.map { Self.apnsStatuses.contains($0) ? String($0) : "other" } ?? "none"
+        let reason: String =
+            if reason.isEmpty { "" } else if case .unknown = APNsReason(reason) { "other" } else { reason }
         apnsRequests.value(for: APNsSeries(status: status, reason: reason)) {
-            counter(
-                "apns_worker_apns_requests_total", [("status", status.map(String.init) ?? "none"), ("reason", reason)])
+            counter("apns_worker_apns_requests_total", [("status", status), ("reason", reason)])
         }
         .increment()
         apnsRequestDuration.recordNanoseconds(duration.nanoseconds)
