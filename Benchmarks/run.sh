@@ -7,7 +7,13 @@ cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
 # What the Makefile gives every swift build (SWIFTPM_FLAGS: the run path of the librdkafka it uses,
-# scripts/librdkafka.sh), so that these builds find the same one.
+# scripts/librdkafka.sh), so that these builds find the same one. Run directly, not through make:
+# the same paths, where scripts/librdkafka.sh built one into the build folder.
+prefix="$PWD/.build/librdkafka/prefix"
+if [ -z "${SWIFTPM_FLAGS:-}" ] && [ -d "$prefix/lib" ]; then
+    export PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+    SWIFTPM_FLAGS="-Xlinker -rpath -Xlinker $prefix/lib"
+fi
 read -r -a SWIFTPM_FLAGS <<< "${SWIFTPM_FLAGS:-}"
 swift_build() { "$SWIFT" build "${SWIFTPM_FLAGS[@]}" "$@"; }
 PYTHON=${PYTHON:-/usr/bin/python3}

@@ -70,6 +70,7 @@ package enum WorkerRuntime {
         // and alerts see the series before anything goes wrong.
         for credential in configuration.apns.credentials { metrics.register(credential: credential.name) }
         metrics.register(publishTopics: [configuration.topics.results, configuration.topics.deadLetters])
+        metrics.register(inputTopics: configuration.consumer.topics)
         let apnsSender = try APNsSender(settings: configuration.apns, environment: environment, logger: logger)
         var urgentLogger = logger
         urgentLogger[metadataKey: "lane"] = "urgent"
@@ -180,7 +181,7 @@ package enum WorkerRuntime {
             ]
             switch state {
             case .valid:
-                break
+                logger.info("credential \(credential): \(state.sentence)", metadata: metadata)
             case .expiresSoon:
                 logger.warning("credential \(credential): \(state.sentence)", metadata: metadata)
             case .expired, .notYetValid:

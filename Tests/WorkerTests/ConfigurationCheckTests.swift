@@ -76,7 +76,7 @@ struct ConfigurationCheckTests {
         let check = await ConfigurationCheck.run(path: path, environment: [:])
         #expect(!check.isValid)
         #expect(
-            check.problems.contains { $0.hasPrefix("topics.deadLetters: topic 'dlq-typo' does not exist") },
+            check.problems.contains { $0.hasPrefix("\(path):8: topics.deadLetters: topic 'dlq-typo' does not exist") },
             "\(check.problems)")
         #expect(check.problems.contains { $0.contains("/nonexistent/AuthKey.p8") }, "\(check.problems)")
         let again = await ConfigurationCheck.run(path: path, environment: [:])
@@ -108,7 +108,9 @@ struct ConfigurationCheckTests {
             Self.configuration(servers: tansu.bootstrapServers, keyFile: key)
             + "\ndelivery:\n  progressTopic: progress\n"
         let missing = await ConfigurationCheck.run(path: try Self.write(withTopic), environment: [:])
-        #expect(missing.problems.contains { $0.hasPrefix("delivery.progressTopic: topic 'progress' does not exist") })
+        #expect(
+            missing.problems.contains { $0.contains(":15: delivery.progressTopic: topic 'progress' does not exist") },
+            "\(missing.problems)")
         try await tansu.createTopic("progress", partitions: 1)
         let kept = await ConfigurationCheck.run(path: try Self.write(withTopic), environment: [:])
         #expect(kept.isValid, "\(kept.problems)")

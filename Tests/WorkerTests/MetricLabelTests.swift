@@ -1,4 +1,6 @@
+import Foundation
 import Prometheus
+import TestPeers
 import Testing
 
 @testable import Worker
@@ -22,5 +24,23 @@ struct APNsRequestLabelTests {
         #expect(text.contains(#"apns_worker_apns_requests_total{status="400",reason="other"} 50"#), "\(series)")
         #expect(text.contains(#"apns_worker_apns_requests_total{status="other",reason=""} 1"#), "\(series)")
         #expect(text.contains(#"apns_worker_apns_requests_total{status="429",reason="TooManyRequests"} 1"#))
+    }
+}
+
+@Suite("What run says at start about certificates")
+struct StartupCertificateLogTests {
+    @Test("each certificate's expiry is logged at start at info, as docs/configuration.md says; a near one warns")
+    func expiryAtInfo() {
+        let log = CapturedLog()
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let far = now.addingTimeInterval(-86_400)...now.addingTimeInterval(94 * 86_400)
+        let near = now.addingTimeInterval(-86_400)...now.addingTimeInterval(10 * 86_400)
+        WorkerRuntime.checkCertificates(
+            [("shop", far), ("legacy", near)], now: now,
+            metrics: WorkerMetrics(registry: PrometheusCollectorRegistry()), observer: NoPipelineObserver(),
+            logger: log.logger(level: .info))
+        #expect(
+            log.lines.contains { $0.hasPrefix("info: credential shop: the certificate expires on") }, "\(log.lines)")
+        #expect(log.lines.contains { $0.hasPrefix("warning: credential legacy:") }, "\(log.lines)")
     }
 }

@@ -180,6 +180,9 @@ struct RunCommandTests {
         let resident = metrics.split(separator: "\n").first { $0.hasPrefix("process_resident_memory_bytes ") }
             .flatMap { Double($0.split(separator: " ")[1]) }
         #expect((resident ?? 0) > 1_000_000, "resident memory is megabytes, not \(resident ?? 0)")
+        #expect(
+            metrics.contains(#"apns_worker_partition_stall_seeks_total{topic="notifications"} 0"#),
+            "the stall seeks of each input topic, at 0 before any stall")
         for topic in ["results", "dead-letters"] {
             for reason in ["MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD"] {
                 #expect(

@@ -57,8 +57,23 @@ package struct ConfigurationCheck: Sendable {
             check.notes.append("the broker was not asked: fix the problems in the file first")
             return check
         }
-        await check.lookUpTopics(configuration, timeout: brokerTimeout, strict: strict, logger: logger)
+        await check.lookUpTopics(
+            configuration, file: path, environment: environment, timeout: brokerTimeout, strict: strict,
+            logger: logger)
         return check
+    }
+
+    /// Where `keyPath` is set: `worker.yaml:9`, or the `APNS_WORKER_*` variable that set it.
+    static func place(of keyPath: [String], in file: String, environment: [String: String]) -> String {
+        if let variable = environment.keys.sorted().first(where: {
+            (try? EnvironmentOverrides.resolve($0))?.path == keyPath
+        }) {
+            return variable
+        }
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8),
+            let root = try? ConfigNode.parse(text, file: file), let line = root.line(at: keyPath)
+        else { return file }
+        return "\(file):\(line)"
     }
 
     /// `worker.yaml:14: apns.credentials[0] (shop)`: where a credential is written.
@@ -88,7 +103,8 @@ package struct ConfigurationCheck: Sendable {
 
     /// Asks the broker for its topics: the input, results and dead-letter topics must exist.
     private mutating func lookUpTopics(
-        _ configuration: WorkerConfiguration, timeout: Duration, strict: Bool, logger: Logger
+        _ configuration: WorkerConfiguration, file: String, environment: [String: String], timeout: Duration,
+        strict: Bool, logger: Logger
     ) async {
         var quiet = logger
         quiet.logLevel = .critical  // librdkafka's own connection errors: the line below says why once
@@ -119,8 +135,9 @@ package struct ConfigurationCheck: Sendable {
                 ("topics.deadLetters", configuration.topics.deadLetters),
             ] + (configuration.delivery.progressTopic.map { [("delivery.progressTopic", $0)] } ?? [])
         for (key, topic) in wanted where topics[topic] == nil {
+            let place = Self.place(of: key.split(separator: ".").map(String.init), in: file, environment: environment)
             problems.append(
-                "\(key): topic '\(topic)' does not exist on \(configuration.bootstrapServers): create it, or correct the name"
+                "\(place): \(key): topic '\(topic)' does not exist on \(configuration.bootstrapServers): create it, or correct the name"
             )
         }
         guard wanted.allSatisfy({ topics[$0.1] != nil }) else { return }

@@ -220,6 +220,11 @@ package final class WorkerMetrics: Sendable {
         }
     }
 
+    /// The input topics: `partition_stall_seeks_total` exists at 0 for each from the start.
+    package func register(inputTopics topics: [String]) {
+        for topic in topics { _ = counter("apns_worker_partition_stall_seeks_total", [("topic", topic)]) }
+    }
+
     package func register(credential: String) {
         setCredentialBroken(credential, false)
         for outcome in Self.sentOutcomes { _ = credentialOutcome(credential, outcome) }
