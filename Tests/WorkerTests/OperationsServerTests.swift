@@ -205,6 +205,49 @@ struct OperationsServerTests {
         }
     }
 
+    // 64 clients pipelining 2,000 `GET /metrics` each and reading nothing had every buffered request
+    // answered into memory: the process grew by gigabytes, and the kubelet's probes went unanswered.
+    @Test("clients that pipeline requests and read nothing neither grow the process nor keep the probes out")
+    func pipelinedFloodStaysBounded() async throws {
+        let registry = PrometheusCollectorRegistry()
+        let metrics = WorkerMetrics(registry: registry)
+        // A /metrics answer of tens of KB, as a worker reading many partitions serves.
+        for partition in Int32(0)..<400 { metrics.setConsumerLag(topic: "notifications", partition: partition, lag: 1) }
+        #expect(registry.emitToBuffer().count > 20_000)
+        try await withServer(health: HealthState(), registry: registry) { port in
+            let stop = ManagedAtomicFlag()
+            let flood = Task {
+                await PipelinedFlood.run(
+                    port: port, connections: 64, requests: 2_000, request: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+                    budget: 256 << 20, stop: stop)
+            }
+            var probes: [String] = []
+            for _ in 0..<6 {
+                try await Task.sleep(for: .seconds(1))
+                probes.append(await Self.probe(port))
+            }
+            stop.set()
+            let report = await flood.value
+            probes.append(await Self.probe(port))  // once the clients are gone
+            print("pipelined flood: \(report); probes: \(probes.joined(separator: ", "))")
+            #expect(!report.cut, "the flood was cut: the process grew past the budget")
+            #expect(report.growth < 64 << 20, "the process grew by \(report.growth >> 20) MB")
+            #expect(probes.allSatisfy { $0.hasPrefix("200") }, "probes: \(probes)")
+        }
+    }
+
+    /// The kubelet's liveness probe on a connection of its own: "200 in 12 ms", or what it got instead.
+    private static func probe(_ port: Int) async -> String {
+        let start = ContinuousClock.now
+        guard let socket = try? RawSocket(port: port) else { return "no connection" }
+        socket.send("GET /health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        let answer = await socket.read(within: .seconds(5))
+        let elapsed = (ContinuousClock.now - start).components
+        let took = "\(elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000) ms"
+        if answer.hasPrefix("HTTP/1.1 200") { return "200 in \(took)" }
+        return answer.isEmpty ? "nothing in \(took)" : "\(answer.prefix(12)) in \(took)"
+    }
+
     @Test("an idle connection is closed after the idle time")
     func idleTimeout() async throws {
         try await withServer(
@@ -427,8 +470,12 @@ final class ManagedAtomicFlag: Sendable {
 final class RawSocket: Sendable {
     let descriptor: Int32
 
-    init(port: Int) throws {
+    /// - Parameter receiveBuffer: `SO_RCVBUF`, set before connecting so that the window it offers is small.
+    init(port: Int, receiveBuffer: Int32? = nil) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -445,6 +492,16 @@ final class RawSocket: Sendable {
         _ = text.utf8CString.withUnsafeBufferPointer {
             Glibc.send(descriptor, $0.baseAddress, $0.count - 1, Int32(MSG_NOSIGNAL))
         }
+    }
+
+    /// Sends what the socket takes now without waiting: the count sent (0 if its buffer is full), nil once
+    /// the connection is gone.
+    func sendWithoutWaiting(_ bytes: ArraySlice<UInt8>) -> Int? {
+        let count = bytes.withUnsafeBytes {
+            Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+        }
+        if count >= 0 { return count }
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : nil
     }
 
     /// What arrives within `within` (one read).
@@ -481,4 +538,53 @@ final class RawSocket: Sendable {
     }
 
     deinit { close(descriptor) }
+}
+
+/// Clients that pipeline `requests` copies of one request each and never read, on a thread of their own.
+/// Sampling the process's resident memory as they go, they close their sockets once it grew past `budget`, so
+/// that a server queueing its answers does not take the machine's memory; `stop` ends them too.
+enum PipelinedFlood {
+    struct Report: Sendable, CustomStringConvertible {
+        /// The most the process grew while they ran, in bytes.
+        var growth: Int
+        /// They stopped because the process grew past the budget.
+        var cut: Bool
+        var seconds: Double
+        var description: String {
+            "grew \(growth >> 20) MB at most\(cut ? ", cut at the budget" : "") over \(String(format: "%.1f", seconds)) s"
+        }
+    }
+
+    static func run(
+        port: Int, connections: Int, requests: Int, request: String, budget: Int, stop: ManagedAtomicFlag
+    ) async -> Report {
+        await onOwnThread {
+            let start = ContinuousClock.now
+            let before = residentBytes()
+            var sockets = (0..<connections).compactMap { _ in try? RawSocket(port: port, receiveBuffer: 4096) }
+            let bytes = Array(String(repeating: request, count: requests).utf8)
+            var sent = [Int](repeating: 0, count: sockets.count)
+            var report = Report(growth: 0, cut: false, seconds: 0)
+            while !stop.isSet, !report.cut {
+                for index in sockets.indices where sent[index] < bytes.count {
+                    let count = sockets[index].sendWithoutWaiting(bytes[sent[index]...])
+                    sent[index] = count.map { sent[index] + $0 } ?? bytes.count  // nil: the server closed it
+                }
+                report.growth = max(report.growth, residentBytes() - before)
+                report.cut = report.growth > budget
+                usleep(10_000)
+            }
+            sockets.removeAll()
+            let elapsed = (ContinuousClock.now - start).components
+            report.seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+            return report
+        }
+    }
+
+    /// The process's resident memory (`/proc/self/statm`'s second field, in pages).
+    static func residentBytes() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let pages = text.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        return pages * sysconf(Int32(_SC_PAGESIZE))
+    }
 }
