@@ -209,10 +209,7 @@ struct OperationsServerTests {
     // answered into memory: the process grew by gigabytes, and the kubelet's probes went unanswered.
     @Test("clients that pipeline requests and read nothing neither grow the process nor keep the probes out")
     func pipelinedFloodStaysBounded() async throws {
-        let registry = PrometheusCollectorRegistry()
-        let metrics = WorkerMetrics(registry: registry)
-        // A /metrics answer of tens of KB, as a worker reading many partitions serves.
-        for partition in Int32(0)..<400 { metrics.setConsumerLag(topic: "notifications", partition: partition, lag: 1) }
+        let registry = Self.largeRegistry()
         #expect(registry.emitToBuffer().count > 20_000)
         try await withServer(health: HealthState(), registry: registry) { port in
             let stop = ManagedAtomicFlag()
@@ -234,6 +231,29 @@ struct OperationsServerTests {
             #expect(report.growth < 64 << 20, "the process grew by \(report.growth >> 20) MB")
             #expect(probes.allSatisfy { $0.hasPrefix("200") }, "probes: \(probes)")
         }
+    }
+
+    // A response that never drained had no deadline: the connection and its answers stayed for good.
+    @Test("a client that reads no answer is closed a request time after its last answer went out")
+    func unreadAnswersAreCut() async throws {
+        try await withServer(
+            health: HealthState(), registry: Self.largeRegistry(), requestTimeout: .seconds(1)
+        ) { port, server in
+            let client = try RawSocket(port: port, receiveBuffer: 4096)
+            client.send(String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 200))
+            try await RawSocket.eventuallyHolds { server.openConnections == 1 }
+            try await RawSocket.eventuallyHolds { server.openConnections == 0 }
+            #expect(server.openConnections == 0)
+            withExtendedLifetime(client) {}  // open until here: the server, not the client, closes it
+        }
+    }
+
+    /// A registry whose /metrics answer is tens of KB, as a worker reading many partitions serves.
+    private static func largeRegistry() -> PrometheusCollectorRegistry {
+        let registry = PrometheusCollectorRegistry()
+        let metrics = WorkerMetrics(registry: registry)
+        for partition in Int32(0)..<400 { metrics.setConsumerLag(topic: "notifications", partition: partition, lag: 1) }
+        return registry
     }
 
     /// The kubelet's liveness probe on a connection of its own: "200 in 12 ms", or what it got instead.

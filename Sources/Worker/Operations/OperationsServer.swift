@@ -26,7 +26,7 @@ package struct OperationsServer: Service {
     /// scraper reconnects).
     private let idleTimeout: Duration
     /// A request must arrive whole within this time of its first byte (of the connection's start,
-    /// for the first one).
+    /// for the first one), and its answer be written whole within this time.
     private let requestTimeout: Duration
 
     /// - Parameters:

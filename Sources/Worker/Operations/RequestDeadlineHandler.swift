@@ -5,6 +5,9 @@ import NIOCore
 ///
 /// - a request must arrive whole within `requestTimeout` of its first byte (of the connection's
 ///   start, for the first request), however slowly its bytes trickle in;
+/// - an answer must be written whole within `requestTimeout` of its request (of the previous
+///   answer, for pipelined requests), so that a client that does not read its answers is closed
+///   instead of having them wait in memory;
 /// - between requests, a kept-alive connection may send nothing for `idleTimeout`.
 ///
 /// A connection past its deadline is closed. The HTTP handler reports a request received whole and
@@ -21,22 +24,11 @@ final class RequestDeadlineHandler: ChannelDuplexHandler {
         case responseSent(keepAlive: Bool)
     }
 
-    private enum State {
-        /// Waiting for a request (or the rest of one) until the deadline.
-        case receiving
-        /// Kept alive between requests: the next one's first byte starts its deadline.
-        case idle
-        case answering
-    }
-
     private let requestTimeout: TimeAmount
     private let idleTimeout: TimeAmount
     private let tracker: ConnectionTracker
-    private var state = State.receiving
+    private var machine = StateMachine()
     private var timer: Scheduled<Void>?
-    /// Bytes of a next request came while one was answered (HTTP/1.1 pipelining): its deadline is the
-    /// request time once the answer is out, not the idle time.
-    private var readWhileAnswering = false
 
     init(requestTimeout: TimeAmount, idleTimeout: TimeAmount, tracker: ConnectionTracker) {
         self.requestTimeout = requestTimeout
@@ -45,7 +37,7 @@ final class RequestDeadlineHandler: ChannelDuplexHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        arm(requestTimeout, context: context)
+        perform(StateMachine.Action(arm: .request), context: context)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -53,15 +45,7 @@ final class RequestDeadlineHandler: ChannelDuplexHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch state {
-        case .idle:
-            state = .receiving
-            arm(requestTimeout, context: context)
-        case .answering:
-            readWhileAnswering = true
-        case .receiving:
-            break
-        }
+        perform(machine.bytesRead(), context: context)
         context.fireChannelRead(data)
     }
 
@@ -72,27 +56,21 @@ final class RequestDeadlineHandler: ChannelDuplexHandler {
         }
         switch event {
         case .requestReceived:
-            state = .answering
-            timer?.cancel()
-            tracker.update(context.channel, to: .answering)
+            perform(machine.requestReceived(), context: context)
         case .responseSent(let keepAlive):
-            guard keepAlive else { break }
-            if readWhileAnswering {
-                readWhileAnswering = false
-                state = .receiving
-                arm(requestTimeout, context: context)
-            } else {
-                state = .idle
-                arm(idleTimeout, context: context)
-            }
-            tracker.update(context.channel, to: .idle)
+            // Not kept alive: the HTTP handler closes the connection.
+            if keepAlive { perform(machine.responseSent(), context: context) }
         }
         promise?.succeed()
     }
 
-    private func arm(_ timeout: TimeAmount, context: ChannelHandlerContext) {
-        timer?.cancel()
-        let channel = context.channel
-        timer = context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+    private func perform(_ action: StateMachine.Action, context: ChannelHandlerContext) {
+        if let deadline = action.arm {
+            timer?.cancel()
+            let channel = context.channel
+            let timeout = deadline == .idle ? idleTimeout : requestTimeout
+            timer = context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        }
+        if let phase = action.phase { tracker.update(context.channel, to: phase) }
     }
 }
