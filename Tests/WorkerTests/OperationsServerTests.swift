@@ -248,6 +248,33 @@ struct OperationsServerTests {
         }
     }
 
+    @Test("at the limit a connection whose client reads no answer gives way, after idle ones")
+    func unreadAnswersGiveWay() async throws {
+        try await withServer(
+            health: HealthState(), registry: Self.largeRegistry(), maxConnections: 2, requestTimeout: .seconds(60)
+        ) { port, server in
+            let pipelined = String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 200)
+            let scraper = try RawSocket(port: port)
+            scraper.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(await scraper.read(within: .seconds(2)).hasPrefix("HTTP/1.1 200"))
+            let first = try RawSocket(port: port, receiveBuffer: 4096)
+            first.send(pipelined)
+            try await Task.sleep(for: .milliseconds(500))  // its answers fill the buffers
+            // The idle scraper makes room, not the connection whose answers wait.
+            #expect(await Self.probe(port).hasPrefix("200"))
+            #expect(await scraper.closedByPeer(within: .seconds(1)))
+            try await RawSocket.eventuallyHolds { server.openConnections == 1 }
+            // With no idle one left, the one whose answers waited longest makes room.
+            let second = try RawSocket(port: port, receiveBuffer: 4096)
+            second.send(pipelined)
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(await Self.probe(port).hasPrefix("200"))
+            try await RawSocket.eventuallyHolds { server.openConnections == 1 }
+            #expect(server.openConnections == 1)
+            withExtendedLifetime((first, second)) {}
+        }
+    }
+
     /// A registry whose /metrics answer is tens of KB, as a worker reading many partitions serves.
     private static func largeRegistry() -> PrometheusCollectorRegistry {
         let registry = PrometheusCollectorRegistry()

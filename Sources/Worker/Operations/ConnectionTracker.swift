@@ -8,8 +8,9 @@ import NIOCore
 /// At `limit` a new connection takes the place of an old one rather than being turned away, so that
 /// connections left open cannot lock the kubelet's probes out: the one that goes is the oldest that
 /// has not completed a request yet (a client that connects and sends nothing, or trickles), else the
-/// one idle longest between requests; a connection whose request is being answered is never closed.
-/// Only when every one is being answered is the new connection closed.
+/// one idle longest between requests, else the one whose client has not read its answers for longest
+/// (pipelined requests, answers left unread); a connection whose answer is being read is never
+/// closed. Only when every one is being read is the new connection closed.
 final class ConnectionTracker: Sendable {
     /// Where a connection is in its request/response cycle.
     enum Phase: Sendable {
@@ -19,6 +20,8 @@ final class ConnectionTracker: Sendable {
         case idle
         /// A request came in whole and is being answered.
         case answering
+        /// Being answered, but the client does not read: NIO's write buffer for it is full.
+        case stalled
     }
 
     private struct Entry {
@@ -38,7 +41,7 @@ final class ConnectionTracker: Sendable {
             case keep
             /// Kept, in place of this one.
             case keepClosing(any Channel)
-            /// Accepted while shutting down, or every connection is being answered.
+            /// Accepted while shutting down, or every connection's answer is being read.
             case close
         }
 
@@ -55,11 +58,16 @@ final class ConnectionTracker: Sendable {
             return action
         }
 
-        /// The oldest connection without a completed request, else the one idle longest.
+        /// The oldest connection without a completed request, else the one idle longest, else the one
+        /// stalled longest.
         private func victim() -> (ObjectIdentifier, Entry)? {
-            let waiting = entries.filter { $0.value.phase == .new }
-            let candidates = waiting.isEmpty ? entries.filter { $0.value.phase == .idle } : waiting
-            return candidates.min { $0.value.since < $1.value.since }.map { ($0.key, $0.value) }
+            for phase in [Phase.new, .idle, .stalled] {
+                let candidates = entries.filter { $0.value.phase == phase }
+                if let oldest = candidates.min(by: { $0.value.since < $1.value.since }) {
+                    return (oldest.key, oldest.value)
+                }
+            }
+            return nil
         }
 
         mutating func update(_ id: ObjectIdentifier, to phase: Phase) {

@@ -33,6 +33,8 @@ extension RequestDeadlineHandler {
         /// Bytes of a next request came while answering: its deadline is the request time once the
         /// answers are out, not the idle time.
         private var readWhileAnswering = false
+        /// The channel takes more bytes (NIO's write buffer is under its high-water mark).
+        private var writable = true
 
         mutating func bytesRead() -> Action {
             switch state {
@@ -56,7 +58,7 @@ extension RequestDeadlineHandler {
             }
             state = .answering(unsent: 1)
             readWhileAnswering = false
-            return Action(arm: .write, phase: .answering)
+            return Action(arm: .write, phase: answeringPhase)
         }
 
         /// An answer was written whole and the connection is kept alive.
@@ -76,5 +78,15 @@ extension RequestDeadlineHandler {
             state = .idle
             return Action(arm: .idle, phase: .idle)
         }
+
+        /// NIO's write buffer crossed its high-water mark (not writable) or fell back under the
+        /// low one: while answering, the tracker hears whether the client is reading its answers.
+        mutating func writabilityChanged(isWritable: Bool) -> Action {
+            writable = isWritable
+            guard case .answering = state else { return .none }
+            return Action(phase: answeringPhase)
+        }
+
+        private var answeringPhase: ConnectionTracker.Phase { writable ? .answering : .stalled }
     }
 }

@@ -11,7 +11,8 @@ import NIOCore
 /// - between requests, a kept-alive connection may send nothing for `idleTimeout`.
 ///
 /// A connection past its deadline is closed. The HTTP handler reports a request received whole and
-/// a response sent as outbound user events (`Event`); the tracker hears of each change of phase.
+/// a response sent as outbound user events (`Event`); the tracker hears of each change of phase,
+/// and of a client that stopped reading (the channel turned unwritable while answering).
 final class RequestDeadlineHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -47,6 +48,11 @@ final class RequestDeadlineHandler: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         perform(machine.bytesRead(), context: context)
         context.fireChannelRead(data)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        perform(machine.writabilityChanged(isWritable: context.channel.isWritable), context: context)
+        context.fireChannelWritabilityChanged()
     }
 
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
