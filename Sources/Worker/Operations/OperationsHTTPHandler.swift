@@ -3,12 +3,23 @@ import NIOHTTP1
 
 /// One connection of the operations endpoint: answers each request with the router's response.
 /// Requests have no body worth reading; keep-alive follows the client.
+///
+/// An answer is produced only while the channel takes more bytes: a client that pipelines requests
+/// and reads no answer gets what fills the socket's buffers and one answer more, not one answer per
+/// request it sent. The rest wait as requests, few: `HTTPServerPipelineHandler` hands over a request
+/// only once the previous answer is written, and reads nothing more meanwhile.
 final class OperationsHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
     private let router: OperationsRouter
     private var request: HTTPRequestHead?
+    /// Requests received whole, not answered yet: the channel was not writable, or the request came
+    /// while one was being written.
+    private var waiting = CircularBuffer<HTTPRequestHead>()
+    /// Inside `answerWaiting`: writing an answer's end hands over the next pipelined request at once
+    /// (`channelRead`), which the loop there answers instead of a recursion as deep as the pipeline.
+    private var answering = false
 
     init(router: OperationsRouter) {
         self.router = router
@@ -24,6 +35,21 @@ final class OperationsHTTPHandler: ChannelInboundHandler {
             guard let head = request else { return }
             request = nil
             context.triggerUserOutboundEvent(RequestDeadlineHandler.Event.requestReceived, promise: nil)
+            waiting.append(head)
+            answerWaiting(context: context)
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        answerWaiting(context: context)
+        context.fireChannelWritabilityChanged()
+    }
+
+    private func answerWaiting(context: ChannelHandlerContext) {
+        guard !answering else { return }
+        answering = true
+        defer { answering = false }
+        while context.channel.isWritable, let head = waiting.popFirst() {
             respond(to: head, context: context)
         }
     }

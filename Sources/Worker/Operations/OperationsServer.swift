@@ -115,13 +115,25 @@ package struct OperationsServer: Service {
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            // Requests here are a few hundred bytes. Small reads, one per turn of the loop, keep the
+            // requests a pipelining client has buffered here (parsed, waiting their turn) to a few KB.
+            .childChannelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4096))
+            .childChannelOption(.maxMessagesPerRead, value: 1)
+            // The kernel's send buffer, fixed: left to Linux it grows to 4 MB a connection, a hundred
+            // answers for a client that reads none, each rendered while the probes wait, and the pod's
+            // memory is charged for them.
+            .childChannelOption(.socketOption(.so_sndbuf), value: 64 * 1024)
             .childChannelInitializer { channel in
                 connections.add(channel)
                 return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(
+                    let pipeline = channel.pipeline.syncOperations
+                    try pipeline.addHandler(
                         RequestDeadlineHandler(requestTimeout: request, idleTimeout: idle, tracker: connections))
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(OperationsHTTPHandler(router: router))
+                    // Reads nothing while answers wait to be written: a client that does not read them
+                    // leaves its further requests in the kernel's buffers, not here.
+                    try pipeline.addHandler(BackPressureHandler())
+                    try pipeline.configureHTTPServerPipeline(withErrorHandling: true)
+                    try pipeline.addHandler(OperationsHTTPHandler(router: router))
                 }
             }
             .bind(host: host, port: port)
