@@ -13,8 +13,8 @@ import Logging
 /// A partition's next owner looks for the newest record of its key, reading the progress partition
 /// backwards in growing windows from its end (the newest record of a busy partition is near the
 /// end; a compacted topic keeps the rest small); it trusts only one written for the committed offset
-/// itself (an older one may describe another incarnation of a recreated topic, or a group moved back
-/// by an operator). Nothing else reads the topic: compact it, or give it a retention longer than an
+/// itself, passing over records written for a lower one (an earlier owner's, landed late) and
+/// stopping at one written for a higher one (a group moved back by an operator). Nothing else reads the topic: compact it, or give it a retention longer than an
 /// event's longest retry.
 final class ProgressTopic: Sendable {
     let topic: String
@@ -67,8 +67,8 @@ final class ProgressTopic: Sendable {
         }
     }
 
-    /// What the newest progress record of each partition says is done above its committed offset.
-    /// Partitions without a usable record are absent.
+    /// What the newest progress record written for each partition's committed offset says is done
+    /// above it. Partitions without a usable record are absent.
     func read(committed: [KafkaTopicPartition: Int64]) async throws -> [KafkaTopicPartition: OffsetRanges] {
         guard !committed.isEmpty else { return [:] }
         let count = try await partitions()
@@ -79,15 +79,14 @@ final class ProgressTopic: Sendable {
         }
         var found: [KafkaTopicPartition: OffsetRanges] = [:]
         for (progressPartition, keys) in wanted {
-            for (partition, text) in try await newest(keys, in: progressPartition) {
+            for (partition, text) in try await newest(keys, committed: committed, in: progressPartition) {
                 guard let offset = committed[partition] else { continue }
                 guard let written = CommitMetadata.writtenFor(text) else {
                     logger.warning("\(partition): its progress record in \(topic) is unreadable; ignored")
                     continue
                 }
-                // Written for another offset than the one committed: the group was moved (or a commit
-                // after it had nothing done above its offset, or the record of the last commit was not
-                // written before a crash); what it says may not describe what this owner will read.
+                // Written for a later offset than the one committed: the group was moved back; what it
+                // says may not describe what this owner will read.
                 guard written == offset else { continue }
                 do {
                     let done = try CommitMetadata.decode(text, committed: written).done
@@ -100,22 +99,31 @@ final class ProgressTopic: Sendable {
         return found
     }
 
-    /// The newest value of each key in one progress partition: windows read backwards from its end,
-    /// each four times the last, until every key is found, the start is reached or `maxScanned`.
+    /// For each key of one progress partition, its newest record that is not stale: one written for
+    /// an offset below the partition's committed offset is an earlier owner's, landed late (a
+    /// revocation that could not commit writes its done records after it let go) or simply older,
+    /// and is passed over; the first other record met reading backwards decides (written for the
+    /// committed offset: used; for a later one, or unreadable: nothing is known). Windows are read
+    /// backwards from the end, each four times the last, until every key is decided, the start is
+    /// reached or `maxScanned`. The end is the one the fetch reports: Tansu's ListOffsets answers one
+    /// past the first offset of the last batch, and one commit's records for several partitions share
+    /// a batch.
     private func newest(
-        _ keys: [[UInt8]: KafkaTopicPartition], in progressPartition: Int32
+        _ keys: [[UInt8]: KafkaTopicPartition], committed: [KafkaTopicPartition: Int64], in progressPartition: Int32
     ) async throws -> [KafkaTopicPartition: String] {
         let partition = KafkaTopicPartition(topic: topic, partition: progressPartition)
         let marks = try await withReader { try await $0.watermarks(of: partition) }
-        var found: [KafkaTopicPartition: String] = [:]
+        var decided: [KafkaTopicPartition: String] = [:]
         var end = marks.high
         var window: Int64 = 1_000
         var scanned: Int64 = 0
-        while end > marks.low, found.count < keys.count, scanned < Int64(maxScanned) {
+        var top = true
+        while end > marks.low, decided.count < keys.count, scanned < Int64(maxScanned) {
             let start = max(marks.low, end - window)
-            let windowEnd = end
-            let inWindow = try await withReader { reader in
+            let listedEnd = end
+            let (inWindow, windowEnd) = try await withReader { reader in
                 var latest: [KafkaTopicPartition: String] = [:]
+                var windowEnd = listedEnd
                 try reader.assign([KafkaTopicPartitionOffset(partition, offset: start)])
                 // Offsets near the end may hold no record (transaction markers): the window also
                 // ends once nothing has arrived for a while (the reader is closed under it).
@@ -128,22 +136,30 @@ final class ProgressTopic: Sendable {
                     await reader.close()
                 }
                 defer { quiet.cancel() }
+                var first = true
                 for try await record in reader.messages {
                     lastRecord.withLock { $0 = .now }
+                    if top, first, let fetched = reader.fetchedHighWatermark(of: partition), fetched > windowEnd {
+                        windowEnd = fetched
+                    }
+                    first = false
                     if record.offset >= windowEnd { break }
                     if let key = record.key, let owner = keys[key] {
-                        latest[owner] = String(decoding: record.value ?? [], as: UTF8.self)  // later ones win
+                        let text = String(decoding: record.value ?? [], as: UTF8.self)
+                        let stale = CommitMetadata.writtenFor(text).map { $0 < committed[owner] ?? 0 } ?? false
+                        if !stale { latest[owner] = text }  // later ones win
                     }
                     if record.offset + 1 >= windowEnd { break }
                 }
-                return latest
+                return (latest, windowEnd)
             }
-            for (owner, text) in inWindow where found[owner] == nil { found[owner] = text }
-            scanned += end - start
+            for (owner, text) in inWindow where decided[owner] == nil { decided[owner] = text }
+            scanned += windowEnd - start
             end = start
             window *= 4
+            top = false
         }
-        return found
+        return decided
     }
 
     /// A reader for one lookup, closed afterwards.
