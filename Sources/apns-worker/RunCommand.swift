@@ -45,6 +45,10 @@ struct RunCommand: AsyncParsableCommand {
         WorkerRuntime.exitOnSecondSignal()
         do {
             try await assembly.run()
+        } catch let error as PipelineError where error.isConfigurationProblem {
+            logger.critical("apns-worker cannot run with this configuration: \(error)")
+            FileOutput.standardError.write("configuration error: \(error)\n")
+            throw ExitCode(2)
         } catch {
             logger.critical("apns-worker failed: \(error)")
             throw ExitCode(1)

@@ -41,6 +41,7 @@ package struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         package static let topicException = Code(RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION)
         package static let topicAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
         package static let clusterAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED)
+        package static let groupAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED)
         package static let unknownTopic = Code(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
         package static let unknownPartition = Code(RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
         package static let authentication = Code(RD_KAFKA_RESP_ERR__AUTHENTICATION)
@@ -102,6 +103,11 @@ package struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         case topic
         /// The producer is unusable (an idempotent producer lost its guarantees): only a new one recovers.
         case fatal
+    }
+
+    /// The broker refused the principal (ACLs): no retry helps until someone grants access.
+    package var isAuthorizationFailure: Bool {
+        [.topicAuthorizationFailed, .clusterAuthorizationFailed, .groupAuthorizationFailed].contains(code)
     }
 
     /// The errors that refuse one record as it is (`ProduceFailureScope.record`): a smaller form

@@ -147,15 +147,7 @@ package struct ConfigurationCheck: Sendable {
             let produced = wanted.filter { $0.0 != "consumer.topics" }
             await checkReplication(produced, topics: topics, probe: probe, timeout: timeout)
         }
-        let consumer: KafkaConsumer
-        do {
-            consumer = try KafkaConsumer(configuration: configuration.kafkaConsumerConfiguration, logger: quiet)
-        } catch {
-            problems.append("kafka: \(error)")
-            return
-        }
-        await probeCommitMetadata(configuration, consumer: consumer, timeout: timeout, logger: quiet)
-        await consumer.close()
+        await probeCommitMetadata(configuration, file: file, environment: environment, timeout: timeout, logger: quiet)
     }
 
     /// What to look at when the broker did not answer, by what the client met.
@@ -202,35 +194,20 @@ package struct ConfigurationCheck: Sendable {
         }
     }
 
-    /// The group that `check` commits a probe offset for: Kafka forgets it after
-    /// `offsets.retention.minutes` (7 days by default).
-    static func probeGroup(_ configuration: WorkerConfiguration) -> String { configuration.consumer.group + "-probe" }
-
-    /// What the probe commits as metadata: a text no worker reads as done records (`CommitMetadata`
-    /// refuses it as not its own), so that even a probe that landed in a worker's group could make
-    /// no worker skip an event.
-    static let probeMetadata = "apns-worker check: a probe of commit metadata, not done records"
-
-    /// Does the broker give commit metadata back? The worker keeps what finished above a waiting event
-    /// there; a broker that drops it (Tansu 0.6) needs `delivery.progressTopic`. Found out with a
-    /// commit of offset 0 of the first input topic's partition 0 as `probeGroup`.
+    /// Does the broker give commit metadata back (`CommitMetadataProbe`, as every pipeline finds out
+    /// at start)? Where it does not and no progress topic is set, `run` refuses to start: a problem.
     private mutating func probeCommitMetadata(
-        _ configuration: WorkerConfiguration, consumer: KafkaConsumer, timeout: Duration, logger: Logger
+        _ configuration: WorkerConfiguration, file: String, environment: [String: String], timeout: Duration,
+        logger: Logger
     ) async {
-        let group = Self.probeGroup(configuration)
-        var settings = configuration.kafkaConsumerConfiguration
-        settings.groupID = group
         let partition = KafkaTopicPartition(topic: configuration.consumer.topics[0], partition: 0)
-        let probe = Self.probeMetadata
         let kept: Bool
         do {
-            let prober = try KafkaConsumer(configuration: settings, logger: logger)
-            defer { Task { await prober.close() } }
-            try await prober.commit([KafkaTopicPartitionOffset(partition, offset: 0, metadata: probe)])
-            kept = try await prober.committed([partition], timeout: timeout)[partition]?.metadata == probe
+            kept = try await CommitMetadataProbe.keepsMetadata(
+                configuration.kafkaConsumerConfiguration, partition: partition, timeout: timeout, logger: logger)
         } catch {
             notes.append(
-                "commit metadata: could not probe with group \(group) (\(error)); the worker finds out at its first commit"
+                "commit metadata: could not probe with group \(CommitMetadataProbe.group(configuration.consumer.group)) (\(error)); \(CommitMetadataProbe.advice(for: error, progressTopic: configuration.delivery.progressTopic))"
             )
             return
         }
@@ -243,9 +220,8 @@ package struct ConfigurationCheck: Sendable {
                 "progress:     the broker drops commit metadata; what finishes above an event still waiting is kept in \(topic)"
             )
         } else {
-            notes.append(
-                "the broker drops commit metadata: set delivery.progressTopic (docs/kafka.md, \"Done records\"), or after a crash or a hand-over the events that finished above one still waiting are pushed again"
-            )
+            let place = Self.place(of: ["delivery"], in: file, environment: environment)
+            problems.append("\(place): delivery.progressTopic: \(CommitMetadataProbe.refusal)")
         }
     }
 

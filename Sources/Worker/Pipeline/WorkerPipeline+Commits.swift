@@ -86,7 +86,7 @@ extension WorkerPipeline {
                     let began = ContinuousClock.now
                     try await consumer.commit(offsets(candidates, metadataBytes: metadataBudget))
                     let committed = ContinuousClock.now
-                    try await keepProgress(candidates, consumer: consumer, metadataBytes: metadataBudget)
+                    try await keepProgress(candidates, metadataBytes: metadataBudget)
                     state.withLock { $0.markCommitted(candidates) }
                     observer.committed(ok: true)
                     logger.debug(
@@ -115,34 +115,64 @@ extension WorkerPipeline {
         }
     }
 
-    /// After a commit: where the broker keeps no commit metadata, the done records go to the
-    /// progress topic (and are stored before this returns). The first commit with done records
-    /// finds out which broker this is.
-    private func keepProgress(
-        _ candidates: [CommitCandidate], consumer: KafkaConsumer, metadataBytes: Int
-    ) async throws {
-        guard let sample = candidates.first(where: { !$0.done.isEmpty }) else { return }
-        var store = progressStore.withLock { $0 }
-        if store == .unknown {
-            let stored = try await consumer.committed([sample.partition])[sample.partition]
-            let kept =
-                stored?.metadata.map { (try? CommitMetadata.decode($0, committed: sample.offset)) != nil } ?? false
-            store = kept ? .commitMetadata : progressTopic == nil ? .none : .progressTopic
-            progressStore.withLock { $0 = store }
-            observer.progressStore(store)
-            switch store {
-            case .commitMetadata, .unknown: break
-            case .progressTopic:
+    /// Before the first record: where the done records above committed offsets are kept. A broker
+    /// that keeps commit metadata keeps them there; one that drops it (`CommitMetadataProbe`) needs
+    /// `delivery.progressTopic`, and without one the pipeline does not start
+    /// (`PipelineError.brokerDropsCommitMetadata`): it would push again, after every crash or
+    /// hand-over, what finished above an event still waiting. A broker that does not answer is asked
+    /// again every 2 s (the pipeline beats meanwhile: a Kafka outage at start is not a stuck worker);
+    /// `nil` once a stop has begun.
+    func findProgressStore() async throws -> ProgressStore? {
+        // librdkafka's own lines (a TLS handshake refused, a broker down) are logged as the consumer's
+        // would be: until the probe is answered, they are all there is to say why nothing is read.
+        let observer = self.observer
+        let probe = try CommitMetadataProbe(
+            consumerConfiguration, partition: KafkaTopicPartition(topic: configuration.inputTopics[0], partition: 0),
+            logger: logger, onError: { observer.kafkaFailing($0) })
+        defer { probe.close() }
+        var warned = false
+        while !isStopping {
+            observer.heartbeat()
+            switch await probe.answer(within: .seconds(2)) {
+            case .success(true):
+                return .commitMetadata
+            case .success(false):
+                guard let progressTopic else { throw PipelineError.brokerDropsCommitMetadata }
                 logger.info(
-                    "the broker drops commit metadata: done records above committed offsets go to \(progressTopic?.topic ?? "")"
+                    "the broker drops commit metadata: done records above committed offsets go to \(progressTopic.topic)"
                 )
-            case .none:
+                return .progressTopic
+            case .failure(let error as KafkaError) where error.isAuthorizationFailure:
+                let group = CommitMetadataProbe.group(consumerConfiguration.groupID)
+                guard progressTopic != nil else { throw PipelineError.progressProbeRefused(group: group, error) }
                 logger.warning(
-                    "the broker drops commit metadata and delivery.progressTopic is not set: after a crash or a hand-over, events finished above one still waiting are pushed again"
+                    "could not find out whether the broker keeps commit metadata (group \(group): \(error)); done records go to delivery.progressTopic as well"
                 )
+                return .progressTopic
+            case .failure(let error):
+                if !warned {
+                    logger.warning(
+                        "could not find out whether the broker keeps commit metadata: \(error); asking again")
+                    warned = true
+                }
+                _ = await sleep(until: .now + .seconds(2), orShutdown: .drain)
+            case nil:
+                if !warned {
+                    logger.warning("waiting for the broker to answer before reading: is the broker reachable?")
+                    warned = true
+                }
             }
         }
-        guard store == .progressTopic, let progressTopic, let producer = producerBox.withLock({ $0 }) else {
+        return nil
+    }
+
+    /// After a commit: where the broker keeps no commit metadata, the done records go to the
+    /// progress topic (and are stored before this returns).
+    private func keepProgress(_ candidates: [CommitCandidate], metadataBytes: Int) async throws {
+        guard candidates.contains(where: { !$0.done.isEmpty }) else { return }
+        guard progressStore.withLock({ $0 }) == .progressTopic, let progressTopic,
+            let producer = producerBox.withLock({ $0 })
+        else {
             return
         }
         let records = try await progressTopic.records(candidates, metadataBytes: metadataBytes)

@@ -205,25 +205,40 @@ extension WorkerPipeline {
 
 /// Where a worker keeps the done records above its committed offsets.
 package enum ProgressStore: String, Sendable, CaseIterable {
-    /// Not known yet: nothing has been committed with done records above its offset.
+    /// Not known yet: the start's probe has not been answered.
     case unknown
     /// In the commits' metadata: the broker gives it back.
     case commitMetadata = "commit-metadata"
     /// The broker drops commit metadata: in `delivery.progressTopic`.
     case progressTopic = "progress-topic"
-    /// The broker drops commit metadata and no progress topic is set: only the offsets count.
-    case none
 }
 
 /// Why the pipeline stopped on its own.
 package enum PipelineError: Error, CustomStringConvertible {
     /// An output topic refused every record for longer than `publishBlockedLimit`.
     case outputTopicBlocked(topic: String, for: Duration)
+    /// The broker drops commit metadata and no progress topic is set: not started.
+    case brokerDropsCommitMetadata
+    /// The broker refused the commit-metadata probe (ACLs) and no progress topic is set: not started.
+    case progressProbeRefused(group: String, KafkaError)
 
     package var description: String {
         switch self {
         case .outputTopicBlocked(let topic, let duration):
             return "\(topic) refused every record for \(duration); stopping so that a restart (or an operator) can act"
+        case .brokerDropsCommitMetadata:
+            return CommitMetadataProbe.refusal
+        case .progressProbeRefused(let group, let error):
+            return
+                "could not find out whether the broker keeps commit metadata (group \(group): \(error)): \(CommitMetadataProbe.advice(for: error, progressTopic: nil))"
+        }
+    }
+
+    /// A configuration the worker cannot run with (`run` exits 2), not a failure while running.
+    package var isConfigurationProblem: Bool {
+        switch self {
+        case .outputTopicBlocked: false
+        case .brokerDropsCommitMetadata, .progressProbeRefused: true
         }
     }
 }

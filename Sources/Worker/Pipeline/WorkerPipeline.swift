@@ -103,6 +103,23 @@ package final class WorkerPipeline: Service, Sendable {
     package var ownedPartitions: Int { state.withLock { $0.owned.count } }
 
     package func run() async throws {
+        // Before anything is read: where done records are kept decides whether pushing once holds.
+        // A stop while the broker does not answer ends the wait (a signal, another service's failure).
+        let found = try await withTaskCancellationHandler {
+            try await withGracefulShutdownHandler {
+                try await findProgressStore()
+            } onGracefulShutdown: {
+                self.beginShutdown()
+            }
+        } onCancel: {
+            self.beginShutdown()
+        }
+        guard let store = found else {
+            logger.info("stopped before starting")
+            return
+        }
+        progressStore.withLock { $0 = store }
+        observer.progressStore(store)
         let producer = try KafkaProducer(
             configuration: producerConfiguration, logger: logger,
             onFatalError: { [weak self] error in
