@@ -68,6 +68,7 @@ METRICS = {
     "apns_worker_partition_stall_seeks_total": ("counter", {"topic"}),
     "apns_worker_commits_total": ("counter", {"result"}),
     "apns_worker_events_already_done_total": ("counter", set()),
+    "apns_worker_done_records_refused_total": ("counter", {"reason"}),
     "apns_worker_commit_metadata_omitted_total": ("counter", set()),
     "apns_worker_revocation_commits_given_up_total": ("counter", set()),
     "apns_worker_progress_store": ("gauge", {"store"}),

@@ -125,12 +125,13 @@ package final class KafkaConsumer: Sendable {
         return try await onBlockingQueue { () throws(KafkaError) in try client.topicNames(timeout: timeout) }
     }
 
-    /// The first offset still stored in a partition and one past its last (its end).
+    /// The first offset still stored in a partition and one past its last (its end). Safe inside a
+    /// rebalance handler: it does not queue behind a commit.
     package func watermarks(
         of partition: KafkaTopicPartition, timeout: Duration = .seconds(10)
     ) async throws -> (low: Int64, high: Int64) {
         let client = self.client
-        return try await onBlockingQueue { () throws(KafkaError) in
+        return try await onBlockingQueue(readingQueue) { () throws(KafkaError) in
             try client.watermarks(of: partition, timeout: timeout)
         }
     }

@@ -30,6 +30,9 @@ package struct OperationsObserver: PipelineObserver {
     package func inputHeldChanged(_ held: Bool) { metrics.setInputHeld(held) }
     package func committed(ok: Bool) { metrics.committed(success: ok) }
     package func alreadyDone() { metrics.alreadyDone() }
+    package func doneRecordsRefused(_ refusal: DoneRecordBounds.Refusal) {
+        metrics.doneRecordsRefused(reason: refusal.rawValue)
+    }
     package func commitMetadataOmitted(_ offsets: Int) { metrics.commitMetadataOmitted(offsets) }
     package func revocationCommitGaveUp() { metrics.revocationCommitGaveUp() }
     package func progressStore(_ store: ProgressStore) { metrics.setProgressStore(store.rawValue) }

@@ -53,7 +53,9 @@ package final class WorkerMetrics: Sendable {
         "apns_worker_results_waiting_seconds":
             "How long Kafka has acknowledged no result while some wait (0 while results are accepted).",
         "apns_worker_progress_store":
-            "1 for where done records above committed offsets are kept (commit-metadata, progress-topic, none, or unknown before the first such commit).",
+            "1 for where done records above committed offsets are kept (commit-metadata, progress-topic, or unknown until the start's probe is answered).",
+        "apns_worker_done_records_refused_total":
+            "Done records read back at an assignment that cannot be true (past-end: beyond the partition's end; too-many-gaps: more left not done inside them than a writer could have had unfinished): ignored, their events run again.",
         "apns_worker_revocation_commits_given_up_total":
             "Revocations that let their partitions go without their commit: their next owner pushes again what finished since the last one.",
         "apns_worker_credentials_broken": "1 while APNs refuses the credential, 0 once it works.",
@@ -169,6 +171,9 @@ package final class WorkerMetrics: Sendable {
         deadLettersByReason = deadLetters
         retriesByCause = retries
         for result in ["ok", "error"] { _ = counter("apns_worker_commits_total", [("result", result)]) }
+        for refusal in DoneRecordBounds.Refusal.allCases {
+            _ = counter("apns_worker_done_records_refused_total", [("reason", refusal.rawValue)])
+        }
         for name in [
             "apns_worker_events_already_done_total", "apns_worker_commit_metadata_omitted_total",
             "apns_worker_revocation_commits_given_up_total",
@@ -277,6 +282,11 @@ package final class WorkerMetrics: Sendable {
     /// A record an earlier owner had finished was read again and not run.
     package func alreadyDone() {
         counter("apns_worker_events_already_done_total", []).increment()
+    }
+
+    /// Done records read back were refused; `reason` is a `DoneRecordBounds.Refusal`.
+    package func doneRecordsRefused(reason: String) {
+        counter("apns_worker_done_records_refused_total", [("reason", reason)]).increment()
     }
 
     /// A commit's metadata left out this many done offsets.

@@ -123,6 +123,7 @@ package struct LaneObserver: PipelineObserver {
     package func retryScheduled(_ cause: RetryCause) { base.retryScheduled(cause) }
     package func committed(ok: Bool) { base.committed(ok: ok) }
     package func alreadyDone() { base.alreadyDone() }
+    package func doneRecordsRefused(_ refusal: DoneRecordBounds.Refusal) { base.doneRecordsRefused(refusal) }
     package func commitMetadataOmitted(_ offsets: Int) { base.commitMetadataOmitted(offsets) }
     package func revocationCommitGaveUp() { base.revocationCommitGaveUp() }
     package func progressStore(_ store: ProgressStore) { base.progressStore(store) }

@@ -23,6 +23,8 @@ package protocol PipelineObserver: Sendable {
     /// A record its partition's last owner had finished (the committed offset's metadata says so)
     /// was read again and not run: no second push, no second result.
     func alreadyDone()
+    /// Done records read back at an assignment were refused (`DoneRecordBounds`).
+    func doneRecordsRefused(_ refusal: DoneRecordBounds.Refusal)
     /// A commit's metadata had no room for this many done offsets (the highest): a crash before
     /// the next commit would push them again.
     func commitMetadataOmitted(_ offsets: Int)
@@ -73,6 +75,7 @@ extension PipelineObserver {
     package func inputHeldChanged(_ held: Bool) {}
     package func committed(ok: Bool) {}
     package func alreadyDone() {}
+    package func doneRecordsRefused(_ refusal: DoneRecordBounds.Refusal) {}
     package func commitMetadataOmitted(_ offsets: Int) {}
     package func revocationCommitGaveUp() {}
     package func progressStore(_ store: ProgressStore) {}

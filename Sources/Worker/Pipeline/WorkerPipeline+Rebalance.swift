@@ -166,7 +166,7 @@ extension WorkerPipeline {
                 )
             }
         }
-        var progress: [KafkaTopicPartition: KnownProgress] = [:]
+        var read: [KafkaTopicPartition: KnownProgress] = [:]
         for (partition, stored) in committed {
             var known = KnownProgress(committed: stored.offset, done: OffsetRanges())
             if let text = stored.metadata {
@@ -179,6 +179,12 @@ extension WorkerPipeline {
                 }
             }
             if let done = fromTopic[partition] { known.done = done }
+            read[partition] = known
+        }
+        await refuseUntrue(&read, consumer: consumer)
+        var progress: [KafkaTopicPartition: KnownProgress] = [:]
+        for (partition, stored) in committed {
+            var known = read[partition] ?? KnownProgress(committed: stored.offset, done: OffsetRanges())
             // This member's own unsaved progress, if the committed offset lies in what that lease
             // read (a committed offset below it means the partition was read from elsewhere since:
             // reset, or a recreated topic, and those records are not the ones it finished).
@@ -200,6 +206,24 @@ extension WorkerPipeline {
             progress[partition] = KnownProgress(committed: start, done: done)
         }
         return progress
+    }
+
+    /// Done records read back that cannot be true (`DoneRecordBounds`: past the partition's end,
+    /// more left not done inside them than a writer could have had unfinished) are refused, counted
+    /// and dropped: every event from the committed offset on is run.
+    private func refuseUntrue(_ read: inout [KafkaTopicPartition: KnownProgress], consumer: KafkaConsumer) async {
+        let tops = read.compactMapValues { $0.done.ranges.last?.upperBound }
+        guard !tops.isEmpty else { return }
+        let bounds = DoneRecordBounds(maxInFlight: configuration.maxInFlight, maxParked: configuration.maxParked)
+        let ends = await PartitionEnds.of(tops, consumer: consumer, reader: consumerConfiguration, logger: logger)
+        for (partition, known) in read {
+            guard let refusal = bounds.refusal(of: known, end: ends[partition]) else { continue }
+            observer.doneRecordsRefused(refusal)
+            logger.warning(
+                "\(partition): the done records read back (committed \(known.committed), \(known.done.count) done up to \(tops[partition] ?? 0)) cannot be true: \(refusal == .pastEnd ? "the partition ends at \(ends[partition] ?? 0)" : "more than \(bounds.maxGaps) offsets left not done inside them"); ignored, so every record from offset \(known.committed) on is run"
+            )
+            read[partition]?.done = OffsetRanges()
+        }
     }
 }
 

@@ -1,0 +1,87 @@
+import Kafka
+import Logging
+import Threading
+
+/// How far done records read back (a committed offset's metadata, a progress record) are trusted.
+/// They are checked by their checksum and the offset they were written for, but a record written by
+/// a principal with write access to the group or the progress topic, or an old one of a recreated
+/// topic whose committed offset happens to match, could name offsets that were never finished, and
+/// every later owner would skip those: no push, no result. Two things a true record cannot say:
+///
+/// - an offset at or past the partition's end when it is assigned (nothing can be done there yet);
+/// - more offsets left not done between its committed offset and its highest done one than its
+///   writer could have had unfinished: `maxInFlight` running plus `maxParked` parked, doubled
+///   because an offset without a record (a transaction marker) may sit after each of them. The
+///   ranges themselves may be long (an event waiting out `maxRetryDuration` holds the committed
+///   offset while everything above it finishes): only what is missing inside them is bounded.
+///
+/// A record that says either is refused (counted, `apns_worker_done_records_refused_total`) and
+/// treated as no record: every event from the committed offset on is run, pushes again but loses
+/// nothing. A writer with higher bounds than this worker's (a configuration being rolled out) can
+/// have its true records refused the same way.
+package struct DoneRecordBounds: Sendable {
+    /// Offsets left not done inside a record's ranges, at most.
+    let maxGaps: Int64
+
+    init(maxInFlight: Int, maxParked: Int?) {
+        maxGaps = 2 * (Int64(maxInFlight) + Int64(maxParked ?? maxInFlight))
+    }
+
+    package enum Refusal: String, Sendable, CaseIterable {
+        case pastEnd = "past-end"
+        case tooManyGaps = "too-many-gaps"
+    }
+
+    /// Why `known` cannot be true of a partition that ends at `end` (nil: not known), if it cannot.
+    func refusal(of known: KnownProgress, end: Int64?) -> Refusal? {
+        guard let top = known.done.ranges.last?.upperBound else { return nil }
+        if let end, top > end { return .pastEnd }
+        return top - known.committed - known.done.count > maxGaps ? .tooManyGaps : nil
+    }
+}
+
+/// Where partitions end, as far as a record can have been done there.
+enum PartitionEnds {
+    /// Each partition's end from ListOffsets; where a done record reaches at or past it, the end as a
+    /// fetch reports it instead (Tansu's ListOffsets answers one past the first offset of the last
+    /// batch). A partition whose end could not be learnt is absent.
+    static func of(
+        _ tops: [KafkaTopicPartition: Int64], consumer: KafkaConsumer, reader: KafkaConsumerConfiguration,
+        logger: Logger
+    ) async -> [KafkaTopicPartition: Int64] {
+        var ends: [KafkaTopicPartition: Int64] = [:]
+        for (partition, top) in tops {
+            guard let listed = try? await consumer.watermarks(of: partition, timeout: .seconds(5)).high else {
+                continue
+            }
+            if top <= listed {
+                ends[partition] = listed
+            } else if let fetched = await fetchedEnd(
+                of: partition, from: max(listed - 1, 0), reader: reader, logger: logger)
+            {
+                ends[partition] = max(fetched, listed)
+            } else {
+                ends[partition] = listed
+            }
+        }
+        return ends
+    }
+
+    /// The high watermark the first fetch from `offset` reports, within 2 s; nil if none came.
+    private static func fetchedEnd(
+        of partition: KafkaTopicPartition, from offset: Int64, reader: KafkaConsumerConfiguration, logger: Logger
+    ) async -> Int64? {
+        var settings = reader
+        settings.groupID += "-end-reader"  // never joins nor commits: assign only
+        settings.stallBound = nil
+        guard let consumer = try? KafkaConsumer(configuration: settings, logger: logger) else { return nil }
+        defer { Task { await consumer.close() } }
+        guard (try? consumer.assign([KafkaTopicPartitionOffset(partition, offset: offset)])) != nil else { return nil }
+        let deadline = ContinuousClock.now + .seconds(2)
+        while ContinuousClock.now < deadline {
+            if let end = consumer.fetchedHighWatermark(of: partition) { return end }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
+    }
+}

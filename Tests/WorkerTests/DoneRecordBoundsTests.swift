@@ -1,0 +1,52 @@
+import Foundation
+import Kafka
+import Logging
+import TestPeers
+import Testing
+
+@testable import Worker
+
+@Suite("Done record bounds", .timeLimit(.minutes(1)))
+struct DoneRecordBoundsUnitTests {
+    @Test("past the end or with more gaps than a writer could leave: refused; at the bounds: trusted")
+    func bounds() {
+        let bounds = DoneRecordBounds(maxInFlight: 3, maxParked: 1)
+        #expect(bounds.maxGaps == 8)
+        func known(_ committed: Int64, _ done: [Range<Int64>]) -> KnownProgress {
+            KnownProgress(committed: committed, done: OffsetRanges(done))
+        }
+        #expect(bounds.refusal(of: known(5, []), end: 5) == nil, "nothing done: nothing to refuse")
+        #expect(bounds.refusal(of: known(5, [6..<20]), end: 20) == nil, "up to the end")
+        #expect(bounds.refusal(of: known(5, [6..<21]), end: 20) == .pastEnd)
+        // 5 and 7 to 13 left not done below 14: 8 gaps, the bound; one more is too many.
+        #expect(bounds.refusal(of: known(5, [6..<7, 14..<15]), end: nil) == nil)
+        #expect(bounds.refusal(of: known(5, [6..<7, 15..<16]), end: nil) == .tooManyGaps)
+        #expect(bounds.refusal(of: known(5, [6..<1_000_000]), end: nil) == nil, "long ranges, few gaps: trusted")
+    }
+
+    // Tansu's ListOffsets answers one past the first offset of the last batch: a done record that
+    // reaches into that batch is true, and its end is the one the fetch reports.
+    @Test("on Tansu the end a done record is checked against is the fetch's, not ListOffsets'")
+    func endOnTansu() async throws {
+        let tansu = try await TansuBroker.start()
+        defer { Task { await tansu.shutdown() } }
+        try await tansu.createTopic("events", partitions: 1)
+        var configuration = KafkaProducerConfiguration(bootstrapServers: tansu.bootstrapServers)
+        configuration.linger = .milliseconds(50)  // one batch
+        let producer = try KafkaProducer(configuration: configuration)
+        for index in 0..<20 {
+            try await producer.send(KafkaProducerMessage(topic: "events", value: Array("\(index)".utf8))) { _ in }
+        }
+        try await producer.flush(timeout: .seconds(30))
+        await producer.close()
+        let settings = KafkaConsumerConfiguration(bootstrapServers: tansu.bootstrapServers, groupID: "ends")
+        let consumer = try KafkaConsumer(configuration: settings)
+        let partition = KafkaTopicPartition(topic: "events", partition: 0)
+        let listed = try await consumer.watermarks(of: partition).high
+        let ends = await PartitionEnds.of(
+            [partition: 19], consumer: consumer, reader: settings, logger: Logger(label: "test"))
+        await consumer.close()
+        #expect(listed < 20, "ListOffsets on Tansu: \(listed)")
+        #expect(ends[partition] == 20)
+    }
+}
