@@ -29,7 +29,7 @@ struct ReplayHoldBoundsTests {
         request.reasons = [.credentials]
         let report = try await replayer.run(request)
         #expect(report.count(.replayed) == 2, "\(report.table)")
-        #expect(report.notes.contains { $0.contains("expires") }, "\(report.notes)")
+        #expect(report.notes.contains { $0.contains("expiry") }, "\(report.notes)")
     }
 
     @Test("a holder that no run could have written is ignored, and never reaches a message whole")

@@ -224,4 +224,26 @@ struct ReplayHoldTests {
     static func attempt(_ store: ReplayCursorStore) async -> Result<ReplayCursorStore.Held, any Error> {
         do { return .success(try await store.acquire()) } catch { return .failure(error) }
     }
+    // A checkpoint could take most of the hold (a flush of up to half of it, then the cursors' reads
+    // and stores), and the run went on producing until its next checkpoint found the hold gone: by
+    // then another run could hold the cursors and replay the same dead letters.
+    @Test("a run stops producing once its hold may have lapsed, and a renewal extends it")
+    func holdLapses() async throws {
+        let time = ManualHoldTime()
+        let store = run("slow-run", time: time)
+        async let acquired = store.acquire()
+        try await time.waitForSleepers(1)  // stored its hold, waits the settle
+        time.advance(by: Self.settle)
+        let held = try await acquired
+        #expect(store.holdLasts, "just acquired")
+        time.advance(by: .seconds(30))
+        try await store.renew(held.cursors)  // stored again at 30 s: held until 90 s
+        time.advance(by: .seconds(40))
+        #expect(store.holdLasts, "renewed: 20 s left")
+        time.advance(by: .seconds(20) - Self.settle)
+        #expect(!store.holdLasts, "less than the settle left of the hold: stop")
+        await #expect(throws: DeadLetterReplayer.ReplayError.self) { try await store.renew(held.cursors) }
+        let fresh = run("fresh-run", time: time)
+        #expect(fresh.holdLasts, "no hold taken: nothing to lapse")
+    }
 }

@@ -33,6 +33,26 @@ package struct CommitMetadata: Equatable, Sendable {
         package var expires: Int64
 
         var expiryDate: Date { Date(timeIntervalSince1970: Double(expires) / 1000) }
+
+        /// A holder id of the form replay runs write (`makeRunID`): letters, digits and `._:-`, 1 to 64.
+        var holderIsValid: Bool {
+            (1...64).contains(holder.utf8.count)
+                && holder.unicodeScalars.allSatisfy {
+                    $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._:-".unicodeScalars.contains($0))
+                }
+        }
+
+        /// Why no replay run holding for `duration` could have written this lease, if none could: a
+        /// holder of another form, or an expiry further ahead of `now` than `duration` (and a few
+        /// minutes of clocks apart).
+        func implausibility(now: Date, duration: Duration) -> String? {
+            guard holderIsValid else { return "a holder id no replay run writes" }
+            let latest = now.addingTimeInterval(duration.seconds + 300)
+            guard expiryDate <= latest else {
+                return "an expiry at \(expires) ms, beyond \(DeadLetterTime.format(latest)), longer than any run holds"
+            }
+            return nil
+        }
     }
 
     static let prefix = "apns-worker/1 "

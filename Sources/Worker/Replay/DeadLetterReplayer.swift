@@ -202,7 +202,9 @@ package struct DeadLetterReplayer: Sendable {
         let deliveryTimeout = producerConfiguration.deliveryTimeout
 
         let producer = request.dryRun ? nil : try KafkaProducer(configuration: producerConfiguration, logger: logger)
-        let lastProgress = Locked(ContinuousClock.now)
+        // When a dead letter last arrived, for the watchdog; nil while a checkpoint runs (its flush and
+        // cursor stores are the run's own work, up to half the hold, not the topic falling silent).
+        let lastProgress = Locked<ContinuousClock.Instant?>(.now)
         let stallTimeout = self.stallTimeout
         let failures = Locked<[String]>([])
 
@@ -212,6 +214,8 @@ package struct DeadLetterReplayer: Sendable {
             async throws
         {
             guard !request.dryRun else { return }
+            lastProgress.withLock { $0 = nil }
+            defer { lastProgress.withLock { $0 = .now } }
             // Bounded well inside the hold (`leaseDuration`): a checkpoint that cannot flush fails the
             // run part-way rather than outlive its hold.
             if let producer { try await producer.flush(timeout: min(deliveryTimeout, leaseDuration / 2)) }
@@ -249,6 +253,12 @@ package struct DeadLetterReplayer: Sendable {
                     let cursor = reason.flatMap { cursors[$0]?[partition] }
                     let before = !request.fromBeginning && (cursor?.isHandled(record.offset) ?? false)
                     let (row, message) = ReplayDecision.decide(record, request: request, replayedBefore: before)
+                    if message != nil, producer != nil, !store.holdLasts {
+                        throw ReplayError(
+                            description:
+                                "this run's hold on its cursors may have lapsed (its last checkpoint took most of \(leaseDuration)); stopped part-way before \(partition)@\(record.offset): run it again"
+                        )
+                    }
                     if let message, let producer {
                         let origin = "\(partition)@\(record.offset)"
                         try await producer.send(message) { result in
@@ -275,7 +285,6 @@ package struct DeadLetterReplayer: Sendable {
                         try await checkpoint(cursors, release: false)
                         sinceCheckpoint = 0
                         lastCheckpoint = .now
-                        lastProgress.withLock { $0 = .now }  // a slow flush is not a stalled topic
                     }
                     if remaining.isEmpty { break }
                 }
@@ -286,7 +295,7 @@ package struct DeadLetterReplayer: Sendable {
             group.addTask {
                 while true {
                     try await Task.sleep(for: .milliseconds(250))
-                    if ContinuousClock.now - lastProgress.withLock({ $0 }) > stallTimeout {
+                    if let last = lastProgress.withLock({ $0 }), ContinuousClock.now - last > stallTimeout {
                         throw ReplayError(
                             description:
                                 "no dead letter arrived for \(stallTimeout) before the end offsets seen at the start")

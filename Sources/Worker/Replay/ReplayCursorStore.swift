@@ -73,6 +73,9 @@ struct ReplayCursorStore: Sendable {
     /// own, which decides how long Kafka took whatever else runs on the machine.
     var clock = HoldClock.continuous
     private let keepsMetadata = Locked(true)
+    /// Until when this run's hold on each reason's cursors lasts for sure: the time of its last store
+    /// with the lease (taken before the store, so never later than the expiry written) plus `duration`.
+    private let heldUntil = Locked<[DeadLetterReason: ContinuousClock.Instant]>([:])
 
     init(
         holder: String, groups: [DeadLetterReason: any CommittedOffsets],
@@ -159,7 +162,8 @@ struct ReplayCursorStore: Sendable {
         var claimants: [DeadLetterReason: String?] = [:]
         for reason in reasons {
             let stored = try await claims[reason]!.readCommitted([first])[first]
-            claimants[reason] = stored?.metadata.flatMap { try? CommitMetadata.decode($0, committed: 0) }?.lease?.holder
+            let lease = stored?.metadata.flatMap { try? CommitMetadata.decode($0, committed: 0) }?.lease
+            claimants[reason] = lease.flatMap { $0.holderIsValid ? $0.holder : "a holder no run writes" }
         }
         var lost: DeadLetterReplayer.ReplayError?
         var leases = 0
@@ -248,8 +252,20 @@ struct ReplayCursorStore: Sendable {
         for reason in reasons { try await store(reason, cursors[reason], lease: false) }
     }
 
+    /// Whether the hold is still this run's for sure, `settle` ahead: a run whose hold may have lapsed
+    /// (a checkpoint that took most of `duration`) must not produce another dead letter, since another
+    /// run may hold the cursors by now.
+    var holdLasts: Bool {
+        guard keepsMetadata.withLock({ $0 }), let until = heldUntil.withLock({ $0.values.min() }) else { return true }
+        return clock.now() + settle < until
+    }
+
     private func checkStillHeld() async throws {
         guard keepsMetadata.withLock({ $0 }) else { return }
+        if !holdLasts {
+            throw DeadLetterReplayer.ReplayError(
+                description: "this run's hold on its cursors may have lapsed before it could renew it; stopped")
+        }
         for reason in reasons {
             for (partition, read) in try await cursors(of: groups[reason]!) where read.lease?.holder != holder {
                 let other = read.lease.map { "replay run \($0.holder)" } ?? "something else"
@@ -303,6 +319,7 @@ struct ReplayCursorStore: Sendable {
         _ reason: DeadLetterReason, _ cursors: [KafkaTopicPartition: ReplayCursor]?, lease: Bool
     ) async throws {
         guard let cursors else { return }
+        let storing = clock.now()
         let expires = Int64((Date().timeIntervalSince1970 + duration.seconds) * 1000)
         var offsets: [KafkaTopicPartitionOffset] = []
         for (partition, cursor) in cursors.sorted(by: { $0.key < $1.key }) {
@@ -316,6 +333,7 @@ struct ReplayCursorStore: Sendable {
             offsets.append(KafkaTopicPartitionOffset(partition, offset: cursor.low, metadata: text))
         }
         try await groups[reason]!.writeCommitted(offsets)
+        if lease { heldUntil.withLock { $0[reason] = storing + duration } }
     }
 
     /// Each partition's cursor (its group's committed offset and what its metadata says), the lease
@@ -338,10 +356,17 @@ struct ReplayCursorStore: Sendable {
                     problem = "\(error); replaying from its offset \(stored.offset)"
                 }
             }
+            // A hold no run could have written (an expiry years ahead would block every run until
+            // someone edits the group; a holder of any text would reach messages and logs whole) is
+            // ignored, the cursor kept.
+            var lease = metadata?.lease
+            if let held = lease, let why = held.implausibility(now: Date(), duration: duration) {
+                problem = "carrying a hold with \(why); the hold is ignored"
+                lease = nil
+            }
             // Nothing is stored below the partition's first offset any more.
             result[partition] = (
-                ReplayCursor(low: max(stored.offset, low), handled: metadata?.done ?? OffsetRanges()), metadata?.lease,
-                problem
+                ReplayCursor(low: max(stored.offset, low), handled: metadata?.done ?? OffsetRanges()), lease, problem
             )
         }
         return result
