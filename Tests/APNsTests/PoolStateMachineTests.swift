@@ -234,6 +234,36 @@ struct PoolStateMachineTests {
             machine.release(connectionID: id).contains { if case .close(id) = $0 { return true } else { return false } }
         )
     }
+
+    // The pool registers a reconnect's timer after scheduling it, outside the lock. A timer that
+    // fired before its registration, whose connect then failed at once, left the slot backing off
+    // again; the late registration of the spent timer took the slot's place, and the new timer's
+    // registration was refused and cancelled: the slot never reconnected.
+    @Test("a reconnect timer registered after it fired and its slot backed off again is refused; the new one is kept")
+    func lateTimerRegistration() {
+        var machine = Machine(connections: 1, maximumWaiters: 10, reconnect: backoff)
+        let id = connectIDs(machine.acquire(1, waiterID: 1))[0]
+        let start = NIODeadline.now()
+        _ = ready(&machine, id: id, capacity: 10, now: start)
+        _ = machine.release(connectionID: id)
+        let loop = EmbeddedEventLoop()
+        let first = machine.goingAway(id: id, now: start + .seconds(11))
+        guard case .reconnect(let slot, _)? = first.first(where: { if case .reconnect = $0 { true } else { false } })
+        else {
+            Issue.record("no reconnect: \(first)")
+            return
+        }
+        // Its timer fires at once, before the pool has registered it: the slot connects, and fails.
+        let next = connectIDs(machine.reconnectDue(slot: slot))[0]
+        let second = machine.connectionClosed(id: next, error: nil, now: start + .seconds(12))
+        #expect(second.contains { if case .reconnect = $0 { true } else { false } })
+        let spent = loop.scheduleTask(in: .hours(1)) {}
+        let fresh = loop.scheduleTask(in: .hours(1)) {}
+        #expect(machine.reconnectScheduled(slot: slot, timer: spent) != nil, "the spent timer took the slot")
+        #expect(machine.reconnectScheduled(slot: slot, timer: fresh) == nil, "the live timer was cancelled")
+        spent.cancel()
+        fresh.cancel()
+    }
 }
 
 @Suite("Answers and failures to outcomes")
