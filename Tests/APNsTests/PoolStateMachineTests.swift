@@ -136,12 +136,12 @@ struct PoolStateMachineTests {
         var delays: [TimeAmount] = []
         for _ in 0..<8 {
             let actions = machine.connectionClosed(id: id, error: nil, now: .now())
-            guard case .reconnect(let slot, let delay) = actions.first else {
+            guard case .reconnect(let slot, let delay, let epoch) = actions.first else {
                 Issue.record("no reconnect")
                 return
             }
             delays.append(delay)
-            id = connectIDs(machine.reconnectDue(slot: slot))[0]
+            id = connectIDs(machine.reconnectDue(slot: slot, epoch: epoch))[0]
         }
         #expect(delays.allSatisfy { $0 >= .milliseconds(50) })
         #expect(delays[0] <= .milliseconds(100))
@@ -151,7 +151,7 @@ struct PoolStateMachineTests {
         let start = NIODeadline.now()
         _ = ready(&machine, id: id, capacity: 10, now: start)
         let actions = machine.connectionClosed(id: id, error: nil, now: start + .seconds(11))
-        guard case .reconnect(_, let delay) = actions.first else {
+        guard case .reconnect(_, let delay, _) = actions.first else {
             Issue.record("no reconnect")
             return
         }
@@ -174,15 +174,15 @@ struct PoolStateMachineTests {
             _ = machine.release(connectionID: id)
             let actions = machine.goingAway(id: id, now: now + .milliseconds(500))
             guard
-                let delay = actions.lazy.compactMap({ action -> TimeAmount? in
-                    if case .reconnect(_, let after) = action { return after } else { return nil }
+                let (delay, epoch) = actions.lazy.compactMap({ action -> (TimeAmount, Int)? in
+                    if case .reconnect(_, let after, let epoch) = action { return (after, epoch) } else { return nil }
                 }).first
             else {
                 Issue.record("no reconnect")
                 return
             }
             delays.append(delay)
-            id = connectIDs(machine.reconnectDue(slot: 0))[0]
+            id = connectIDs(machine.reconnectDue(slot: 0, epoch: epoch))[0]
         }
         #expect(delays == Array(repeating: .zero, count: 6))
 
@@ -191,7 +191,8 @@ struct PoolStateMachineTests {
         _ = ready(&machine, id: id, capacity: 10, now: now)
         let actions = machine.goingAway(id: id, now: now + .milliseconds(500))
         #expect(
-            actions.contains { if case .reconnect(_, let after) = $0 { return after > .zero } else { return false } })
+            actions.contains { if case .reconnect(_, let after, _) = $0 { return after > .zero } else { return false } }
+        )
     }
 
     @Test("a connection dropped after answering requests waits one short backoff, never a growing one")
@@ -204,12 +205,12 @@ struct PoolStateMachineTests {
             if round > 0 { _ = machine.acquire(round, waiterID: round) }
             _ = machine.release(connectionID: id)
             let actions = machine.connectionClosed(id: id, error: nil, now: now + .milliseconds(500))
-            guard case .reconnect(let slot, let delay) = actions.first else {
+            guard case .reconnect(let slot, let delay, let epoch) = actions.first else {
                 Issue.record("no reconnect")
                 return
             }
             #expect(delay > .zero && delay <= backoff.base, "round \(round): \(delay)")
-            id = connectIDs(machine.reconnectDue(slot: slot))[0]
+            id = connectIDs(machine.reconnectDue(slot: slot, epoch: epoch))[0]
         }
     }
 
@@ -248,19 +249,31 @@ struct PoolStateMachineTests {
         _ = machine.release(connectionID: id)
         let loop = EmbeddedEventLoop()
         let first = machine.goingAway(id: id, now: start + .seconds(11))
-        guard case .reconnect(let slot, _)? = first.first(where: { if case .reconnect = $0 { true } else { false } })
+        guard
+            case .reconnect(let slot, _, let spentEpoch)? = first.first(where: {
+                if case .reconnect = $0 { true } else { false }
+            })
         else {
             Issue.record("no reconnect: \(first)")
             return
         }
         // Its timer fires at once, before the pool has registered it: the slot connects, and fails.
-        let next = connectIDs(machine.reconnectDue(slot: slot))[0]
+        let next = connectIDs(machine.reconnectDue(slot: slot, epoch: spentEpoch))[0]
         let second = machine.connectionClosed(id: next, error: nil, now: start + .seconds(12))
-        #expect(second.contains { if case .reconnect = $0 { true } else { false } })
+        guard case .reconnect(slot, _, let liveEpoch)? = second.first else {
+            Issue.record("no second reconnect: \(second)")
+            return
+        }
         let spent = loop.scheduleTask(in: .hours(1)) {}
         let fresh = loop.scheduleTask(in: .hours(1)) {}
-        #expect(machine.reconnectScheduled(slot: slot, timer: spent) != nil, "the spent timer took the slot")
-        #expect(machine.reconnectScheduled(slot: slot, timer: fresh) == nil, "the live timer was cancelled")
+        #expect(
+            machine.reconnectScheduled(slot: slot, epoch: spentEpoch, timer: spent) != nil,
+            "the spent timer took the slot")
+        #expect(
+            machine.reconnectScheduled(slot: slot, epoch: liveEpoch, timer: fresh) == nil,
+            "the live timer was cancelled")
+        #expect(machine.reconnectDue(slot: slot, epoch: spentEpoch).isEmpty, "a spent timer firing again: nothing")
+        #expect(connectIDs(machine.reconnectDue(slot: slot, epoch: liveEpoch)).count == 1, "the live one connects")
         spent.cancel()
         fresh.cancel()
     }

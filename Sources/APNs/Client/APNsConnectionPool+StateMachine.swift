@@ -40,8 +40,10 @@ extension APNsConnectionPool {
             case connecting(id: Int, connection: Connection?)
             /// Connection `id` serves requests (its figures are in `open[id]`), up since `since`.
             case ready(id: Int, since: NIODeadline)
-            /// Waiting to connect again; `timer` once the pool scheduled it.
-            case backingOff(timer: Scheduled<Void>?)
+            /// Waiting to connect again; `timer` once the pool scheduled it. `epoch` tells this backoff
+            /// from the slot's earlier ones: the pool schedules and registers a timer outside the lock,
+            /// so a timer's registration or firing can come after the slot moved on to another backoff.
+            case backingOff(epoch: Int, timer: Scheduled<Void>?)
         }
 
         struct Slot {
@@ -87,7 +89,7 @@ extension APNsConnectionPool {
 
         enum Action {
             case connect(slot: Int, id: Int)
-            case reconnect(slot: Int, after: TimeAmount)
+            case reconnect(slot: Int, after: TimeAmount, epoch: Int)
             /// Send the request on connection `connectionID` (its stream is counted already).
             case dispatch(Waiter, connectionID: Int, Connection)
             case fail(Waiter, APNsClientError)
@@ -112,6 +114,8 @@ extension APNsConnectionPool {
         private let reservedStreams: Int
         private let reconnect: Reconnect
         private var nextConnectionID = 1
+        /// Numbers each backoff of any slot (`SlotPhase.backingOff`).
+        private var nextBackoffEpoch = 0
         private var nextWaiterID = 0
 
         init(connections: Int, maximumWaiters: Int, reconnect: Reconnect, reservedStreams: Int = 0) {
@@ -308,17 +312,17 @@ extension APNsConnectionPool {
             return actions
         }
 
-        /// The pool scheduled the reconnect of `slot` (`Action.reconnect`). A timer that comes after
-        /// the slot moved on is cancelled.
-        mutating func reconnectScheduled(slot: Int, timer: Scheduled<Void>) -> Scheduled<Void>? {
-            guard case .backingOff(nil) = slots[slot].phase, !isShuttingDown else { return timer }
-            slots[slot].phase = .backingOff(timer: timer)
+        /// The pool scheduled the reconnect of `slot` for backoff `epoch` (`Action.reconnect`). A timer
+        /// that comes after the slot moved on (its timer fired, or it backs off again) is cancelled.
+        mutating func reconnectScheduled(slot: Int, epoch: Int, timer: Scheduled<Void>) -> Scheduled<Void>? {
+            guard case .backingOff(epoch, nil) = slots[slot].phase, !isShuttingDown else { return timer }
+            slots[slot].phase = .backingOff(epoch: epoch, timer: timer)
             return nil
         }
 
-        /// A slot's backoff timer fired.
-        mutating func reconnectDue(slot: Int) -> [Action] {
-            guard case .backingOff = slots[slot].phase, !isShuttingDown else { return [] }
+        /// The timer of a slot's backoff `epoch` fired: nothing, if the slot has moved on since.
+        mutating func reconnectDue(slot: Int, epoch: Int) -> [Action] {
+            guard case .backingOff(epoch, _) = slots[slot].phase, !isShuttingDown else { return [] }
             return [connect(slot)]
         }
 
@@ -346,7 +350,7 @@ extension APNsConnectionPool {
             for index in slots.indices {
                 switch slots[index].phase {
                 case .connecting(_, let connection?): connections.append(connection)
-                case .backingOff(let timer?): timers.append(timer)
+                case .backingOff(_, let timer?): timers.append(timer)
                 case .connecting, .backingOff, .idle, .ready: break
                 }
                 slots[index].phase = .idle
@@ -394,8 +398,9 @@ extension APNsConnectionPool {
                 slots[slot].phase = .idle
                 return []
             }
-            slots[slot].phase = .backingOff(timer: nil)
-            return [.reconnect(slot: slot, after: delay(failures: slots[slot].failures))]
+            nextBackoffEpoch += 1
+            slots[slot].phase = .backingOff(epoch: nextBackoffEpoch, timer: nil)
+            return [.reconnect(slot: slot, after: delay(failures: slots[slot].failures), epoch: nextBackoffEpoch)]
         }
 
         /// 0 after a healthy connection; otherwise the reconnect backoff (equal jitter).

@@ -281,11 +281,11 @@ final class APNsConnectionPool: Sendable {
                 finish(request, .failure(error))
             case .connect(let slot, let id):
                 connect(slot: slot, id: id)
-            case .reconnect(let slot, let delay):
+            case .reconnect(let slot, let delay, let epoch):
                 let timer = group.any().scheduleTask(in: delay) { [weak self] () -> Void in
-                    self?.update { $0.reconnectDue(slot: slot) }
+                    self?.update { $0.reconnectDue(slot: slot, epoch: epoch) }
                 }
-                state.withLock { $0.reconnectScheduled(slot: slot, timer: timer) }?.cancel()
+                state.withLock { $0.reconnectScheduled(slot: slot, epoch: epoch, timer: timer) }?.cancel()
             case .close(let connection):
                 connection.channel.close(promise: nil)
             case .drained(let promise):
