@@ -17,22 +17,6 @@ extension APNsConnectionPool {
     /// Generic over what waits (`Waiter`) and what a connection is to its owner (`Connection`: the
     /// pool's `APNsConnection`; plain values in tests), so its rules are tested without a network.
     struct StateMachine<Waiter: Sendable, Connection: Sendable>: Sendable {
-        /// When a slot connects again: after a failure, `backoff` (equal jitter: two attempts are
-        /// never closer than half a step); after a healthy connection, at once.
-        struct Reconnect: Sendable {
-            var backoff: Backoff
-            /// A connection that stayed up this long resets the slot's failure count.
-            var healthyAfter: TimeAmount
-
-            init(base: TimeAmount, maximum: TimeAmount, healthyAfter: TimeAmount) {
-                self.backoff = Backoff(
-                    first: .nanoseconds(base.nanoseconds), maximum: .nanoseconds(maximum.nanoseconds), jitter: .equal)
-                self.healthyAfter = healthyAfter
-            }
-
-            var base: TimeAmount { TimeAmount(backoff.first) }
-        }
-
         enum SlotPhase {
             /// Nothing open and nothing planned (before the first request, or after a shutdown).
             case idle
