@@ -64,7 +64,8 @@ struct GroupIdentityTests {
         let configuration = try WorkerConfiguration.load(path: path, environment: [:])
         let reader = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(
-                bootstrapServers: cluster.bootstrapServers, groupID: CommitMetadataProbe.group(configuration.consumer.group)))
+                bootstrapServers: cluster.bootstrapServers,
+                groupID: CommitMetadataProbe.group(configuration.consumer.group)))
         let probe = try #require(try await reader.committed([partition])[partition], "the probe committed nothing")
         await reader.close()
         let text = try #require(probe.metadata)
