@@ -179,56 +179,75 @@ struct PartitionStallTests {
 }
 
 /// The broker's answer to a stall look arrives on a queue of its own, up to seconds later: an answer
-/// about one assignment must never move the next one.
-@Suite("A stall answer across a reassignment, on the mock cluster", .timeLimit(.minutes(1)))
+/// about one assignment, or about a position left behind, must never move the partition.
+@Suite("A stall answer that comes late, on the mock cluster", .timeLimit(.minutes(1)))
 struct PartitionStallTenureTests {
+    /// A one-partition topic with records 0 to 19 read by a consumer (assigned, no group) whose stall
+    /// watch (1 s) asks the test for the broker's end: the first look waits at `asked` until the test
+    /// signals `answer`, and is answered 40 (records wait beyond position 20: a stall of the position
+    /// looked at).
+    struct HeldLook {
+        let cluster: KafkaMockCluster
+        let topic: String
+        let partition: KafkaTopicPartition
+        let producer: KafkaProducer
+        let consumer: KafkaConsumer
+        /// Lets the held look be answered.
+        let answer: DispatchSemaphore
+
+        static func start(_ name: String) async throws -> HeldLook {
+            let cluster = try KafkaMockCluster(brokers: 1)
+            let topic = uniqueName(name)
+            try cluster.createTopic(topic, partitions: 1)
+            let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
+            try await produce(0..<20, to: topic, with: producer)
+            let (asked, answer, answered) = (
+                DispatchSemaphore(value: 0), DispatchSemaphore(value: 0), TestLocked(false)
+            )
+            var configuration = consumerConfiguration(cluster, group: uniqueName("g"))
+            configuration.stallBound = .seconds(1)
+            configuration.properties["fetch.error.backoff.ms"] = "250"
+            let consumer = try KafkaConsumer(
+                configuration: configuration, rebalanceHandler: nil, statisticsHandler: nil, stallHandler: nil,
+                errorHandler: nil,
+                partitionEnd: { _ in
+                    guard !answered.withLock({ $0 }) else { return nil }
+                    asked.signal()
+                    answer.wait()
+                    answered.withLock { $0 = true }
+                    return 40
+                }, logger: Logger(label: "test"))
+            let partition = KafkaTopicPartition(topic: topic, partition: 0)
+            try consumer.assign([KafkaTopicPartitionOffset(partition, offset: KafkaOffset.beginning)])
+            #expect(try await read(20, from: consumer).last?.offset == 19)
+            // Position 20, unmoved: the watch asks for the end, and the answer waits.
+            try await withTimeout(20, "the stall look") { await onOwnThread { asked.wait() } }
+            return HeldLook(
+                cluster: cluster, topic: topic, partition: partition, producer: producer, consumer: consumer,
+                answer: answer)
+        }
+
+        static func produce(_ values: Range<Int>, to topic: String, with producer: KafkaProducer) async throws {
+            for index in values {
+                _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("\(index)".utf8)))
+            }
+        }
+    }
+
     @Test("revoked and assigned again between a look and its answer: no seek, the new assignment reads from its start")
     func answerFromAnEarlierAssignmentIsDropped() async throws {
-        let cluster = try KafkaMockCluster(brokers: 1)
-        let topic = uniqueName("tenure")
-        try cluster.createTopic(topic, partitions: 1)
-        let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
-        for index in 0..<20 {
-            _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("\(index)".utf8)))
-        }
-        let partition = KafkaTopicPartition(topic: topic, partition: 0)
-        // The broker's end, as the test answers it: the look is held until the test lets it go.
-        let asked = DispatchSemaphore(value: 0)
-        let answer = DispatchSemaphore(value: 0)
-        let answered = TestLocked(false)
-        var configuration = consumerConfiguration(cluster, group: uniqueName("g"))
-        configuration.stallBound = .seconds(1)
-        configuration.properties["fetch.error.backoff.ms"] = "250"
-        let consumer = try KafkaConsumer(
-            configuration: configuration, rebalanceHandler: nil, statisticsHandler: nil, stallHandler: nil,
-            errorHandler: nil,
-            partitionEnd: { _ in
-                guard !answered.withLock({ $0 }) else { return nil }
-                asked.signal()
-                answer.wait()
-                answered.withLock { $0 = true }
-                return 40  // records wait beyond position 20: a stall, for the assignment that was looked at
-            }, logger: Logger(label: "test"))
-        try consumer.assign([KafkaTopicPartitionOffset(partition, offset: KafkaOffset.beginning)])
-        let first = try await read(20, from: consumer)
-        #expect(first.last?.offset == 19)
-        // Position 20, unmoved: the watch asks for the end, and the answer waits.
-        try await withTimeout(20, "the stall look") {
-            await onOwnThread { asked.wait() }
-        }
+        let look = try await HeldLook.start("tenure")
         // Meanwhile the partition is revoked and assigned again, from its start; its first fetches
         // fail for a while, so that a seek made now would land before any record is read.
-        cluster.failNextRequests(.fetch, with: Array(repeating: .notLeaderForPartition, count: 8))
-        try consumer.assign([KafkaTopicPartitionOffset(partition, offset: KafkaOffset.beginning)])
-        for index in 20..<40 {
-            _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("\(index)".utf8)))
-        }
-        await producer.close()
-        answer.signal()
+        look.cluster.failNextRequests(.fetch, with: Array(repeating: .notLeaderForPartition, count: 8))
+        try look.consumer.assign([KafkaTopicPartitionOffset(look.partition, offset: KafkaOffset.beginning)])
+        try await HeldLook.produce(20..<40, to: look.topic, with: look.producer)
+        await look.producer.close()
+        look.answer.signal()
         // What arrives: all 40 with the answer dropped; 20 to 39 alone had it moved the new assignment.
         let received = TestLocked<[KafkaConsumerMessage]>([])
         _ = try? await withTimeout(30, "reading 40 records") {
-            for try await record in consumer.messages {
+            for try await record in look.consumer.messages {
                 if received.withLock({
                     $0.append(record); return $0.count
                 }) == 40 {
@@ -239,47 +258,19 @@ struct PartitionStallTenureTests {
         let again = received.withLock { $0 }
         #expect(again.first?.offset == 0, "the answer about the earlier assignment sought this one to 20")
         #expect(again.map(\.offset) == Array(0..<40), "every record of the new assignment once, in order")
-        await consumer.close()
+        await look.consumer.close()
     }
+
     @Test("the partition read on while the broker was asked: no seek back, nothing read twice")
     func answerAfterThePartitionMovedIsDropped() async throws {
-        let cluster = try KafkaMockCluster(brokers: 1)
-        let topic = uniqueName("moved")
-        try cluster.createTopic(topic, partitions: 1)
-        let producer = try KafkaProducer(configuration: producerConfiguration(cluster))
-        for index in 0..<20 {
-            _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("\(index)".utf8)))
-        }
-        let partition = KafkaTopicPartition(topic: topic, partition: 0)
-        let asked = DispatchSemaphore(value: 0)
-        let answer = DispatchSemaphore(value: 0)
-        let answered = TestLocked(false)
-        var configuration = consumerConfiguration(cluster, group: uniqueName("g"))
-        configuration.stallBound = .seconds(1)
-        let consumer = try KafkaConsumer(
-            configuration: configuration, rebalanceHandler: nil, statisticsHandler: nil, stallHandler: nil,
-            errorHandler: nil,
-            partitionEnd: { _ in
-                guard !answered.withLock({ $0 }) else { return nil }
-                asked.signal()
-                answer.wait()
-                answered.withLock { $0 = true }
-                return 40  // the broker's end as it was when asked: beyond the position looked at, 20
-            }, logger: Logger(label: "test"))
-        try consumer.assign([KafkaTopicPartitionOffset(partition, offset: KafkaOffset.beginning)])
-        #expect(try await read(20, from: consumer).last?.offset == 19)
-        try await withTimeout(20, "the stall look") {
-            await onOwnThread { asked.wait() }
-        }
+        let look = try await HeldLook.start("moved")
         // While the broker is asked, the partition reads on (same assignment): 20 to 39.
-        for index in 20..<40 {
-            _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("\(index)".utf8)))
-        }
-        await producer.close()
-        #expect(try await read(20, from: consumer).map(\.offset) == Array(20..<40))
-        answer.signal()
-        let again = try await readAvailable(from: consumer, for: 3)
+        try await HeldLook.produce(20..<40, to: look.topic, with: look.producer)
+        await look.producer.close()
+        #expect(try await read(20, from: look.consumer).map(\.offset) == Array(20..<40))
+        look.answer.signal()
+        let again = try await readAvailable(from: look.consumer, for: 3)
         #expect(again.map(\.offset) == [], "sought back to 20 by an answer about a position left behind")
-        await consumer.close()
+        await look.consumer.close()
     }
 }

@@ -56,11 +56,19 @@ struct LostAssignmentTests {
     /// until `open()`, and counts the group's hand-overs; the protocol's defaults observe the rest.
     final class GateObserver: PipelineObserver {
         let gateAt: Int
+        /// Runs once the pipeline knows where its done records go, before it makes its consumer: an
+        /// injected fault then meets the consumer's requests, not the start's probe.
+        let onStarting: @Sendable () -> Void
         private let counts = NIOLockedValueBox<(consumed: Int, joined: Int, left: Int)>((0, 0, 0))
         private let reached = DispatchSemaphore(value: 0)
         private let gate = DispatchSemaphore(value: 0)
 
-        init(gateAt: Int) { self.gateAt = gateAt }
+        init(gateAt: Int, onStarting: @escaping @Sendable () -> Void = {}) {
+            self.gateAt = gateAt
+            self.onStarting = onStarting
+        }
+
+        func progressStore(_ store: ProgressStore) { onStarting() }
 
         var joined: Int { counts.withLockedValue { $0.joined } }
         var left: Int { counts.withLockedValue { $0.left } }
@@ -190,12 +198,11 @@ struct LostAssignmentTests {
         let events = try await Self.produceTen(harness)
 
         let sender = HoldingSender(holding: [])
-        let observer = GateObserver(gateAt: .max)
-        let group = "lost-before-commit"
-        let pipeline = try Self.pipeline(harness, group: group, sender: sender, observer: observer)
         // The first commit meets a generation that is over: librdkafka drops the assignment as
         // lost, rejoins, and the group (of one) gives the partition back.
-        mock.failNextRequests(.offsetCommit, with: [.illegalGeneration])
+        let observer = GateObserver(gateAt: .max) { mock.failNextRequests(.offsetCommit, with: [.illegalGeneration]) }
+        let group = "lost-before-commit"
+        let pipeline = try Self.pipeline(harness, group: group, sender: sender, observer: observer)
         let run = Task { try await pipeline.run() }
 
         _ = try await harness.results(events)

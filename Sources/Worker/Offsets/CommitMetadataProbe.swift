@@ -52,6 +52,7 @@ package final class CommitMetadataProbe: Sendable {
         var settings = consumer
         settings.groupID = Self.group(consumer.groupID)
         settings.stallBound = nil
+        settings.properties["group.instance.id"] = nil  // never a member: a static member's id is the worker's
         prober = try KafkaConsumer(configuration: settings, errorHandler: onError, logger: logger)
         self.partition = partition
         attempt = Locked(nil)

@@ -32,6 +32,7 @@ final class ProgressTopic: Sendable {
         var reader = consumer
         reader.groupID = group + "-progress-reader"  // never joins nor commits: assign only
         reader.partitionAssignment = .range
+        reader.properties["group.instance.id"] = nil
         self.readerConfiguration = reader
         self.logger = logger
     }

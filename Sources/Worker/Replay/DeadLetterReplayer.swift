@@ -51,6 +51,7 @@ package struct DeadLetterReplayer: Sendable {
     package init(configuration: WorkerConfiguration, logger: Logger = Logger(label: "apns-worker.replay")) {
         var consumer = configuration.kafkaConsumerConfiguration
         consumer.groupID = Self.cursorPrefix(configuration.consumer.group)
+        consumer.properties["group.instance.id"] = nil  // replay joins no group: the id is a worker's
         self.init(
             consumerConfiguration: consumer, producerConfiguration: configuration.kafkaProducerConfiguration,
             logger: logger)
