@@ -10,6 +10,8 @@
 #include <openssl/x509v3.h>
 #include <openssl/bio.h>
 #include <openssl/rand.h>
+#include <openssl/bn.h>
+#include <openssl/hmac.h>
 
 // OpenSSL's function-like macros over *_ctrl, which Swift cannot import, as named functions: the
 // Swift code calls what the OpenSSL documentation names, not SSL_CTX_ctrl with a command number.
