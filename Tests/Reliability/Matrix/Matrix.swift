@@ -54,6 +54,9 @@ package struct Scale: Sendable {
     package var backlog: Int
     /// Workers replaced one after the other in a rolling deploy.
     package var generations: Int
+    /// The burst rows' `delivery.maxInFlight` per worker, where not their own 1,000 (`--max-in-flight`:
+    /// the worker's default, 10,000, say).
+    package var maxInFlight: Int?
 
     package static let full = Scale(events: 2_000, outage: 1, repeats: 10, backlog: 10_000, generations: 3)
     package static let quick = Scale(events: 600, outage: 0.2, repeats: 3, backlog: 2_000, generations: 2)
