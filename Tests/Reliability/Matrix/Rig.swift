@@ -413,16 +413,24 @@ package final class Rig: Sendable {
         }
     }
 
-    /// In a row with SIGKILLs (APNs at a fixed latency), logs what each push made again followed
-    /// (`KillTrace`), and with `RELIABILITY_TRACE` set (a directory) writes the kills and the
+    /// In a row with SIGKILLs (APNs at a fixed latency or a range), logs what each push made again
+    /// followed (`KillTrace`), and with `RELIABILITY_TRACE` set (a directory) writes the kills and the
     /// repeated pushes there as JSON lines.
     private func attributeRepeatedPushes(_ simulators: [Simulator]) async {
-        guard !killTrace.isEmpty, case .fixed(let latency) = simulator.faults.latency else { return }
+        guard !killTrace.isEmpty else { return }
+        func seconds(_ duration: Duration) -> Double {
+            Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        }
+        let latency: ClosedRange<Double>
+        switch simulator.faults.latency {
+        case .fixed(let fixed): latency = seconds(fixed)...seconds(fixed)
+        case .uniform(let low, let high): latency = seconds(low)...seconds(high)
+        case .none: return
+        }
         let path = Self.traceDirectory.map { "\($0)/trace-\(broker)-\(UUID().uuidString.prefix(8)).jsonl" }
         let attribution = await killTrace.attribute(
             records: simulators.flatMap(\.observation.records), results: results.snapshot.byAPNsID,
-            latency: Double(latency.components.seconds) + Double(latency.components.attoseconds) / 1e18,
-            progressTopic: EmbeddedStack.progressTopic, writingTo: path)
+            latency: latency, progressTopic: EmbeddedStack.progressTopic, writingTo: path)
         logger.notice(
             "pushed again after the kills: \(attribution)", metadata: path.map { ["trace": "\($0)"] } ?? [:])
     }
