@@ -85,8 +85,10 @@ extension WorkerPipeline {
                 do {
                     let began = ContinuousClock.now
                     try await consumer.commit(offsets(candidates, metadataBytes: metadataBudget))
+                    await commitStepForTesting.withLock({ $0 })?(.committed(candidates))
                     let committed = ContinuousClock.now
                     try await keepProgress(candidates, metadataBytes: metadataBudget)
+                    await commitStepForTesting.withLock({ $0 })?(.progressKept(candidates))
                     state.withLock { $0.markCommitted(candidates) }
                     observer.committed(ok: true)
                     logger.debug(
