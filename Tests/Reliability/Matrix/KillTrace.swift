@@ -82,13 +82,13 @@ final class KillTrace: Sendable {
         case metadataLacksIt = "not in the committed metadata"
         /// No progress record of the partition before the kill.
         case noProgress = "no progress record"
-        /// The newest progress record was written for an offset below the committed one: a commit
-        /// landed and its progress record did not (the reader passes over it).
+        /// Every progress record was written for an offset below the committed one: a commit landed
+        /// and its progress record did not (the reader passes over them).
         case progressBehindCommit = "progress record behind the committed offset"
-        /// The newest progress record, for the committed offset, lacks the offset.
+        /// The progress record for the committed offset lacks the offset.
         case progressLacksIt = "not in the progress record for the committed offset"
-        /// The newest progress record was written for an offset above the committed one (a commit
-        /// the broker refused, or that had not landed).
+        /// The newest progress record not below the committed offset was written for one above it (a
+        /// commit the broker refused, or that had not landed).
         case progressAheadOfCommit = "progress record ahead of the committed offset"
         /// No committed offset for the partition, or a result naming no partition.
         case nothingCommitted = "nothing committed"
@@ -254,8 +254,9 @@ final class KillTrace: Sendable {
     }
 
     /// `nil` where what the next owner reads after `kill` covers `topic/partition/offset`: the
-    /// committed offset, the done records in its metadata, or the newest progress record written
-    /// before the kill, if written for that offset (the only one the worker trusts); otherwise why not.
+    /// committed offset, the done records in its metadata, or the progress record the worker would
+    /// use (the newest written before the kill for the committed offset or above, if written for that
+    /// offset; `ProgressTopic`); otherwise why not.
     private static func uncovered(_ kill: Kill, _ progress: [KafkaTopicPartition: [Progress]], _ key: String)
         -> Uncovered?
     {
@@ -271,14 +272,17 @@ final class KillTrace: Sendable {
         {
             return metadata.done.contains(offset) ? nil : .metadataLacksIt
         }
-        guard let newest = progress[partition]?.last(where: { $0.at <= kill.at }) else { return .noProgress }
-        if newest.written < stored.offset { return .progressBehindCommit }
-        if newest.written > stored.offset { return .progressAheadOfCommit }
-        return newest.done.contains(offset) ? nil : .progressLacksIt
+        let before = progress[partition]?.filter { $0.at <= kill.at } ?? []
+        if before.isEmpty { return .noProgress }
+        // As the next owner reads: back from the newest, passing over records written for a lower offset.
+        guard let decides = before.last(where: { $0.written >= stored.offset }) else { return .progressBehindCommit }
+        if decides.written > stored.offset { return .progressAheadOfCommit }
+        return decides.done.contains(offset) ? nil : .progressLacksIt
     }
 
     /// The kill, its connections, and per partition the committed offset with its done records and
-    /// the newest progress record written before the kill (`written` offset, `at`).
+    /// the progress record written before the kill that the next owner would read (`written` offset,
+    /// `at`; the newest, where none is written for the committed offset or above).
     private static func line(_ kill: Kill, _ progress: [KafkaTopicPartition: [Progress]]) -> String {
         let connections = kill.connections.map { "{\"id\":\($0.id),\"awaiting\":\($0.acceptancesAwaitingAnswer)}" }
         let committed = kill.committed.values.map { stored in
@@ -286,7 +290,9 @@ final class KillTrace: Sendable {
                 stored.metadata.flatMap { try? CommitMetadata.decode($0, committed: stored.offset) }?.done.ranges
                 .map { "[\($0.lowerBound),\($0.upperBound)]" } ?? []
             var newest = ""
-            if let record = progress[stored.topicPartition]?.last(where: { $0.at <= kill.at }) {
+            if let record = progress[stored.topicPartition]?.last(where: {
+                $0.at <= kill.at && $0.written >= stored.offset
+            }) ?? progress[stored.topicPartition]?.last(where: { $0.at <= kill.at }) {
                 newest =
                     ",\"progress\":{\"written\":\(record.written),\"at\":\(record.at),\"done\":\(record.done.count)}"
             }
