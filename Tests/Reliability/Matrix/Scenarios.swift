@@ -442,6 +442,7 @@ extension Scenario {
             let deadline = ContinuousClock.now + .seconds(90)
             while rig.simulator.observation.liveConnections < 4 {
                 guard ContinuousClock.now < deadline else { throw ScenarioFailure("the pair never both pushed") }
+                if let exited = rig.exitedOnItsOwn() { throw ScenarioFailure(exited) }
                 let end = min(trickled + 8, records.count / 10)
                 if trickled < end {
                     try await rig.produce(Array(records[trickled..<end]))

@@ -6,7 +6,8 @@ import TestPeers
 // `make reliability`: every scenario of the reliability matrix on every broker it applies to, one
 // bounded run each, then the table. Exits 1 when any row lost an event or failed its own check.
 //
-//   reliability [--quick] [--broker mock|tansu] [--backlog N] [--max-in-flight N] [SCENARIO-NAME-PART ...]
+//   reliability [--quick] [--broker mock|tansu] [--backlog N] [--max-in-flight N] [--no-progress-topic]
+//               [SCENARIO-NAME-PART ...]
 //   reliability --list      the scenarios, as a Markdown table
 
 var arguments = Array(CommandLine.arguments.dropFirst())
@@ -40,6 +41,10 @@ if let index = arguments.firstIndex(of: "--max-in-flight"), index + 1 < argument
 {
     scale.maxInFlight = maxInFlight  // the burst rows' workers (the worker's default 10,000, say)
     arguments.removeSubrange(index...(index + 1))
+}
+if arguments.contains("--no-progress-topic") {
+    scale.progressTopic = false  // workers without delivery.progressTopic (Tansu: they refuse to start)
+    arguments.removeAll { $0 == "--no-progress-topic" }
 }
 let filters = arguments.map { $0.lowercased() }
 // A filter that is a scenario's whole name selects that one only ("SIGKILL under a burst, APNs at
