@@ -294,14 +294,17 @@ package final class Rig: Sendable {
         throw ScenarioFailure("timed out after \(Int(seconds)) s waiting for \(what())")
     }
 
-    /// What a worker process that exited without the rig stopping it said (its exit status and the
-    /// last line of its output), if one did: a worker that refuses to start, or dies.
+    /// What a worker process that failed said (its exit status and the last line of its output), if
+    /// one did: one that exited with a status other than 0 without the rig SIGKILLing it (it refused
+    /// to start, or died). A worker that exits 0 was stopped (SIGTERM) and is not one.
     func exitedOnItsOwn() -> String? {
         let (processes, killed) = state.withLockedValue { ($0.processes, $0.killed) }
-        guard let process = processes.first(where: { !killed.contains($0.processIdentifier) && !$0.isRunning })
+        guard
+            let (process, status) = processes.lazy.filter({ !killed.contains($0.processIdentifier) })
+                .compactMap({ process in process.exitStatus().map { (process, $0) } }).first(where: { $0.1 != 0 })
         else { return nil }
         let said = process.stdout.split(separator: "\n").last.map(String.init) ?? ""
-        return "apns-worker run exited with status \(process.exitStatus() ?? -1) on its own"
+        return "apns-worker run exited with status \(status) on its own"
             + (said.isEmpty ? " (nothing on its standard output)" : ": \(said)")
     }
 
