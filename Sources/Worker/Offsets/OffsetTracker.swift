@@ -2,10 +2,10 @@ import Kafka
 
 /// What to commit for one partition: the offset (everything below it is done), the done records
 /// above it (the commit's metadata), and the tracker's state it was taken at (`markCommitted`).
-struct CommitCandidate: Equatable, Sendable {
-    var partition: KafkaTopicPartition
-    var offset: Int64
-    var done: OffsetRanges
+package struct CommitCandidate: Equatable, Sendable {
+    package var partition: KafkaTopicPartition
+    package var offset: Int64
+    package var done: OffsetRanges
     var version: UInt64
     /// Which tracking of the partition it was taken from: a commit of a lease that ended does not
     /// mark the next one's as committed.

@@ -67,7 +67,9 @@ extension WorkerPipeline {
 
     /// The only place offsets are committed: requests are served one at a time, so a commit
     /// computed earlier can never land after (and undo) a later one. Each commit carries, as the
-    /// offset's metadata, the records above it that are done too (`CommitMetadata`).
+    /// offset's metadata, the records above it that are done too (`CommitMetadata`); where the
+    /// broker drops metadata they go to the progress topic first (`keepProgress`), so that a crash
+    /// between the two finds them whether the commit landed or not.
     func commitLoop(consumer: KafkaConsumer) async {
         // What the broker takes (its offset.metadata.max.bytes may be below the default).
         var metadataBudget = configuration.commitMetadataMaxBytes
@@ -79,18 +81,23 @@ extension WorkerPipeline {
                 commits.commitStarting()
             case .partitions(let partitions, _): selection = partitions
             }
-            let candidates = state.withLock { $0.commitCandidates(in: selection) }
+            let (candidates, previous) = state.withLock { state in
+                let candidates = state.commitCandidates(in: selection)
+                return (candidates, state.againstLastStored(candidates.filter { !$0.done.isEmpty }))
+            }
             var outcome = CommitQueue.Outcome.stored
             if !candidates.isEmpty {
                 do {
                     let began = ContinuousClock.now
+                    try await keepProgress(candidates, previous: previous, metadataBytes: metadataBudget)
+                    await commitStepForTesting.withLock({ $0 })?(.progressKept(candidates))
+                    let kept = ContinuousClock.now
                     try await consumer.commit(offsets(candidates, metadataBytes: metadataBudget))
-                    let committed = ContinuousClock.now
-                    try await keepProgress(candidates, metadataBytes: metadataBudget)
+                    await commitStepForTesting.withLock({ $0 })?(.committed(candidates))
                     state.withLock { $0.markCommitted(candidates) }
                     observer.committed(ok: true)
                     logger.debug(
-                        "committed \(candidates.map { "\($0.partition)@\($0.offset)+\($0.done.count)" }.joined(separator: ",")): offsets in \(committed - began), progress kept in \(ContinuousClock.now - committed)"
+                        "committed \(candidates.map { "\($0.partition)@\($0.offset)+\($0.done.count)" }.joined(separator: ",")): progress kept in \(kept - began), offsets in \(ContinuousClock.now - kept)"
                     )
                 } catch let error as KafkaError where error.code == .offsetMetadataTooLarge && metadataBudget > 0 {
                     observer.committed(ok: false)
@@ -166,19 +173,43 @@ extension WorkerPipeline {
         return nil
     }
 
-    /// After a commit: where the broker keeps no commit metadata, the done records go to the
-    /// progress topic (and are stored before this returns).
-    private func keepProgress(_ candidates: [CommitCandidate], metadataBytes: Int) async throws {
+    /// Before a commit, where the broker keeps no commit metadata: the done records go to the
+    /// progress topic, and are stored before this returns. For each candidate with done records,
+    /// first one written for its offset, then (`previous`, where the commit moves the offset) one
+    /// written for the offset the broker has now, saying everything from there done too. The next
+    /// owner trusts only a record written for the committed offset, the newest such: whether the
+    /// commit then lands (the second record is older than the offset, passed over; the first is
+    /// used) or a crash comes first (the second is used), it finds every done record of the commit.
+    /// Written after the commit, as before, a crash between the two left the committed offset
+    /// without its record, and everything done above it was pushed again. Both records of a
+    /// partition go in that order, next to each other into the producer's queue (same key, same
+    /// progress partition, one batch as a rule). Should they not be stored, nothing is committed
+    /// (the commit is tried again).
+    private func keepProgress(_ candidates: [CommitCandidate], previous: [CommitCandidate], metadataBytes: Int)
+        async throws
+    {
         guard candidates.contains(where: { !$0.done.isEmpty }) else { return }
         guard progressStore.withLock({ $0 }) == .progressTopic, let progressTopic,
             let producer = producerBox.withLock({ $0 })
         else {
             return
         }
-        let records = try await progressTopic.records(candidates, metadataBytes: metadataBytes)
+        let previous = Dictionary(previous.map { ($0.partition, $0) }) { first, _ in first }
+        let ordered = candidates.filter { !$0.done.isEmpty }.flatMap {
+            [$0] + [previous[$0.partition]].compactMap { $0 }
+        }
+        let records = try await progressTopic.records(ordered, metadataBytes: metadataBytes)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for record in records {
-                group.addTask { _ = try await producer.send(record) }
+                // Enqueued here, in order; each task waits for its record's delivery.
+                let delivered = AsyncThrowingStream<Void, any Error>.makeStream()
+                try await producer.send(record) { result in
+                    switch result {
+                    case .success: delivered.continuation.finish()
+                    case .failure(let error): delivered.continuation.finish(throwing: error)
+                    }
+                }
+                group.addTask { for try await _ in delivered.stream {} }
             }
             try await group.waitForAll()
         }

@@ -410,7 +410,13 @@ extension WorkerPipeline {
         /// committed (everything from it up to the candidate's offset is done, and the candidate's
         /// done records): for a progress record when a revocation could not commit.
         func doneSinceLastStored(_ partitions: Set<KafkaTopicPartition>) -> [CommitCandidate] {
-            ownership.commitCandidates(in: partitions).compactMap { candidate in
+            againstLastStored(ownership.commitCandidates(in: partitions))
+        }
+
+        /// These candidates said against the offset the broker has committed, where they move it:
+        /// everything from it up to the candidate's offset is done, and the candidate's done records.
+        func againstLastStored(_ candidates: [CommitCandidate]) -> [CommitCandidate] {
+            candidates.compactMap { candidate in
                 guard let stored = ownership.tracker.lastStoredOffset(of: candidate.partition),
                     stored < candidate.offset
                 else { return nil }

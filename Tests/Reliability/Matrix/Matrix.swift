@@ -54,6 +54,12 @@ package struct Scale: Sendable {
     package var backlog: Int
     /// Workers replaced one after the other in a rolling deploy.
     package var generations: Int
+    /// The burst rows' `delivery.maxInFlight` per worker, where not their own 1,000 (`--max-in-flight`:
+    /// the worker's default, 10,000, say).
+    package var maxInFlight: Int?
+    /// Workers configured with `delivery.progressTopic` (`--no-progress-topic`: without it, as on a
+    /// broker that keeps commit metadata it needs none; on Tansu the worker then refuses to start).
+    package var progressTopic = true
 
     package static let full = Scale(events: 2_000, outage: 1, repeats: 10, backlog: 10_000, generations: 3)
     package static let quick = Scale(events: 600, outage: 0.2, repeats: 3, backlog: 2_000, generations: 2)
@@ -103,7 +109,8 @@ package enum ReliabilityMatrix {
         do {
             rig = try await Rig.start(
                 broker: broker, mockBrokers: scenario.mockBrokers, partitions: scenario.partitions,
-                tansuStorage: scenario.tansuStorage, lanes: scenario.lanes, logger: logger)
+                tansuStorage: scenario.tansuStorage, lanes: scenario.lanes, progressTopic: scale.progressTopic,
+                logger: logger)
         } catch {
             row.failure = "the rig did not start: \(error)"
             return row

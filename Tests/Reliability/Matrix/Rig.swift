@@ -42,12 +42,16 @@ package final class Rig: Sendable {
     let deadLetters: TopicWatcher
     /// The SIGKILLs, to tell apart what was pushed again after them.
     let killTrace: KillTrace
+    /// Workers are configured with `delivery.progressTopic`.
+    let progressTopic: Bool
     private let state = NIOLockedValueBox(State())
 
     private struct State {
         var simulator: Simulator?
         var workers: [InProcessWorker] = []
         var processes: [BackgroundProgram] = []
+        /// Processes the rig SIGKILLed (any other that exits before the rig stops it failed).
+        var killed: Set<pid_t> = []
         var faultCleared: ContinuousClock.Instant?
         var configFiles = 0
         /// Worker processes whose log was written (`RELIABILITY_WORKER_LOGS`).
@@ -64,7 +68,7 @@ package final class Rig: Sendable {
     private init(
         broker: Broker, stack: EmbeddedStack, tansu: TansuBroker?, apnsProxy: FaultProxy, logger: Logger,
         input: TopicWatcher, urgentInput: TopicWatcher?, results: TopicWatcher, deadLetters: TopicWatcher,
-        killTrace: KillTrace
+        killTrace: KillTrace, progressTopic: Bool
     ) {
         self.broker = broker
         self.stack = stack
@@ -76,6 +80,7 @@ package final class Rig: Sendable {
         self.results = results
         self.deadLetters = deadLetters
         self.killTrace = killTrace
+        self.progressTopic = progressTopic
     }
 
     /// The second input topic of a scenario with lanes: its workers' urgent lane.
@@ -83,10 +88,11 @@ package final class Rig: Sendable {
 
     /// `mockBrokers`: brokers in the mock cluster (leader changes need more than one); `partitions`:
     /// of the input and results topics; `tansuStorage`: where Tansu keeps its data; `lanes`: with
-    /// `urgentTopic` (2 partitions) too.
+    /// `urgentTopic` (2 partitions) too; `progressTopic`: workers configured with
+    /// `delivery.progressTopic`.
     package static func start(
         broker: Broker, mockBrokers: Int = 1, partitions: Int = 4, tansuStorage: TansuBroker.Storage = .memory,
-        lanes: Bool = false, logger: Logger
+        lanes: Bool = false, progressTopic: Bool = true, logger: Logger
     ) async throws -> Rig {
         let tansu = broker == .tansu ? try await TansuBroker.start(storage: tansuStorage) : nil
         var quiet = logger
@@ -113,7 +119,8 @@ package final class Rig: Sendable {
                 topic: EmbeddedStack.resultsTopic, kind: .results, bootstrapServers: servers, logger: quiet),
             deadLetters: try await TopicWatcher(
                 topic: EmbeddedStack.deadLetterTopic, kind: .deadLetters, bootstrapServers: servers, logger: quiet),
-            killTrace: KillTrace(partitions: traced, group: "reliability", bootstrapServers: servers, logger: logger))
+            killTrace: KillTrace(partitions: traced, group: "reliability", bootstrapServers: servers, logger: logger),
+            progressTopic: progressTopic)
     }
 
     // MARK: Input
@@ -148,6 +155,7 @@ package final class Rig: Sendable {
         group: String = "reliability", maxInFlight: Int = 20, configure: (inout WorkerConfiguration) -> Void = { _ in }
     ) throws -> InProcessWorker {
         var configuration = try stack.configuration(group: group, maxInFlight: maxInFlight, apnsPort: apnsProxy.port)
+        if !progressTopic { configuration.delivery.progressTopic = nil }
         configure(&configuration)
         let assembly = try WorkerRuntime.assemble(configuration, logger: logger)
         let serviceGroup = assembly.serviceGroup(handlingSignals: false)
@@ -175,6 +183,11 @@ package final class Rig: Sendable {
                 of: topics,
                 with: "  topics: [\(EmbeddedStack.inputTopic), \(Self.urgentTopic)]\n"
                     + "  lanes: { urgent: { topics: [\(Self.urgentTopic)], maxInFlight: \(maxInFlight) } }\n")
+        }
+        if !progressTopic {
+            let line = "  progressTopic: \(EmbeddedStack.progressTopic)\n"
+            precondition(text.contains(line), "the stack's configuration names its progress topic so")
+            text = text.replacingOccurrences(of: line, with: "")
         }
         if Self.workerLogDirectory != nil {
             let level = ProcessInfo.processInfo.environment["RELIABILITY_WORKER_LOG_LEVEL"] ?? "info"
@@ -223,6 +236,7 @@ package final class Rig: Sendable {
     package func sigkill(_ process: BackgroundProgram) async {
         let simulator = self.simulator
         let before = await simulator.connections()
+        state.withLockedValue { _ = $0.killed.insert(process.processIdentifier) }
         kill(process.processIdentifier, SIGKILL)
         killTrace.killed(at: Date().timeIntervalSince1970, before: before, simulator: simulator)
         process.waitUntilExit()
@@ -274,9 +288,31 @@ package final class Rig: Sendable {
         let deadline = ContinuousClock.now + .seconds(seconds)
         while ContinuousClock.now < deadline {
             if try await condition() { return }
+            if let exited = exitedOnItsOwn() { throw ScenarioFailure(exited) }
             try await Task.sleep(for: .milliseconds(100))
         }
         throw ScenarioFailure("timed out after \(Int(seconds)) s waiting for \(what())")
+    }
+
+    /// What a worker process that failed said (its exit status and the last line of its output), if
+    /// one did: one that exited with a status other than 0 without the rig SIGKILLing it (it refused
+    /// to start, or died). A worker that exits 0 was stopped (SIGTERM) and is not one.
+    func exitedOnItsOwn() -> String? {
+        let (processes, killed) = state.withLockedValue { ($0.processes, $0.killed) }
+        guard
+            let (process, status) = processes.lazy.filter({ !killed.contains($0.processIdentifier) })
+                .compactMap({ process in process.exitStatus().map { (process, $0) } }).first(where: { $0.1 != 0 })
+        else { return nil }
+        let said = process.stdout.split(separator: "\n").last.map(String.init) ?? ""
+        return "apns-worker run exited with status \(status) on its own"
+            + (said.isEmpty ? " (nothing on its standard output)" : ": \(said)")
+    }
+
+    /// No worker can finish anything: every worker process has exited and none runs in this process.
+    private var nothingRuns: Bool {
+        state.withLockedValue { state in
+            state.workers.isEmpty && !state.processes.isEmpty && state.processes.allSatisfy { !$0.isRunning }
+        }
     }
 
     // MARK: Measuring
@@ -286,7 +322,7 @@ package final class Rig: Sendable {
     func settle(within seconds: Double) async -> Measurement {
         let deadline = ContinuousClock.now + .seconds(seconds)
         while ContinuousClock.now < deadline {
-            if complete { break }
+            if complete || nothingRuns { break }
             try? await Task.sleep(for: .milliseconds(250))
         }
         let stuck = state.withLockedValue { $0.workers.map(\.assembly.pipeline.inFlight) }.reduce(0, +)
@@ -413,16 +449,24 @@ package final class Rig: Sendable {
         }
     }
 
-    /// In a row with SIGKILLs (APNs at a fixed latency), logs what each push made again followed
-    /// (`KillTrace`), and with `RELIABILITY_TRACE` set (a directory) writes the kills and the
+    /// In a row with SIGKILLs (APNs at a fixed latency or a range), logs what each push made again
+    /// followed (`KillTrace`), and with `RELIABILITY_TRACE` set (a directory) writes the kills and the
     /// repeated pushes there as JSON lines.
     private func attributeRepeatedPushes(_ simulators: [Simulator]) async {
-        guard !killTrace.isEmpty, case .fixed(let latency) = simulator.faults.latency else { return }
+        guard !killTrace.isEmpty else { return }
+        func seconds(_ duration: Duration) -> Double {
+            Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        }
+        let latency: ClosedRange<Double>
+        switch simulator.faults.latency {
+        case .fixed(let fixed): latency = seconds(fixed)...seconds(fixed)
+        case .uniform(let low, let high): latency = seconds(low)...seconds(high)
+        case .none: return
+        }
         let path = Self.traceDirectory.map { "\($0)/trace-\(broker)-\(UUID().uuidString.prefix(8)).jsonl" }
         let attribution = await killTrace.attribute(
             records: simulators.flatMap(\.observation.records), results: results.snapshot.byAPNsID,
-            latency: Double(latency.components.seconds) + Double(latency.components.attoseconds) / 1e18,
-            progressTopic: EmbeddedStack.progressTopic, writingTo: path)
+            latency: latency, progressTopic: EmbeddedStack.progressTopic, writingTo: path)
         logger.notice(
             "pushed again after the kills: \(attribution)", metadata: path.map { ["trace": "\($0)"] } ?? [:])
     }

@@ -415,8 +415,8 @@ extension Scenario {
                 ? "SIGKILL under a burst, APNs at 20-200 ms with faults" : "SIGKILL under a burst, APNs at 20-200 ms",
             .process, partitions: 8,
             shows: """
-                Two `apns-worker run` processes (up to 1,000 events in flight each, the default commit \
-                interval) share 8 partitions and a backlog of 10,000 events (2,000 quick; `--backlog N` \
+                Two `apns-worker run` processes (up to 1,000 events in flight each, or `--max-in-flight N`; \
+                the default commit interval) share 8 partitions and a backlog of 10,000 events (2,000 quick; `--backlog N` \
                 sets it) while APNs answers after 20-200 ms\(faults ? ", 5% of requests get 503 and 2% get 429, and every connection is told to go away after 700 requests" : ""); \
                 one is SIGKILLed once a third of the events have results, and a third worker joins. What \
                 the killed worker had not committed is sent again: at best only the pushes APNs had not \
@@ -432,8 +432,9 @@ extension Scenario {
                 connection.goAwayAfter = 700
                 rig.simulator.faults.connection = connection
             }
-            let killed = try rig.startProcess(maxInFlight: 1_000)
-            _ = try rig.startProcess(maxInFlight: 1_000)
+            let maxInFlight = scale.maxInFlight ?? 1_000
+            let killed = try rig.startProcess(maxInFlight: maxInFlight)
+            _ = try rig.startProcess(maxInFlight: maxInFlight)
             // Both in the group before the burst: its first events trickle in until both workers push
             // (a worker opens its two APNs connections on its first push). Otherwise the first to join
             // could take the whole burst while the other waits for its assignment.
@@ -441,6 +442,7 @@ extension Scenario {
             let deadline = ContinuousClock.now + .seconds(90)
             while rig.simulator.observation.liveConnections < 4 {
                 guard ContinuousClock.now < deadline else { throw ScenarioFailure("the pair never both pushed") }
+                if let exited = rig.exitedOnItsOwn() { throw ScenarioFailure(exited) }
                 let end = min(trickled + 8, records.count / 10)
                 if trickled < end {
                     try await rig.produce(Array(records[trickled..<end]))
@@ -451,7 +453,7 @@ extension Scenario {
             try await rig.produce(Array(records[trickled...]))
             try await rig.waitForResults(scale.backlog / 3, within: 180)
             await rig.sigkill(killed)
-            _ = try rig.startProcess(maxInFlight: 1_000)
+            _ = try rig.startProcess(maxInFlight: maxInFlight)
             rig.faultCleared()
         }
     }

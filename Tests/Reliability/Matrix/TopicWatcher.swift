@@ -36,8 +36,9 @@ final class TopicWatcher: Sendable {
         /// Every record read, by its own position: a consumer that loses its position reads some
         /// again, and a record read twice is not a duplicate the worker made.
         var positions: Set<KafkaPosition> = []
-        /// Results only: each result's arrival (seconds since 1970) and input record, by its `apnsId`.
-        var byAPNsID: [String: [(at: Double, key: String)]] = [:]
+        /// Results only: each result's arrival (seconds since 1970), the record's own timestamp (when
+        /// the worker produced it; the arrival where the record has none) and input record, by its `apnsId`.
+        var byAPNsID: [String: [(at: Double, produced: Double, key: String)]] = [:]
     }
 
     struct KafkaPosition: Hashable, Sendable {
@@ -82,7 +83,9 @@ final class TopicWatcher: Sendable {
                     state.total += 1
                     guard let key = about.key else { return }
                     if let apnsID = about.apnsID {
-                        state.byAPNsID[apnsID, default: []].append((Date().timeIntervalSince1970, key))
+                        let at = Date().timeIntervalSince1970
+                        let produced = record.timestampMilliseconds.map { Double($0) / 1000 } ?? at
+                        state.byAPNsID[apnsID, default: []].append((at, produced, key))
                     }
                     let value = (record.value ?? []).hashValue
                     if var seen = state.seen[key] {

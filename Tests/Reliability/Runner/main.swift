@@ -6,7 +6,8 @@ import TestPeers
 // `make reliability`: every scenario of the reliability matrix on every broker it applies to, one
 // bounded run each, then the table. Exits 1 when any row lost an event or failed its own check.
 //
-//   reliability [--quick] [--broker mock|tansu] [--backlog N] [SCENARIO-NAME-PART ...]
+//   reliability [--quick] [--broker mock|tansu] [--backlog N] [--max-in-flight N] [--no-progress-topic]
+//               [SCENARIO-NAME-PART ...]
 //   reliability --list      the scenarios, as a Markdown table
 
 var arguments = Array(CommandLine.arguments.dropFirst())
@@ -35,9 +36,23 @@ if let index = arguments.firstIndex(of: "--backlog"), index + 1 < arguments.coun
     scale.backlog = backlog  // the backlog scenarios' size (the two-worker burst's 40,000, say)
     arguments.removeSubrange(index...(index + 1))
 }
+if let index = arguments.firstIndex(of: "--max-in-flight"), index + 1 < arguments.count,
+    let maxInFlight = Int(arguments[index + 1]), maxInFlight > 0
+{
+    scale.maxInFlight = maxInFlight  // the burst rows' workers (the worker's default 10,000, say)
+    arguments.removeSubrange(index...(index + 1))
+}
+if arguments.contains("--no-progress-topic") {
+    scale.progressTopic = false  // workers without delivery.progressTopic (Tansu: they refuse to start)
+    arguments.removeAll { $0 == "--no-progress-topic" }
+}
 let filters = arguments.map { $0.lowercased() }
+// A filter that is a scenario's whole name selects that one only ("SIGKILL under a burst, APNs at
+// 20-200 ms" without its "with faults" row); any other, every scenario whose name contains it.
+let names = Set(Scenario.all.map { $0.name.lowercased() })
 let scenarios = Scenario.all.filter { scenario in
-    filters.isEmpty || filters.contains { scenario.name.lowercased().contains($0) }
+    let name = scenario.name.lowercased()
+    return filters.isEmpty || filters.contains { names.contains($0) ? name == $0 : name.contains($0) }
 }
 
 // Quiet unless RELIABILITY_LOG names a level: the scenarios break things on purpose, and the
