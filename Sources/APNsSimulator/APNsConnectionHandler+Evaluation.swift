@@ -61,7 +61,9 @@ extension APNsConnectionHandler {
 
     /// The provider token (through the connection's state machine) or the client certificate.
     private func authorize(_ head: RequestHead) -> Result<RequestAuthorization, SimulatorReason> {
-        switch auth.authorize(header: head.authorization, now: core.clock.now(), verifier: core.verifier) {
+        switch auth.authorize(
+            header: head.authorization, now: core.clock.now(), verifier: core.verifier, ledger: core.tokenLedger)
+        {
         case .refuse(let reason):
             return .failure(reason)
         case .authorized(let granted, let raise):

@@ -9,9 +9,12 @@ package enum RequestAuthorization: Sendable {
 }
 
 /// Per-connection provider-token rules: one team per connection, then only the first token's key or its
-/// related key (UnrelatedKeyIdInToken otherwise), a token change at most once per window
-/// (TooManyProviderTokenUpdates otherwise), the stream limit raised after the first request whose token
-/// verified. Lives on the connection's event loop; no lock.
+/// related key (UnrelatedKeyIdInToken otherwise); a token change less than the update window after the
+/// connection first used its current token is 429 TooManyProviderTokenUpdates, and the connection then
+/// refuses every request (429 TooManyProviderTokenUpdates) until a window has passed since that refusal;
+/// the stream limit raised after the first request whose token verified. A token new to the connection
+/// is also put to the simulator-wide per-key rule (``ProviderTokenLedger``). Lives on the connection's
+/// event loop; no lock of its own.
 package struct ConnectionAuthStateMachine {
     package enum Mode {
         case token
@@ -33,9 +36,14 @@ package struct ConnectionAuthStateMachine {
     private var firstKeyID: String?
     private var currentHeader: String?
     private var current: VerifiedProviderToken?
-    private var lastChange: Double?
+    /// When the connection first used its current token.
+    private var currentSince = 0.0
+    /// After a token change refused as too soon: every request is refused until then.
+    private var unusableUntil: Double?
     private var authorizedOnce = false
 
+    /// `tokenUpdateWindow`: seconds a connection keeps a token before it may change it, and stays
+    /// unusable after changing too soon; 0 switches the rule off.
     package init(mode: Mode, tokenUpdateWindow: Double) {
         self.mode = mode
         self.updateWindow = tokenUpdateWindow
@@ -47,7 +55,10 @@ package struct ConnectionAuthStateMachine {
         return false
     }
 
-    package mutating func authorize(header: String?, now: Double, verifier: ProviderTokenVerifier) -> Action {
+    /// `ledger`: the simulator's per-key rule and counts; `nil` leaves them out (the fuzz targets).
+    package mutating func authorize(
+        header: String?, now: Double, verifier: ProviderTokenVerifier, ledger: ProviderTokenLedger? = nil
+    ) -> Action {
         switch mode {
         case .certificate(let identity):
             // "When the provider certificate is used to establish a connection, this request header is ignored."
@@ -56,6 +67,15 @@ package struct ConnectionAuthStateMachine {
             return .authorized(.none, raiseStreamLimit: false)
         case .token:
             break
+        }
+        if let until = unusableUntil {
+            // "That connection will be unusable until enough time has passed": every request is refused,
+            // whatever it carries; the connection stays open.
+            if now < until {
+                ledger?.refusedOnUnusableConnection(keyID: current?.keyID ?? firstKeyID ?? "")
+                return .refuse(.tooManyProviderTokenUpdates)
+            }
+            unusableUntil = nil
         }
         guard let header else { return .refuse(.missingProviderToken) }
         if header == currentHeader, let current {
@@ -76,10 +96,19 @@ package struct ConnectionAuthStateMachine {
             // first push of this connection."
             return .refuse(.unrelatedKeyIdInToken)
         }
-        if currentHeader != nil {
-            if let lastChange, now - lastChange < updateWindow { return .refuse(.tooManyProviderTokenUpdates) }
-            lastChange = now
+        let token = String(ProviderTokenVerifier.bearerToken(header) ?? "")
+        if current != nil, now - currentSince < updateWindow {
+            // The first token is always taken; a change counts from when this connection first used the
+            // token it replaces, however old that token was then.
+            unusableUntil = now + updateWindow
+            ledger?.tooEarlyUpdate(token: token, keyID: verified.keyID, now: now)
+            return .refuse(.tooManyProviderTokenUpdates)
         }
+        if let ledger, ledger.admit(token: token, keyID: verified.keyID, now: now) == .overLimit {
+            // Too many tokens of this key across the simulator: this request only.
+            return .refuse(.tooManyProviderTokenUpdates)
+        }
+        currentSince = now
         team = verified.teamID
         if firstKeyID == nil { firstKeyID = verified.keyID }
         currentHeader = header

@@ -36,8 +36,19 @@ public struct SimulatorConfiguration: Sendable {
     public var allowsUnauthenticated = false
     /// MAX_CONCURRENT_STREAMS once a connection is authorized (token connections start at 1).
     public var maxConcurrentStreams: UInt32 = 1000
-    /// A connection may change its provider token at most once per this many seconds.
+    /// The per-connection token rule: a connection that changes its provider token less than this many
+    /// seconds after it first used its current token gets 429 TooManyProviderTokenUpdates, and every
+    /// later request on it gets the same until this many seconds have passed since. The first token of a
+    /// connection is always taken. 0 switches the rule off. APNs: 20 minutes.
     public var tokenUpdateWindow: Double = 20 * 60
+    /// The per-key token rule: at most this many distinct tokens of one key (by key id) first taken
+    /// within ``tokensPerKeyWindow``, over all connections; a request bringing one more gets 429
+    /// TooManyProviderTokenUpdates (that request only). `nil` or 0 switches the rule off. Default 2: the
+    /// newest token and the one before it, still on the connections that started with it.
+    public var tokensPerKey: Int? = 2
+    /// The window of the per-key rule, in seconds; also the window of
+    /// ``ProviderTokenUsage/mostInWindow``, whether the rule is on or off.
+    public var tokensPerKeyWindow: Double = 20 * 60
     /// Close a connection idle this long, with GOAWAY `IdleTimeout`; `nil`: never.
     public var idleTimeout: Duration?
     /// Lowercase is the canonical `apns-id`; set to also take uppercase hex digits.

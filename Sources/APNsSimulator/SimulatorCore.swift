@@ -17,6 +17,8 @@ final class SimulatorCore: Sendable {
     let presetChannels: [ChannelRegistry.Channel]
     let faults: FaultInjector
     let observation: SimulatorObservation
+    /// The provider tokens of all connections: the per-key rule and its counts.
+    let tokenLedger: ProviderTokenLedger
     let clock: any SimulatorClock
     private let maxStreams: Synchronization.Atomic<UInt32>
     private let nextConnectionID = Synchronization.Atomic<Int>(1)
@@ -47,8 +49,10 @@ final class SimulatorCore: Sendable {
         self.channels = channels
         self.presetChannels = presetChannels
         self.faults = FaultInjector(seed: configuration.faultSeed)
+        self.tokenLedger = ProviderTokenLedger(
+            limit: configuration.tokensPerKey, window: configuration.tokensPerKeyWindow, clock: configuration.clock)
         self.observation = SimulatorObservation(
-            recordLimit: configuration.recordLimit, apnsIDLimit: configuration.apnsIDLimit)
+            recordLimit: configuration.recordLimit, apnsIDLimit: configuration.apnsIDLimit, tokenLedger: tokenLedger)
         self.clock = configuration.clock
         self.maxStreams = Synchronization.Atomic(configuration.maxConcurrentStreams)
     }

@@ -63,6 +63,7 @@ public final class SimulatorObservation: Sendable {
     }
 
     private let recorded: NIOLockedValueBox<Recorded>
+    private let tokenLedger: ProviderTokenLedger
     private let connections = Synchronization.Atomic<Int>(0)
     private let streams = Synchronization.Atomic<Int>(0)
     private let connectionsTotal = Synchronization.Atomic<Int>(0)
@@ -76,10 +77,27 @@ public final class SimulatorObservation: Sendable {
     /// `recordLimit`: most recent accepted notifications kept (older ones are dropped); 0 switches
     /// recording off, which benchmarks want. `apnsIDLimit`: distinct `apns-id`s whose acceptances are
     /// counted (``repeatedAcceptances``); 0 counts none.
-    public init(recordLimit: Int, apnsIDLimit: Int = 0) {
+    public convenience init(recordLimit: Int, apnsIDLimit: Int = 0) {
+        self.init(
+            recordLimit: recordLimit, apnsIDLimit: apnsIDLimit,
+            tokenLedger: ProviderTokenLedger(limit: nil, window: 20 * 60, clock: SystemSimulatorClock()))
+    }
+
+    init(recordLimit: Int, apnsIDLimit: Int, tokenLedger: ProviderTokenLedger) {
         self.recorded = NIOLockedValueBox(
             Recorded(limit: max(0, recordLimit), acceptedIDs: AcceptedIDCounter(limit: apnsIDLimit)))
         self.recording = Synchronization.Atomic(recordLimit > 0 || apnsIDLimit > 0)
+        self.tokenLedger = tokenLedger
+    }
+
+    /// Provider tokens per key id: distinct tokens presented, the most first presented within one window
+    /// and within the window ending now, and the requests each token rule refused (429
+    /// TooManyProviderTokenUpdates). A key whose tokens no request brought is absent.
+    public var providerTokens: [String: ProviderTokenUsage] { tokenLedger.usage }
+
+    /// ``providerTokens`` of one key id (all zero when none was seen).
+    public func providerTokens(keyID: String) -> ProviderTokenUsage {
+        providerTokens[keyID] ?? ProviderTokenUsage()
     }
 
     /// Accepted notifications, oldest first (at most the record limit).
@@ -168,8 +186,10 @@ public final class SimulatorObservation: Sendable {
     public var totalConnections: Int { connectionsTotal.load(ordering: .relaxed) }
     public var goAways: Int { goAwaysSent.load(ordering: .relaxed) }
 
-    /// Forgets records and counters (live gauges stay).
+    /// Forgets records and counters, the provider-token counts included (live gauges stay, and so does
+    /// what the per-key token rule let through).
     public func reset() {
+        tokenLedger.resetCounts()
         recorded.withLockedValue { state in
             state.records.removeAll()
             state.counters = [:]
@@ -183,6 +203,7 @@ public final class SimulatorObservation: Sendable {
     }
 
     /// Counters as text lines, `status reason count`, sorted, then `broadcasts CHANNEL count` per channel,
+    /// then `tokens KEYID N distinct M most-in-window R refused` per token key,
     /// then (while `apns-id`s are counted) `accepted twice IDS apns-ids EXTRA extra`; what the executable
     /// prints on exit.
     public func summary() -> String {
@@ -191,6 +212,10 @@ public final class SimulatorObservation: Sendable {
         }
         var lines = counters.map { "\($0.key) \($0.value)" }
         lines += broadcastCounts.sorted { $0.key < $1.key }.map { "broadcasts \($0.key) \($0.value)" }
+        lines += providerTokens.sorted { $0.key < $1.key }.map { key, usage in
+            "tokens \(key) \(usage.distinctTokens) distinct \(usage.mostInWindow) most-in-window "
+                + "\(usage.tooManyProviderTokenUpdates) refused"
+        }
         lines.append("connections total \(totalConnections)")
         lines.append("goaway sent \(goAways)")
         if apnsIDLimit > 0 {

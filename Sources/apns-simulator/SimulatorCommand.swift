@@ -84,7 +84,20 @@ struct SimulatorCommand: AsyncParsableCommand {
     @Option(help: "After a non-200 answer, lower MAX_CONCURRENT_STREAMS to N.") var dropStreamsTo: UInt32?
     @Option(help: "MAX_CONCURRENT_STREAMS once a connection is authorized.") var maxStreams: UInt32 = 1000
     @Option(help: "Close idle connections after this long (e.g. 30s) with GOAWAY IdleTimeout.") var idleTimeout: String?
-    @Option(help: "Token update window in seconds (APNs: 1200).") var tokenUpdateWindow: Double = 1200
+    @Option(
+        help: """
+            A connection that changes its provider token less than S seconds after it first used its current \
+            token gets 429 TooManyProviderTokenUpdates and refuses every request for S seconds (APNs: 1200; \
+            0: off).
+            """)
+    var tokenUpdateWindow: Double = 1200
+    @Option(
+        help: """
+            At most K distinct tokens of one key first taken within --tokens-per-key-window, over all \
+            connections; a request bringing another gets 429 TooManyProviderTokenUpdates (0: off).
+            """)
+    var tokensPerKey = 2
+    @Option(help: "The window of --tokens-per-key, in seconds.") var tokensPerKeyWindow: Double = 1200
     @Option(help: "Accepted notifications kept in memory (0: none).") var recordLimit = 0
     @Option(help: "Distinct apns-ids whose acceptances are counted, to report pushes accepted twice (0: none).")
     var apnsIdLimit = 0
@@ -98,7 +111,12 @@ struct SimulatorCommand: AsyncParsableCommand {
         config.managementPort = managePort
         config.environment = development ? .development : .production
         config.maxConcurrentStreams = maxStreams
+        guard tokenUpdateWindow >= 0, tokensPerKey >= 0, tokensPerKeyWindow >= 0 else {
+            throw ValidationError("--token-update-window, --tokens-per-key and --tokens-per-key-window take 0 or more")
+        }
         config.tokenUpdateWindow = tokenUpdateWindow
+        config.tokensPerKey = tokensPerKey
+        config.tokensPerKeyWindow = tokensPerKeyWindow
         config.recordLimit = recordLimit
         config.apnsIDLimit = apnsIdLimit
         config.threads = threads

@@ -141,39 +141,58 @@ struct TokenConnectionTests {
         }
     }
 
-    @Test("the provider token changes at most once per window; another change is 429 TooManyProviderTokenUpdates")
-    func tokenChangesAtMostOncePerWindow() async throws {
+    @Test(
+        "a token change 19 minutes after the connection first used its token is 429 TooManyProviderTokenUpdates, and the connection refuses every request for 20 minutes"
+    )
+    func tokenChangeTooSoonMakesTheConnectionUnusable() async throws {
         let key = TestSigningKey()
         let clock = ManualSimulatorClock()
         try await withRawConnection(key: key, { $0.clock = clock }) {
             (simulator: Simulator, client: RawHTTP2Client) async throws in
-            func push(_ stream: Int, iat: Double) async throws -> RawResponse {
-                client.send(
-                    stream: stream, headers: RawHTTP2Client.apnsHeaders(authorization: key.authorization(iat: iat)))
+            var stream = -1
+            func push(_ authorization: String?) async throws -> RawResponse {
+                stream += 2
+                client.send(stream: stream, headers: RawHTTP2Client.apnsHeaders(authorization: authorization))
                 return try await client.response(stream: stream)
             }
             let t0 = clock.now()
-            #expect(try await push(1, iat: t0).status == 200)
-            clock.advance(by: 60)
-            let second = key.authorization(iat: t0 + 60)
-            client.send(stream: 3, headers: RawHTTP2Client.apnsHeaders(authorization: second))
-            #expect(try await client.response(stream: 3).status == 200, "first change in the window is allowed")
-            clock.advance(by: 60)
-            let refused = try await push(5, iat: t0 + 120)
+            let first = key.authorization(iat: t0)
+            let second = key.authorization(iat: t0 + 19 * 60)
+            #expect(try await push(first).status == 200)
+            clock.advance(by: 19 * 60)
+            let refused = try await push(second)
             #expect(refused.status == 429)
             #expect(refused.reason == "TooManyProviderTokenUpdates")
-            client.send(stream: 7, headers: RawHTTP2Client.apnsHeaders(authorization: second))
-            #expect(try await client.response(stream: 7).status == 200, "the adopted token still works")
-            clock.advance(by: 20 * 60)
-            #expect(try await push(9, iat: t0 + 1320).status == 200, "a change after the window is allowed")
-            #expect(simulator.observation.count(.tooManyProviderTokenUpdates) == 1)
+            clock.advance(by: 60)
+            for authorization in [first, second, nil] {
+                let answer = try await push(authorization)
+                #expect(answer.status == 429, "unusable: every request is refused, the old token's too")
+                #expect(answer.reason == "TooManyProviderTokenUpdates")
+            }
+            clock.advance(by: 19 * 60 - 1)
+            #expect(try await push(first).status == 429, "a second before the window since the refusal ends")
+            clock.advance(by: 1)
+            #expect(try await push(first).status == 200, "usable again 20 minutes after the refusal")
+            #expect(try await push(second).status == 200, "and the change is allowed: the token is 39 minutes in use")
+            #expect(simulator.observation.count(.tooManyProviderTokenUpdates) == 5)
+            let usage = simulator.observation.providerTokens(keyID: key.keyID)
+            #expect(usage.tooEarlyUpdates == 1)
+            #expect(usage.unusableConnectionRefusals == 4)
+            #expect(usage.keyLimitRefusals == 0)
+            #expect(usage.distinctTokens == 2)
         }
     }
 
-    @Test("with a token update window of 0, the token may change on every request")
-    func tokenUpdateWindowIsConfigurable() async throws {
+    @Test("with both token rules off, the token may change on every request")
+    func tokenRulesCanBeSwitchedOff() async throws {
         let key = TestSigningKey()
-        try await withRawConnection(key: key, { $0.tokenUpdateWindow = 0 }) {
+        try await withRawConnection(
+            key: key,
+            {
+                $0.tokenUpdateWindow = 0
+                $0.tokensPerKey = nil
+            }
+        ) {
             (_: Simulator, client: RawHTTP2Client) async throws in
             for (i, age) in [0.0, 1, 2, 3].enumerated() {
                 let stream = 1 + 2 * i
