@@ -71,7 +71,10 @@ package enum WorkerRuntime {
         for credential in configuration.apns.credentials { metrics.register(credential: credential.name) }
         metrics.register(publishTopics: [configuration.topics.results, configuration.topics.deadLetters])
         metrics.register(inputTopics: configuration.consumer.topics)
-        let apnsSender = try APNsSender(settings: configuration.apns, environment: environment, logger: logger)
+        // One authenticator per key for both lanes: each period's token is signed once.
+        let authenticators = TokenAuthenticators(schedule: configuration.apns.tokenSchedule)
+        let apnsSender = try APNsSender(
+            settings: configuration.apns, environment: environment, authenticators: authenticators, logger: logger)
         var urgentLogger = logger
         urgentLogger[metadataKey: "lane"] = "urgent"
         // With lanes, the urgent lane has APNs connections of its own on an event-loop thread of its
@@ -81,7 +84,8 @@ package enum WorkerRuntime {
             var apns = configuration.apns
             apns.eventLoopThreads = 1
             apns.connectionsPerCredential = lane.connectionsPerCredential
-            return try APNsSender(settings: apns, environment: environment, logger: urgentLogger)
+            return try APNsSender(
+                settings: apns, environment: environment, authenticators: authenticators, logger: urgentLogger)
         }
         checkCertificates(
             apnsSender.certificateValidity, now: Date(), metrics: metrics, observer: observer, logger: logger)

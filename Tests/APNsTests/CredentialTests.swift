@@ -17,7 +17,8 @@ struct CredentialTests {
         #expect(
             String(decoding: try base64URLDecode(parts[0]), as: UTF8.self) == #"{"alg":"ES256","kid":"KEY1234567"}"#)
         #expect(
-            String(decoding: try base64URLDecode(parts[1]), as: UTF8.self) == #"{"iss":"TEAM123456","iat":1700000000}"#)
+            String(decoding: try base64URLDecode(parts[1]), as: UTF8.self)
+                == #"{"iss":"TEAM123456","iat":1699999200}"#, "the period's iat: on the 30-minute grid")
         #expect(token.authorization.hasPrefix("bearer "))
         #expect(!token.description.contains(parts[2]))
 
@@ -100,84 +101,99 @@ struct CredentialTests {
     }
 }
 
-@Suite("Provider token timing (manual clock, no sleeps)")
+@Suite("Provider tokens on the fleet's schedule (manual clocks, no sleeps)")
 struct TokenTimingTests {
-    private func makeAuthenticator(_ clock: ManualClock) throws -> APNsTokenAuthenticator {
-        let pki = try TestPKI()
-        return try APNsTokenAuthenticator(
-            teamID: "TEAM123456", keyID: "KEY1234567", key: try APNsSigningKey(file: pki.tokenKey),
-            clock: clock, epochNow: 1_700_000_000)
+    let schedule = APNsTokenSchedule.apple
+    static let start: Int64 = 1_800_000_000 - 1_800_000_000 % 1800  // on the grid
+
+    private func makeAuthenticator(_ wall: SettableWallClock, key: String) throws -> APNsTokenAuthenticator {
+        try APNsTokenAuthenticator(
+            teamID: "TEAM123456", keyID: "KEY1234567", key: try APNsSigningKey(file: key),
+            wallClock: { wall.now })
     }
 
-    @Test("a token is reused for 50 minutes, then replaced, with iat moving with the clock")
-    func refreshAfterFiftyMinutes() throws {
-        let clock = ManualClock()
-        let authenticator = try makeAuthenticator(clock)
-        let first = try authenticator.currentToken()
-        clock.advance(by: .seconds(49 * 60 + 59))
-        #expect(try authenticator.currentToken() == first)
-        clock.advance(by: .seconds(1))
-        let second = try authenticator.currentToken()
-        #expect(second != first)
-        #expect(second.generation == 2)
-        #expect(second.issuedAt == 1_700_000_000 + 50 * 60)
-        #expect(authenticator.tokensIssued == 2)
+    // Every connection, opened at any minute of three hours, keeps the token it first used for at
+    // least 22 minutes (Apple's 20 and a margin) and never uses one 54 minutes old (6 minutes before
+    // the hour: a pod's clock may run that far behind); at any minute at most two tokens are in use,
+    // and a new one comes into use once per period.
+    @Test("connections opened at every minute: each token kept 22 minutes or more, none used at 54, two at most in use")
+    func scheduleBounds() {
+        struct Use {
+            var issuedAt: Int64
+            var firstUse: Int64
+            var lastUse: Int64
+        }
+        var connections: [[Use]] = []
+        var inUse: [Int64: Set<Int64>] = [:]
+        let minutes = 3 * 60
+        for opened in 0..<minutes {
+            var bound: Int64?
+            var uses: [Use] = []
+            for minute in opened..<(minutes + 60) {
+                let now = Self.start + Int64(minute * 60)
+                let issuedAt = schedule.issuedAt(bound: bound, now: now)
+                if issuedAt != bound { uses.append(Use(issuedAt: issuedAt, firstUse: now, lastUse: now)) }
+                uses[uses.count - 1].lastUse = now
+                bound = issuedAt
+                #expect(now - issuedAt < 54 * 60, "used at \(now - issuedAt) s old")
+                #expect(issuedAt <= now - schedule.adoptionDelay, "used before it came into use")
+                if minute < minutes { inUse[now, default: []].insert(issuedAt) }
+            }
+            connections.append(uses)
+        }
+        for uses in connections {
+            // The last token of each run is cut short by the end of the run, not by a switch.
+            for use in uses.dropLast() {
+                #expect(use.lastUse + 60 - use.firstUse >= 22 * 60, "kept \(use.lastUse + 60 - use.firstUse) s")
+            }
+            #expect(uses.allSatisfy { $0.issuedAt % 1800 == 0 })
+        }
+        #expect(inUse.values.allSatisfy { $0.count <= 2 }, "\(inUse.values.map(\.count).max() ?? 0) at once")
+        let distinct = Set(inUse.values.flatMap { $0 })
+        #expect(distinct.count == 3 * 60 / 30 + 1, "one new token per period: \(distinct.count)")
+    }
+
+    @Test("two pods, clocks a minute apart, sign the same bytes for a period; a connection switches at 54 minutes")
+    func sameTokenAcrossPods() throws {
+        let pki = try TestPKI()
+        let early = SettableWallClock(Double(Self.start) + 5 * 60)
+        let late = SettableWallClock(Double(Self.start) + 4 * 60)
+        let first = try makeAuthenticator(early, key: pki.tokenKey)
+        let second = try makeAuthenticator(late, key: pki.tokenKey)
+        #expect(try first.currentToken() == second.currentToken())
+        #expect(try first.currentToken().issuedAt == Self.start)
+        // A connection of the first pod, from minute 5: its token until minute 54, then the next.
+        var bound: Int64?
+        let opening = first.token(forConnection: &bound)
+        early.set(Double(Self.start) + 53 * 60 + 59)
+        #expect(first.token(forConnection: &bound) == opening)
+        early.set(Double(Self.start) + 54 * 60)
+        let next = first.token(forConnection: &bound)
+        #expect(next?.issuedAt == Self.start + 1800)
+        #expect(first.tokenSwitches == 1)
+        late.set(Double(Self.start) + 54 * 60 - 60)
+        #expect(try second.currentToken() == next, "the other pod's current token: the same bytes")
+        #expect(first.tokensSigned == 2)
     }
 
     // iat was the wall clock at start plus the monotonic age: a clock corrected after start (NTP)
     // never reached the tokens, and APNs kept refusing them as expired or from the future.
-    @Test("iat is the wall clock at signing: a corrected clock shows in the next token")
+    @Test("iat follows the wall clock: a corrected clock shows in the next period's token")
     func issuedAtFollowsTheWallClock() throws {
-        let clock = ManualClock()
-        let wall = SettableWallClock(1_700_000_000)
         let pki = try TestPKI()
-        let authenticator = try APNsTokenAuthenticator(
-            teamID: "TEAM123456", keyID: "KEY1234567", key: try APNsSigningKey(file: pki.tokenKey), clock: clock,
-            wallClock: { wall.now })
-        #expect(try authenticator.currentToken().issuedAt == 1_700_000_000)
-        wall.set(1_700_003_600 + 0.9)  // corrected an hour ahead while the monotonic clock moved 50 min
-        clock.advance(by: .seconds(50 * 60))
-        #expect(try authenticator.currentToken().issuedAt == 1_700_003_600)
+        let wall = SettableWallClock(Double(Self.start) + 300)
+        let authenticator = try makeAuthenticator(wall, key: pki.tokenKey)
+        #expect(try authenticator.currentToken().issuedAt == Self.start)
+        wall.set(Double(Self.start) + 3600 + 300)  // corrected an hour ahead
+        #expect(try authenticator.currentToken().issuedAt == Self.start + 3600)
     }
 
-    @Test("ExpiredProviderToken refreshes only if the token is 20 minutes old, and only once")
-    func expiredProviderTokenRespectsTwentyMinutes() throws {
-        let clock = ManualClock()
-        let authenticator = try makeAuthenticator(clock)
-        let first = try authenticator.currentToken()
-        clock.advance(by: .seconds(19 * 60))
-        #expect(try authenticator.tokenExpired(first) == false)
-        #expect(try authenticator.currentToken() == first)
-        clock.advance(by: .seconds(60))
-        #expect(try authenticator.tokenExpired(first) == true)
-        let second = try authenticator.currentToken()
-        #expect(second.generation == 2)
-        // Every other connection reporting the same old token changes nothing more.
-        for _ in 0..<100 { #expect(try authenticator.tokenExpired(first) == true) }
-        #expect(try authenticator.currentToken() == second)
-        #expect(authenticator.tokensIssued == 2)
-    }
-
-    @Test("TooManyProviderTokenUpdates cannot be provoked: at most one token per 20 minutes under any load")
-    func neverMoreThanOnePerTwentyMinutes() async throws {
-        let clock = ManualClock()
-        let authenticator = try makeAuthenticator(clock)
-        // Three simulated hours in 1-minute steps; 50 "connections" each take a token and report it expired.
-        for _ in 0..<(3 * 60) {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for _ in 0..<50 {
-                    group.addTask {
-                        let token = try authenticator.currentToken()
-                        try authenticator.tokenExpired(token)
-                    }
-                }
-                try await group.waitForAll()
-            }
-            clock.advance(by: .seconds(60))
-        }
-        // 180 minutes / 20 = 9 refreshes at most, plus the first token.
-        #expect(authenticator.tokensIssued <= 10)
-        #expect(authenticator.tokensIssued >= 9)
+    @Test("a schedule scaled down for tests keeps the same proportions; the shortest is 15 s")
+    func scaledSchedule() {
+        let scaled = APNsTokenSchedule(periodSeconds: 60)
+        #expect(scaled.adoptionDelay == 4 && scaled.switchAge == 108)
+        #expect(APNsTokenSchedule(periodSeconds: 1).period == 15)
+        #expect(APNsTokenSchedule.apple.adoptionDelay == 120 && APNsTokenSchedule.apple.switchAge == 3240)
     }
 }
 

@@ -55,7 +55,7 @@ struct HPACKWireTests {
                 priority: .immediate, expiration: .at(secondsSince1970: 1_800_000_000), collapseID: "c",
                 apnsID: .random(), payload: Array("{}".utf8))
             let request = APNsHTTP2Request(
-                content: .notification(notification), token: try authenticator.currentToken(), deadline: .now(),
+                content: .notification(notification), tokens: authenticator, deadline: .now(),
                 completion: { _ in })
             encoder.encode(request, into: &block)
             #expect(session.submitRequest(block, streamData: nil, hasBody: false) > 0)

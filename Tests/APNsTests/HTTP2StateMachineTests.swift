@@ -161,7 +161,7 @@ struct HeaderEncoderTests {
             expiration: .at(secondsSince1970: 1_800_000_000), collapseID: "c", apnsID: .random(),
             payload: Array("{}".utf8))
         let request = APNsHTTP2Request(
-            content: .notification(notification), token: try authenticator.currentToken(), deadline: .now(),
+            content: .notification(notification), tokens: authenticator, deadline: .now(),
             completion: { _ in })
         let first = Dictionary(uniqueKeysWithValues: encoder.headers(for: request).map { ($0.name, $0.neverIndex) })
         let second = Dictionary(uniqueKeysWithValues: encoder.headers(for: request).map { ($0.name, $0.neverIndex) })

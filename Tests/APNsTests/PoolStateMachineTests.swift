@@ -236,6 +236,37 @@ struct PoolStateMachineTests {
         )
     }
 
+    // After TooManyProviderTokenUpdates a connection is unusable for a while, and after
+    // UnrelatedKeyIdInToken it will never take the new key: it is retired, and its replacement opens
+    // after a backoff step, however long it was up, so that a pod meeting this again and again does
+    // not open and close connections in a loop.
+    @Test("a retired connection drains and its slot reconnects after a growing backoff, even after hours up")
+    func retiredConnectionBacksOff() {
+        var machine = Machine(connections: 1, maximumWaiters: 10, reconnect: backoff)
+        var id = connectIDs(machine.acquire(1, waiterID: 1))[0]
+        let start = NIODeadline.now()
+        var delays: [TimeAmount] = []
+        for round in 0..<3 {
+            _ = ready(&machine, id: id, capacity: 10, now: start)
+            if round > 0 { _ = machine.acquire(round + 1, waiterID: round + 1) }
+            _ = machine.release(connectionID: id)
+            let actions = machine.retire(id: id, now: start + .hours(2))
+            #expect(actions.contains { if case .close(id) = $0 { true } else { false } }, "idle: closed at once")
+            guard
+                case .reconnect(let slot, let delay, let epoch)? = actions.first(where: {
+                    if case .reconnect = $0 { true } else { false }
+                })
+            else {
+                Issue.record("no reconnect in round \(round)")
+                return
+            }
+            delays.append(delay)
+            id = connectIDs(machine.reconnectDue(slot: slot, epoch: epoch))[0]
+        }
+        #expect(delays.allSatisfy { $0 > .zero }, "\(delays)")
+        #expect(delays[2] > delays[0], "the backoff grows while retirements go on: \(delays)")
+    }
+
     // The pool registers a reconnect's timer after scheduling it, outside the lock. A timer that
     // fired before its registration, whose connect then failed at once, left the slot backing off
     // again; the late registration of the spent timer took the slot's place, and the new timer's

@@ -177,10 +177,11 @@ public final class APNsClient: Sendable {
         return request(prepared, deadline: deadline, urgent: item.urgent, answer: .untyped(item.completion))
     }
 
-    /// A request checked and given its provider token, ready to go.
+    /// A request checked, its credential usable, ready to go (the connection that sends it picks its
+    /// provider token).
     private struct Prepared: Sendable {
         var content: APNsRequestContent
-        var token: APNsProviderToken?
+        var tokens: APNsTokenAuthenticator?
     }
 
     private func prepare(_ notification: APNsNotification) throws -> Prepared {
@@ -199,11 +200,14 @@ public final class APNsClient: Sendable {
     }
 
     private func prepare(content: APNsRequestContent) throws -> Prepared {
-        var token: APNsProviderToken?
+        var tokens: APNsTokenAuthenticator?
         switch credential {
         case .token(let authenticator):
             do {
-                token = try authenticator.currentToken()
+                // Signed once per period and key, then found in the authenticator's cache: a key that
+                // cannot sign fails here, not on a connection.
+                _ = try authenticator.currentToken()
+                tokens = authenticator
             } catch {
                 throw APNsClientError(.credentialUnusable, "\(error)", mayHaveReachedAPNs: false)
             }
@@ -212,20 +216,18 @@ public final class APNsClient: Sendable {
             // its dates, rather than as a refused connection after a retry.
             try identity.checkValid(at: Date())
         }
-        return Prepared(content: content, token: token)
+        return Prepared(content: content, tokens: tokens)
     }
 
-    /// The pool's request; with token authentication it carries the authenticator, which hears of
-    /// an ExpiredProviderToken answer before the caller does.
+    /// The pool's request; with token authentication it carries the authenticator, from which the
+    /// connection that sends it takes its token.
     private func request(
         _ prepared: Prepared, deadline: NIODeadline, waiterID: Int? = nil, urgent: Bool = false,
         answer: APNsConnectionPool.Request.Answer
     ) -> APNsConnectionPool.Request {
-        var authenticator: APNsTokenAuthenticator?
-        if case .token(let tokens) = credential, prepared.token != nil { authenticator = tokens }
-        return APNsConnectionPool.Request(
-            content: prepared.content, token: prepared.token, deadline: deadline, waiterID: waiterID, urgent: urgent,
-            resends: 0, authenticator: authenticator, answer: answer)
+        APNsConnectionPool.Request(
+            content: prepared.content, deadline: deadline, waiterID: waiterID, urgent: urgent, resends: 0,
+            authenticator: prepared.tokens, answer: answer)
     }
 
     /// Opens the pool's connections now (TCP, TLS, HTTP/2 settings) instead of at the first

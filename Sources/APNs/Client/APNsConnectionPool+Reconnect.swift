@@ -15,5 +15,10 @@ extension APNsConnectionPool.StateMachine {
         }
 
         var base: TimeAmount { TimeAmount(backoff.first) }
+
+        /// The wait before a slot connects again after `failures` failures in a row (equal jitter).
+        func delay(failures: Int) -> TimeAmount {
+            TimeAmount(backoff.wait(afterFailures: failures))
+        }
     }
 }

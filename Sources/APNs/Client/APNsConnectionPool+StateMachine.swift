@@ -273,6 +273,19 @@ extension APNsConnectionPool {
             return actions
         }
 
+        /// APNs will not take connection `id`'s provider token any more: it drains as after GOAWAY; its
+        /// slot connects again after a backoff step however long it was up (no loop of reconnects).
+        mutating func retire(id: Int, now: NIODeadline) -> [Action] {
+            guard let connection = open[id], case .serving(let slot) = connection.role else { return [] }
+            changeOpen(id) {
+                $0.role = .draining
+                $0.capacity = 0
+            }
+            var actions = slotLost(slot, now: now, retired: true)
+            if connection.inFlight == 0 { actions.append(.close(connections[id]!)) }
+            return actions
+        }
+
         /// The channel of `id` closed (or never connected), with the error that ended it, if any.
         mutating func connectionClosed(id: Int, error: APNsClientError?, now: NIODeadline) -> [Action] {
             var actions: [Action] = []
@@ -368,10 +381,12 @@ extension APNsConnectionPool {
         /// `healthy`: the connection ended through no fault of its own, whatever its age. `worked`: it
         /// answered requests before it was lost: one short backoff, not a growing one (a connection
         /// dropped now and then must not slow the pool down step by step).
-        private mutating func slotLost(_ slot: Int, now: NIODeadline, healthy: Bool = false, worked: Bool = false)
-            -> [Action]
-        {
-            if case .ready(_, let since) = slots[slot].phase {
+        private mutating func slotLost(
+            _ slot: Int, now: NIODeadline, healthy: Bool = false, worked: Bool = false, retired: Bool = false
+        ) -> [Action] {
+            if retired {
+                slots[slot].failures += 1
+            } else if case .ready(_, let since) = slots[slot].phase {
                 if healthy || now - since >= reconnect.healthyAfter {
                     slots[slot].failures = 0
                 } else {
@@ -384,12 +399,9 @@ extension APNsConnectionPool {
             }
             nextBackoffEpoch += 1
             slots[slot].phase = .backingOff(epoch: nextBackoffEpoch, timer: nil)
-            return [.reconnect(slot: slot, after: delay(failures: slots[slot].failures), epoch: nextBackoffEpoch)]
-        }
-
-        /// 0 after a healthy connection; otherwise the reconnect backoff (equal jitter).
-        private func delay(failures: Int) -> TimeAmount {
-            TimeAmount(reconnect.backoff.wait(afterFailures: failures))
+            return [
+                .reconnect(slot: slot, after: reconnect.delay(failures: slots[slot].failures), epoch: nextBackoffEpoch)
+            ]
         }
 
         /// Changes an open connection's figures; `nil` when `id` is not open. Copied out and stored

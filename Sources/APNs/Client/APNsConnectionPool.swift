@@ -14,20 +14,20 @@ final class APNsConnectionPool: Sendable {
     typealias Completion = @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     typealias Machine = StateMachine<Request, APNsConnection>
 
-    /// A request on its way to a stream, with what the pool owns for it: the provider token it
-    /// was signed with, its deadline, its place among the waiters, its resends.
+    /// A request on its way to a stream, with what the pool owns for it: where its provider token
+    /// comes from (the connection that sends it picks the token), its deadline, its place among the
+    /// waiters, its resends.
     ///
     /// A class: it passes through the machine's queue, an action and a completion, and a copy of
     /// the struct it was cost a memmove and a retain of each of its strings and arrays every time
     /// (measured: 7% of the client's throughput).
     final class Request: Sendable {
         let content: APNsRequestContent
-        let token: APNsProviderToken?
         let deadline: NIODeadline
         /// Runs exactly once with the answer, on the connection's event loop (or on the caller's
         /// thread when nothing could be sent): `complete(_:)`.
         private let answer: Answer
-        /// With token authentication: told when APNs calls the request's token expired.
+        /// With token authentication: the key's tokens.
         let authenticator: APNsTokenAuthenticator?
         /// Names the request while it waits for a stream, for a caller that may give it up
         /// (`giveUp`); `nil`: the pool picks one.
@@ -45,11 +45,10 @@ final class APNsConnectionPool: Sendable {
         }
 
         init(
-            content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline, waiterID: Int?,
-            urgent: Bool = false, resends: Int, authenticator: APNsTokenAuthenticator?, answer: Answer
+            content: APNsRequestContent, deadline: NIODeadline, waiterID: Int?, urgent: Bool = false, resends: Int,
+            authenticator: APNsTokenAuthenticator?, answer: Answer
         ) {
             self.content = content
-            self.token = token
             self.deadline = deadline
             self.waiterID = waiterID
             self.urgent = urgent
@@ -61,17 +60,12 @@ final class APNsConnectionPool: Sendable {
         /// The same request, sent once more.
         func again() -> Request {
             Request(
-                content: content, token: token, deadline: deadline, waiterID: waiterID, urgent: urgent,
-                resends: resends + 1, authenticator: authenticator, answer: answer)
+                content: content, deadline: deadline, waiterID: waiterID, urgent: urgent, resends: resends + 1,
+                authenticator: authenticator, answer: answer)
         }
 
-        /// Gives the caller its answer; an ExpiredProviderToken tells the token's authenticator first.
+        /// Gives the caller its answer.
         func complete(_ result: Result<APNsResponse, APNsClientError>) {
-            if let authenticator, let token, case .success(let response) = result, response.status == 403,
-                response.reason == .expiredProviderToken
-            {
-                _ = try? authenticator.tokenExpired(token)
-            }
             switch answer {
             case .typed(let completion): completion(result)
             case .untyped(let completion): completion(result.mapError { $0 })
@@ -100,6 +94,12 @@ final class APNsConnectionPool: Sendable {
     /// A pthread mutex (`Locked`) rather than Synchronization.Mutex: ThreadSanitizer sees
     /// through pthread locks, so its reports on this module stay meaningful.
     private let state: Locked<Machine>
+    /// Connections retired because APNs would not take their token any more, by its reason.
+    private let retired = Locked<[String: Int]>([:])
+    /// The answers after which a connection is retired (`answered`). Not ExpiredProviderToken: a
+    /// connection's token is at most the schedule's switch age old by this process's clock, so APNs
+    /// calling it expired means the clock is behind, and a new connection would take the same token.
+    static let retiringReasons: Set<APNsReason> = [.tooManyProviderTokenUpdates, .unrelatedKeyIDInToken]
 
     init(settings: Settings, group: any EventLoopGroup, sslContext: OpenSSLContext, logger: Logger) {
         self.settings = settings
@@ -186,24 +186,31 @@ final class APNsConnectionPool: Sendable {
     /// caller hears it.
     private func http2Request(_ request: Request, connectionID id: Int) -> APNsHTTP2Request {
         APNsHTTP2Request(
-            content: request.content, token: request.token, deadline: request.deadline,
+            content: request.content, tokens: request.authenticator, deadline: request.deadline,
             answer: .pool(self, request, connectionID: id))
     }
 
     /// A request's answer from connection `id`.
     func answered(_ request: Request, _ result: Result<APNsResponse, APNsClientError>, connectionID id: Int) {
-        if case .success(let response) = result, response.status == 403, response.reason == .unrelatedKeyIDInToken {
-            // APNs binds a connection to the key of its first token; a token from an
-            // unrelated key needs a connection of its own. Retire this one as after GOAWAY.
-            logger.info("retiring the connection: UnrelatedKeyIdInToken", metadata: ["connection": "\(id)"])
-            update { $0.goingAway(id: id, now: .now()) }
+        if case .success(let response) = result, let reason = response.reason, Self.retiringReasons.contains(reason) {
+            // APNs will not take this connection's token any more: a token from a key unrelated to
+            // its first (UnrelatedKeyIdInToken, a key rotation), or a token change it calls too soon
+            // (TooManyProviderTokenUpdates: the connection is unusable for a while). A new connection
+            // starts with the newest token; it opens after the usual backoff, so that a pod that keeps
+            // meeting this does not open and close connections in a loop.
+            logger.warning(
+                "retiring the connection: \(reason.rawValue)", metadata: ["connection": "\(id)", "reason": "\(reason)"])
+            retired.withLock { $0[reason.rawValue, default: 0] += 1 }
+            update { $0.retire(id: id, now: .now()) }
         }
         update { $0.release(connectionID: id) }
         finish(request, result)
     }
 
     var statistics: APNsPoolStatistics {
-        state.withLock { $0.statistics }
+        var statistics = state.withLock { $0.statistics }
+        statistics.retiredConnections = retired.withLock { $0 }
+        return statistics
     }
 
     /// A fresh id for a request that may wait, for `Request.waiterID` and `giveUp`.

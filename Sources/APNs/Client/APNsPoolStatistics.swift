@@ -14,6 +14,9 @@ public struct APNsPoolStatistics: Sendable, Equatable {
     public var streamCapacity = 0
     /// Requests waiting for a free stream.
     public var waitingRequests = 0
+    /// Connections retired so far because APNs would not take their provider token any more, by
+    /// APNs's reason (TooManyProviderTokenUpdates, UnrelatedKeyIdInToken).
+    public var retiredConnections: [String: Int] = [:]
 
     public init() {}
 
@@ -26,6 +29,7 @@ public struct APNsPoolStatistics: Sendable, Equatable {
         sum.streamsInUse += rhs.streamsInUse
         sum.streamCapacity += rhs.streamCapacity
         sum.waitingRequests += rhs.waitingRequests
+        sum.retiredConnections.merge(rhs.retiredConnections, uniquingKeysWith: +)
         return sum
     }
 }

@@ -31,10 +31,11 @@ public final class APNsSigningKey: @unchecked Sendable {
         try self.init(pem: try readFile(path))
     }
 
-    /// ES256 signature in JOSE form (r || s).
-    func sign(_ message: [UInt8]) throws(APNsCredentialError) -> [UInt8] {
+    /// ES256 signature in JOSE form (r || s), deterministic (RFC 6979): the same bytes for the same
+    /// message wherever it is signed.
+    func signDeterministic(_ message: [UInt8]) throws(APNsCredentialError) -> [UInt8] {
         do {
-            return try key.signES256(message)
+            return try key.signES256Deterministic(message)
         } catch let error as OpenSSLError {
             throw APNsCredentialError(.signingFailed, "ES256 signing failed", openSSL: error)
         } catch {

@@ -1,62 +1,59 @@
 import Threading
 import Foundation
 
-/// The provider token (JWT, ES256) of one (team, key), shared by every connection that uses it.
+/// The provider tokens (JWT, ES256) of one (team, key), for every connection that uses the key.
 ///
-/// Apple rejects a token older than an hour (`ExpiredProviderToken`) and one replaced too often
-/// (`TooManyProviderTokenUpdates`). So a token is reused until it is 50 minutes old, and a refresh is
-/// never made less than 20 minutes after the previous one, even when APNs says it expired (clock
-/// skew): one key never signs more than three tokens an hour, whatever the number of connections.
+/// Tokens follow `APNsTokenSchedule`: issued at multiples of its period, signed deterministically
+/// (RFC 6979), so every process of a fleet signs the same bytes for a period and APNs sees one token per
+/// key, not one per pod. Each connection keeps the token it first used until that token reaches the
+/// schedule's switch age (`token(forConnection:)`): at least 20 minutes, never past the hour.
 ///
-/// Time comes from an injected `Clock` (the token's age) and a wall clock read at each signing (the
-/// `iat` claim: a clock corrected after start, by NTP for one, is reflected in the next token), so
-/// tests drive refreshes with a manual clock and never sleep.
+/// The wall clock is read at each use (a clock corrected by NTP after start shows in the next token);
+/// tests inject one and never sleep.
 public final class APNsTokenAuthenticator: Sendable {
-    public static let refreshAge: Duration = .seconds(50 * 60)
-    public static let minimumRefreshInterval: Duration = .seconds(20 * 60)
-
     /// 10-character Team ID (`iss`).
     public let teamID: String
     /// 10-character Key ID (`kid`).
     public let keyID: String
+    public let schedule: APNsTokenSchedule
     private let key: APNsSigningKey
-    /// Time since this authenticator was created, from the injected clock.
-    private let elapsed: @Sendable () -> Duration
-    /// Seconds since 1970, now: the `iat` of a token signed now.
+    /// Seconds since 1970, now.
     private let wallClock: @Sendable () -> Double
     /// A pthread mutex (visible to ThreadSanitizer, unlike Synchronization.Mutex's futex).
     private let state = Locked(State())
 
     private struct State {
-        var token: APNsProviderToken?
-        var mintedAt: Duration = .zero
-        var issued = 0
+        /// The two newest tokens signed, by `iat`: the current period's and the one before, which
+        /// connections that started on it keep.
+        var tokens: [Int64: APNsProviderToken] = [:]
+        var signed = 0
+        var switches = 0
     }
 
-    /// Uses the system's continuous clock and wall clock.
-    public convenience init(teamID: String, keyID: String, key: APNsSigningKey) throws(APNsCredentialError) {
+    /// Uses the system's wall clock.
+    public convenience init(
+        teamID: String, keyID: String, key: APNsSigningKey, schedule: APNsTokenSchedule = .apple
+    ) throws(APNsCredentialError) {
         try self.init(
-            teamID: teamID, keyID: keyID, key: key, clock: ContinuousClock(),
-            wallClock: { Date().timeIntervalSince1970 })
+            teamID: teamID, keyID: keyID, key: key, schedule: schedule, wallClock: { Date().timeIntervalSince1970 })
     }
 
     /// For tests: the wall clock follows `clock`, from `epochNow` at this call.
     public convenience init<C: Clock>(
-        teamID: String, keyID: String, key: APNsSigningKey, clock: C, epochNow: Double
+        teamID: String, keyID: String, key: APNsSigningKey, schedule: APNsTokenSchedule = .apple, clock: C,
+        epochNow: Double
     ) throws(APNsCredentialError) where C.Duration == Duration {
         let start = clock.now
         try self.init(
-            teamID: teamID, keyID: keyID, key: key, clock: clock,
+            teamID: teamID, keyID: keyID, key: key, schedule: schedule,
             wallClock: { epochNow + Double(start.duration(to: clock.now).components.seconds) })
     }
 
-    /// - Parameters:
-    ///   - clock: measures token age.
-    ///   - wallClock: seconds since 1970, read at each signing for the `iat` claim.
-    public init<C: Clock>(
-        teamID: String, keyID: String, key: APNsSigningKey, clock: C,
+    /// - Parameter wallClock: seconds since 1970, read at each use.
+    public init(
+        teamID: String, keyID: String, key: APNsSigningKey, schedule: APNsTokenSchedule = .apple,
         wallClock: @escaping @Sendable () -> Double
-    ) throws(APNsCredentialError) where C.Duration == Duration {
+    ) throws(APNsCredentialError) {
         for (name, value) in [("team id", teamID), ("key id", keyID)] {
             let isAlphanumeric: (UInt8) -> Bool = {
                 (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
@@ -68,55 +65,54 @@ public final class APNsTokenAuthenticator: Sendable {
         self.teamID = teamID
         self.keyID = keyID
         self.key = key
-        let start = clock.now
-        self.elapsed = { start.duration(to: clock.now) }
+        self.schedule = schedule
         self.wallClock = wallClock
     }
 
-    /// The token to send now: the current one, or a new one when it is 50 minutes old.
+    private var now: Int64 { Int64(wallClock().rounded(.down)) }
+
+    /// The token a new connection, or a request on no connection of its own, uses now: the current
+    /// period's (signed now if it is the first use of it).
     public func currentToken() throws(APNsCredentialError) -> APNsProviderToken {
-        let now = elapsed()
-        return try state.withLock { state -> Result<APNsProviderToken, APNsCredentialError> in
-            if let token = state.token, now - state.mintedAt < Self.refreshAge { return .success(token) }
-            return Result { () throws(APNsCredentialError) in try mint(&state, at: now) }
-        }.get()
+        try token(issuedAt: schedule.currentIssuedAt(now: now))
     }
 
-    /// APNs answered `ExpiredProviderToken` for `token`. Replaces it if it is still the current token
-    /// and at least 20 minutes old; otherwise keeps it (another connection already refreshed, or a
-    /// refresh now would provoke `TooManyProviderTokenUpdates`).
-    ///
-    /// - Returns: whether the next `currentToken()` differs from `token`.
-    @discardableResult
-    public func tokenExpired(_ token: APNsProviderToken) throws(APNsCredentialError) -> Bool {
-        let now = elapsed()
-        return try state.withLock { state -> Result<Bool, APNsCredentialError> in
-            guard let current = state.token, current.generation == token.generation else { return .success(true) }
-            guard now - state.mintedAt >= Self.minimumRefreshInterval else { return .success(false) }
-            return Result { () throws(APNsCredentialError) in
-                _ = try mint(&state, at: now)
-                return true
-            }
-        }.get()
+    /// The token of a connection that has used `bound` so far (`nil`: none yet), and `bound` updated:
+    /// it keeps its token until the schedule's switch age, then takes the current one. `nil` when a
+    /// token cannot be signed (the key is unusable: `currentToken()` says why).
+    public func token(forConnection bound: inout Int64?) -> APNsProviderToken? {
+        let issuedAt = schedule.issuedAt(bound: bound, now: now)
+        guard let token = try? token(issuedAt: issuedAt) else { return nil }
+        if let previous = bound, previous != issuedAt { state.withLock { $0.switches += 1 } }
+        bound = issuedAt
+        return token
     }
 
-    /// How many tokens this authenticator has signed (for metrics and tests).
-    public var tokensIssued: Int { state.withLock { $0.issued } }
-
-    private func mint(_ state: inout State, at now: Duration) throws(APNsCredentialError) -> APNsProviderToken {
-        let issuedAt = Int64(wallClock().rounded(.down))
+    /// The token of `issuedAt`: the same bytes for the same key and `iat`, wherever it is signed.
+    public func token(issuedAt: Int64) throws(APNsCredentialError) -> APNsProviderToken {
+        if let token = state.withLock({ $0.tokens[issuedAt] }) { return token }
         let header = #"{"alg":"ES256","kid":"\#(keyID)"}"#
         let claims = #"{"iss":"\#(teamID)","iat":\#(issuedAt)}"#
         let signingInput = base64URL(Array(header.utf8)) + "." + base64URL(Array(claims.utf8))
-        let signature = try key.sign(Array(signingInput.utf8))
-        state.issued += 1
+        let signature = try key.signDeterministic(Array(signingInput.utf8))
         let token = APNsProviderToken(
-            jwt: signingInput + "." + base64URL(signature), issuedAt: issuedAt, generation: state.issued,
-            keyID: keyID)
-        state.token = token
-        state.mintedAt = now
+            jwt: signingInput + "." + base64URL(signature), issuedAt: issuedAt, keyID: keyID)
+        state.withLock { state in
+            guard state.tokens[issuedAt] == nil else { return }
+            state.signed += 1
+            state.tokens[issuedAt] = token
+            // Only the newest two are ever asked for again (a connection's token is at most the
+            // one before the current).
+            while state.tokens.count > 2, let oldest = state.tokens.keys.min() { state.tokens[oldest] = nil }
+        }
         return token
     }
+
+    /// How many distinct tokens this authenticator has signed (one per period in use).
+    public var tokensSigned: Int { state.withLock { $0.signed } }
+
+    /// How many times a connection went from its token to a newer one.
+    public var tokenSwitches: Int { state.withLock { $0.switches } }
 }
 
 /// A signed provider token. Its `description` never shows the signature.
@@ -125,14 +121,12 @@ public struct APNsProviderToken: Sendable, Hashable, CustomStringConvertible {
     public let jwt: String
     /// The `iat` claim.
     public let issuedAt: Int64
-    /// 1 for the first token of an authenticator, then 2, 3, …
-    public let generation: Int
     let keyID: String
 
     /// The `authorization` header value.
     public var authorization: String { "bearer " + jwt }
 
-    public var description: String { "token(kid: \(keyID), iat: \(issuedAt), #\(generation))" }
+    public var description: String { "token(kid: \(keyID), iat: \(issuedAt))" }
 }
 
 /// RFC 7515 base64url without padding.

@@ -62,8 +62,9 @@ final class APNsHTTP2Stream {
 /// and copying a notification's dozen references at each step cost more than one allocation.
 final class APNsHTTP2Request: Sendable {
     let content: APNsRequestContent
-    /// The provider token for token authentication; `nil` with certificate authentication.
-    let token: APNsProviderToken?
+    /// Where the provider token comes from with token authentication (the connection picks its own:
+    /// `APNsHeaderEncoder`); `nil` with certificate authentication.
+    let tokens: APNsTokenAuthenticator?
     /// The deadline of the whole request; past it the stream is cancelled.
     let deadline: NIODeadline
     private let answer: Answer
@@ -83,15 +84,15 @@ final class APNsHTTP2Request: Sendable {
     }
 
     convenience init(
-        content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline,
+        content: APNsRequestContent, tokens: APNsTokenAuthenticator?, deadline: NIODeadline,
         completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     ) {
-        self.init(content: content, token: token, deadline: deadline, answer: .callback(completion))
+        self.init(content: content, tokens: tokens, deadline: deadline, answer: .callback(completion))
     }
 
-    init(content: APNsRequestContent, token: APNsProviderToken?, deadline: NIODeadline, answer: Answer) {
+    init(content: APNsRequestContent, tokens: APNsTokenAuthenticator?, deadline: NIODeadline, answer: Answer) {
         self.content = content
-        self.token = token
+        self.tokens = tokens
         self.deadline = deadline
         self.answer = answer
     }
@@ -130,9 +131,13 @@ struct APNsCustomRequest: Sendable {
     var body: [UInt8]
 }
 
-/// Builds request headers the way Apple's HPACK guidance asks, per connection.
+/// Builds request headers the way Apple's HPACK guidance asks, per connection; and keeps the
+/// connection's provider token: the one it first used, until the schedule says to take the newest
+/// (`APNsTokenAuthenticator.token(forConnection:)`). APNs judges token changes per connection.
 struct APNsHeaderEncoder {
     let authority: String
+    /// The `iat` of the token this connection has used so far (token authentication).
+    private(set) var tokenIssuedAt: Int64?
     /// Whether apns-id, apns-expiration and apns-collapse-id have been sent once with incremental
     /// indexing on this connection: later values go as literals without indexing.
     private var indexedID = false
@@ -150,7 +155,7 @@ struct APNsHeaderEncoder {
         switch request.content {
         case .notification(let value): notification = value
         case .custom(let custom):
-            encode(custom, token: request.token, into: &block)
+            encode(custom, token: token(for: request), into: &block)
             return
         }
         block.removeAll()
@@ -182,12 +187,17 @@ struct APNsHeaderEncoder {
             block.append("apns-id", apnsID.uuidString, neverIndex: indexedID)
             indexedID = true
         }
-        if let token = request.token {
+        if let token = token(for: request) {
             block.append("authorization", neverIndex: true) { bytes in
                 bytes.append(contentsOf: "bearer ".utf8)
                 bytes.append(contentsOf: token.jwt.utf8)
             }
         }
+    }
+
+    /// This connection's token for `request`, if it uses token authentication.
+    private mutating func token(for request: APNsHTTP2Request) -> APNsProviderToken? {
+        request.tokens?.token(forConnection: &tokenIssuedAt)
     }
 
     /// A broadcast or channel-management request: its own method, path and headers (ids never

@@ -69,46 +69,6 @@ final class OpenSSLPrivateKey {
         let group = String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return group == "prime256v1" || group == "P-256"
     }
-
-    /// ES256: ECDSA over SHA-256, returned in JOSE form (r || s, 32 bytes each), not DER.
-    func signES256(_ message: [UInt8]) throws -> [UInt8] {
-        guard let context = EVP_MD_CTX_new() else {
-            throw OpenSSLError(.allocationFailed, "EVP_MD_CTX_new failed")
-        }
-        defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, pointer) == 1 else {
-            throw OpenSSLError(.signingFailed, "EVP_DigestSignInit failed")
-        }
-        var length = 0
-        guard message.withUnsafeBufferPointer({ EVP_DigestSign(context, nil, &length, $0.baseAddress, $0.count) }) == 1
-        else {
-            throw OpenSSLError(.signingFailed, "EVP_DigestSign (size) failed")
-        }
-        var der = [UInt8](repeating: 0, count: length)
-        let status = message.withUnsafeBufferPointer { input in
-            EVP_DigestSign(context, &der, &length, input.baseAddress, input.count)
-        }
-        guard status == 1 else { throw OpenSSLError(.signingFailed, "EVP_DigestSign failed") }
-        return try Self.joseSignature(fromDER: Array(der.prefix(length)))
-    }
-
-    /// Converts an ECDSA-Sig-Value (DER SEQUENCE of two INTEGERs) to r || s, each left-padded to 32 bytes.
-    static func joseSignature(fromDER der: [UInt8]) throws -> [UInt8] {
-        try der.withUnsafeBufferPointer { buffer in
-            var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
-            guard let signature = d2i_ECDSA_SIG(nil, &cursor, buffer.count) else {
-                throw OpenSSLError(.signingFailed, "signature is not a DER ECDSA-Sig-Value")
-            }
-            defer { ECDSA_SIG_free(signature) }
-            var out = [UInt8](repeating: 0, count: 64)
-            let ok = out.withUnsafeMutableBufferPointer { out -> Bool in
-                guard let r = ECDSA_SIG_get0_r(signature), let s = ECDSA_SIG_get0_s(signature) else { return false }
-                return BN_bn2binpad(r, out.baseAddress, 32) == 32 && BN_bn2binpad(s, out.baseAddress! + 32, 32) == 32
-            }
-            guard ok else { throw OpenSSLError(.signingFailed, "r or s does not fit in 32 bytes") }
-            return out
-        }
-    }
 }
 
 /// A `pem_password_cb` that refuses: keys must not be encrypted (and OpenSSL must never prompt).

@@ -17,6 +17,14 @@ package struct APNsSettings: Sendable, Hashable {
     /// the device shows the second in place of the first, not both. Off by default: it changes
     /// what reaches APNs, and an app may use collapse ids of its own meaning.
     package var collapseIdFromEventId = false
+    /// The provider-token period (`APNsTokenSchedule`): 30 minutes, Apple's rules. Shorter only for
+    /// tests against a simulator whose token windows are scaled the same way (at least 30 s).
+    package var tokenPeriod: Duration = .seconds(1800)
+
+    /// The token schedule `tokenPeriod` makes.
+    package var tokenSchedule: APNsTokenSchedule {
+        APNsTokenSchedule(periodSeconds: tokenPeriod.components.seconds)
+    }
 
     /// `proxy`: how APNs connections reach the internet. `environment` (the default) tunnels through
     /// `HTTPS_PROXY` (or `https_proxy`) unless `NO_PROXY` (or `no_proxy`) exempts the host, as curl

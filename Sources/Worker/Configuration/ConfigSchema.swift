@@ -28,7 +28,7 @@ indirect enum ConfigSchema {
             "apns",
             .section([
                 ("connectionsPerCredential", .scalar), ("requestTimeout", .scalar), ("eventLoopThreads", .scalar),
-                ("caFile", .scalar), ("proxy", .scalar), ("collapseIdFromEventId", .scalar),
+                ("caFile", .scalar), ("proxy", .scalar), ("collapseIdFromEventId", .scalar), ("tokenPeriod", .scalar),
                 (
                     "endpoints",
                     .section([

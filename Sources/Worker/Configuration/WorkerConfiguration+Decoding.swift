@@ -234,6 +234,17 @@ extension WorkerConfiguration {
             section.int("connectionsPerCredential", in: 1...64) ?? apns.connectionsPerCredential
         apns.requestTimeout = section.duration("requestTimeout", max: .seconds(600)) ?? apns.requestTimeout
         apns.eventLoopThreads = section.int("eventLoopThreads", in: 1...64)
+        if let period = section.duration("tokenPeriod", max: .seconds(1800)) {
+            if period < .seconds(30) {
+                section.report(
+                    section.error(
+                        "tokenPeriod", section.node("tokenPeriod"),
+                        "expected a duration from 30s to 30m (30m against APNs; shorter only for tests against a simulator with windows scaled alike)"
+                    ))
+            } else {
+                apns.tokenPeriod = period
+            }
+        }
         apns.caFile = section.string("caFile")
         apns.collapseIdFromEventId = section.bool("collapseIdFromEventId") ?? apns.collapseIdFromEventId
         if let proxy = section.string("proxy") {

@@ -34,9 +34,10 @@ package final class APNsSender: NotificationSending {
 
     /// - Parameters:
     ///   - environment: where `keyEnv` / `passwordEnv` are read (the process environment by default).
+    ///   - authenticators: where token keys' authenticators are shared (the lanes' senders share one).
     package init(
         settings: APNsSettings, environment: [String: String] = ProcessInfo.processInfo.environment,
-        logger: Logger = Logger(label: "apns-worker.apns")
+        authenticators: TokenAuthenticators? = nil, logger: Logger = Logger(label: "apns-worker.apns")
     ) throws {
         self.settings = settings
         self.logger = logger
@@ -45,8 +46,11 @@ package final class APNsSender: NotificationSending {
         for endpoint in [settings.endpoints.production, settings.endpoints.development] {
             _ = try settings.proxy(forHost: endpoint.host, environment: environment)
         }
+        let authenticators = authenticators ?? TokenAuthenticators(schedule: settings.tokenSchedule)
         self.routes = try settings.credentials.map { settings in
-            Route(settings: settings, credential: try Self.load(settings, environment: environment))
+            Route(
+                settings: settings,
+                credential: try Self.load(settings, environment: environment, authenticators: authenticators))
         }
         // Threads shared by every connection: I/O, TLS, HTTP/2, and the pipeline's handling of
         // each answer (classify, build the result, hand it to Kafka) run there.
@@ -224,7 +228,8 @@ package final class APNsSender: NotificationSending {
     /// Reads the key or certificate a credential names. Errors name the credential (unless the
     /// caller names it itself: `namingCredential: false`), never the secret.
     static func load(
-        _ settings: CredentialSettings, environment: [String: String], namingCredential: Bool = true
+        _ settings: CredentialSettings, environment: [String: String], namingCredential: Bool = true,
+        authenticators: TokenAuthenticators = TokenAuthenticators()
     ) throws -> APNsCredential {
         func secret(_ variable: String) throws -> String {
             guard let value = environment[variable] else {
@@ -235,12 +240,13 @@ package final class APNsSender: NotificationSending {
         do {
             switch settings.kind {
             case .token(let token):
-                let key: APNsSigningKey
-                switch token.key {
-                case .file(let path): key = try APNsSigningKey(file: path)
-                case .environment(let variable): key = try APNsSigningKey(pem: Array(try secret(variable).utf8))
-                }
-                return .token(try APNsTokenAuthenticator(teamID: token.teamID, keyID: token.keyID, key: key))
+                return .token(
+                    try authenticators.authenticator(for: token) {
+                        switch token.key {
+                        case .file(let path): try APNsSigningKey(file: path)
+                        case .environment(let variable): try APNsSigningKey(pem: Array(try secret(variable).utf8))
+                        }
+                    })
             case .certificate(let certificate):
                 // The password is read only when the variable is set: an unencrypted key (or a
                 // PKCS#12 bundle without a password) loads without it, and one that needs it says

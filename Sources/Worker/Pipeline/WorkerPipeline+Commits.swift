@@ -9,6 +9,23 @@ import Threading
 /// Drains and commits: waiting for in-flight events to finish, the one committer, and the done
 /// records kept above committed offsets (in commit metadata or the progress topic).
 extension WorkerPipeline {
+    /// A step of a commit that the commit loop took (`commitStepForTesting`).
+    package enum CommitStep: Sendable {
+        /// The done records of these candidates are in the progress topic (where it is used).
+        case progressKept([CommitCandidate])
+        /// These candidates' offsets are committed.
+        case committed([CommitCandidate])
+    }
+
+    /// Tests: called by the commit loop after each step of a commit, which waits for it (a test
+    /// looks at what a crash at that moment would leave).
+    package func onCommitStepForTesting(_ body: (@Sendable (CommitStep) async -> Void)?) {
+        commitStepForTesting.withLock { $0 = body }
+    }
+
+}
+
+extension WorkerPipeline {
     // MARK: drains and commits
 
     /// Waits until no event of these partitions (of any, for `nil`) is in flight, or the deadline (the

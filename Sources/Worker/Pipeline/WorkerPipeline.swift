@@ -58,20 +58,7 @@ package final class WorkerPipeline: Service, Sendable {
     /// The consumer while `run()` runs, for tests that look at what it fetches.
     package var consumerForTesting: KafkaConsumer? { consumerBox.withLock { $0 } }
 
-    /// A step of a commit that the commit loop took (`commitStepForTesting`).
-    package enum CommitStep: Sendable {
-        /// The done records of these candidates are in the progress topic (where it is used).
-        case progressKept([CommitCandidate])
-        /// These candidates' offsets are committed.
-        case committed([CommitCandidate])
-    }
-
-    /// Tests: called by the commit loop after each step of a commit, which waits for it (a test
-    /// looks at what a crash at that moment would leave).
-    package func onCommitStepForTesting(_ body: (@Sendable (CommitStep) async -> Void)?) {
-        commitStepForTesting.withLock { $0 = body }
-    }
-
+    /// Tests: called by the commit loop after each step of a commit (`onCommitStepForTesting`).
     let commitStepForTesting = Locked<(@Sendable (CommitStep) async -> Void)?>(nil)
 
     package init(

@@ -1,0 +1,36 @@
+import APNs
+import Threading
+
+/// One provider-token authenticator per key in the process, shared by every credential entry and
+/// every lane that uses the key: the key signs each period's token once, and its figures (tokens
+/// signed, switches) are the key's. (The tokens would be the same bytes anyway: they are signed
+/// deterministically on a schedule every process computes alike.)
+package final class TokenAuthenticators: Sendable {
+    private struct Key: Hashable {
+        var teamID: String
+        var keyID: String
+        var source: TokenCredentialSettings.KeySource
+    }
+
+    private let schedule: APNsTokenSchedule
+    private let made = Locked<[Key: APNsTokenAuthenticator]>([:])
+
+    package init(schedule: APNsTokenSchedule = .apple) {
+        self.schedule = schedule
+    }
+
+    /// The key's authenticator, made with `load` the first time.
+    func authenticator(
+        for settings: TokenCredentialSettings, load: () throws -> APNsSigningKey
+    ) throws -> APNsTokenAuthenticator {
+        let key = Key(teamID: settings.teamID, keyID: settings.keyID, source: settings.key)
+        if let existing = made.withLock({ $0[key] }) { return existing }
+        let authenticator = try APNsTokenAuthenticator(
+            teamID: settings.teamID, keyID: settings.keyID, key: try load(), schedule: schedule)
+        return made.withLock { made in
+            if let existing = made[key] { return existing }
+            made[key] = authenticator
+            return authenticator
+        }
+    }
+}
