@@ -79,6 +79,9 @@ METRICS = {
     "apns_worker_apns_streams_in_use": ("gauge", {"credential", "environment"}),
     "apns_worker_apns_stream_capacity": ("gauge", {"credential", "environment"}),
     "apns_worker_apns_requests_waiting": ("gauge", {"credential", "environment"}),
+    "apns_worker_apns_provider_tokens_signed_total": ("counter", {"key_id"}),
+    "apns_worker_apns_provider_token_switches_total": ("counter", {"key_id"}),
+    "apns_worker_apns_connections_retired_total": ("counter", {"credential", "environment", "reason"}),
 }
 
 # The conventional process metrics, which the worker appends to /metrics at each scrape from

@@ -141,6 +141,9 @@ package enum WorkerRuntime {
             for (credential, environment, statistics) in APNsSender.poolStatistics(of: senders) {
                 metrics.setAPNsPool(credential: credential, environment: environment.rawValue, statistics)
             }
+            for (keyID, figures) in authenticators.figures {
+                metrics.setProviderTokens(keyID: keyID, signed: figures.signed, switches: figures.switches)
+            }
         }
         let operations = OperationsServer(
             settings: configuration.http, health: health, registry: registry, logger: logger,

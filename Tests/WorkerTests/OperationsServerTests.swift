@@ -441,7 +441,9 @@ struct OperationsServerTests {
             pool.streamsInUse = 100 * scrape
             pool.streamCapacity = 4000
             pool.waitingRequests = 3
+            pool.retiredConnections = ["TooManyProviderTokenUpdates": scrape]
             metrics.setAPNsPool(credential: "app", environment: "production", pool)
+            metrics.setProviderTokens(keyID: "KEY1234567", signed: 1 + scrape, switches: 2 * scrape)
         }
         try await withServer(health: HealthState(), registry: registry, beforeScrape: sample) { port in
             let answer = try await request(port, "/metrics")
@@ -472,6 +474,10 @@ struct OperationsServerTests {
                 #"apns_worker_apns_streams_in_use{credential="app",environment="production"} 100"#,
                 #"apns_worker_apns_stream_capacity{credential="app",environment="production"} 4000"#,
                 #"apns_worker_apns_requests_waiting{credential="app",environment="production"} 3"#,
+                #"apns_worker_apns_provider_tokens_signed_total{key_id="KEY1234567"} 2"#,
+                #"apns_worker_apns_provider_token_switches_total{key_id="KEY1234567"} 2"#,
+                #"apns_worker_apns_connections_retired_total{credential="app",environment="production",reason="TooManyProviderTokenUpdates"} 1"#,
+                #"apns_worker_apns_connections_retired_total{credential="app",environment="production",reason="UnrelatedKeyIdInToken"} 0"#,
             ] {
                 #expect(text.contains(line), "missing: \(line)")
             }
@@ -493,6 +499,13 @@ struct OperationsServerTests {
             }
             let again = try await request(port, "/metrics").body
             #expect(again.contains(#"apns_worker_apns_streams_in_use{credential="app",environment="production"} 200"#))
+            // Counters kept from totals read at scrape time move by what the totals grew.
+            #expect(again.contains(#"apns_worker_apns_provider_tokens_signed_total{key_id="KEY1234567"} 3"#))
+            #expect(again.contains(#"apns_worker_apns_provider_token_switches_total{key_id="KEY1234567"} 4"#))
+            #expect(
+                again.contains(
+                    #"apns_worker_apns_connections_retired_total{credential="app",environment="production",reason="TooManyProviderTokenUpdates"} 2"#
+                ))
         }
     }
 }

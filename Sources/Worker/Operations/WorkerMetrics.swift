@@ -65,6 +65,12 @@ package final class WorkerMetrics: Sendable {
         "apns_worker_apns_streams_in_use": "HTTP/2 streams in use per APNs pool.",
         "apns_worker_apns_stream_capacity": "HTTP/2 streams the pool's connections allow at once.",
         "apns_worker_apns_requests_waiting": "Requests waiting for a free stream per APNs pool.",
+        "apns_worker_apns_provider_tokens_signed_total":
+            "Provider tokens signed per key: one a period (30 minutes), the same bytes in every pod.",
+        "apns_worker_apns_provider_token_switches_total":
+            "APNs connections that moved to a newer provider token, per key.",
+        "apns_worker_apns_connections_retired_total":
+            "APNs connections retired because APNs would not take their provider token any more, by reason.",
     ]
 
     /// The Prometheus text with a `# HELP` line before each known metric's `# TYPE` line.
@@ -95,13 +101,15 @@ package final class WorkerMetrics: Sendable {
     private let factory: any MetricsFactory
     private let counters = Locked<[SeriesKey: CoreMetrics.Counter]>([:])
     private let gauges = Locked<[SeriesKey: CoreMetrics.Gauge]>([:])
+    /// Counters kept from totals read at scrape time (`advance`): the total each was last moved to.
+    let scrapedTotals = Locked<[SeriesKey: Int]>([:])
     private let apnsRequestDuration: CoreMetrics.Timer
     private let eventDuration: CoreMetrics.Timer
     private let inFlight: CoreMetrics.Gauge
     private let parked: CoreMetrics.Gauge
     private let inputHeld: CoreMetrics.Gauge
 
-    private struct SeriesKey: Hashable {
+    struct SeriesKey: Hashable {
         var name: String
         var labels: [String]
     }
@@ -372,6 +380,7 @@ package final class WorkerMetrics: Sendable {
     /// One APNs client's connection pool (credential × environment), sampled at scrape time.
     package func setAPNsPool(credential: String, environment: String, _ statistics: APNsPoolStatistics) {
         let labels = [("credential", credential), ("environment", environment)]
+        setRetiredConnections(credential: credential, environment: environment, statistics.retiredConnections)
         for (state, count) in [
             ("ready", statistics.readyConnections), ("connecting", statistics.connectingConnections),
             ("draining", statistics.drainingConnections),
@@ -387,7 +396,7 @@ package final class WorkerMetrics: Sendable {
 
     /// One `Counter` per label set, made once: creating one per increment would cost a registry
     /// lookup under its lock on the hot path.
-    private func counter(_ name: String, _ labels: [(String, String)]) -> CoreMetrics.Counter {
+    func counter(_ name: String, _ labels: [(String, String)]) -> CoreMetrics.Counter {
         let key = SeriesKey(name: name, labels: labels.flatMap { [$0.0, $0.1] })
         return counters.withLock { cache in
             if let counter = cache[key] { return counter }

@@ -113,10 +113,11 @@ extension EventProcessor {
             markFailure(&run.result)
             return .final(deadLetter: true)
         case .refreshToken:
-            // The client has told the token authenticator. The first time, try again at once with
-            // the new token. Again and again means a token APNs finds expired as soon as it is
-            // signed (this machine's clock is off, or the authenticator may not refresh yet): back
-            // off like any retry instead of a burst of requests, and say so.
+            // Tokens follow a schedule every process shares: the first time, try again at once (a
+            // connection may have moved to the next period's token meanwhile). Again and again means
+            // APNs finds the schedule's token an hour old: this machine's clock is behind by more
+            // than the schedule's margin. Back off like any retry instead of a burst of requests,
+            // and say so.
             markFailure(&run.result)
             observer.retryScheduled(.providerToken)
             run.tokenRefreshes += 1

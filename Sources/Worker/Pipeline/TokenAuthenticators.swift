@@ -19,6 +19,19 @@ package final class TokenAuthenticators: Sendable {
         self.schedule = schedule
     }
 
+    /// Each key's figures since start, by key id: tokens signed, and connections that moved to a
+    /// newer token.
+    package var figures: [String: (signed: Int, switches: Int)] {
+        made.withLock { made in
+            made.values.reduce(into: [:]) { figures, authenticator in
+                let before = figures[authenticator.keyID] ?? (0, 0)
+                figures[authenticator.keyID] = (
+                    before.signed + authenticator.tokensSigned, before.switches + authenticator.tokenSwitches
+                )
+            }
+        }
+    }
+
     /// The key's authenticator, made with `load` the first time.
     func authenticator(
         for settings: TokenCredentialSettings, load: () throws -> APNsSigningKey

@@ -1,0 +1,36 @@
+import APNs
+import CoreMetrics
+
+extension WorkerMetrics {
+    /// A provider-token key's figures since start (`TokenAuthenticators.figures`), at a scrape: tokens
+    /// signed, and connections that moved to a newer token. A fleet on the shared schedule signs one
+    /// token a period in every pod, whatever its connections.
+    package func setProviderTokens(keyID: String, signed: Int, switches: Int) {
+        advance("apns_worker_apns_provider_tokens_signed_total", [("key_id", keyID)], to: signed)
+        advance("apns_worker_apns_provider_token_switches_total", [("key_id", keyID)], to: switches)
+    }
+
+    /// Connections of a credential's pools retired because APNs would not take their provider token
+    /// any more, by reason; both reasons' series exist from the first scrape, at 0, so that an
+    /// `increase()` sees the first one.
+    func setRetiredConnections(credential: String, environment: String, _ retired: [String: Int]) {
+        for reason in [APNsReason.tooManyProviderTokenUpdates, .unrelatedKeyIDInToken].map(\.rawValue) {
+            advance(
+                "apns_worker_apns_connections_retired_total",
+                [("credential", credential), ("environment", environment), ("reason", reason)],
+                to: retired[reason] ?? 0)
+        }
+    }
+
+    /// Moves a counter up to `total` (a figure kept elsewhere since start), by what it grew since the
+    /// last call; created at 0 the first time.
+    private func advance(_ name: String, _ labels: [(String, String)], to total: Int) {
+        let key = SeriesKey(name: name, labels: labels.flatMap { [$0.0, $0.1] })
+        let grown = scrapedTotals.withLock { totals in
+            let grown = max(0, total - (totals[key] ?? 0))
+            totals[key] = max(total, totals[key] ?? 0)
+            return grown
+        }
+        counter(name, labels).increment(by: Int64(grown))
+    }
+}
