@@ -6,7 +6,7 @@ import Foundation
 /// Tokens follow `APNsTokenSchedule`: issued at multiples of its period, signed deterministically
 /// (RFC 6979), so every process of a fleet signs the same bytes for a period and APNs sees one token per
 /// key, not one per pod. Each connection keeps the token it first used until that token reaches the
-/// schedule's switch age (`token(forConnection:)`): at least 20 minutes, never past the hour.
+/// schedule's switch age (`token(forConnection:)`): at least 22 minutes, 6 minutes short of the hour.
 ///
 /// The wall clock is read at each use (a clock corrected by NTP after start shows in the next token);
 /// tests inject one and never sleep.

@@ -168,9 +168,10 @@ package final class Rig: Sendable {
     /// `apns-worker run --config FILE` as its own process (for signals), reaching APNs through the proxy.
     /// `extra` is appended to the configuration file (YAML). In a scenario with lanes, the worker
     /// consumes `urgentTopic` as its urgent lane (`maxInFlight` events in flight there too).
-    package func startProcess(group: String = "reliability", maxInFlight: Int = 20, extra: String = "") throws
-        -> BackgroundProgram
-    {
+    /// `environment`: added to the process's (`APNS_WORKER_…` overrides, say).
+    package func startProcess(
+        group: String = "reliability", maxInFlight: Int = 20, extra: String = "", environment: [String: String] = [:]
+    ) throws -> BackgroundProgram {
         let file = state.withLockedValue { state in
             state.configFiles += 1
             return stack.directory + "/worker-\(state.configFiles).yaml"
@@ -195,7 +196,8 @@ package final class Rig: Sendable {
         }
         try (text + "\n" + extra).write(toFile: file, atomically: true, encoding: .utf8)
         // posix_spawn, not Foundation's Process, whose run() crashes now and then on Linux.
-        let process = try spawnInBackground(try Self.workerBinary().path, ["run", "--config", file])
+        let process = try spawnInBackground(
+            try Self.workerBinary().path, ["run", "--config", file], environment: environment)
         state.withLockedValue { $0.processes.append(process) }
         return process
     }
@@ -262,11 +264,16 @@ package final class Rig: Sendable {
 
     /// Stops the simulator (connections drop, the port closes) and after `downtime` starts a new
     /// one with the same CA, keys and port behind the proxy, accepting every device.
-    package func restartSimulator(after downtime: Duration) async throws {
+    /// `configure` changes the new one's configuration (its token rules, say).
+    package func restartSimulator(
+        after downtime: Duration, configure: (inout SimulatorConfiguration) -> Void = { _ in }
+    ) async throws {
         let old = simulator
         try await old.shutdown()
         try await Task.sleep(for: downtime)
-        let fresh = try await Simulator.start(old.configuration)
+        var configuration = old.configuration
+        configure(&configuration)
+        let fresh = try await Simulator.start(configuration)
         fresh.devices.policy = .accept
         state.withLockedValue { $0.simulator = fresh }
         await apnsProxy.setUpstream(port: fresh.port)

@@ -7,7 +7,7 @@ import WorkerDemo
 
 extension Scenario {
     /// Every scenario of the matrix, in the order the table lists them.
-    package static let all: [Scenario] = kafka + apns + process
+    package static let all: [Scenario] = kafka + apns + process + [fleet]
 
     /// The short run `make test` includes: one of each kind of fault, on both brokers where it applies.
     package static let quick: [String] = [
