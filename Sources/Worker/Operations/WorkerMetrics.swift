@@ -65,12 +65,9 @@ package final class WorkerMetrics: Sendable {
         "apns_worker_apns_streams_in_use": "HTTP/2 streams in use per APNs pool.",
         "apns_worker_apns_stream_capacity": "HTTP/2 streams the pool's connections allow at once.",
         "apns_worker_apns_requests_waiting": "Requests waiting for a free stream per APNs pool.",
-        "apns_worker_apns_provider_tokens_signed_total":
-            "Provider tokens signed per key: one a period (30 minutes), the same bytes in every pod.",
-        "apns_worker_apns_provider_token_switches_total":
-            "APNs connections that moved to a newer provider token, per key.",
-        "apns_worker_apns_connections_retired_total":
-            "APNs connections retired because APNs would not take their provider token any more, by reason.",
+        "apns_worker_apns_provider_tokens_signed_total": "Provider tokens signed per key (one a period).",
+        "apns_worker_apns_provider_token_switches_total": "Connections moved to a newer token, per key.",
+        "apns_worker_apns_connections_retired_total": "Connections retired: APNs refused their token.",
     ]
 
     /// The Prometheus text with a `# HELP` line before each known metric's `# TYPE` line.
@@ -101,7 +98,7 @@ package final class WorkerMetrics: Sendable {
     private let factory: any MetricsFactory
     private let counters = Locked<[SeriesKey: CoreMetrics.Counter]>([:])
     private let gauges = Locked<[SeriesKey: CoreMetrics.Gauge]>([:])
-    /// Counters kept from totals read at scrape time (`advance`): the total each was last moved to.
+    /// Counters moved to totals read at scrape time: the total each was last moved to.
     let scrapedTotals = Locked<[SeriesKey: Int]>([:])
     private let apnsRequestDuration: CoreMetrics.Timer
     private let eventDuration: CoreMetrics.Timer
@@ -377,21 +374,6 @@ package final class WorkerMetrics: Sendable {
             .record(date.timeIntervalSince1970)
     }
 
-    /// One APNs client's connection pool (credential × environment), sampled at scrape time.
-    package func setAPNsPool(credential: String, environment: String, _ statistics: APNsPoolStatistics) {
-        let labels = [("credential", credential), ("environment", environment)]
-        setRetiredConnections(credential: credential, environment: environment, statistics.retiredConnections)
-        for (state, count) in [
-            ("ready", statistics.readyConnections), ("connecting", statistics.connectingConnections),
-            ("draining", statistics.drainingConnections),
-        ] {
-            gauge("apns_worker_apns_connections", labels + [("state", state)]).record(count)
-        }
-        gauge("apns_worker_apns_streams_in_use", labels).record(statistics.streamsInUse)
-        gauge("apns_worker_apns_stream_capacity", labels).record(statistics.streamCapacity)
-        gauge("apns_worker_apns_requests_waiting", labels).record(statistics.waitingRequests)
-    }
-
     // MARK: Series cache
 
     /// One `Counter` per label set, made once: creating one per increment would cost a registry
@@ -406,7 +388,7 @@ package final class WorkerMetrics: Sendable {
         }
     }
 
-    private func gauge(_ name: String, _ labels: [(String, String)]) -> CoreMetrics.Gauge {
+    func gauge(_ name: String, _ labels: [(String, String)]) -> CoreMetrics.Gauge {
         let key = SeriesKey(name: name, labels: labels.flatMap { [$0.0, $0.1] })
         return gauges.withLock { cache in
             if let gauge = cache[key] { return gauge }

@@ -47,9 +47,13 @@ extension Scenario {
                 running.append(try rig.startProcess(maxInFlight: 20, environment: environment))
             }
             if !replaced, ContinuousClock.now - started >= .seconds(seconds / 2) {
-                // A rolling deploy's step: a new pod in, the oldest out.
+                // A rolling deploy's step: a new pod in and, once it pushes (its partitions
+                // assigned, as readiness would gate it), the oldest out. (SIGTERMed while the new
+                // pod's join was still open, Tansu 0.6 left the new pod waiting in its join, and two
+                // partitions unowned, until another member left minutes later.)
+                let mark = rig.simulator.observation.totalConnections
                 running.append(try rig.startProcess(maxInFlight: 20, environment: environment))
-                try await Task.sleep(for: .seconds(5))
+                try await rig.waitUntil(90, "the new pod to push") { await rig.pushes(onConnectionsAfter: mark) > 0 }
                 let old = running.removeFirst()
                 old.signal(SIGTERM)
                 try await rig.waitUntil(30, "the replaced pod to exit") { !old.isRunning }

@@ -2,6 +2,21 @@ import APNs
 import CoreMetrics
 
 extension WorkerMetrics {
+    /// One APNs client's connection pool (credential × environment), sampled at scrape time.
+    package func setAPNsPool(credential: String, environment: String, _ statistics: APNsPoolStatistics) {
+        let labels = [("credential", credential), ("environment", environment)]
+        setRetiredConnections(credential: credential, environment: environment, statistics.retiredConnections)
+        for (state, count) in [
+            ("ready", statistics.readyConnections), ("connecting", statistics.connectingConnections),
+            ("draining", statistics.drainingConnections),
+        ] {
+            gauge("apns_worker_apns_connections", labels + [("state", state)]).record(count)
+        }
+        gauge("apns_worker_apns_streams_in_use", labels).record(statistics.streamsInUse)
+        gauge("apns_worker_apns_stream_capacity", labels).record(statistics.streamCapacity)
+        gauge("apns_worker_apns_requests_waiting", labels).record(statistics.waitingRequests)
+    }
+
     /// A provider-token key's figures since start (`TokenAuthenticators.figures`), at a scrape: tokens
     /// signed, and connections that moved to a newer token. A fleet on the shared schedule signs one
     /// token a period in every pod, whatever its connections.
