@@ -79,12 +79,14 @@ public final class APNsTokenAuthenticator: Sendable {
 
     /// The token of a connection that has used `bound` so far (`nil`: none yet), and `bound` updated:
     /// it keeps its token until the schedule's switch age, then takes the current one. `nil` when a
-    /// token cannot be signed (the key is unusable: `currentToken()` says why).
-    public func token(forConnection bound: inout Int64?) -> APNsProviderToken? {
-        let issuedAt = schedule.issuedAt(bound: bound, now: now)
+    /// token cannot be signed (the key is unusable: `currentToken()` says why). A connection keeps
+    /// its token itself, so a request that reuses it takes no lock.
+    public func token(forConnection bound: inout APNsProviderToken?) -> APNsProviderToken? {
+        let issuedAt = schedule.issuedAt(bound: bound?.issuedAt, now: now)
+        if let bound, bound.issuedAt == issuedAt { return bound }
         guard let token = try? token(issuedAt: issuedAt) else { return nil }
-        if let previous = bound, previous != issuedAt { state.withLock { $0.switches += 1 } }
-        bound = issuedAt
+        if bound != nil { state.withLock { $0.switches += 1 } }
+        bound = token
         return token
     }
 

@@ -136,8 +136,8 @@ struct APNsCustomRequest: Sendable {
 /// (`APNsTokenAuthenticator.token(forConnection:)`). APNs judges token changes per connection.
 struct APNsHeaderEncoder {
     let authority: String
-    /// The `iat` of the token this connection has used so far (token authentication).
-    private(set) var tokenIssuedAt: Int64?
+    /// The token this connection has used so far (token authentication).
+    private(set) var token: APNsProviderToken?
     /// Whether apns-id, apns-expiration and apns-collapse-id have been sent once with incremental
     /// indexing on this connection: later values go as literals without indexing.
     private var indexedID = false
@@ -197,7 +197,7 @@ struct APNsHeaderEncoder {
 
     /// This connection's token for `request`, if it uses token authentication.
     private mutating func token(for request: APNsHTTP2Request) -> APNsProviderToken? {
-        request.tokens?.token(forConnection: &tokenIssuedAt)
+        request.tokens?.token(forConnection: &token)
     }
 
     /// A broadcast or channel-management request: its own method, path and headers (ids never
