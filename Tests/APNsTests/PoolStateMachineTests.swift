@@ -10,7 +10,7 @@ struct PoolStateMachineTests {
     let backoff = Machine.Reconnect(base: .milliseconds(100), maximum: .seconds(10), healthyAfter: .seconds(10))
 
     private func connectIDs(_ actions: [Machine.Action]) -> [Int] {
-        actions.compactMap { if case .connect(_, let id) = $0 { return id } else { return nil } }
+        actions.compactMap { if case .connect(_, let id, _) = $0 { return id } else { return nil } }
     }
 
     private func dispatched(_ actions: [Machine.Action]) -> [(Int, Int)] {

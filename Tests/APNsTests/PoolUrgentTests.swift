@@ -17,7 +17,7 @@ struct PoolUrgentTests {
         var machine = Machine(connections: 1, maximumWaiters: 100, reconnect: backoff, reservedStreams: reserved)
         var connecting: [Machine.Action] = []
         _ = machine.acquire(0, waiterID: 0, connecting: &connecting)
-        let id = connecting.compactMap { if case .connect(_, let id) = $0 { return id } else { return nil } }[0]
+        let id = connecting.compactMap { if case .connect(_, let id, _) = $0 { return id } else { return nil } }[0]
         _ = machine.connectionCreated(id: id, connection: id)
         #expect(dispatched(machine.connectionReady(id: id, capacity: capacity, now: .now())) == [0])
         return (machine, id)

@@ -1,3 +1,4 @@
+import Threading
 import Foundation
 import Logging
 import NIOCore
@@ -11,9 +12,10 @@ import NIOPosix
 /// `APNsOutcome.classify` turns either into the action to take.
 public final class APNsClient: Sendable {
     public let configuration: APNsClientConfiguration
-    /// The credential every request is sent with (a worker with several has one client each:
-    /// `APNsSender` routes by topic).
-    public let credential: APNsCredential
+    /// The credential new connections authenticate with (a worker with several has one client each:
+    /// `APNsSender` routes by topic); `replaceCredential` changes it.
+    public var credential: APNsCredential { current.withLock { $0 } }
+    private let current: Locked<APNsCredential>
     private let pool: APNsConnectionPool
     private let group: any EventLoopGroup
     private let ownsGroup: Bool
@@ -30,7 +32,7 @@ public final class APNsClient: Sendable {
         logger: Logger = Logger(label: "apns.client")
     ) throws {
         self.configuration = configuration
-        self.credential = credential
+        self.current = Locked(credential)
         self.requestTimeout = TimeAmount(configuration.requestTimeout)
         if let eventLoopGroup {
             self.group = eventLoopGroup
@@ -39,22 +41,46 @@ public final class APNsClient: Sendable {
             self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoopThreads))
             self.ownsGroup = true
         }
-        let identity: OpenSSLClientIdentity?
-        if case .certificate(let certificate) = credential {
-            identity = certificate.identity
-        } else {
-            identity = nil
-        }
-        let context: OpenSSLContext
+        let poolCredential: APNsConnectionPool.Credential
         do {
-            context = try OpenSSLContext(trust: configuration.tls.trust, identity: identity)
+            poolCredential = try Self.poolCredential(credential, configuration: configuration)
         } catch {
             if ownsGroup { try? group.syncShutdownGracefully() }
             throw error
         }
         pool = APNsConnectionPool(
-            settings: Self.poolSettings(configuration, credential: credential), group: group, sslContext: context,
-            logger: logger)
+            settings: Self.poolSettings(configuration, credential: credential), group: group,
+            credential: poolCredential, logger: logger)
+    }
+
+    /// New connections authenticate with `credential` from now on (a key or certificate reloaded from
+    /// its file); those open keep the one they started with and are replaced gradually, one per
+    /// `APNsClientConfiguration.replaceInterval` (APNs binds a connection to the key of its first
+    /// token, and asks that connections not be opened and closed in bursts). Throws, changing
+    /// nothing, when `credential` is of the other kind (token for certificate) or its TLS context
+    /// cannot be made.
+    public func replaceCredential(_ credential: APNsCredential) throws {
+        guard credential.kind == self.credential.kind else {
+            throw APNsCredentialError(
+                .badIdentifier, "a \(self.credential.kind) credential cannot be replaced by a \(credential.kind) one")
+        }
+        guard credential.identity != self.credential.identity else { return }
+        let poolCredential = try Self.poolCredential(credential, configuration: configuration)
+        current.withLock { $0 = credential }
+        pool.rotate(to: poolCredential)
+    }
+
+    private static func poolCredential(_ credential: APNsCredential, configuration: APNsClientConfiguration) throws
+        -> APNsConnectionPool.Credential
+    {
+        switch credential {
+        case .token(let tokens):
+            return .init(sslContext: try OpenSSLContext(trust: configuration.tls.trust, identity: nil), tokens: tokens)
+        case .certificate(let certificate):
+            return .init(
+                sslContext: try OpenSSLContext(trust: configuration.tls.trust, identity: certificate.identity),
+                tokens: nil)
+        }
     }
 
     /// One notification, one answer. Validates the notification first (a rule broken throws
@@ -181,12 +207,12 @@ public final class APNsClient: Sendable {
     /// provider token).
     private struct Prepared: Sendable {
         var content: APNsRequestContent
-        var tokens: APNsTokenAuthenticator?
     }
 
     private func prepare(_ notification: APNsNotification) throws -> Prepared {
+        let credential = self.credential
         try notification.validate(for: credential.kind, checkingPayloadSyntax: false)
-        return try prepare(content: .notification(notification))
+        return try prepare(content: .notification(notification), credential: credential)
     }
 
     private func prepare(_ push: APNsPush) throws -> Prepared {
@@ -199,15 +225,13 @@ public final class APNsClient: Sendable {
         }
     }
 
-    private func prepare(content: APNsRequestContent) throws -> Prepared {
-        var tokens: APNsTokenAuthenticator?
-        switch credential {
+    private func prepare(content: APNsRequestContent, credential: APNsCredential? = nil) throws -> Prepared {
+        switch credential ?? self.credential {
         case .token(let authenticator):
             do {
                 // Signed once per period and key, then found in the authenticator's cache: a key that
                 // cannot sign fails here, not on a connection.
                 _ = try authenticator.currentToken()
-                tokens = authenticator
             } catch {
                 throw APNsClientError(.credentialUnusable, "\(error)", mayHaveReachedAPNs: false)
             }
@@ -216,18 +240,17 @@ public final class APNsClient: Sendable {
             // its dates, rather than as a refused connection after a retry.
             try identity.checkValid(at: Date())
         }
-        return Prepared(content: content, tokens: tokens)
+        return Prepared(content: content)
     }
 
-    /// The pool's request; with token authentication it carries the authenticator, from which the
-    /// connection that sends it takes its token.
+    /// The pool's request.
     private func request(
         _ prepared: Prepared, deadline: NIODeadline, waiterID: Int? = nil, urgent: Bool = false,
         answer: APNsConnectionPool.Request.Answer
     ) -> APNsConnectionPool.Request {
         APNsConnectionPool.Request(
             content: prepared.content, deadline: deadline, waiterID: waiterID, urgent: urgent, resends: 0,
-            authenticator: prepared.tokens, answer: answer)
+            answer: answer)
     }
 
     /// Opens the pool's connections now (TCP, TLS, HTTP/2 settings) instead of at the first
@@ -261,6 +284,7 @@ public final class APNsClient: Sendable {
             reservedUrgentStreams: configuration.reservedUrgentStreams,
             connectTimeout: TimeAmount(configuration.connectTimeout),
             proxy: configuration.proxy,
+            replaceInterval: TimeAmount(configuration.replaceInterval),
             reconnect: .init(
                 base: TimeAmount(configuration.reconnectBase), maximum: TimeAmount(configuration.reconnectMaximum),
                 healthyAfter: .seconds(10)),

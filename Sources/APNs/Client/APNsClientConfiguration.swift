@@ -31,6 +31,9 @@ public struct APNsClientConfiguration: Sendable {
     public var reconnectMaximum: Duration
     /// An HTTP proxy to tunnel through (CONNECT); `nil`: connect directly.
     public var proxy: APNsProxy?
+    /// After `APNsClient.replaceCredential`, one connection opened with the credential before is
+    /// replaced per interval (the first at a random point within one).
+    public var replaceInterval: Duration = .seconds(15)
     /// Threads of the event loop group the client makes when it is given none.
     public var eventLoopThreads: Int = 1
 

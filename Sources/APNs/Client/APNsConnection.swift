@@ -11,12 +11,17 @@ import NIOCore
 /// each request and want a promise for each.
 final class APNsConnection: Sendable {
     let channel: any Channel
+    /// With token authentication, the key this connection signs with for its whole life: APNs binds a
+    /// connection to the key of its first token (UnrelatedKeyIdInToken), so a key reloaded since it
+    /// opened reaches only connections opened after.
+    let tokens: APNsTokenAuthenticator?
     private let handler: NIOLoopBound<APNsHTTP2Handler>
     private let pending = Locked<[APNsHTTP2Request]>([])
 
     /// On `channel`'s event loop (the channel initializer).
-    init(channel: any Channel, handler: APNsHTTP2Handler) {
+    init(channel: any Channel, handler: APNsHTTP2Handler, tokens: APNsTokenAuthenticator?) {
         self.channel = channel
+        self.tokens = tokens
         self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
     }
 

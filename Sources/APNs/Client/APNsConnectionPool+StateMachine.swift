@@ -72,7 +72,8 @@ extension APNsConnectionPool {
         }
 
         enum Action {
-            case connect(slot: Int, id: Int)
+            /// Open connection `id` for `slot` with credential `generation`'s key or certificate.
+            case connect(slot: Int, id: Int, generation: Int)
             case reconnect(slot: Int, after: TimeAmount, epoch: Int)
             /// Send the request on connection `connectionID` (its stream is counted already).
             case dispatch(Waiter, connectionID: Int, Connection)
@@ -87,7 +88,11 @@ extension APNsConnectionPool {
         private(set) var open: [Int: OpenConnection] = [:]
         /// The connection of each open one, apart from its figures: `leastLoaded` scans the figures
         /// on every request, and a struct without references scans without reference counting.
-        private var connections: [Int: Connection] = [:]
+        var connections: [Int: Connection] = [:]
+        /// The credential generation new connections open with (`rotate`), and each connection's,
+        /// by id, from its connect to its close.
+        var generation = 0
+        var generationOf: [Int: Int] = [:]
         private(set) var phase = Phase.running
         private var waiters = CircularBuffer<(id: Int, waiter: Waiter)>()
         /// Urgent requests waiting for a stream: served before any in `waiters`.
@@ -259,36 +264,10 @@ extension APNsConnectionPool {
             return serveWaiters()
         }
 
-        /// GOAWAY: the connection finishes what it has; its slot connects again. At once if it answered
-        /// requests (APNs sends GOAWAY to working connections, after a number of requests or for
-        /// maintenance: no reason to wait, however short its life); with backoff if it answered none.
-        mutating func goingAway(id: Int, now: NIODeadline) -> [Action] {
-            guard let connection = open[id], case .serving(let slot) = connection.role else { return [] }
-            changeOpen(id) {
-                $0.role = .draining
-                $0.capacity = 0
-            }
-            var actions = slotLost(slot, now: now, healthy: connection.answered)
-            if connection.inFlight == 0 { actions.append(.close(connections[id]!)) }
-            return actions
-        }
-
-        /// APNs will not take connection `id`'s provider token any more: it drains as after GOAWAY; its
-        /// slot connects again after a backoff step however long it was up (no loop of reconnects).
-        mutating func retire(id: Int, now: NIODeadline) -> [Action] {
-            guard let connection = open[id], case .serving(let slot) = connection.role else { return [] }
-            changeOpen(id) {
-                $0.role = .draining
-                $0.capacity = 0
-            }
-            var actions = slotLost(slot, now: now, retired: true)
-            if connection.inFlight == 0 { actions.append(.close(connections[id]!)) }
-            return actions
-        }
-
         /// The channel of `id` closed (or never connected), with the error that ended it, if any.
         mutating func connectionClosed(id: Int, error: APNsClientError?, now: NIODeadline) -> [Action] {
             var actions: [Action] = []
+            generationOf[id] = nil
             if let connection = open.removeValue(forKey: id) {
                 connections[id] = nil
                 if case .serving(let slot) = connection.role {
@@ -354,6 +333,7 @@ extension APNsConnectionPool {
             }
             open = [:]
             self.connections = [:]
+            generationOf = [:]
             return (connections, timers)
         }
 
@@ -375,13 +355,14 @@ extension APNsConnectionPool {
             let id = nextConnectionID
             nextConnectionID += 1
             slots[slot].phase = .connecting(id: id, connection: nil)
-            return .connect(slot: slot, id: id)
+            generationOf[id] = generation
+            return .connect(slot: slot, id: id, generation: generation)
         }
 
         /// `healthy`: the connection ended through no fault of its own, whatever its age. `worked`: it
         /// answered requests before it was lost: one short backoff, not a growing one (a connection
         /// dropped now and then must not slow the pool down step by step).
-        private mutating func slotLost(
+        mutating func slotLost(
             _ slot: Int, now: NIODeadline, healthy: Bool = false, worked: Bool = false, retired: Bool = false
         ) -> [Action] {
             if retired {
@@ -409,7 +390,7 @@ extension APNsConnectionPool {
         /// value in place goes through an accessor that allocates its frame, and this runs twice for
         /// every request (acquire and release).
         @discardableResult
-        private mutating func changeOpen<R>(_ id: Int, _ change: (inout OpenConnection) -> R) -> R? {
+        mutating func changeOpen<R>(_ id: Int, _ change: (inout OpenConnection) -> R) -> R? {
             guard var connection = open[id] else { return nil }
             let result = change(&connection)
             open[id] = connection

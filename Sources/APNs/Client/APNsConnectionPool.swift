@@ -14,9 +14,8 @@ final class APNsConnectionPool: Sendable {
     typealias Completion = @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     typealias Machine = StateMachine<Request, APNsConnection>
 
-    /// A request on its way to a stream, with what the pool owns for it: where its provider token
-    /// comes from (the connection that sends it picks the token), its deadline, its place among the
-    /// waiters, its resends.
+    /// A request on its way to a stream, with what the pool owns for it: its deadline, its place among
+    /// the waiters, its resends. (Its provider token is the connection's that sends it.)
     ///
     /// A class: it passes through the machine's queue, an action and a completion, and a copy of
     /// the struct it was cost a memmove and a retain of each of its strings and arrays every time
@@ -27,8 +26,6 @@ final class APNsConnectionPool: Sendable {
         /// Runs exactly once with the answer, on the connection's event loop (or on the caller's
         /// thread when nothing could be sent): `complete(_:)`.
         private let answer: Answer
-        /// With token authentication: the key's tokens.
-        let authenticator: APNsTokenAuthenticator?
         /// Names the request while it waits for a stream, for a caller that may give it up
         /// (`giveUp`); `nil`: the pool picks one.
         let waiterID: Int?
@@ -46,14 +43,13 @@ final class APNsConnectionPool: Sendable {
 
         init(
             content: APNsRequestContent, deadline: NIODeadline, waiterID: Int?, urgent: Bool = false, resends: Int,
-            authenticator: APNsTokenAuthenticator?, answer: Answer
+            answer: Answer
         ) {
             self.content = content
             self.deadline = deadline
             self.waiterID = waiterID
             self.urgent = urgent
             self.resends = resends
-            self.authenticator = authenticator
             self.answer = answer
         }
 
@@ -61,7 +57,7 @@ final class APNsConnectionPool: Sendable {
         func again() -> Request {
             Request(
                 content: content, deadline: deadline, waiterID: waiterID, urgent: urgent, resends: resends + 1,
-                authenticator: authenticator, answer: answer)
+                answer: answer)
         }
 
         /// Gives the caller its answer.
@@ -83,28 +79,43 @@ final class APNsConnectionPool: Sendable {
         var connectTimeout: TimeAmount
         /// Tunnel through this HTTP proxy (CONNECT) instead of connecting to `host` directly.
         var proxy: APNsProxy?
+        /// After a credential is replaced (`rotate`), one connection of the one before is replaced
+        /// per interval; the first at a random point within the first interval, so that the pods of a
+        /// fleet that see a new key file together do not reconnect together.
+        var replaceInterval: TimeAmount = .seconds(15)
         var reconnect: Machine.Reconnect
         var http2: APNsHTTP2Settings
     }
 
-    private let settings: Settings
-    private let group: any EventLoopGroup
-    private let sslContext: OpenSSLContext
-    private let logger: Logger
+    /// What a connection authenticates with: the TLS context (trust, and a client certificate with
+    /// certificate authentication) and, with token authentication, the key's tokens.
+    struct Credential: Sendable {
+        var sslContext: OpenSSLContext
+        var tokens: APNsTokenAuthenticator?
+    }
+
+    let settings: Settings
+    let group: any EventLoopGroup
+    /// By generation: the one new connections open with (the machine's `generation`), and those
+    /// connections still being opened may have been given just before a `rotate`.
+    let credentials: Locked<[Int: Credential]>
+    /// A replacement timer is running (`rotate`).
+    let replacing = Locked(false)
+    let logger: Logger
     /// A pthread mutex (`Locked`) rather than Synchronization.Mutex: ThreadSanitizer sees
     /// through pthread locks, so its reports on this module stay meaningful.
-    private let state: Locked<Machine>
+    let state: Locked<Machine>
     /// Connections retired because APNs would not take their token any more, by its reason.
-    private let retired = Locked<[String: Int]>([:])
+    let retired = Locked<[String: Int]>([:])
     /// The answers after which a connection is retired (`answered`). Not ExpiredProviderToken: a
     /// connection's token is at most the schedule's switch age old by this process's clock, so APNs
     /// calling it expired means the clock is behind, and a new connection would take the same token.
     static let retiringReasons: Set<APNsReason> = [.tooManyProviderTokenUpdates, .unrelatedKeyIDInToken]
 
-    init(settings: Settings, group: any EventLoopGroup, sslContext: OpenSSLContext, logger: Logger) {
+    init(settings: Settings, group: any EventLoopGroup, credential: Credential, logger: Logger) {
         self.settings = settings
         self.group = group
-        self.sslContext = sslContext
+        self.credentials = Locked([0: credential])
         self.logger = logger
         self.state = Locked(
             Machine(
@@ -129,7 +140,7 @@ final class APNsConnectionPool: Sendable {
             perform(connecting)
             switch acquired {
             case .dispatched(let connectionID, let connection):
-                connection.send(http2Request(request, connectionID: connectionID))
+                connection.send(http2Request(request, connectionID: connectionID, on: connection))
             case .waiting: giveUpAtDeadlines([(id, request.deadline)])
             case .refused(let error): finish(request, .failure(error))
             }
@@ -153,7 +164,7 @@ final class APNsConnectionPool: Sendable {
         for (request, id, acquired) in outcomes {
             switch acquired {
             case .dispatched(let connectionID, let connection):
-                perConnection.append(http2Request(request, connectionID: connectionID), to: connection)
+                perConnection.append(http2Request(request, connectionID: connectionID, on: connection), to: connection)
             case .waiting: waiting.append((id, request.deadline))
             case .refused(let error): finish(request, .failure(error))
             }
@@ -182,16 +193,24 @@ final class APNsConnectionPool: Sendable {
         request.complete(result)
     }
 
-    /// The request on connection `id`; its answer (`answered`) gives the stream back before its
-    /// caller hears it.
-    private func http2Request(_ request: Request, connectionID id: Int) -> APNsHTTP2Request {
+    /// The request on connection `id`, signed with its key; its answer (`answered`) gives the stream
+    /// back before its caller hears it.
+    private func http2Request(_ request: Request, connectionID id: Int, on connection: APNsConnection)
+        -> APNsHTTP2Request
+    {
         APNsHTTP2Request(
-            content: request.content, tokens: request.authenticator, deadline: request.deadline,
+            content: request.content, tokens: connection.tokens, deadline: request.deadline,
             answer: .pool(self, request, connectionID: id))
     }
 
     /// A request's answer from connection `id`.
     func answered(_ request: Request, _ result: Result<APNsResponse, APNsClientError>, connectionID id: Int) {
+        if case .success(let response) = result, let reason = response.reason,
+            Self.refusingOldCredential.contains(reason),
+            refusedOldCredential(request, result, reason: reason, connectionID: id)
+        {
+            return
+        }
         if case .success(let response) = result, let reason = response.reason, Self.retiringReasons.contains(reason) {
             // APNs will not take this connection's token any more: a token from a key unrelated to
             // its first (UnrelatedKeyIdInToken, a key rotation), or a token change it calls too soon
@@ -271,23 +290,23 @@ final class APNsConnectionPool: Sendable {
         perform(state.withLock { step(&$0) })
     }
 
-    private func perform(_ actions: [Machine.Action]) {
+    func perform(_ actions: [Machine.Action]) {
         guard !actions.isEmpty else { return }
         // One request sent (a single send, the common case of a stream given back to a waiter): no
         // per-connection gathering.
         if actions.count == 1, case .dispatch(let request, let id, let connection) = actions[0] {
-            connection.send(http2Request(request, connectionID: id))
+            connection.send(http2Request(request, connectionID: id, on: connection))
             return
         }
         var perConnection = BatchesByDestination<APNsConnection, APNsHTTP2Request>(reserving: actions.count)
         for action in actions {
             switch action {
             case .dispatch(let request, let id, let connection):
-                perConnection.append(http2Request(request, connectionID: id), to: connection)
+                perConnection.append(http2Request(request, connectionID: id, on: connection), to: connection)
             case .fail(let request, let error):
                 finish(request, .failure(error))
-            case .connect(let slot, let id):
-                connect(slot: slot, id: id)
+            case .connect(let slot, let id, let generation):
+                connect(slot: slot, id: id, generation: generation)
             case .reconnect(let slot, let delay, let epoch):
                 let timer = group.any().scheduleTask(in: delay) { [weak self] () -> Void in
                     self?.update { $0.reconnectDue(slot: slot, epoch: epoch) }
@@ -304,9 +323,11 @@ final class APNsConnectionPool: Sendable {
 
     // MARK: Connecting
 
-    private func connect(slot: Int, id: Int) {
+    private func connect(slot: Int, id: Int, generation: Int) {
         let settings = self.settings
-        let sslContext = self.sslContext
+        // Every generation a connect may name is kept (`rotate` keeps the last three).
+        let credential = credentials.withLock { $0[generation] ?? $0[$0.keys.max() ?? 0]! }
+        let sslContext = credential.sslContext
         let events = makeEvents(id: id)
         logger.debug(
             "connecting", metadata: ["host": "\(settings.host)", "port": "\(settings.port)", "connection": "\(id)"])
@@ -327,7 +348,7 @@ final class APNsConnectionPool: Sendable {
                         authority: settings.serverName, settings: settings.http2, events: events)
                     try channel.pipeline.syncOperations.addHandler(APNsTLSHandler(connection: tls))
                     try channel.pipeline.syncOperations.addHandler(http2)
-                    let connection = APNsConnection(channel: channel, handler: http2)
+                    let connection = APNsConnection(channel: channel, handler: http2, tokens: credential.tokens)
                     self?.update { $0.connectionCreated(id: id, connection: connection) }
                 }
             }

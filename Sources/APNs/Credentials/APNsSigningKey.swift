@@ -44,11 +44,21 @@ public final class APNsSigningKey: @unchecked Sendable {
     }
 }
 
+/// Reads a whole key or certificate file, with the system's reason when it cannot (missing, not
+/// readable by this user, a directory).
+public func readCredentialFile(_ path: String) throws(APNsCredentialError) -> [UInt8] {
+    try readFile(path)
+}
+
 /// Reads a whole file (keys and certificates are small).
 func readFile(_ path: String) throws(APNsCredentialError) -> [UInt8] {
     guard let file = fopen(path, "rb") else {
         // Why, in the system's words: missing, not readable by this user, a directory.
-        throw APNsCredentialError(.fileUnreadable, "cannot open \(path): \(String(cString: strerror(errno)))")
+        let reason = String(cString: strerror(errno))
+        // A permission refused names the user refused: the file is often owned by another (a
+        // mounted Secret's mode and fsGroup).
+        let user = errno == EACCES ? " (to user id \(getuid()))" : ""
+        throw APNsCredentialError(.fileUnreadable, "cannot open \(path): \(reason)\(user)")
     }
     defer { fclose(file) }
     var bytes: [UInt8] = []
