@@ -18,6 +18,9 @@ package enum WorkerRuntime {
         /// connections of its own on an event-loop thread of its own.
         package let urgent: WorkerPipeline?
         package let operations: OperationsServer
+        /// Reads key and certificate files again (`apns.credentialReloadInterval`); `nil` when off
+        /// or when no credential is read from a file.
+        package let reloader: CredentialReloader?
         package let health: HealthState
         package let metrics: WorkerMetrics
         package let registry: PrometheusCollectorRegistry
@@ -35,9 +38,8 @@ package enum WorkerRuntime {
                 configuration: ServiceGroupConfiguration(
                     // The operations endpoint first: services stop in reverse order, so /metrics and
                     // /health keep answering while the pipeline drains.
-                    services: [
-                        .init(service: operations),
-                        .init(service: urgent.map { PipelineLanes([pipeline, $0]) as any Service } ?? pipeline),
+                    services: [.init(service: operations)] + (reloader.map { [.init(service: $0)] } ?? []) + [
+                        .init(service: urgent.map { PipelineLanes([pipeline, $0]) as any Service } ?? pipeline)
                     ],
                     gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [],
                     logger: logger))
@@ -148,8 +150,14 @@ package enum WorkerRuntime {
         let operations = OperationsServer(
             settings: configuration.http, health: health, registry: registry, logger: logger,
             beforeScrape: beforeScrape, onListening: onListening)
+        let reloader = configuration.apns.credentialReloadInterval.map { interval in
+            CredentialReloader(
+                settings: configuration.apns, interval: interval, senders: senders, environment: environment,
+                authenticators: authenticators, metrics: metrics, health: health, observer: observer, logger: logger)
+        }.flatMap { $0.watchesAny ? $0 : nil }
         return Assembly(
-            pipeline: pipeline, urgent: urgent, operations: operations, health: health, metrics: metrics,
+            pipeline: pipeline, urgent: urgent, operations: operations, reloader: reloader, health: health,
+            metrics: metrics,
             registry: registry,
             beforeScrape: beforeScrape, logger: logger)
     }

@@ -50,6 +50,36 @@ struct ConfigurationLoadingTests {
         #expect(settings.tlsTrust == .systemAnd(caFile: "/etc/apns/proxy-ca.pem"))
     }
 
+    @Test(
+        "credential files are read again every 10 s by default, 0 turns it off; keyIdFile names the key id's file, and keyId with it is refused at its line"
+    )
+    func credentialReload() throws {
+        let defaults = try WorkerConfiguration.parse(ConfigurationFixtures.minimalYAML)
+        #expect(defaults.apns.credentialReloadInterval == .seconds(10))
+        #expect(defaults.apns.connectionReplaceInterval == .seconds(15))
+        let apns = ConfigurationFixtures.minimalYAML.replacingOccurrences(
+            of: "apns:\n", with: "apns:\n  credentialReloadInterval: 0\n  connectionReplaceInterval: 1m\n")
+        let off = try WorkerConfiguration.parse(apns)
+        #expect(off.apns.credentialReloadInterval == nil && off.apns.connectionReplaceInterval == .seconds(60))
+        let fromFile = try WorkerConfiguration.parse(
+            ConfigurationFixtures.minimalYAML.replacingOccurrences(
+                of: "keyId: KEY1234567", with: "keyIdFile: /keys/key-id"))
+        guard case .token(let token) = fromFile.apns.credentials[0].kind else {
+            Issue.record("not a token credential")
+            return
+        }
+        #expect(token.keyID == .file("/keys/key-id"))
+        let both = ConfigurationFixtures.minimalYAML.replacingOccurrences(
+            of: "keyId: KEY1234567", with: "keyId: KEY1234567, keyIdFile: /keys/key-id")
+        let error = #expect(throws: ConfigurationError.self) { try WorkerConfiguration.parse(both) }
+        #expect(
+            error.map { "\($0)" }?.contains("expected keyId or keyIdFile, not both") == true,
+            "\(String(describing: error))")
+        let neither = ConfigurationFixtures.minimalYAML.replacingOccurrences(of: "keyId: KEY1234567, ", with: "")
+        let missing = #expect(throws: ConfigurationError.self) { try WorkerConfiguration.parse(neither) }
+        #expect(missing.map { "\($0)" }?.contains("keyId") == true)
+    }
+
     @Test("delivery.maxEventAge 0 turns the stale-event guard off; a duration sets it")
     func maxEventAge() throws {
         let off = try WorkerConfiguration.parse(ConfigurationFixtures.minimalYAML + "\ndelivery:\n  maxEventAge: 0\n")

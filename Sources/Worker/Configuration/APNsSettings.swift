@@ -21,6 +21,13 @@ package struct APNsSettings: Sendable, Hashable {
     /// tests against a simulator whose token windows are scaled the same way (at least 30 s).
     package var tokenPeriod: Duration = .seconds(1800)
 
+    /// How often the key and certificate files are read again, so that a key or certificate replaced
+    /// in place (a Kubernetes Secret updated) is used without a restart; `nil` (`0s`): never.
+    package var credentialReloadInterval: Duration? = .seconds(10)
+    /// After a credential is reloaded, one of each pool's connections opened with the one before is
+    /// replaced per interval (the first at a random point within one).
+    package var connectionReplaceInterval: Duration = .seconds(15)
+
     /// The token schedule `tokenPeriod` makes.
     package var tokenSchedule: APNsTokenSchedule {
         APNsTokenSchedule(periodSeconds: tokenPeriod.components.seconds)
@@ -169,13 +176,33 @@ package struct CredentialSettings: Sendable, Hashable {
 /// Token (JWT, ES256) authentication: one .p8 key of one team.
 package struct TokenCredentialSettings: Sendable, Hashable {
     package var teamID: String
-    package var keyID: String
+    package var keyID: KeyIDSource
     package var key: KeySource
 
     package init(teamID: String, keyID: String, key: KeySource) {
+        self.init(teamID: teamID, keyID: .value(keyID), key: key)
+    }
+
+    package init(teamID: String, keyID: KeyIDSource, key: KeySource) {
         self.teamID = teamID
         self.keyID = keyID
         self.key = key
+    }
+
+    /// Where the key's 10-character id is: in the configuration, or in a file beside the key (read
+    /// again with it, so that a rotation to a new key, which always has a new id, needs no restart).
+    package enum KeyIDSource: Sendable, Hashable, CustomStringConvertible {
+        /// `keyId`.
+        case value(String)
+        /// `keyIdFile`: a path; its text, surrounding white space removed.
+        case file(String)
+
+        package var description: String {
+            switch self {
+            case .value(let id): id
+            case .file(let path): "from \(path)"
+            }
+        }
     }
 
     /// Where the PEM text of the signing key is.

@@ -29,6 +29,7 @@ indirect enum ConfigSchema {
             .section([
                 ("connectionsPerCredential", .scalar), ("requestTimeout", .scalar), ("eventLoopThreads", .scalar),
                 ("caFile", .scalar), ("proxy", .scalar), ("collapseIdFromEventId", .scalar), ("tokenPeriod", .scalar),
+                ("credentialReloadInterval", .scalar), ("connectionReplaceInterval", .scalar),
                 (
                     "endpoints",
                     .section([

@@ -245,6 +245,11 @@ extension WorkerConfiguration {
                 apns.tokenPeriod = period
             }
         }
+        if let interval = section.duration("credentialReloadInterval", allowZero: true, max: .seconds(600)) {
+            apns.credentialReloadInterval = interval == .zero ? nil : interval
+        }
+        apns.connectionReplaceInterval =
+            section.duration("connectionReplaceInterval", max: .seconds(600)) ?? apns.connectionReplaceInterval
         apns.caFile = section.string("caFile")
         apns.collapseIdFromEventId = section.bool("collapseIdFromEventId") ?? apns.collapseIdFromEventId
         if let proxy = section.string("proxy") {
@@ -347,7 +352,21 @@ extension WorkerConfiguration {
 
     private static func decodeToken(_ section: inout ConfigSection) -> TokenCredentialSettings? {
         let teamID = section.required("teamId", section.string("teamId"))
-        let keyID = section.required("keyId", section.string("keyId"))
+        var keyID: TokenCredentialSettings.KeyIDSource?
+        switch (section.string("keyId"), section.string("keyIdFile")) {
+        case (let id?, nil): keyID = .value(id)
+        case (nil, let file?): keyID = .file(file)
+        case (.some, .some):
+            section.report(
+                section.error("keyIdFile", section.node("keyIdFile"), "expected keyId or keyIdFile, not both"))
+        case (nil, nil):
+            if section.node("keyId") == nil, section.node("keyIdFile") == nil {
+                section.report(
+                    section.error(
+                        "keyId", nil, "expected keyId (or keyIdFile, a file holding it beside the key)",
+                        code: .missingKey))
+            }
+        }
         var key: TokenCredentialSettings.KeySource?
         switch (section.string("keyFile"), section.string("keyEnv")) {
         case (let file?, nil): key = .file(file)

@@ -72,6 +72,17 @@ extension HealthState {
 
         mutating func credentialHealthy(_ name: String) { brokenCredentials[name] = nil }
 
+        /// By credential name: files that changed and do not load, why and since when.
+        private(set) var failingFiles: [String: BrokenCredential] = [:]
+
+        mutating func credentialFiles(_ name: String, problem: String?, since: String) {
+            guard let problem else {
+                failingFiles[name] = nil
+                return
+            }
+            failingFiles[name] = BrokenCredential(reason: problem, since: failingFiles[name]?.since ?? since)
+        }
+
         func isLive(now: ContinuousClock.Instant, window: Duration) -> Bool {
             now - lastHeartbeat <= window
         }
@@ -91,7 +102,13 @@ extension HealthState {
                 : brokenCredentials.sorted { $0.key < $1.key }
                     .map { "\($0.key): \($0.value.reason) since \($0.value.since)" }
                     .joined(separator: "; ")
-            return HealthState.Readiness(kafka: kafka, credentials: credentials)
+            let files =
+                failingFiles.isEmpty
+                ? "ok"
+                : failingFiles.sorted { $0.key < $1.key }
+                    .map { "\($0.key): \($0.value.reason) since \($0.value.since)" }
+                    .joined(separator: "; ")
+            return HealthState.Readiness(kafka: kafka, credentials: credentials, credentialFiles: files)
         }
     }
 }

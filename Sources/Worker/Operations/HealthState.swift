@@ -10,6 +10,9 @@ package final class HealthState: Sendable {
     package struct Readiness: Sendable, Hashable {
         package var kafka: String
         package var credentials: String
+        /// Key or certificate files that changed and do not load (the credential loaded before them
+        /// stays in use): said, but the worker stays ready, for it sends as before.
+        package var credentialFiles: String = "ok"
         package var isReady: Bool { kafka == "ok" && credentials == "ok" }
     }
 
@@ -84,6 +87,13 @@ package final class HealthState: Sendable {
     /// A request with this credential succeeded again.
     package func markCredentialHealthy(name: String) {
         state.withLock { $0.credentialHealthy(name) }
+    }
+
+    /// A credential's files changed and do not load (`problem`: why, and what stays in use), or
+    /// (`nil`) they load again or are back to what is in use.
+    package func markCredentialFiles(name: String, problem: String?) {
+        let since = Self.timestamp(wallClock())
+        state.withLock { $0.credentialFiles(name, problem: problem, since: since) }
     }
 
     package var isLive: Bool {

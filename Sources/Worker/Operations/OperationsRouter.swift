@@ -61,7 +61,7 @@ struct OperationsRouter: Sendable {
     private func ready() -> Response {
         let readiness = health.readiness
         let body =
-            #"{"status":"\#(readiness.isReady ? "ok" : "unready")","checks":{"kafka":"\#(JSONText.escape(readiness.kafka))","credentials":"\#(JSONText.escape(readiness.credentials))"}}"#
+            #"{"status":"\#(readiness.isReady ? "ok" : "unready")","checks":{"kafka":"\#(JSONText.escape(readiness.kafka))","credentials":"\#(JSONText.escape(readiness.credentials))","credentialFiles":"\#(JSONText.escape(readiness.credentialFiles))"}}"#
         return Response(
             status: readiness.isReady ? .ok : .serviceUnavailable, contentType: Self.jsonContentType,
             body: Array(body.utf8))

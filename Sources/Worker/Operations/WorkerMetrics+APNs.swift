@@ -26,15 +26,41 @@ extension WorkerMetrics {
     }
 
     /// Connections of a credential's pools retired because APNs would not take their provider token
-    /// any more, by reason; both reasons' series exist from the first scrape, at 0, so that an
+    /// any more, by reason, or replaced after the credential was reloaded (`CredentialReloaded`); every
+    /// reason's series exists from the first scrape, at 0, so that an
     /// `increase()` sees the first one.
     func setRetiredConnections(credential: String, environment: String, _ retired: [String: Int]) {
-        for reason in [APNsReason.tooManyProviderTokenUpdates, .unrelatedKeyIDInToken].map(\.rawValue) {
+        for reason in [
+            APNsReason.tooManyProviderTokenUpdates.rawValue, APNsReason.unrelatedKeyIDInToken.rawValue,
+            "CredentialReloaded",
+        ] {
             advance(
                 "apns_worker_apns_connections_retired_total",
                 [("credential", credential), ("environment", environment), ("reason", reason)],
                 to: retired[reason] ?? 0)
         }
+    }
+
+    /// The series of a credential whose files are watched (`CredentialReloader`), at 0 from the start.
+    package func register(reloadedCredential credential: String) {
+        for result in ["success", "failure"] {
+            _ = counter("apns_worker_credential_reloads_total", [("credential", credential), ("result", result)])
+        }
+        setCredentialReloadFailing(credential, false)
+    }
+
+    /// A credential's files were read again after they changed: loaded and in use (`success`), or
+    /// refused, the credential before staying in use (`failure`; counted once per content refused).
+    package func credentialReloaded(_ credential: String, success: Bool) {
+        counter(
+            "apns_worker_credential_reloads_total",
+            [("credential", credential), ("result", success ? "success" : "failure")]
+        ).increment()
+    }
+
+    /// 1 while a credential's files on disk do not load (the one loaded before is in use), else 0.
+    package func setCredentialReloadFailing(_ credential: String, _ failing: Bool) {
+        gauge("apns_worker_credential_reload_failing", [("credential", credential)]).record(failing ? 1 : 0)
     }
 
     /// Moves a counter up to `total` (a figure kept elsewhere since start), by what it grew since the

@@ -9,17 +9,22 @@ import NIOPosix
 /// environment), the credential chosen by the notification's topic (a broadcast's bundle ID) as the configuration says
 /// (first match wins). Keys and certificates are loaded at start, so a bad key file stops the
 /// worker at once with a clear error; connections open on the first notification for that pair.
+/// A credential reloaded from its files (`replaceCredential`, by `CredentialReloader`) is used by
+/// new connections; those open move to it gradually.
 /// A certificate outside its validity (expired, not yet valid) does not stop the worker: the
 /// client refuses each of its notifications as `credentialsBroken`, and every other credential
 /// runs on.
 package final class APNsSender: NotificationSending {
     private struct Route: Sendable {
         let settings: CredentialSettings
-        let credential: APNsCredential
     }
 
     private let settings: APNsSettings
     private let routes: [Route]
+    /// Each route's credential now (as loaded at start, or reloaded since), by route index.
+    private let credentials: Locked<[APNsCredential]>
+    /// The files each credential was loaded from at start, by route index (none for `keyEnv`).
+    package let loadedFiles: [CredentialFiles]
     private let group: MultiThreadedEventLoopGroup
     /// By (route index, environment): looked up for every notification, so no string key.
     private let clients = Locked<[ClientKey: APNsClient]>([:])
@@ -47,11 +52,15 @@ package final class APNsSender: NotificationSending {
             _ = try settings.proxy(forHost: endpoint.host, environment: environment)
         }
         let authenticators = authenticators ?? TokenAuthenticators(schedule: settings.tokenSchedule)
-        self.routes = try settings.credentials.map { settings in
-            Route(
-                settings: settings,
-                credential: try Self.load(settings, environment: environment, authenticators: authenticators))
-        }
+        self.routes = settings.credentials.map { Route(settings: $0) }
+        // Loaded from what was read, so that the reloader compares with exactly that. A file that
+        // cannot be read is read again by `load`, which says why.
+        let files = settings.credentials.map { (try? CredentialFiles.read($0)) ?? CredentialFiles([:]) }
+        self.loadedFiles = files
+        self.credentials = Locked(
+            try zip(settings.credentials, files).map { settings, files in
+                try Self.load(settings, environment: environment, authenticators: authenticators, files: files)
+            })
         // Threads shared by every connection: I/O, TLS, HTTP/2, and the pipeline's handling of
         // each answer (classify, build the result, hand it to Kafka) run there.
         self.group = MultiThreadedEventLoopGroup(
@@ -156,12 +165,27 @@ package final class APNsSender: NotificationSending {
 
     /// Each certificate credential's validity (token keys do not expire), in configuration order.
     package var certificateValidity: [(credential: String, validity: ClosedRange<Date>)] {
-        routes.compactMap { route in
-            guard case .certificate(let identity) = route.credential, let validity = identity.validity else {
+        let credentials = self.credentials.withLock { $0 }
+        return zip(routes, credentials).compactMap { route, credential in
+            guard case .certificate(let identity) = credential, let validity = identity.validity else {
                 return nil
             }
             return (route.settings.name, validity)
         }
+    }
+
+    /// The credential configuration entry `index` uses now.
+    package func credential(at index: Int) -> APNsCredential {
+        credentials.withLock { $0[index] }
+    }
+
+    /// The credential of configuration entry `index` is `credential` from now on (its files were
+    /// reloaded): clients made from now on use it, and each existing client's new connections do,
+    /// its open ones moving to it gradually (`APNsClient.replaceCredential`).
+    package func replaceCredential(at index: Int, with credential: APNsCredential) throws {
+        credentials.withLock { $0[index] = credential }
+        let clients = self.clients.withLock { clients in clients.filter { $0.key.route == index }.map(\.value) }
+        for client in clients { try client.replaceCredential(credential) }
     }
 
     /// Each client's pool as it is now: one per (credential, environment) that has sent something.
@@ -213,8 +237,13 @@ package final class APNsSender: NotificationSending {
             configuration.connectionsPerCredential = settings.connectionsPerCredential
             configuration.requestTimeout = settings.requestTimeout
             configuration.proxy = try settings.proxy(forHost: endpoint.host, environment: self.environment)
+            configuration.replaceInterval = settings.connectionReplaceInterval
+            // Read under the clients' lock, which `replaceCredential` takes after changing it (never
+            // both at once): a client made now has the credential that is current, or is among
+            // those it replaces.
+            let credential = credentials.withLock { $0[index] }
             let client = try APNsClient(
-                configuration: configuration, credential: route.credential, eventLoopGroup: group,
+                configuration: configuration, credential: credential, eventLoopGroup: group,
                 logger: logger)
             clients[key] = client
             let via = configuration.proxy.map { " via proxy \($0)" } ?? ""
@@ -222,62 +251,6 @@ package final class APNsSender: NotificationSending {
                 "APNs client for credential \(route.settings.name) (\(environment.rawValue)) at \(endpoint.host):\(endpoint.port)\(via)",
                 metadata: ["credential": "\(route.settings.name)", "environment": "\(environment.rawValue)"])
             return client
-        }
-    }
-
-    /// Reads the key or certificate a credential names. Errors name the credential (unless the
-    /// caller names it itself: `namingCredential: false`), never the secret.
-    static func load(
-        _ settings: CredentialSettings, environment: [String: String], namingCredential: Bool = true,
-        authenticators: TokenAuthenticators = TokenAuthenticators()
-    ) throws -> APNsCredential {
-        func secret(_ variable: String) throws -> String {
-            guard let value = environment[variable] else {
-                throw APNsCredentialError(.fileUnreadable, "environment variable \(variable) is not set")
-            }
-            return value
-        }
-        do {
-            switch settings.kind {
-            case .token(let token):
-                return .token(
-                    try authenticators.authenticator(for: token) {
-                        switch token.key {
-                        case .file(let path): try APNsSigningKey(file: path)
-                        case .environment(let variable): try APNsSigningKey(pem: Array(try secret(variable).utf8))
-                        }
-                    })
-            case .certificate(let certificate):
-                // The password is read only when the variable is set: an unencrypted key (or a
-                // PKCS#12 bundle without a password) loads without it, and one that needs it says
-                // which variable is missing.
-                let variable = certificate.passwordEnvironmentVariable
-                let password = variable.flatMap { environment[$0] }
-                let identity: Result<APNsCertificateIdentity, APNsCredentialError>
-                switch certificate.source {
-                case .pem(let certificateFile, let privateKeyFile):
-                    identity = Result { () throws(APNsCredentialError) in
-                        try APNsCertificateIdentity(
-                            certificateFile: certificateFile, keyFile: privateKeyFile, password: password)
-                    }
-                case .pkcs12(let file):
-                    identity = Result { () throws(APNsCredentialError) in
-                        try APNsCertificateIdentity(pkcs12File: file, password: password ?? "")
-                    }
-                }
-                switch identity {
-                case .success(let identity): return .certificate(identity)
-                case .failure(let error):
-                    guard error.code == .certificateUnreadable, password == nil else { throw error }
-                    let hint =
-                        variable.map { "passwordEnv names \($0), which is not set" }
-                        ?? "if the key is encrypted, name the variable holding its password in passwordEnv"
-                    throw APNsCredentialError(error.code, "\(error.message) (\(hint))", openSSL: error.openSSL)
-                }
-            }
-        } catch let error as APNsCredentialError where namingCredential {
-            throw APNsCredentialError(
-                error.code, "credential \(settings.name): \(error.message)", openSSL: error.openSSL)
         }
     }
 }

@@ -4,12 +4,13 @@ import Threading
 /// One provider-token authenticator per key in the process, shared by every credential entry and
 /// every lane that uses the key: the key signs each period's token once, and its figures (tokens
 /// signed, switches) are the key's. (The tokens would be the same bytes anyway: they are signed
-/// deterministically on a schedule every process computes alike.)
+/// deterministically on a schedule every process computes alike.) A key is its team, id and PEM
+/// text: a key file reloaded with new text is a new key, the same text found again the same one.
 package final class TokenAuthenticators: Sendable {
     private struct Key: Hashable {
         var teamID: String
         var keyID: String
-        var source: TokenCredentialSettings.KeySource
+        var pem: [UInt8]
     }
 
     private let schedule: APNsTokenSchedule
@@ -32,14 +33,12 @@ package final class TokenAuthenticators: Sendable {
         }
     }
 
-    /// The key's authenticator, made with `load` the first time.
-    func authenticator(
-        for settings: TokenCredentialSettings, load: () throws -> APNsSigningKey
-    ) throws -> APNsTokenAuthenticator {
-        let key = Key(teamID: settings.teamID, keyID: settings.keyID, source: settings.key)
+    /// The key's authenticator, made from its PEM text the first time.
+    func authenticator(teamID: String, keyID: String, pem: [UInt8]) throws -> APNsTokenAuthenticator {
+        let key = Key(teamID: teamID, keyID: keyID, pem: pem)
         if let existing = made.withLock({ $0[key] }) { return existing }
         let authenticator = try APNsTokenAuthenticator(
-            teamID: settings.teamID, keyID: settings.keyID, key: try load(), schedule: schedule)
+            teamID: teamID, keyID: keyID, key: try APNsSigningKey(pem: pem), schedule: schedule)
         return made.withLock { made in
             if let existing = made[key] { return existing }
             made[key] = authenticator
