@@ -168,9 +168,11 @@ package final class Rig: Sendable {
     /// `apns-worker run --config FILE` as its own process (for signals), reaching APNs through the proxy.
     /// `extra` is appended to the configuration file (YAML). In a scenario with lanes, the worker
     /// consumes `urgentTopic` as its urgent lane (`maxInFlight` events in flight there too).
-    /// `environment`: added to the process's (`APNS_WORKER_…` overrides, say).
+    /// `environment`: added to the process's (`APNS_WORKER_…` overrides, say). `rewrite` changes the
+    /// configuration's text before it is written (where a credential's files are, say).
     package func startProcess(
-        group: String = "reliability", maxInFlight: Int = 20, extra: String = "", environment: [String: String] = [:]
+        group: String = "reliability", maxInFlight: Int = 20, extra: String = "", environment: [String: String] = [:],
+        rewrite: (String) -> String = { $0 }
     ) throws -> BackgroundProgram {
         let file = state.withLockedValue { state in
             state.configFiles += 1
@@ -194,7 +196,7 @@ package final class Rig: Sendable {
             let level = ProcessInfo.processInfo.environment["RELIABILITY_WORKER_LOG_LEVEL"] ?? "info"
             text = text.replacingOccurrences(of: "logging: { level: warning", with: "logging: { level: \(level)")
         }
-        try (text + "\n" + extra).write(toFile: file, atomically: true, encoding: .utf8)
+        try (rewrite(text) + "\n" + extra).write(toFile: file, atomically: true, encoding: .utf8)
         // posix_spawn, not Foundation's Process, whose run() crashes now and then on Linux.
         let process = try spawnInBackground(
             try Self.workerBinary().path, ["run", "--config", file], environment: environment)

@@ -7,12 +7,13 @@ import WorkerDemo
 
 extension Scenario {
     /// Every scenario of the matrix, in the order the table lists them.
-    package static let all: [Scenario] = kafka + apns + process + [fleet]
+    package static let all: [Scenario] = kafka + apns + process + [fleet, keyRotation]
 
     /// The short run `make test` includes: one of each kind of fault, on both brokers where it applies.
     package static let quick: [String] = [
         "Kafka unreachable, then back", "rebalance in a retry storm", "APNs path black-holed",
         "SIGKILL at random points", "SIGKILL at random points, with lanes",
+        "a token key rotated while events flow",
     ]
 
     // MARK: Kafka

@@ -1,0 +1,145 @@
+import APNsSimulator
+import Crypto
+import Foundation
+import TestPeers
+import WorkerDemo
+
+extension Scenario {
+    /// The id of the key the rotation row moves to (the stack's is `EmbeddedStack.keyID`).
+    static let rotatedKeyID = "DEMOKEY002"
+
+    /// A key rotation as Kubernetes does it: the Secret's files replaced in place under a running pod.
+    static let keyRotation = Scenario(
+        "a token key rotated while events flow", .apns, brokers: [.mock], partitions: 4,
+        shows: """
+            One `apns-worker run` signing with a key read from files (`keyFile`, `keyIdFile`), re-read \
+            every second (`credentialReloadInterval`), pushes a steady 20 events/s. After 6 s its key \
+            file is overwritten with half a key and left so for 4 s; after 10 s both files are replaced \
+            by a new key of the same team and its id, in one step as a Secret update does. The \
+            half-written file is refused once and the key before stays in use; the new key is used by \
+            a replacement connection within seconds, and the two connections of the old key are \
+            replaced one per `connectionReplaceInterval` (2 s), never together. APNs refuses nothing \
+            (no 403, no 429 TooManyProviderTokenUpdates), and every event has its result.
+            """
+    ) { rig, scale in
+        let newKey = P256.Signing.PrivateKey()
+        try await rig.restartSimulator(after: .zero) { configuration in
+            configuration.tokenKeys.append(
+                ProviderTokenKey(teamID: EmbeddedStack.teamID, keyID: rotatedKeyID, publicKey: newKey.publicKey))
+        }
+        rig.pace()
+        // The key and its id in a directory of their own, as a mounted Secret's.
+        let secret = rig.stack.directory + "/secret"
+        try FileManager.default.createDirectory(atPath: secret, withIntermediateDirectories: true)
+        let keyFile = secret + "/AuthKey.p8"
+        let idFile = secret + "/key-id"
+        try FileManager.default.copyItem(atPath: rig.stack.keyFile, toPath: keyFile)
+        try Data("\(EmbeddedStack.keyID)\n".utf8).write(to: URL(fileURLWithPath: idFile))
+        let stackToken = "keyId: \(EmbeddedStack.keyID), keyFile: \"\(rig.stack.keyFile)\""
+        let process = try rig.startProcess(
+            environment: [
+                "APNS_WORKER_APNS_CREDENTIAL_RELOAD_INTERVAL": "1s",
+                "APNS_WORKER_APNS_CONNECTION_REPLACE_INTERVAL": "2s",
+            ],
+            rewrite: { text in
+                precondition(text.contains(stackToken), "the stack's configuration names its key so")
+                return text.replacingOccurrences(
+                    of: stackToken, with: "keyIdFile: \"\(idFile)\", keyFile: \"\(keyFile)\"")
+            })
+        let seconds = scale.events >= Scale.full.events ? 40.0 : 25.0
+        let started = ContinuousClock.now
+        var produced = 0
+        var tick = 0
+        var halfWritten = false
+        var rotatedAt: Double?
+        var connectionsBefore = 0
+        var newKeySeen: Double?
+        while ContinuousClock.now - started < .seconds(seconds) {
+            let elapsed = ContinuousClock.now - started
+            if !halfWritten, elapsed >= .seconds(6) {
+                // A writer that is not atomic, caught half-way (and left so: it reads the same twice).
+                let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: keyFile))
+                try handle.truncate(atOffset: 0)
+                try handle.write(contentsOf: Data(newKey.pemRepresentation.utf8.prefix(60)))
+                try handle.close()
+                halfWritten = true
+            }
+            if rotatedAt == nil, elapsed >= .seconds(10) {
+                connectionsBefore = rig.simulator.observation.totalConnections
+                // Both files in one step, as Kubernetes swaps a Secret's directory.
+                try Data(newKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyFile), options: .atomic)
+                try Data("\(rotatedKeyID)\n".utf8).write(to: URL(fileURLWithPath: idFile), options: .atomic)
+                rotatedAt = Date().timeIntervalSince1970
+            }
+            if let rotatedAt, newKeySeen == nil,
+                rig.simulator.observation.providerTokens(keyID: rotatedKeyID).distinctTokens > 0
+            {
+                newKeySeen = Date().timeIntervalSince1970 - rotatedAt
+            }
+            tick += 1
+            let batch = rig.mixedBatch(10, seed: UInt64(3000 + tick))
+            try await rig.produce(batch.records)
+            produced += batch.records.count
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        rig.faultCleared()
+        try await rig.waitForResults(produced, within: 60)
+
+        let observation = rig.simulator.observation
+        let records = observation.records
+        let rotated = rotatedAt ?? 0
+        // When each connection opened since the rotation first pushed, and when the old key last did.
+        var firstPush: [Int: Double] = [:]
+        var lastOldKey = rotated
+        for record in records {
+            if record.connectionID > connectionsBefore {
+                firstPush[record.connectionID] = min(firstPush[record.connectionID] ?? .infinity, record.receivedAt)
+            }
+            if record.receivedAt > rotated, Self.keyID(record) == EmbeddedStack.keyID {
+                lastOldKey = max(lastOldKey, record.receivedAt)
+            }
+        }
+        let openings = firstPush.values.sorted()
+        let gaps = zip(openings.dropFirst(), openings).map { $0 - $1 }
+        let refused = process.stdout.components(separatedBy: "do not load").count - 1
+        rig.logger.notice(
+            "key rotation",
+            metadata: [
+                "events": "\(produced)",
+                "new key first used after": "\(newKeySeen.map { String(format: "%.1f s", $0) } ?? "never")",
+                "old key last used after": "\(String(format: "%.1f s", lastOldKey - rotated))",
+                "connections opened since": "\(openings.count)",
+                "gaps between them": "\(gaps.map { String(format: "%.1f s", $0) })",
+                "refusals logged": "\(refused)", "403": "\(observation.count(status: 403))",
+                "429 TooManyProviderTokenUpdates": "\(observation.count(.tooManyProviderTokenUpdates))",
+                "429 TooManyRequests (the sample's throttled devices)": "\(observation.count(.tooManyRequests))",
+            ])
+        var problems: [String] = []
+        let tokenUpdates = observation.count(.tooManyProviderTokenUpdates)
+        if observation.count(status: 403) > 0 || tokenUpdates > 0 {
+            problems.append(
+                "APNs refused: \(observation.count(status: 403)) × 403, \(tokenUpdates) × 429 TooManyProviderTokenUpdates"
+            )
+        }
+        if (newKeySeen ?? .infinity) > 30 { problems.append("the new key was not in use within 30 s") }
+        if lastOldKey - rotated > 30 { problems.append("the old key was still in use 30 s after the rotation") }
+        if openings.count < 2 { problems.append("\(openings.count) connections opened since the rotation, not 2") }
+        if let gap = gaps.min(), gap < 1.0 {
+            problems.append("two connections replaced \(String(format: "%.1f", gap)) s apart")
+        }
+        if refused != 1 { problems.append("the half-written key was logged as refused \(refused) times, not once") }
+        if !problems.isEmpty { throw ScenarioFailure(problems.joined(separator: "; ")) }
+    }
+
+    /// The `kid` of a recorded request's provider token.
+    static func keyID(_ record: NotificationRecord) -> String? {
+        guard let authorization = record.headers.first(where: { $0.name == "authorization" })?.value else { return nil }
+        let header = authorization.dropFirst("bearer ".count).split(separator: ".").first.map(String.init) ?? ""
+        var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64),
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { return nil }
+        return object["kid"] as? String
+    }
+}
