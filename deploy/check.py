@@ -82,6 +82,8 @@ METRICS = {
     "apns_worker_apns_provider_tokens_signed_total": ("counter", {"key_id"}),
     "apns_worker_apns_provider_token_switches_total": ("counter", {"key_id"}),
     "apns_worker_apns_connections_retired_total": ("counter", {"credential", "environment", "reason"}),
+    "apns_worker_credential_reloads_total": ("counter", {"credential", "result"}),
+    "apns_worker_credential_reload_failing": ("gauge", {"credential"}),
 }
 
 # The conventional process metrics, which the worker appends to /metrics at each scrape from
@@ -440,6 +442,8 @@ def check_kubernetes(documents, problems, binary):
     def mounted_from(file_path):
         for name, mount in mounts.items():
             root = mount["mountPath"].rstrip("/") + "/"
+            if mount.get("subPath") and file_path == mount["mountPath"]:
+                return volumes.get(name), mount["subPath"], mount
             if file_path.startswith(root):
                 return volumes.get(name), file_path[len(root):], mount
         return None, None, None
@@ -471,7 +475,7 @@ def check_kubernetes(documents, problems, binary):
     for index, credential in enumerate(credentials if isinstance(credentials, list) else []):
         if not isinstance(credential, dict):
             continue
-        for section, keys in (("token", ("keyFile",)),
+        for section, keys in (("token", ("keyFile", "keyIdFile")),
                               ("certificate", ("certificateFile", "privateKeyFile", "p12File"))):
             for key in keys:
                 file_path = (credential.get(section) or {}).get(key)
@@ -484,6 +488,9 @@ def check_kubernetes(documents, problems, binary):
                     continue
                 if not mount.get("readOnly"):
                     problems.append(f"{where}: the Secret's mount is not readOnly")
+                if mount.get("subPath"):
+                    problems.append(f"{where}: mounted with subPath, which Kubernetes never updates: "
+                                    "a rotated key or certificate would need a restart (mount the directory)")
                 items = volume["secret"].get("items")
                 if items is not None and relative not in [i["path"] for i in items]:
                     problems.append(f"{where}: not one of the Secret volume's items")
@@ -921,6 +928,19 @@ def self_test(binary):
             expect(len(problems) == 1 and what in problems[0], f"env problem not caught: {what} (got {problems})")
     expect(parse_duration("1.5s") == 1.5 and parse_duration("200ms") == 0.2 and parse_duration(3) == 3.0,
            "durations")
+
+    # The key mounted with subPath (Kubernetes never updates such a file): refused, naming why.
+    documents = load_files([])
+    deployment = resources(documents)[("Deployment", "apns-worker")][1]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    for mount in container["volumeMounts"]:
+        if mount["name"] == "apns-key":
+            mount["mountPath"] = "/var/run/secrets/apns/AuthKey.p8"
+            mount["subPath"] = "AuthKey.p8"
+    problems = []
+    check_kubernetes(documents, problems, binary)
+    expect(any("keyFile" in p and "subPath" in p for p in problems),
+           f"a key mounted with subPath not caught (got {problems})")
 
     anchors = markdown_anchors(
         "# Deploying apns-worker\n## Alerts and runbook\n### ApnsWorkerStalled\n"

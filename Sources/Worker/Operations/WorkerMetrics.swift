@@ -67,7 +67,11 @@ package final class WorkerMetrics: Sendable {
         "apns_worker_apns_requests_waiting": "Requests waiting for a free stream per APNs pool.",
         "apns_worker_apns_provider_tokens_signed_total": "Provider tokens signed per key (one a period).",
         "apns_worker_apns_provider_token_switches_total": "Connections moved to a newer token, per key.",
-        "apns_worker_apns_connections_retired_total": "Connections retired: APNs refused their token.",
+        "apns_worker_apns_connections_retired_total":
+            "Connections retired: APNs refused their token, or their credential was reloaded.",
+        "apns_worker_credential_reloads_total": "Credential files read again after they changed, by result.",
+        "apns_worker_credential_reload_failing":
+            "1 while a credential's files changed and do not load (the one before stays in use).",
     ]
 
     /// The Prometheus text with a `# HELP` line before each known metric's `# TYPE` line.
