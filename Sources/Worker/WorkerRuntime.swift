@@ -74,7 +74,7 @@ package enum WorkerRuntime {
         metrics.register(publishTopics: [configuration.topics.results, configuration.topics.deadLetters])
         metrics.register(inputTopics: configuration.consumer.topics)
         // One authenticator per key for both lanes: each period's token is signed once.
-        let authenticators = TokenAuthenticators(schedule: configuration.apns.tokenSchedule)
+        let authenticators = TokenAuthenticators(schedule: configuration.apns.tokenSchedule, logger: logger)
         let apnsSender = try APNsSender(
             settings: configuration.apns, environment: environment, authenticators: authenticators, logger: logger)
         var urgentLogger = logger
@@ -146,6 +146,7 @@ package enum WorkerRuntime {
             for (keyID, figures) in authenticators.figures {
                 metrics.setProviderTokens(keyID: keyID, signed: figures.signed, switches: figures.switches)
             }
+            metrics.setClockJumps(authenticators.clockJumps)
         }
         let operations = OperationsServer(
             settings: configuration.http, health: health, registry: registry, logger: logger,

@@ -163,7 +163,7 @@ struct TokenTimingTests {
         #expect(try first.currentToken() == second.currentToken())
         #expect(try first.currentToken().issuedAt == Self.start)
         // A connection of the first pod, from minute 5: its token until minute 54, then the next.
-        var bound: APNsProviderToken?
+        var bound: APNsTokenBinding?
         let opening = first.token(forConnection: &bound)
         early.set(Double(Self.start) + 53 * 60 + 59)
         #expect(first.token(forConnection: &bound) == opening)

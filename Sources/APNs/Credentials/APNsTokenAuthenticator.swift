@@ -19,6 +19,13 @@ public final class APNsTokenAuthenticator: Sendable {
     private let key: APNsSigningKey
     /// Seconds since 1970, now.
     private let wallClock: @Sendable () -> Double
+    /// Seconds on a clock that never jumps (since any fixed point): how long a connection has kept
+    /// its token is measured on it, so that a wall clock stepped by NTP cannot make a connection
+    /// change its token too soon.
+    private let monotonic: @Sendable () -> Int64
+    /// Called (outside any lock) when the wall clock moved against the monotonic one by this many
+    /// seconds (30 or more) since the last look: a clock stepped, or a pod resumed.
+    private let onClockJump: (@Sendable (Int64) -> Void)?
     /// A pthread mutex (visible to ThreadSanitizer, unlike Synchronization.Mutex's futex).
     private let state = Locked(State())
 
@@ -28,14 +35,20 @@ public final class APNsTokenAuthenticator: Sendable {
         var tokens: [Int64: APNsProviderToken] = [:]
         var signed = 0
         var switches = 0
+        /// The wall clock minus the monotonic one at the last look, and the jumps seen.
+        var offset: Int64?
+        var clockJumps = 0
     }
 
-    /// Uses the system's wall clock.
+    /// Uses the system's wall clock, and its monotonic clock for how long a connection kept a token.
     public convenience init(
-        teamID: String, keyID: String, key: APNsSigningKey, schedule: APNsTokenSchedule = .apple
+        teamID: String, keyID: String, key: APNsSigningKey, schedule: APNsTokenSchedule = .apple,
+        onClockJump: (@Sendable (Int64) -> Void)? = nil
     ) throws(APNsCredentialError) {
+        let start = ContinuousClock.now
         try self.init(
-            teamID: teamID, keyID: keyID, key: key, schedule: schedule, wallClock: { Date().timeIntervalSince1970 })
+            teamID: teamID, keyID: keyID, key: key, schedule: schedule, wallClock: { Date().timeIntervalSince1970 },
+            monotonic: { (ContinuousClock.now - start).components.seconds }, onClockJump: onClockJump)
     }
 
     /// For tests: the wall clock follows `clock`, from `epochNow` at this call.
@@ -49,10 +62,14 @@ public final class APNsTokenAuthenticator: Sendable {
             wallClock: { epochNow + Double(start.duration(to: clock.now).components.seconds) })
     }
 
-    /// - Parameter wallClock: seconds since 1970, read at each use.
+    /// - Parameters:
+    ///   - wallClock: seconds since 1970, read at each use.
+    ///   - monotonic: seconds on a clock that never jumps; `nil`: the wall clock's (tests whose wall
+    ///     clock only moves forward, as a monotonic one would).
     public init(
         teamID: String, keyID: String, key: APNsSigningKey, schedule: APNsTokenSchedule = .apple,
-        wallClock: @escaping @Sendable () -> Double
+        wallClock: @escaping @Sendable () -> Double, monotonic: (@Sendable () -> Int64)? = nil,
+        onClockJump: (@Sendable (Int64) -> Void)? = nil
     ) throws(APNsCredentialError) {
         for (name, value) in [("team id", teamID), ("key id", keyID)] {
             let isAlphanumeric: (UInt8) -> Bool = {
@@ -67,6 +84,8 @@ public final class APNsTokenAuthenticator: Sendable {
         self.key = key
         self.schedule = schedule
         self.wallClock = wallClock
+        self.monotonic = monotonic ?? { Int64(wallClock().rounded(.down)) }
+        self.onClockJump = onClockJump
     }
 
     private var now: Int64 { Int64(wallClock().rounded(.down)) }
@@ -77,17 +96,50 @@ public final class APNsTokenAuthenticator: Sendable {
         try token(issuedAt: schedule.currentIssuedAt(now: now))
     }
 
-    /// The token of a connection that has used `bound` so far (`nil`: none yet), and `bound` updated:
-    /// it keeps its token until the schedule's switch age, then takes the current one. `nil` when a
-    /// token cannot be signed (the key is unusable: `currentToken()` says why). A connection keeps
-    /// its token itself, so a request that reuses it takes no lock.
-    public func token(forConnection bound: inout APNsProviderToken?) -> APNsProviderToken? {
-        let issuedAt = schedule.issuedAt(bound: bound?.issuedAt, now: now)
-        if let bound, bound.issuedAt == issuedAt { return bound }
-        guard let token = try? token(issuedAt: issuedAt) else { return nil }
-        if bound != nil { state.withLock { $0.switches += 1 } }
-        bound = token
+    /// The token of a connection that has used `binding`'s so far (`nil`: none yet), and `binding`
+    /// updated: it keeps its token until the schedule's switch age, then takes the current one. `nil`
+    /// when a token cannot be signed (the key is unusable: `currentToken()` says why). A connection
+    /// keeps its binding itself, so a request that reuses its token takes no lock.
+    ///
+    /// How long the connection has kept its token is measured on the monotonic clock: it never
+    /// changes it before `APNsTokenSchedule.minimumKeep` (22 minutes) there, however the wall clock
+    /// jumps; and it changes it once the token is `switchAge` old by either clock (the wall clock's
+    /// age, or its age when first used plus the time kept), never for an older one.
+    public func token(forConnection binding: inout APNsTokenBinding?) -> APNsProviderToken? {
+        let now = self.now
+        let mono = monotonic()
+        if let bound = binding {
+            // (Whole seconds of two clocks: their difference wavers by one; a jump is 30 or more.)
+            if abs(now - mono - bound.offset) >= 30 { noticeOffset(now - mono, in: &binding) }
+            let kept = mono - bound.since
+            let age = max(now - bound.token.issuedAt, bound.ageAtFirstUse + kept)
+            guard kept >= schedule.minimumKeep, age >= schedule.switchAge else { return bound.token }
+            let issuedAt = schedule.currentIssuedAt(now: now)
+            // A wall clock stepped back has nothing newer to offer: the token stays (APNs judges its
+            // age by its own clock; the step says this pod's was ahead).
+            guard issuedAt > bound.token.issuedAt else { return bound.token }
+            guard let token = try? token(issuedAt: issuedAt) else { return nil }
+            state.withLock { $0.switches += 1 }
+            binding = APNsTokenBinding(token: token, since: mono, ageAtFirstUse: now - issuedAt, offset: now - mono)
+            return token
+        }
+        guard let token = try? token(issuedAt: schedule.currentIssuedAt(now: now)) else { return nil }
+        binding = APNsTokenBinding(
+            token: token, since: mono, ageAtFirstUse: now - token.issuedAt, offset: now - mono)
         return token
+    }
+
+    /// The wall clock moved against the monotonic one since this connection last looked: counted
+    /// once for the process (the first connection to see it), and said through `onClockJump`.
+    private func noticeOffset(_ offset: Int64, in binding: inout APNsTokenBinding?) {
+        binding?.offset = offset
+        let jump: Int64? = state.withLock { state in
+            defer { state.offset = offset }
+            guard let before = state.offset, abs(offset - before) >= 30 else { return nil }
+            state.clockJumps += 1
+            return offset - before
+        }
+        if let jump { onClockJump?(jump) }
     }
 
     /// The token of `issuedAt`: the same bytes for the same key and `iat`, wherever it is signed.
@@ -97,9 +149,11 @@ public final class APNsTokenAuthenticator: Sendable {
         let claims = #"{"iss":"\#(teamID)","iat":\#(issuedAt)}"#
         let signingInput = base64URL(Array(header.utf8)) + "." + base64URL(Array(claims.utf8))
         let signature = try key.signDeterministic(Array(signingInput.utf8))
+        let offset = now - monotonic()
         let token = APNsProviderToken(
             jwt: signingInput + "." + base64URL(signature), issuedAt: issuedAt, keyID: keyID)
         state.withLock { state in
+            if state.offset == nil { state.offset = offset }
             guard state.tokens[issuedAt] == nil else { return }
             state.signed += 1
             state.tokens[issuedAt] = token
@@ -115,6 +169,21 @@ public final class APNsTokenAuthenticator: Sendable {
 
     /// How many times a connection went from its token to a newer one.
     public var tokenSwitches: Int { state.withLock { $0.switches } }
+
+    /// How many times the wall clock was seen to jump (30 s or more) against the monotonic clock.
+    public var clockJumps: Int { state.withLock { $0.clockJumps } }
+}
+
+/// A connection's provider token and since when it uses it: kept by the connection, updated by
+/// `APNsTokenAuthenticator.token(forConnection:)`.
+public struct APNsTokenBinding: Sendable, Hashable {
+    public let token: APNsProviderToken
+    /// Monotonic seconds when the connection first used it.
+    let since: Int64
+    /// The token's age by the wall clock then.
+    let ageAtFirstUse: Int64
+    /// The wall clock minus the monotonic one, when the connection last looked.
+    var offset: Int64
 }
 
 /// A signed provider token. Its `description` never shows the signature.

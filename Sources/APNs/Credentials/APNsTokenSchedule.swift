@@ -29,6 +29,11 @@ public struct APNsTokenSchedule: Sendable, Hashable {
     /// A connection's token age, in seconds, at which it takes the newest.
     public let switchAge: Int64
 
+    /// The shortest a connection keeps a token, in seconds: the latest first use (a period and the
+    /// adoption delay after the `iat`) to the switch age; 22 minutes with Apple's figures. Measured on
+    /// a clock that never jumps, it holds whatever the wall clock does.
+    public var minimumKeep: Int64 { switchAge - period - adoptionDelay }
+
     /// Apple's figures: one token per 30 minutes.
     public static let apple = APNsTokenSchedule(periodSeconds: 1800)
 

@@ -136,8 +136,8 @@ struct APNsCustomRequest: Sendable {
 /// (`APNsTokenAuthenticator.token(forConnection:)`). APNs judges token changes per connection.
 struct APNsHeaderEncoder {
     let authority: String
-    /// The token this connection has used so far (token authentication).
-    private(set) var token: APNsProviderToken?
+    /// The token this connection has used so far, and since when (token authentication).
+    private(set) var token: APNsTokenBinding?
     /// Whether apns-id, apns-expiration and apns-collapse-id have been sent once with incremental
     /// indexing on this connection: later values go as literals without indexing.
     private var indexedID = false

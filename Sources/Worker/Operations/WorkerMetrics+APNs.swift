@@ -41,6 +41,11 @@ extension WorkerMetrics {
         }
     }
 
+    /// Wall-clock jumps seen since start (`TokenAuthenticators.clockJumps`), at a scrape.
+    package func setClockJumps(_ total: Int) {
+        advance("apns_worker_wall_clock_jumps_total", [], to: total)
+    }
+
     /// The series of a credential whose files are watched (`CredentialReloader`), at 0 from the start.
     package func register(reloadedCredential credential: String) {
         for result in ["success", "failure"] {

@@ -69,6 +69,8 @@ package final class WorkerMetrics: Sendable {
         "apns_worker_apns_provider_token_switches_total": "Connections moved to a newer token, per key.",
         "apns_worker_apns_connections_retired_total":
             "Connections retired: APNs refused their token, or their credential was reloaded.",
+        "apns_worker_wall_clock_jumps_total":
+            "Wall-clock jumps of 30 s or more against the monotonic clock, seen by the provider-token signer.",
         "apns_worker_credential_reloads_total": "Credential files read again after they changed, by result.",
         "apns_worker_credential_reload_failing":
             "1 while a credential's files changed and do not load (the one before stays in use).",
