@@ -114,16 +114,25 @@ struct RDKafkaRebalance {
         }
     }
 
-    /// The group's protocol moves partitions one by one (cooperative), not all at once (eager).
-    var isCooperative: Bool { String(cString: rd_kafka_rebalance_protocol(consumer.pointer)) == "COOPERATIVE" }
+    /// The group's protocol moves partitions one by one (cooperative), not all at once (eager); `nil`
+    /// when librdkafka no longer says (`rd_kafka_rebalance_protocol` answers NULL once the group is
+    /// being torn down, as in the revocation a close brings: read as a C string, that NULL crashed
+    /// the process).
+    var isCooperative: Bool? {
+        rd_kafka_rebalance_protocol(consumer.pointer).map { String(cString: $0) == "COOPERATIVE" }
+    }
 
     /// The revoked partitions were lost (the member left the group without handing them over).
     var isLost: Bool { rd_kafka_assignment_lost(consumer.pointer) != 0 }
 
     /// Takes the assigned partitions (incrementally under the cooperative protocol).
     func assign() -> KafkaError? {
-        if isCooperative {
-            return rd_kafka_incremental_assign(consumer.pointer, list).map { KafkaError(consuming: $0) }
+        let cooperative = isCooperative
+        if cooperative != false {
+            let refused = incremental(rd_kafka_incremental_assign)
+            // Protocol unknown: under the eager protocol the incremental call is refused and changes
+            // nothing; the eager one below then applies.
+            if refused == nil || cooperative == true { return refused }
         }
         let err = rd_kafka_assign(consumer.pointer, list)
         return err == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(err)
@@ -131,11 +140,20 @@ struct RDKafkaRebalance {
 
     /// Lets the revoked partitions go (all of them under an eager protocol).
     func unassign() -> KafkaError? {
-        if isCooperative {
-            return rd_kafka_incremental_unassign(consumer.pointer, list).map { KafkaError(consuming: $0) }
+        let cooperative = isCooperative
+        if cooperative != false {
+            let refused = incremental(rd_kafka_incremental_unassign)
+            if refused == nil || cooperative == true { return refused }
         }
         let err = rd_kafka_assign(consumer.pointer, nil)
         return err == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(err)
+    }
+
+    /// An incremental (cooperative) assign or unassign of `list`; its error, if refused.
+    private func incremental(
+        _ call: (OpaquePointer?, UnsafePointer<rd_kafka_topic_partition_list_t>?) -> OpaquePointer?
+    ) -> KafkaError? {
+        call(consumer.pointer, list).map { KafkaError(consuming: $0) }
     }
 
     /// Drops the whole assignment (after a failed rebalance).
