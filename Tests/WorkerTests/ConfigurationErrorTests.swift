@@ -83,7 +83,8 @@ struct ConfigurationErrorTests {
         #expect(error.code == .unknownKey)
         #expect(error.keyPath == "delivery.retry.maxAtempts")
         #expect(error.line == 49)
-        #expect(error.description == "worker.yaml:49: delivery.retry.maxAtempts: unknown key")
+        #expect(
+            error.description == "worker.yaml:49: delivery.retry.maxAtempts: unknown key (did you mean maxAttempts?)")
     }
 
     @Test("unknown keys at the top, in a credential and in an endpoint")

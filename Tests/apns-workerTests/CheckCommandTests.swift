@@ -144,7 +144,7 @@ struct CheckCommandTests {
             (4, "kafka.linger.ms: librdkafka refused it"),
             (12, "apns.credentials[0] (shop): cannot open \(missingKey): No such file or directory"),
             (15, "apns.credentials[1] (news): the team id must be 10 letters or digits"),
-            (19, "delivery.maxAtempts: unknown key"),
+            (19, "delivery.maxAtempts: unknown key"),  // (no suggestion: delivery has no maxAttempts)
             (21, "http.port: expected an integer from 0 to 65535"),
         ] {
             #expect(

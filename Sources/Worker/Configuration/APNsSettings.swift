@@ -232,3 +232,30 @@ package struct CertificateCredentialSettings: Sendable, Hashable {
         case pkcs12(file: String)
     }
 }
+
+extension CredentialSettings {
+    /// When every pattern of this credential is covered by a pattern of one credential in `earlier`
+    /// that serves each environment this one serves (routing takes the first match, so this one
+    /// would never be used): that credential's name, and one pattern and the pattern covering it.
+    /// A credential partly reachable is left alone.
+    func shadowed(by earlier: [CredentialSettings]) -> (credential: String, pattern: String, by: String)? {
+        for first in earlier where first.environment == nil || first.environment == environment {
+            var example: (String, String)?
+            let covered = topics.allSatisfy { pattern in
+                guard let by = first.topics.first(where: { Self.pattern($0, covers: pattern) }) else { return false }
+                if example == nil { example = (pattern, by) }
+                return true
+            }
+            if covered, let (pattern, by) = example { return (first.name, pattern, by) }
+        }
+        return nil
+    }
+
+    /// Whether every topic `pattern` matches is matched by `cover` (exact topics, or `prefix.*`).
+    static func pattern(_ cover: String, covers pattern: String) -> Bool {
+        guard cover.hasSuffix(".*") else { return cover == pattern }
+        let prefix = cover.dropLast(1)  // "com.example."
+        if pattern.hasSuffix(".*") { return pattern.dropLast(1).hasPrefix(prefix) }
+        return pattern.hasPrefix(prefix) && pattern.count > prefix.count
+    }
+}

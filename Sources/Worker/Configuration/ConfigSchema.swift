@@ -71,6 +71,33 @@ indirect enum ConfigSchema {
     }
 
     /// Every leaf's key path and kind, for tests and documentation.
+    /// The candidate a misspelt `word` most likely meant: one that differs only in case, else the
+    /// nearest within two edits (three for long words); `nil` when none is that near.
+    static func closest(to word: String, among candidates: some Collection<String>) -> String? {
+        if let same = candidates.first(where: { $0.lowercased() == word.lowercased() }) { return same }
+        let limit = word.count >= 12 ? 3 : 2
+        return candidates.map { ($0, editDistance(word.lowercased(), $0.lowercased())) }
+            .filter { $0.1 <= limit }
+            .min { ($0.1, $0.0) < ($1.1, $1.0) }?.0
+    }
+
+    /// Levenshtein distance (keys are short).
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a)
+        let b = Array(b)
+        guard !a.isEmpty else { return b.count }
+        guard !b.isEmpty else { return a.count }
+        var previous = Array(0...b.count)
+        for i in 1...a.count {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in 1...b.count {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
+    }
+
     func leaves(prefix: [String] = []) -> [(path: [String], schema: ConfigSchema)] {
         guard case .section(let children) = self else { return [(prefix, self)] }
         return children.flatMap { $0.schema.leaves(prefix: prefix + [$0.key]) }

@@ -71,7 +71,16 @@ struct ConfigSection {
     func error(_ key: String, _ node: ConfigNode?, _ message: String, code: ConfigurationError.Code = .invalidValue)
         -> ConfigurationError
     {
-        ConfigurationError(
+        var message = message
+        // A key missing beside one that looks like it misspelt: say so where the error is read.
+        if code == .missingKey, node == nil,
+            let near = ConfigSchema.closest(to: key, among: pairs.map(\.key).filter { $0 != key }),
+            let found = pairs.first(where: { $0.key == near })
+        {
+            let place = found.value.line.map { "line \($0) has" } ?? "found"
+            message += " (\(place) \(near): did you mean \(key)?)"
+        }
+        return ConfigurationError(
             code: code, file: file, keyPath: keyPath(key), line: node?.line ?? self.node.line,
             environmentVariable: node?.environmentVariable, message: message)
     }
@@ -348,10 +357,11 @@ struct ConfigSection {
     /// Reports each key that was never read.
     func finish() {
         for (key, value) in pairs where !read.contains(key) {
+            let suggestion = ConfigSchema.closest(to: key, among: read).map { " (did you mean \($0)?)" } ?? ""
             report(
                 ConfigurationError(
                     code: .unknownKey, file: file, keyPath: keyPath(key), line: value.line,
-                    environmentVariable: value.environmentVariable, message: "unknown key"))
+                    environmentVariable: value.environmentVariable, message: "unknown key\(suggestion)"))
         }
     }
 }

@@ -39,9 +39,34 @@ enum EnvironmentOverrides {
     static func resolve(_ name: String) throws(ConfigurationError) -> Target {
         let rest = String(name.dropFirst(prefix.count))
         if let target = match(rest, in: .worker, path: []) { return target }
+        let leaves = ConfigSchema.worker.leaves()
+        // A key that only the file may set (credentials, client properties): say so.
+        if let fileOnly = leaves.first(where: {
+            guard case .fileOnly = $0.schema else { return false }
+            let snake = $0.path.map(ConfigSchema.upperSnake).joined(separator: "_")
+            return rest == snake || rest.hasPrefix(snake + "_")
+        }) {
+            let key = fileOnly.path.joined(separator: ".")
+            let hint =
+                key == "apns.credentials"
+                ? "; a key's or password's text can come from the environment through the credential's keyEnv or passwordEnv"
+                : "; librdkafka properties can also be set in kafka:, or as APNS_WORKER_KAFKA_<PROPERTY>"
+            throw ConfigurationError(
+                code: .unknownEnvironmentVariable, environmentVariable: name,
+                message: "\(key) is set in the configuration file only\(hint)")
+        }
+        let names = leaves.compactMap { leaf -> String? in
+            switch leaf.schema {
+            case .scalar, .list: prefix + leaf.path.map(ConfigSchema.upperSnake).joined(separator: "_")
+            default: nil
+            }
+        }
+        let suggestion = ConfigSchema.closest(to: name, among: names).map { "; did you mean \($0)?" } ?? ""
         throw ConfigurationError(
             code: .unknownEnvironmentVariable, environmentVariable: name,
-            message: "matches no configuration key (expected APNS_WORKER_<SECTION>_<KEY>, e.g. APNS_WORKER_HTTP_PORT)")
+            message:
+                "matches no configuration key (expected APNS_WORKER_<SECTION>_<KEY>, e.g. APNS_WORKER_HTTP_PORT)\(suggestion)"
+        )
     }
 
     private static func match(_ rest: String, in schema: ConfigSchema, path: [String]) -> Target? {

@@ -294,6 +294,16 @@ extension WorkerConfiguration {
                     reading.error("name", reading.node("name"), "duplicate credential name \"\(decoded.name)\""))
                 continue
             }
+            // Routing takes the first credential that matches: one whose every pattern an earlier
+            // one claims is never used, and its events go with the other's key, silently.
+            if let (earlier, pattern, by) = decoded.shadowed(by: apns.credentials) {
+                section.report(
+                    reading.error(
+                        "topics", reading.node("topics"),
+                        "credential \"\(decoded.name)\" can never be used: credential \"\(earlier)\" comes first and "
+                            + "matches every topic it does (\"\(by)\" covers \"\(pattern)\"); move it above, or narrow "
+                            + "\"\(earlier)\"'s topics"))
+            }
             decoded.keyPath = path
             decoded.line = item.line
             apns.credentials.append(decoded)
