@@ -38,10 +38,15 @@ struct ReplayCommand: AsyncParsableCommand {
     var reason: [String] = []
     @Option(
         name: .long,
-        help: ArgumentHelp("Only dead letters that failed at or after this RFC 3339 time.", valueName: "TIME"))
+        help: ArgumentHelp(
+            "Only dead letters that failed at or after this time: RFC 3339 (2026-12-02T09:30:00Z), or a date (its start in UTC).",
+            valueName: "TIME"))
     var since: String?
     @Option(
-        name: .long, help: ArgumentHelp("Only dead letters that failed before this RFC 3339 time.", valueName: "TIME"))
+        name: .long,
+        help: ArgumentHelp(
+            "Only dead letters that failed before this time: RFC 3339, or a date (its start in UTC).",
+            valueName: "TIME"))
     var until: String?
     @Option(
         name: .customLong("source-topic"),
@@ -64,11 +69,13 @@ struct ReplayCommand: AsyncParsableCommand {
         if (config == nil) == (bootstrapServers == nil) {
             throw ValidationError("give exactly one of --config FILE and --bootstrap-servers HOSTS")
         }
-        if let since, DeadLetterTimeParsing.date(since) == nil {
-            throw ValidationError("--since: not an RFC 3339 time: \(since)")
+        if let since, DeadLetterTimeParsing.argument(since) == nil {
+            throw ValidationError(
+                "--since: not an RFC 3339 time or a date: \(since) (\(DeadLetterTimeParsing.argumentExample))")
         }
-        if let until, DeadLetterTimeParsing.date(until) == nil {
-            throw ValidationError("--until: not an RFC 3339 time: \(until)")
+        if let until, DeadLetterTimeParsing.argument(until) == nil {
+            throw ValidationError(
+                "--until: not an RFC 3339 time or a date: \(until) (\(DeadLetterTimeParsing.argumentExample))")
         }
         if maxReplays < 1 { throw ValidationError("--max-replays must be at least 1") }
         for reason in reason where DeadLetterReason(spelling: reason) == nil {
@@ -99,8 +106,8 @@ struct ReplayCommand: AsyncParsableCommand {
         request.reasons = Set(reason.compactMap(DeadLetterReason.init(spelling:)))
         request.fromBeginning = fromBeginning
         request.sourceTopics = Set(sourceTopic)
-        request.since = since.flatMap(DeadLetterTimeParsing.date)
-        request.until = until.flatMap(DeadLetterTimeParsing.date)
+        request.since = since.flatMap(DeadLetterTimeParsing.argument)
+        request.until = until.flatMap(DeadLetterTimeParsing.argument)
         request.dryRun = dryRun
         request.maxReplays = maxReplays
         do {

@@ -68,6 +68,26 @@ struct ReplayCommandTests {
                 == stride(from: 1, to: 40, by: 2).map { "dl-\($0)" }.sorted())
     }
 
+    // Before: `--since 2026-12-02` was refused as "not an RFC 3339 time", with no example.
+    @Test("--since takes a date alone (its start in UTC); a time it cannot read is refused with an example")
+    func sinceDate() async throws {
+        let cluster = try await cluster(deadLetters: 4)
+        let helper = WorkerCommand()
+        let common = ["replay", "--bootstrap-servers", cluster.bootstrapServers, "--from", "dlq"]
+        let later = try helper.run(common + ["--since", "2026-11-23"])
+        #expect(later.status == 0, "\(later.stderr)")
+        #expect(!later.stdout.contains("replayed  "), "failed the day before: none replayed\n\(later.stdout)")
+        let day = try helper.run(common + ["--since", "2026-11-22"])
+        #expect(day.status == 0, "\(day.stderr)")
+        #expect(day.stdout.contains(Self.row("replayed", "A", 2)), "\(day.stdout)")
+        let unreadable = try helper.run(common + ["--since", "22/11/2026"])
+        #expect(unreadable.status != 0)
+        #expect(
+            unreadable.stderr.contains(
+                "--since: not an RFC 3339 time or a date: 22/11/2026 (for example 2026-12-02T09:30:00Z, or 2026-12-02"),
+            "\(unreadable.stderr)")
+    }
+
     /// A row of replay's table (action, reason, destination, count), as printed.
     static func row(_ action: String, _ destination: String, _ count: Int) -> String {
         func pad(_ text: String, _ width: Int) -> String {

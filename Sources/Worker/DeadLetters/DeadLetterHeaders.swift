@@ -90,4 +90,22 @@ enum DeadLetterTime {
 /// Parses the RFC 3339 times users give on the command line (`--since`, `--until`).
 package enum DeadLetterTimeParsing {
     package static func date(_ text: String) -> Date? { DeadLetterTime.parse(text) }
+
+    /// A time an operator types (`replay --since`, `--until`): RFC 3339, or a date alone
+    /// (`2026-12-02`: that day's start in UTC).
+    package static func argument(_ text: String) -> Date? {
+        if let date = DeadLetterTime.parse(text) { return date }
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2])
+        else { return nil }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let components = DateComponents(year: year, month: month, day: day)
+        guard components.isValidDate(in: calendar) else { return nil }
+        return calendar.date(from: components)
+    }
+
+    /// What `argument` takes, for an error message.
+    package static let argumentExample = "for example 2026-12-02T09:30:00Z, or 2026-12-02 for that day's start in UTC"
 }
