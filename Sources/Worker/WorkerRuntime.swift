@@ -50,7 +50,7 @@ package enum WorkerRuntime {
     /// file fails before anything connects.
     package static func assemble(
         _ configuration: WorkerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment,
-        logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
+        logger: Logger, onListening: (@Sendable (Int) -> Void)? = nil
     ) throws -> Assembly {
         if let refusal = KafkaLibrary.refusal() { throw UnsupportedLibrary(description: refusal) }
         logger.info(

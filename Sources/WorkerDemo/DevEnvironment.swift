@@ -105,7 +105,7 @@ package enum DevEnvironment {
                         | kcat -b \(bootstrap) -P -t \(EmbeddedStack.inputTopic)
                     Watch the results and dead letters:
                       kcat -b \(bootstrap) -C -t \(EmbeddedStack.resultsTopic) -f '%k %s\\n'
-                      kcat -b \(bootstrap) -C -t \(EmbeddedStack.deadLetterTopic) -f '%k %s %h\\n'
+                      kcat -b \(bootstrap) -C -t \(EmbeddedStack.deadLetterTopic) -J
                     List the app's channels (token key \(stack.keyFile)):
                       \(worker) channels list --bundle-id \(EmbeddedStack.bundleID) --host localhost --port \(stack.simulator.managementPort) \\
                         --ca-file \(stack.directory)/tls/ca.pem --key-file \(stack.keyFile) --team-id \(EmbeddedStack.teamID) --key-id \(EmbeddedStack.keyID)
@@ -122,6 +122,10 @@ package enum DevEnvironment {
             throw error
         }
         await stack.shutdown()
+        // The worker drained and left its group; the mock Kafka and the simulator kept nothing.
+        print(
+            "apns-worker dev: stopped (the worker drained; the in-process Kafka and simulator are gone with their data)"
+        )
     }
 
     /// What the simulator does besides delivering, for the banner.

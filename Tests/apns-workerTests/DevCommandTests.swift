@@ -35,9 +35,10 @@ struct DevCommandTests {
         #expect(printed.contains("Kafka bootstrap"), "dev printed: \(printed)")
         let send = Self.section(printed, from: "Send an event:", to: "Broadcast a Live Activity")
         let broadcast = Self.section(printed, from: "Broadcast a Live Activity", to: "Watch the results")
-        let watch =
-            Self.section(printed, from: "Watch the results", to: "List the app's channels")
-            .split(separator: "\n").first.map(String.init) ?? ""
+        let watching = Self.section(printed, from: "Watch the results", to: "List the app's channels")
+            .split(separator: "\n").map(String.init)
+        let watch = watching.first ?? ""
+        let watchDeadLetters = watching.dropFirst().first ?? ""
         let list = Self.section(printed, from: "List the app's channels", to: "Replay dead letters")
         try #require(
             send.contains("kcat") && broadcast.contains("kcat") && watch.contains("kcat")
@@ -63,6 +64,22 @@ struct DevCommandTests {
         let broadcastResult = results.first { $0.hasPrefix("b1 ") } ?? ""
         #expect(broadcastResult.contains(#""outcome":"delivered""#), "results: \(results)")
         #expect(broadcastResult.contains(#""apnsRequestId":""#), "results: \(results)")
+        // A dead letter's headers read back with the printed command, each value whole: its detail
+        // has commas, which `-f '%h'` (printed before) used to join the headers with.
+        let bootstrap =
+            printed.split(separator: "\n").first { $0.contains("Kafka bootstrap") }?.split(separator: " ")
+            .last.map(String.init) ?? ""
+        #expect(try Self.shell("echo '{\"id\":\"bad\"' | kcat -b \(bootstrap) -P -t notifications").status == 0)
+        var letter: [String: Any] = [:]
+        while letter.isEmpty, ContinuousClock.now < deadline + .seconds(60) {
+            let line = try Self.shell(watchDeadLetters + " -o beginning -c 1 -e").output.split(separator: "\n").first
+            letter = line.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] } ?? [:]
+            if letter.isEmpty { try await Task.sleep(for: .milliseconds(500)) }
+        }
+        let headers = letter["headers"] as? [String] ?? []
+        let detail = zip(headers, headers.dropFirst()).first { $0.0 == "dlq-detail" }?.1 ?? ""
+        #expect(detail.contains(","), "dlq-detail whole, commas and all: \(letter)")
+        #expect(zip(headers, headers.dropFirst()).contains { $0.0 == "dlq-reason" && $0.1 == "malformed-json" })
         // The channel the worker broadcast to is the app's, as channel management lists it: the
         // printed command runs as printed, naming the running binary by its absolute path (it is not
         // on PATH).
@@ -75,6 +92,9 @@ struct DevCommandTests {
         let stopBy = ContinuousClock.now + .seconds(60)
         while dev.exitStatus() == nil, ContinuousClock.now < stopBy { try await Task.sleep(for: .milliseconds(100)) }
         #expect(dev.exitStatus() == 0, "dev did not stop with 0 on SIGTERM")
+        // Before: nothing at all when it stopped, and the endpoint's line at warning before the banner.
+        #expect(dev.stdout.contains("apns-worker dev: stopped"), "\(dev.stdout)")
+        #expect(!dev.stdout.contains("operations endpoint listening"), "the banner says it")
     }
 
     // MARK: Making it misbehave

@@ -18,7 +18,7 @@ package struct OperationsServer: Service {
     private let router: OperationsRouter
     private let logger: Logger
     private let group: any EventLoopGroup
-    private let onListening: @Sendable (Int) -> Void
+    private let onListening: (@Sendable (Int) -> Void)?
     /// The listening socket once `listen()` bound it; `run()` serves on it.
     private let listener = Locked<(any Channel)?>(nil)
     private let connections: ConnectionTracker
@@ -30,7 +30,8 @@ package struct OperationsServer: Service {
     private let requestTimeout: Duration
 
     /// - Parameters:
-    ///   - port: 0 picks a free port; `onListening` receives the real one once bound.
+    ///   - port: 0 picks a free port; `onListening` receives the real one once bound (and the caller
+    ///     says it: without one, the port picked is logged whatever the log level).
     ///   - group: defaults to NIO's shared singleton group (no threads of its own to shut down).
     ///   - beforeScrape: runs before each `/metrics` answer, to set gauges read from elsewhere (the
     ///     APNs connection pools).
@@ -38,7 +39,7 @@ package struct OperationsServer: Service {
         host: String, port: Int, health: HealthState, registry: PrometheusCollectorRegistry, logger: Logger,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         beforeScrape: @escaping @Sendable () -> Void = {},
-        onListening: @escaping @Sendable (Int) -> Void = { _ in },
+        onListening: (@Sendable (Int) -> Void)? = nil,
         maxConnections: Int = 64, idleTimeout: Duration = .seconds(60), requestTimeout: Duration = .seconds(5)
     ) {
         self.connections = ConnectionTracker(limit: maxConnections)
@@ -54,7 +55,7 @@ package struct OperationsServer: Service {
 
     package init(
         settings: HTTPSettings, health: HealthState, registry: PrometheusCollectorRegistry, logger: Logger,
-        beforeScrape: @escaping @Sendable () -> Void = {}, onListening: @escaping @Sendable (Int) -> Void = { _ in }
+        beforeScrape: @escaping @Sendable () -> Void = {}, onListening: (@Sendable (Int) -> Void)? = nil
     ) {
         self.init(
             host: settings.host, port: settings.port, health: health, registry: registry, logger: logger,
@@ -84,13 +85,13 @@ package struct OperationsServer: Service {
         let connections = self.connections
         let boundPort = listener.localAddress?.port ?? port
         // Said at notice; with `port: 0` the port was picked here and cannot be known any other
-        // way, so it is said whatever the log level.
-        let level = port == 0 ? max(.notice, logger.logLevel) : .notice
+        // way, so it is said whatever the log level, unless the caller says it (`dev`'s banner).
+        let level = port == 0 && onListening == nil ? max(.notice, logger.logLevel) : .notice
         logger.log(
             level: level,
             "operations endpoint listening on \(host):\(boundPort) (/health/live, /health/ready, /metrics)",
             metadata: ["host": "\(host)", "port": "\(boundPort)"])
-        onListening(boundPort)
+        onListening?(boundPort)
         let stop: @Sendable () -> Void = {
             listener.close(promise: nil)
             connections.closeAll()
