@@ -13,7 +13,7 @@ extension Scenario {
         "a token key rotated while events flow", .apns, brokers: [.mock], partitions: 4,
         shows: """
             One `apns-worker run` signing with a key read from files (`keyFile`, `keyIdFile`), re-read \
-            every second (`credentialReloadInterval`), pushes a steady 20 events/s. After 6 s its key \
+            every second (`credentialReloadInterval`), pushes a steady 30 events/s. After 6 s its key \
             file is overwritten with half a key and left so for 4 s; after 10 s both files are replaced \
             by a new key of the same team and its id, in one step as a Secret update does. The \
             half-written file is refused once and the key before stays in use; the new key is used by \
@@ -54,7 +54,8 @@ extension Scenario {
         var rotatedAt: Double?
         var connectionsBefore = 0
         var newKeySeen: Double?
-        while ContinuousClock.now - started < .seconds(seconds) {
+        // At least the scale's events, however slowly the machine produces them.
+        while ContinuousClock.now - started < .seconds(seconds) || produced < scale.events {
             let elapsed = ContinuousClock.now - started
             if !halfWritten, elapsed >= .seconds(6) {
                 // A writer that is not atomic, caught half-way (and left so: it reads the same twice).
@@ -77,7 +78,7 @@ extension Scenario {
                 newKeySeen = Date().timeIntervalSince1970 - rotatedAt
             }
             tick += 1
-            let batch = rig.mixedBatch(10, seed: UInt64(3000 + tick))
+            let batch = rig.mixedBatch(15, seed: UInt64(3000 + tick))
             try await rig.produce(batch.records)
             produced += batch.records.count
             try await Task.sleep(for: .milliseconds(500))
