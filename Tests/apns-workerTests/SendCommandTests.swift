@@ -110,6 +110,18 @@ struct SendCommandTests {
         #expect(missingKey.status == 2)
         #expect(missingKey.stdout.contains("configuration error"), "\(missingKey.stdout)")
         #expect(missingKey.stdout.contains("missing.p8"), "\(missingKey.stdout)")
+        // Before: "error: connectFailed: Connection errors: SingleConnectionFailure(…)", then
+        // "outcome: retry later".
+        let refused = try helper.run(
+            [
+                "send", "--host", "127.0.0.1", "--port", "1", "--ca-file", directory + "/tls/ca.pem", "--key-file",
+                key, "--team-id", "ABCDE12345", "--key-id", "KEY1234567",
+            ] + notification)
+        #expect(refused.status == 2)
+        #expect(
+            refused.stdout
+                == "error: cannot connect to 127.0.0.1:1 (127.0.0.1: Connection refused)\nnot sent: APNs was not reached\n",
+            "\(refused.stdout)")
     }
 
     @Test(

@@ -362,7 +362,9 @@ final class APNsConnectionPool: Sendable {
                 self.logger.info("connect failed", metadata: ["connection": "\(id)", "error": "\(error)"])
                 let failure =
                     error as? APNsClientError
-                    ?? APNsClientError(.connectFailed, "\(error)", mayHaveReachedAPNs: false)
+                    ?? APNsClientError(
+                        .connectFailed, Self.describeConnectFailure(error, host: address.0, port: address.1),
+                        mayHaveReachedAPNs: false)
                 self.update { $0.connectionClosed(id: id, error: failure, now: .now()) }
             }
         }

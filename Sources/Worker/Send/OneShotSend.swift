@@ -83,6 +83,10 @@ package struct OneShotSend: Sendable {
         } catch let error as APNsNotificationError {
             await client.shutdown()
             return Result(exitCode: 1, lines: ["invalid notification: \(error)"])
+        } catch let error as APNsClientError where error.code == .connectFailed {
+            // Nothing was sent: a one-shot command says so, not what a worker would do next.
+            await client.shutdown()
+            return Result(exitCode: 2, lines: ["error: \(error.message)", "not sent: APNs was not reached"])
         } catch {
             await client.shutdown()
             return Result(exitCode: 2, lines: ["error: \(error)", "outcome: \(APNsOutcome.classify(error))"])
