@@ -29,6 +29,18 @@ package struct KafkaClusterUnanswered: Error, Sendable, CustomStringConvertible 
     /// The client could not log in or finish a TLS handshake: waiting longer does not help.
     package var isRefusal: Bool { connectionErrors.first.map(Self.isRefusal) ?? false }
 
+    /// Every broker is down because nothing listens where they are said to be (each connection
+    /// refused at once, or the name does not resolve): a one-shot check says so at once rather than
+    /// waiting out its time-out for a broker that is not there.
+    package var nothingListens: Bool {
+        guard connectionErrors.contains(where: { $0.code == Code.allBrokersDown }) else { return false }
+        let causes = connectionErrors.filter { $0.code != Code.allBrokersDown }
+        return !causes.isEmpty
+            && causes.allSatisfy {
+                $0.message.contains("Connection refused") || $0.message.contains("Failed to resolve")
+            }
+    }
+
     /// What stood in the way, by librdkafka's error code.
     package enum Obstacle: Sendable {
         /// A SASL login was refused.
@@ -94,7 +106,8 @@ package final class KafkaClusterProbe: Sendable {
 
     /// Every topic the cluster has, with partitions and replication factor. Asks again every half
     /// second until `timeout`, and gives up early once the client's login or TLS handshake was
-    /// refused (that does not heal by waiting).
+    /// refused (that does not heal by waiting), or once every broker refused the connection or did
+    /// not resolve (`nothingListens`).
     package func topics(timeout: Duration) async -> Result<[String: KafkaTopicDescription], KafkaClusterUnanswered> {
         let (client, errors) = (self.client, self.errors)
         return await withCheckedContinuation { continuation in
@@ -115,7 +128,7 @@ package final class KafkaClusterProbe: Sendable {
                     client.serveCallbacks()
                     let seen = KafkaClusterUnanswered.ranked(errors.withLock { $0 })
                     let unanswered = KafkaClusterUnanswered(error: last, connectionErrors: seen)
-                    if unanswered.isRefusal || clock.now >= deadline {
+                    if unanswered.isRefusal || unanswered.nothingListens || clock.now >= deadline {
                         continuation.resume(returning: .failure(unanswered))
                         return
                     }

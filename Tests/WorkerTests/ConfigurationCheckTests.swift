@@ -141,6 +141,12 @@ struct ConfigurationCheckTests {
         let plain = await ConfigurationCheck.run(path: path, environment: [:], brokerTimeout: .seconds(2))
         #expect(plain.isValid, "\(plain.problems)")
         #expect(plain.notes.contains { $0.contains("did not answer") && $0.contains("Connection refused") })
+        // Before: a refused connection waited out the whole time-out (10 s by default) however
+        // soon it was refused. A minute's time-out: it answers long before.
+        let started = ContinuousClock.now
+        let patient = await ConfigurationCheck.run(path: path, environment: [:], brokerTimeout: .seconds(60))
+        #expect(patient.notes.contains { $0.contains("Connection refused") }, "\(patient.notes)")
+        #expect(ContinuousClock.now - started < .seconds(30), "gave up at once, not at its time-out")
     }
 
     @Test(
