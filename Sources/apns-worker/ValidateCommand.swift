@@ -38,15 +38,15 @@ struct ValidateCommand: ParsableCommand {
         }
         var tally = EventFileValidator.Tally()
         for name in files {
-            let data =
-                name == "-"
-                ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: name)
-            guard let data else {
-                FileOutput.standardError.write("apns-worker validate: cannot read '\(name)'\n")
+            let data: [UInt8]
+            do {
+                data = name == "-" ? [UInt8](FileHandle.standardInput.readDataToEndOfFile()) : try readFile(name)
+            } catch {
+                FileOutput.standardError.write("apns-worker validate: cannot read '\(name)': \(error.reason)\n")
                 throw ExitCode(2)
             }
             let counts = validator.validate(
-                document: [UInt8](data), name: name == "-" ? "<stdin>" : name,
+                document: data, name: name == "-" ? "<stdin>" : name,
                 ndjson: EventFileValidator.isNDJSON(name)
             ) { line in
                 FileOutput.standardOutput.write(line + "\n")

@@ -41,6 +41,24 @@ struct ValidateCommandTests {
         print("apns-worker --version: \(r.stdout.split(separator: "\n").joined(separator: ", "))")
     }
 
+    // Before: "unexpected character '{' after the JSON value" with no hint, and "cannot read" with
+    // no reason.
+    @Test("NDJSON in a .json file says to name it .ndjson; a file that is not there says why it cannot be read")
+    func ndjsonHintAndMissingFile() throws {
+        let helper = WorkerCommand()
+        let file = try helper.temporaryFile("two.json", Self.valid + "\n" + Self.valid + "\n")
+        let r = try helper.run(["validate", file])
+        #expect(r.status == 1)
+        #expect(
+            r.stdout.contains(
+                "\(file): this is one JSON value per line (NDJSON): name the file .ndjson or .jsonl, or pass it on standard input (-), to validate each line"
+            ), "\(r.stdout)")
+        let missing = try helper.run(["validate", file + ".missing"])
+        #expect(missing.status == 2)
+        #expect(
+            missing.stderr.contains("cannot read '\(file).missing': No such file or directory"), "\(missing.stderr)")
+    }
+
     @Test("an invalid event exits 1 with FILE: pointer: message")
     func invalid() throws {
         let file = try WorkerCommand().temporaryFile("bad.json", Self.badPriority)

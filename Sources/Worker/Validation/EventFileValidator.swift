@@ -66,6 +66,13 @@ package struct EventFileValidator: Sendable {
         "\(problem) [\(problem.keyword)]"
     }
 
+    /// Two lines or more, each a JSON value of its own (read as one document, the second is
+    /// "unexpected … after the JSON value").
+    static func looksLikeNDJSON(_ bytes: [UInt8]) -> Bool {
+        let lines = bytes.split(separator: 0x0A).filter { !$0.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D } }
+        return lines.count >= 2 && lines.allSatisfy { (try? JSONParser.parse($0)) != nil }
+    }
+
     /// Whether a file is read as NDJSON, by its name (`-` is stdin, always NDJSON).
     package static func isNDJSON(_ name: String) -> Bool {
         name == "-" || name.hasSuffix(".ndjson") || name.hasSuffix(".jsonl")
@@ -77,6 +84,11 @@ package struct EventFileValidator: Sendable {
         if !ndjson {
             let problems = problems(in: bytes[...])
             for p in problems { report("\(name): \(Self.line(p))") }
+            if !problems.isEmpty, Self.looksLikeNDJSON(bytes) {
+                report(
+                    "\(name): this is one JSON value per line (NDJSON): name the file .ndjson or .jsonl, or pass it on standard input (-), to validate each line"
+                )
+            }
             if problems.isEmpty { tally.valid += 1 } else { tally.invalid += 1 }
             return tally
         }
