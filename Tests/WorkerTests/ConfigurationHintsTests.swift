@@ -88,4 +88,27 @@ struct ConfigurationHintsTests {
             #expect(failure(credentials(entries)) == nil, "\(entries)")
         }
     }
+
+    // Before: `initialBackoff: 200` (200 s) gave only "maxBackoff: must not be less than
+    // initialBackoff", on a key the file did not set.
+    @Test(
+        "initialBackoff above maxBackoff is said on the key that was set, with both values and what a bare number means"
+    )
+    func backoffOrder() {
+        let bare = failure(ConfigurationFixtures.minimalYAML + "\ndelivery:\n  retry:\n    initialBackoff: 200\n")
+        #expect(
+            bare?.description.hasSuffix(
+                "delivery.retry.initialBackoff: 200s is more than maxBackoff's default, 30s; a bare number is seconds: write 200ms for milliseconds"
+            ) == true, "\(String(describing: bare))")
+        let both = failure(
+            ConfigurationFixtures.minimalYAML + "\ndelivery:\n  retry:\n    initialBackoff: 2m\n    maxBackoff: 1m\n")
+        #expect(
+            both?.description.hasSuffix("delivery.retry.initialBackoff: 2m is more than maxBackoff, 1m") == true,
+            "\(String(describing: both))")
+        let maximum = failure(ConfigurationFixtures.minimalYAML + "\ndelivery:\n  retry:\n    maxBackoff: 50ms\n")
+        #expect(
+            maximum?.description.hasSuffix(
+                "delivery.retry.maxBackoff: 50ms is less than initialBackoff's default, 200ms")
+                == true, "\(String(describing: maximum))")
+    }
 }

@@ -208,8 +208,7 @@ extension WorkerConfiguration {
                 retry.duration("maxRetryDuration", allowZero: true, max: .seconds(168 * 3600))
                 ?? delivery.retry.maxRetryDuration
             if delivery.retry.maxBackoff < delivery.retry.initialBackoff {
-                retry.report(
-                    retry.error("maxBackoff", retry.node("maxBackoff"), "must not be less than initialBackoff"))
+                retry.report(Self.backoffOrder(&retry, delivery.retry))
             }
             retry.finish()
         }
