@@ -111,4 +111,18 @@ struct ConfigurationHintsTests {
                 "delivery.retry.maxBackoff: 50ms is less than initialBackoff's default, 200ms")
                 == true, "\(String(describing: maximum))")
     }
+
+    // Before: "worker.yaml:…: consumer.lanes.urgent.topics: "alerts" is not an input topic", blaming
+    // the file for what the environment had changed.
+    @Test("a lane topic outside consumer.topics says when consumer.topics came from the environment")
+    func environmentNamed() {
+        let text = ConfigurationFixtures.minimalYAML.replacingOccurrences(
+            of: "  topics: [notifications]\n",
+            with: "  topics: [notifications, alerts]\n  lanes: { urgent: { topics: [alerts] } }\n")
+        let error = failure(text, environment: ["APNS_WORKER_CONSUMER_TOPICS": "a,b"])
+        #expect(
+            error?.description.contains(
+                "\"alerts\" is not an input topic: a lane's topics are some of consumer.topics (a, b, set by APNS_WORKER_CONSUMER_TOPICS)"
+            ) == true, "\(String(describing: error))")
+    }
 }

@@ -118,7 +118,9 @@ extension WorkerConfiguration {
         }
         consumer.properties = section.properties("properties") ?? [:]
         if var lanes = section.section("lanes") {
-            consumer.urgent = decodeLanes(&lanes, inputs: consumer.topics)
+            // consumer.topics set from the environment: a lane's error says so, or the file is blamed.
+            let from = section.node("topics")?.environmentVariable
+            consumer.urgent = decodeLanes(&lanes, inputs: consumer.topics, inputsFrom: from)
         }
         section.finish()
         return consumer
@@ -127,11 +129,13 @@ extension WorkerConfiguration {
     /// `consumer.lanes`: `urgent` (its topics, its in-flight bound) and, optionally, `bulk` (its
     /// topics: the rest of the input topics, said out loud). Each topic is an input topic and in
     /// one lane; no lane is empty.
-    private static func decodeLanes(_ lanes: inout ConfigSection, inputs: [String]) -> UrgentLane? {
+    private static func decodeLanes(_ lanes: inout ConfigSection, inputs: [String], inputsFrom: String?)
+        -> UrgentLane?
+    {
         var urgent: UrgentLane?
         var urgentTopics: [String] = []
         if var section = lanes.required("urgent", lanes.section("urgent")) {
-            urgentTopics = laneTopics(&section, lane: "urgent", inputs: inputs, other: nil)
+            urgentTopics = laneTopics(&section, lane: "urgent", inputs: inputs, inputsFrom: inputsFrom, other: nil)
             var lane = UrgentLane(topics: urgentTopics)
             lane.maxInFlight = section.int("maxInFlight", in: 1...1_000_000) ?? lane.maxInFlight
             lane.connectionsPerCredential =
@@ -141,7 +145,8 @@ extension WorkerConfiguration {
         }
         var bulkTopics = inputs.filter { !urgentTopics.contains($0) }
         if var section = lanes.section("bulk") {
-            bulkTopics = laneTopics(&section, lane: "bulk", inputs: inputs, other: ("urgent", urgentTopics))
+            bulkTopics = laneTopics(
+                &section, lane: "bulk", inputs: inputs, inputsFrom: inputsFrom, other: ("urgent", urgentTopics))
             let unassigned = inputs.filter { !urgentTopics.contains($0) && !bulkTopics.contains($0) }
             if !unassigned.isEmpty {
                 section.report(
@@ -164,8 +169,10 @@ extension WorkerConfiguration {
 
     /// A lane's `topics`: at least one, each an input topic, none named twice or in `other` too.
     private static func laneTopics(
-        _ section: inout ConfigSection, lane: String, inputs: [String], other: (name: String, topics: [String])?
+        _ section: inout ConfigSection, lane: String, inputs: [String], inputsFrom: String?,
+        other: (name: String, topics: [String])?
     ) -> [String] {
+        let source = inputsFrom.map { " (\(inputs.joined(separator: ", ")), set by \($0))" } ?? ""
         let topics = section.required("topics", section.stringList("topics")) ?? []
         let node = section.node("topics")
         if topics.isEmpty, node != nil {
@@ -177,7 +184,7 @@ extension WorkerConfiguration {
                 section.report(
                     section.error(
                         "topics", node,
-                        "\"\(topic)\" is not an input topic: a lane's topics are some of consumer.topics"))
+                        "\"\(topic)\" is not an input topic: a lane's topics are some of consumer.topics\(source)"))
             } else if !seen.insert(topic).inserted {
                 section.report(section.error("topics", node, "\"\(topic)\" is named twice"))
             } else if let other, other.topics.contains(topic) {
