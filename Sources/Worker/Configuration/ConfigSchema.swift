@@ -74,6 +74,9 @@ indirect enum ConfigSchema {
     /// The candidate a misspelt `word` most likely meant: one that differs only in case, else the
     /// nearest within two edits (three for long words); `nil` when none is that near.
     static func closest(to word: String, among candidates: some Collection<String>) -> String? {
+        // Keys and variable names are short; a long word is no misspelling (and costs its length
+        // times each candidate's to compare).
+        guard word.utf8.count <= 64 else { return nil }
         if let same = candidates.first(where: { $0.lowercased() == word.lowercased() }) { return same }
         let limit = word.count >= 12 ? 3 : 2
         return candidates.map { ($0, editDistance(word.lowercased(), $0.lowercased())) }
