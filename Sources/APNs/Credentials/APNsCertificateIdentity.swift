@@ -13,11 +13,17 @@ public final class APNsCertificateIdentity: @unchecked Sendable {
             self.identity = try OpenSSLClientIdentity(
                 certificatePEM: certificatePEM, keyPEM: keyPEM, password: password)
             self.validity = identity.certificate.validity
+        } catch let error as OpenSSLError where Self.mismatched(error) {
+            throw APNsCredentialError(
+                .keyDoesNotMatchCertificate,
+                "the private key is not the certificate's (they do not match): give the key the certificate was issued for"
+            )
         } catch let error as OpenSSLError {
             throw APNsCredentialError(.certificateUnreadable, "cannot load the certificate or its key", openSSL: error)
         } catch {
             throw APNsCredentialError(.certificateUnreadable, "\(error)")
         }
+        try checkDates()
     }
 
     /// A PKCS#12 bundle (`.p12`) with its password.
@@ -30,6 +36,22 @@ public final class APNsCertificateIdentity: @unchecked Sendable {
         } catch {
             throw APNsCredentialError(.certificateUnreadable, "\(error)")
         }
+        try checkDates()
+    }
+
+    /// OpenSSL's reason when a key is loaded beside a certificate it does not belong to.
+    static func mismatched(_ error: OpenSSLError) -> Bool {
+        "\(error)".contains("key values mismatch")
+    }
+
+    /// A certificate whose `notBefore` is after its `notAfter` is never valid: refused at load.
+    func checkDates() throws(APNsCredentialError) {
+        let (notBefore, notAfter) = identity.certificate.dates
+        guard let notBefore, let notAfter, notBefore > notAfter else { return }
+        throw APNsCredentialError(
+            .certificateUnreadable,
+            "the certificate is never valid: its notBefore (\(notBefore.formatted(.iso8601))) is after its notAfter (\(notAfter.formatted(.iso8601)))"
+        )
     }
 
     public convenience init(certificateFile: String, keyFile: String, password: String? = nil)

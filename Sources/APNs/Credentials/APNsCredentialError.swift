@@ -8,6 +8,8 @@ public struct APNsCredentialError: Error, Hashable, Sendable, CustomStringConver
         public static let fileUnreadable = Code(rawValue: "fileUnreadable")
         public static let keyUnreadable = Code(rawValue: "keyUnreadable")
         public static let certificateUnreadable = Code(rawValue: "certificateUnreadable")
+        /// The private key given with a certificate is another certificate's.
+        public static let keyDoesNotMatchCertificate = Code(rawValue: "keyDoesNotMatchCertificate")
         public static let badIdentifier = Code(rawValue: "badIdentifier")
         public static let signingFailed = Code(rawValue: "signingFailed")
         /// The certificate's `notAfter` has passed.

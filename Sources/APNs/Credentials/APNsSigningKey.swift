@@ -14,6 +14,20 @@ public final class APNsSigningKey: @unchecked Sendable {
 
     /// Reads the PEM text of a `.p8` file. Refuses any key that is not on P-256.
     public init(pem: [UInt8]) throws(APNsCredentialError) {
+        // What a wrong file most often is, said in words rather than as OpenSSL's decoder error.
+        let text = String(decoding: pem.prefix(4096), as: UTF8.self)
+        if text.contains("-----BEGIN PUBLIC KEY-----") {
+            throw APNsCredentialError(
+                .keyUnreadable,
+                "the token key is a public key (BEGIN PUBLIC KEY): give the private key Apple issued, the .p8 file (BEGIN PRIVATE KEY)"
+            )
+        }
+        if text.contains("-----BEGIN CERTIFICATE-----") {
+            throw APNsCredentialError(
+                .keyUnreadable,
+                "the token key is a certificate (BEGIN CERTIFICATE): token authentication takes the .p8 private key; a certificate goes under certificate:"
+            )
+        }
         do {
             self.key = try OpenSSLPrivateKey(pem: pem)
         } catch let error as OpenSSLError {

@@ -37,6 +37,11 @@ final class OpenSSLCertificate {
 
     /// When the certificate starts and stops being valid (its `notBefore` and `notAfter`), or `nil`
     /// when either cannot be read.
+    /// `notBefore` and `notAfter` as written, even when the first is after the second.
+    var dates: (notBefore: Date?, notAfter: Date?) {
+        (X509_get0_notBefore(pointer).flatMap(Self.date), X509_get0_notAfter(pointer).flatMap(Self.date))
+    }
+
     var validity: ClosedRange<Date>? {
         guard let start = X509_get0_notBefore(pointer).flatMap(Self.date),
             let end = X509_get0_notAfter(pointer).flatMap(Self.date), start <= end
