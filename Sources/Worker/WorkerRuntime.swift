@@ -91,6 +91,13 @@ package enum WorkerRuntime {
         }
         checkCertificates(
             apnsSender.certificateValidity, now: Date(), metrics: metrics, observer: observer, logger: logger)
+        for credential in configuration.apns.credentials {
+            for file in credential.privateKeyFiles where CredentialFiles.isReadableByOthers(file) {
+                logger.warning(
+                    "credential \(credential.name): \(file) is readable by every user of the machine: chmod 0400 (or 0440 with the group that runs the worker)",
+                    metadata: ["credential": "\(credential.name)"])
+            }
+        }
 
         var pipelineConfiguration = PipelineConfiguration(
             inputTopics: configuration.consumer.bulkTopics, resultsTopic: configuration.topics.results,

@@ -65,6 +65,8 @@ struct PoolRotationTests {
         #expect(reconnect.after == .zero, "its slot connects again at once")
         let fresh = connects(machine.reconnectDue(slot: reconnect.slot, epoch: reconnect.epoch))
         #expect(fresh.map(\.generation) == [1], "with the new credential")
+        // The idle one's channel closes, as the pool's close makes it.
+        _ = machine.connectionClosed(id: idle, error: nil, now: .now())
         _ = machine.connectionCreated(id: fresh[0].id, connection: fresh[0].id)
         _ = machine.connectionReady(id: fresh[0].id, capacity: 10, now: .now())
         #expect(machine.earlierGenerationConnections == 2)

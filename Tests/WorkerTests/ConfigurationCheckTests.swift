@@ -49,6 +49,21 @@ struct ConfigurationCheckTests {
         return path
     }
 
+    // Before: a token key of mode 0666 passed without a word.
+    @Test("a private key readable by every user is a warning naming the file and the mode to set; 0600 is not")
+    func worldReadableKey() async throws {
+        let key = try await Self.keyFile()
+        let path = try Self.write(Self.configuration(servers: "127.0.0.1:1", keyFile: key))
+        try FileManager.default.setAttributes([.posixPermissions: 0o666], ofItemAtPath: key)
+        let open = await ConfigurationCheck.run(path: path, environment: [:], brokerTimeout: .seconds(1))
+        #expect(
+            open.warnings.contains { $0.contains("\(key) is readable by every user of the machine: chmod 0400") },
+            "\(open.warnings)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: key)
+        let closed = await ConfigurationCheck.run(path: path, environment: [:], brokerTimeout: .seconds(1))
+        #expect(!closed.warnings.contains { $0.contains("readable by every user") }, "\(closed.warnings)")
+    }
+
     @Test("with every topic on the broker and the key readable: valid, and the summary redacts secrets")
     func valid() async throws {
         let cluster = try KafkaMockCluster(brokers: 1)

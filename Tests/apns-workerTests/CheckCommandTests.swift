@@ -14,6 +14,8 @@ struct CheckCommandTests {
             topics: ["com.example.app"], validity: validity)
         let certificate = try helper.temporaryFile("cert.pem", try issued.certificatePEM)
         let key = try helper.temporaryFile("key.pem", issued.privateKeyPEM)
+        // A private key as it should be kept (check warns about one every user may read).
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: key)
         return try helper.temporaryFile(
             "worker.yaml",
             """

@@ -52,6 +52,11 @@ package struct ConfigurationCheck: Sendable {
                 continue
             }
             check.lookAtLifetime(credential, loaded, in: path, now: now)
+            for file in credential.privateKeyFiles where CredentialFiles.isReadableByOthers(file) {
+                check.warnings.append(
+                    "\(Self.location(of: credential, in: path)): \(file) is readable by every user of the machine: "
+                        + "chmod 0400 (or 0440 with the group that runs the worker)")
+            }
         }
         guard fileProblems.isEmpty else {
             check.notes.append("the broker was not asked: fix the problems in the file first")

@@ -1,4 +1,5 @@
 import APNs
+import Foundation
 
 /// The bytes of every file a credential is read from, by path, as read at one moment: what
 /// `CredentialReloader` compares to see that a key or certificate changed, and loads from (not
@@ -17,6 +18,15 @@ package struct CredentialFiles: Sendable, Hashable {
         return CredentialFiles(contents)
     }
 
+    /// Whether a key or certificate file may be read by any user (mode o+r): a private key should
+    /// not be. A certificate alone is public, but its file is often the key's too.
+    package static func isReadableByOthers(_ path: String) -> Bool {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+            let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue
+        else { return false }
+        return mode & 0o004 != 0
+    }
+
     func bytes(_ path: String) throws(APNsCredentialError) -> [UInt8] {
         if let bytes = contents[path] { return bytes }
         return try readCredentialFile(path)
@@ -24,6 +34,21 @@ package struct CredentialFiles: Sendable, Hashable {
 }
 
 extension CredentialSettings {
+    /// The files that hold a private key (the token key, a certificate's key, a PKCS#12 bundle):
+    /// those no other user of the machine should read.
+    package var privateKeyFiles: [String] {
+        switch kind {
+        case .token(let token):
+            if case .file(let path) = token.key { return [path] }
+            return []
+        case .certificate(let certificate):
+            switch certificate.source {
+            case .pem(_, let privateKeyFile): return [privateKeyFile]
+            case .pkcs12(let file): return [file]
+            }
+        }
+    }
+
     /// The files the credential is read from: none for a key given in an environment variable
     /// (`keyEnv`), which cannot change without a restart.
     package var files: [String] {
