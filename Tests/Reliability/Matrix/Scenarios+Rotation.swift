@@ -53,6 +53,11 @@ extension Scenario {
         var halfWritten = false
         var rotatedAt: Double?
         var connectionsBefore = 0
+        // When the simulator accepted each connection from the rotation on, read every 50 ms (a
+        // connection's first push can come long after it opened: the other connection had streams).
+        let simulator = rig.simulator
+        var openings: [Double] = []
+        var watching: Task<[Double], Never>?
         var newKeySeen: Double?
         // At least the scale's events, however slowly the machine produces them.
         while ContinuousClock.now - started < .seconds(seconds) || produced < scale.events {
@@ -67,6 +72,19 @@ extension Scenario {
             }
             if rotatedAt == nil, elapsed >= .seconds(10) {
                 connectionsBefore = rig.simulator.observation.totalConnections
+                watching = Task { [connectionsBefore] in
+                    var seen = connectionsBefore
+                    var opened: [Double] = []
+                    while !Task.isCancelled {
+                        let total = simulator.observation.totalConnections
+                        if total > seen {
+                            opened += Array(repeating: Date().timeIntervalSince1970, count: total - seen)
+                            seen = total
+                        }
+                        try? await Task.sleep(for: .milliseconds(50))
+                    }
+                    return opened
+                }
                 // Both files in one step, as Kubernetes swaps a Secret's directory.
                 try Data(newKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyFile), options: .atomic)
                 try Data("\(rotatedKeyID)\n".utf8).write(to: URL(fileURLWithPath: idFile), options: .atomic)
@@ -85,22 +103,17 @@ extension Scenario {
         }
         rig.faultCleared()
         try await rig.waitForResults(produced, within: 60)
+        watching?.cancel()
+        openings = await watching?.value ?? []
 
         let observation = rig.simulator.observation
         let records = observation.records
         let rotated = rotatedAt ?? 0
-        // When each connection opened since the rotation first pushed, and when the old key last did.
-        var firstPush: [Int: Double] = [:]
+        // When the old key last pushed.
         var lastOldKey = rotated
-        for record in records {
-            if record.connectionID > connectionsBefore {
-                firstPush[record.connectionID] = min(firstPush[record.connectionID] ?? .infinity, record.receivedAt)
-            }
-            if record.receivedAt > rotated, Self.keyID(record) == EmbeddedStack.keyID {
-                lastOldKey = max(lastOldKey, record.receivedAt)
-            }
+        for record in records where record.receivedAt > rotated && Self.keyID(record) == EmbeddedStack.keyID {
+            lastOldKey = max(lastOldKey, record.receivedAt)
         }
-        let openings = firstPush.values.sorted()
         let gaps = zip(openings.dropFirst(), openings).map { $0 - $1 }
         let refused = process.stdout.components(separatedBy: "do not load").count - 1
         rig.logger.notice(
@@ -134,13 +147,8 @@ extension Scenario {
 
     /// The `kid` of a recorded request's provider token.
     static func keyID(_ record: NotificationRecord) -> String? {
-        guard let authorization = record.headers.first(where: { $0.name == "authorization" })?.value else { return nil }
-        let header = authorization.dropFirst("bearer ".count).split(separator: ".").first.map(String.init) ?? ""
-        var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64),
-            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-        else { return nil }
-        return object["kid"] as? String
+        record.headers.first(where: { $0.name == "authorization" }).flatMap {
+            providerTokenKeyID(authorization: $0.value)
+        }
     }
 }
