@@ -1,4 +1,5 @@
 import ArgumentParser
+import APNs
 import Foundation
 import Worker
 
@@ -40,7 +41,7 @@ struct ValidateCommand: ParsableCommand {
         for name in files {
             let data: [UInt8]
             do {
-                data = name == "-" ? [UInt8](FileHandle.standardInput.readDataToEndOfFile()) : try readFile(name)
+                data = name == "-" ? [UInt8](FileHandle.standardInput.readDataToEndOfFile()) : try readWholeFile(name)
             } catch {
                 FileOutput.standardError.write("apns-worker validate: cannot read '\(name)': \(error.reason)\n")
                 throw ExitCode(2)

@@ -15,17 +15,7 @@ struct ClientAgainstSimulatorTests {
         clientCA: Bool = false, configure: (inout SimulatorConfiguration) -> Void = { _ in },
         _ body: (Simulator, TestPKI) async throws -> T
     ) async throws -> T {
-        let pki = try TestPKI()
-        let caPEM = clientCA ? String(decoding: try pki.bytes(pki.caCertificate), as: UTF8.self) : nil
-        let simulator = try await Simulator.startForTests(pki: pki, clientCAPEM: caPEM, configure: configure)
-        do {
-            let result = try await body(simulator, pki)
-            try await simulator.shutdown()
-            return result
-        } catch {
-            try? await simulator.shutdown()
-            throw error
-        }
+        try await withTestSimulator(clientCA: clientCA, configure: configure, body)
     }
 
     private func configuration(_ simulator: Simulator, _ pki: TestPKI, connections: Int = 2) -> APNsClientConfiguration

@@ -1,6 +1,7 @@
 import APNsSimulator
 import Crypto
 import Foundation
+import TestPeers
 import Testing
 
 @testable import APNs
@@ -14,35 +15,21 @@ struct ClientRotationTests {
 
     /// The `kid` of a recorded request's provider token.
     static func keyID(_ record: NotificationRecord) -> String? {
-        guard let authorization = record.headers.first(where: { $0.name == "authorization" })?.value else { return nil }
-        let header = authorization.dropFirst("bearer ".count).split(separator: ".").first.map(String.init) ?? ""
-        var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64),
-            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-        else { return nil }
-        return object["kid"] as? String
+        record.headers.first(where: { $0.name == "authorization" }).flatMap {
+            providerTokenKeyID(authorization: $0.value)
+        }
     }
 
     private func withSimulator<T>(
         newKey: P256.Signing.PrivateKey?, clientCA: Bool = false, _ body: (Simulator, TestPKI) async throws -> T
     ) async throws -> T {
-        let pki = try TestPKI()
-        let caPEM = clientCA ? String(decoding: try pki.bytes(pki.caCertificate), as: UTF8.self) : nil
-        let simulator = try await Simulator.startForTests(pki: pki, clientCAPEM: caPEM) { configuration in
+        let trustNewKey: (inout SimulatorConfiguration) -> Void = { configuration in
             if let newKey {
                 configuration.tokenKeys.append(
                     ProviderTokenKey(teamID: "TEAM123456", keyID: Self.newKeyID, publicKey: newKey.publicKey))
             }
         }
-        do {
-            let result = try await body(simulator, pki)
-            try await simulator.shutdown()
-            return result
-        } catch {
-            try? await simulator.shutdown()
-            throw error
-        }
+        return try await withTestSimulator(clientCA: clientCA, configure: trustNewKey, body)
     }
 
     /// Sends one notification every `every` for `duration`; returns the statuses.
@@ -81,13 +68,13 @@ struct ClientRotationTests {
                 // the machine goes; then a few more, which only new connections can carry.
                 var during: [Int] = []
                 let deadline = ContinuousClock.now + .seconds(60)
-                while client.statistics.retiredConnections[APNsConnectionPool.replacedReason, default: 0] < 2,
+                while client.statistics.retiredConnections[APNsPoolStatistics.credentialReloaded, default: 0] < 2,
                     ContinuousClock.now < deadline
                 {
                     during += try await sendSteadily(client, for: .milliseconds(100))
                 }
                 #expect(during.allSatisfy { $0 == 200 }, "statuses: \(Set(during))")
-                #expect(client.statistics.retiredConnections[APNsConnectionPool.replacedReason] == 2)
+                #expect(client.statistics.retiredConnections[APNsPoolStatistics.credentialReloaded] == 2)
                 // A replaced connection may still finish what it had: the next requests go on new ones.
                 while client.statistics.drainingConnections > 0, ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(20))
@@ -126,7 +113,7 @@ struct ClientRotationTests {
                 try client.replaceCredential(try ClientFixtures.tokenCredential(pki))
                 let response = try await client.send(try ClientFixtures.notification(token: "aabbccdd"))
                 #expect(response.status == 200, "\(response)")
-                #expect(client.statistics.retiredConnections[APNsConnectionPool.replacedReason] == 1)
+                #expect(client.statistics.retiredConnections[APNsPoolStatistics.credentialReloaded] == 1)
                 #expect(simulator.observation.totalConnections == 2)
             }
         }
@@ -144,7 +131,7 @@ struct ClientRotationTests {
                 let renewed = try APNsCertificateIdentity(pkcs12File: pki.clientPKCS12, password: pki.pkcs12Password)
                 try client.replaceCredential(.certificate(renewed))
                 #expect(try await sendSteadily(client, for: .milliseconds(1200)).allSatisfy { $0 == 200 })
-                #expect(client.statistics.retiredConnections[APNsConnectionPool.replacedReason] == 2)
+                #expect(client.statistics.retiredConnections[APNsPoolStatistics.credentialReloaded] == 2)
                 #expect(simulator.observation.totalConnections == 4)
                 let token = try ClientFixtures.tokenCredential(pki)
                 #expect(throws: APNsCredentialError.self, "a certificate is not replaced by a key") {

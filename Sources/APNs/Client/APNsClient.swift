@@ -86,7 +86,7 @@ public final class APNsClient: Sendable {
     /// One notification, one answer. Validates the notification first (a rule broken throws
     /// `APNsNotificationError` and nothing is sent).
     public func send(_ notification: APNsNotification) async throws -> APNsResponse {
-        try await execute(prepare(notification))
+        try await execute(prepare(.notification(notification), credential: credential))
     }
 
     /// The same, for callers that keep thousands of notifications in flight and cannot afford a task
@@ -110,7 +110,7 @@ public final class APNsClient: Sendable {
     /// host). Validated first (`APNsNotificationError`, nothing sent); the answer carries
     /// `requestID` (`apns-request-id`) and `apnsUniqueID`.
     public func send(_ broadcast: APNsBroadcast) async throws -> APNsResponse {
-        try await execute(prepare(.broadcast(broadcast)))
+        try await execute(prepare(.broadcast(broadcast), credential: credential))
     }
 
     /// The same with a callback, as `send(_:completion:)` for notifications.
@@ -122,7 +122,7 @@ public final class APNsClient: Sendable {
 
     /// A request by method and path (channel management).
     func send(custom request: APNsCustomRequest) async throws -> APNsResponse {
-        try await execute(prepare(content: .custom(request)))
+        try await execute(prepare(content: .custom(request), credential: credential))
     }
 
     /// One request, awaited; cancelling the task gives it up while it waits for a stream.
@@ -179,23 +179,29 @@ public final class APNsClient: Sendable {
     /// array on its way to the pool.
     private func sendAll(_ batch: some Collection<BatchItem>) {
         let deadline = NIODeadline.now() + requestTimeout
+        // Read once for the batch: it sits behind a lock (`replaceCredential` changes it).
+        let credential = self.credential
         if batch.count == 1, let item = batch.first {
-            if let request = request(for: item, deadline: deadline) { pool.execute(CollectionOfOne(request)) }
+            if let request = request(for: item, deadline: deadline, credential: credential) {
+                pool.execute(CollectionOfOne(request))
+            }
             return
         }
         var requests: [APNsConnectionPool.Request] = []
         requests.reserveCapacity(batch.count)
         for item in batch {
-            if let request = request(for: item, deadline: deadline) { requests.append(request) }
+            if let request = request(for: item, deadline: deadline, credential: credential) { requests.append(request) }
         }
         pool.execute(requests)
     }
 
     /// The item checked and given its token, or `nil` after its completion heard why it cannot go.
-    private func request(for item: BatchItem, deadline: NIODeadline) -> APNsConnectionPool.Request? {
+    private func request(for item: BatchItem, deadline: NIODeadline, credential: APNsCredential)
+        -> APNsConnectionPool.Request?
+    {
         let prepared: Prepared
         do {
-            prepared = try prepare(item.push)
+            prepared = try prepare(item.push, credential: credential)
         } catch {
             item.completion(.failure(error))
             return nil
@@ -209,24 +215,20 @@ public final class APNsClient: Sendable {
         var content: APNsRequestContent
     }
 
-    private func prepare(_ notification: APNsNotification) throws -> Prepared {
-        let credential = self.credential
-        try notification.validate(for: credential.kind, checkingPayloadSyntax: false)
-        return try prepare(content: .notification(notification), credential: credential)
-    }
-
-    private func prepare(_ push: APNsPush) throws -> Prepared {
+    /// `credential`: the client's, read once by the caller for a whole batch.
+    private func prepare(_ push: APNsPush, credential: APNsCredential) throws -> Prepared {
         switch push {
         case .notification(let notification):
-            return try prepare(notification)
+            try notification.validate(for: credential.kind, checkingPayloadSyntax: false)
+            return try prepare(content: .notification(notification), credential: credential)
         case .broadcast(let broadcast):
             try broadcast.validate()
-            return try prepare(content: .custom(broadcast.request))
+            return try prepare(content: .custom(broadcast.request), credential: credential)
         }
     }
 
-    private func prepare(content: APNsRequestContent, credential: APNsCredential? = nil) throws -> Prepared {
-        switch credential ?? self.credential {
+    private func prepare(content: APNsRequestContent, credential: APNsCredential) throws -> Prepared {
+        switch credential {
         case .token(let authenticator):
             do {
                 // Signed once per period and key, then found in the authenticator's cache: a key that

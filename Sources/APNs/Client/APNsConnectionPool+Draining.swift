@@ -54,6 +54,14 @@ extension APNsConnectionPool.StateMachine {
         return earlierGenerationConnections
     }
 
+    /// Whether the pool must start its replacement timer: connections are left to replace and none
+    /// runs yet (`replaceOne` ends it once none is left).
+    mutating func beginReplacing() -> Bool {
+        guard !replacing, earlierGenerationConnections > 0 else { return false }
+        replacing = true
+        return true
+    }
+
     /// Connections, serving or being opened, of a generation before the current one.
     var earlierGenerationConnections: Int {
         var count = 0
@@ -75,15 +83,18 @@ extension APNsConnectionPool.StateMachine {
     /// Replaces one serving connection of an earlier generation, the least loaded (it finishes
     /// soonest): it drains, and its slot connects at once with the current credential. One being
     /// opened is left until it serves (it carries no request yet). Returns the actions and how many
-    /// are left to replace after this one.
+    /// are left to replace after this one; at none the replacement ends (the pool's timer stops).
     mutating func replaceOne(now: NIODeadline) -> (actions: [Action], replaced: Bool, left: Int) {
-        guard !isShuttingDown else { return ([], false, 0) }
-        var oldest: (id: Int, inFlight: Int)?
-        for (id, connection) in open where connection.isServing && isEarlierGeneration(id) {
-            if oldest == nil || connection.inFlight < oldest!.inFlight { oldest = (id, connection.inFlight) }
+        var step: (actions: [Action], replaced: Bool, left: Int) = ([], false, 0)
+        if !isShuttingDown {
+            var least: (id: Int, inFlight: Int)?
+            for (id, connection) in open where connection.isServing && isEarlierGeneration(id) {
+                if least == nil || connection.inFlight < least!.inFlight { least = (id, connection.inFlight) }
+            }
+            if let least { step = (drain(id: least.id, cause: .replaced, now: now), true, 0) }
+            step.left = earlierGenerationConnections
         }
-        guard let oldest else { return ([], false, earlierGenerationConnections) }
-        let actions = drain(id: oldest.id, cause: .replaced, now: now)
-        return (actions, true, earlierGenerationConnections)
+        if step.left == 0 { replacing = false }
+        return step
     }
 }

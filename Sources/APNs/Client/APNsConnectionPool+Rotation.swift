@@ -1,9 +1,4 @@
 import NIOCore
-import NIOPosix
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 extension APNsConnectionPool {
     /// Answers that say a connection's credential is refused outright: after a rotation, a connection
@@ -24,11 +19,8 @@ extension APNsConnectionPool {
                 // A connect names the generation current when it was decided: at most one behind.
                 for old in credentials.keys where old < generation - 2 { credentials[old] = nil }
             }
-            guard machine.rotate(to: generation) > 0 else { return false }
-            return replacing.withLock { running in
-                defer { running = true }
-                return !running
-            }
+            _ = machine.rotate(to: generation)
+            return machine.beginReplacing()
         }
         if start { scheduleReplacement(first: true) }
     }
@@ -41,23 +33,16 @@ extension APNsConnectionPool {
 
     /// One connection of an earlier credential is replaced; the timer runs again while any is left.
     private func replaceDue() {
-        let (actions, replaced, left) = state.withLock { machine in
-            let step = machine.replaceOne(now: .now())
-            if step.left == 0 { replacing.withLock { $0 = false } }
-            return step
-        }
+        let (actions, replaced, left) = state.withLock { $0.replaceOne(now: .now()) }
         if replaced {
             logger.info(
                 "replacing a connection opened with the credential before the reload",
                 metadata: ["left": "\(left)"])
-            retired.withLock { $0[Self.replacedReason, default: 0] += 1 }
+            retired.withLock { $0[APNsPoolStatistics.credentialReloaded, default: 0] += 1 }
         }
         perform(actions)
         if left > 0 { scheduleReplacement(first: false) }
     }
-
-    /// The `retiredConnections` reason of a connection replaced after a credential reload.
-    static let replacedReason = "CredentialReloaded"
 
     /// A request refused for its credential on a connection of an earlier generation: that connection
     /// is replaced now, and the request goes again on another (APNs did not take it) while it may.
@@ -73,7 +58,7 @@ extension APNsConnectionPool {
         logger.warning(
             "a connection opened with the credential before the reload was refused (\(reason.rawValue)): replacing it now",
             metadata: ["connection": "\(id)", "reason": "\(reason)"])
-        retired.withLock { $0[Self.replacedReason, default: 0] += 1 }
+        retired.withLock { $0[APNsPoolStatistics.credentialReloaded, default: 0] += 1 }
         perform(actions)
         if request.resends < Self.maximumResends, NIODeadline.now() < request.deadline {
             execute(CollectionOfOne(request.again()))
@@ -81,29 +66,5 @@ extension APNsConnectionPool {
             request.complete(result)
         }
         return true
-    }
-}
-
-extension APNsConnectionPool {
-    /// A failed connect in plain words: the address and the system's reason for each attempt
-    /// (`Connection refused`), or why the name did not resolve; not NIO's type names.
-    static func describeConnectFailure(_ error: any Error, host: String, port: Int) -> String {
-        func plain(_ error: any Error) -> String {
-            if let io = error as? IOError { return String(cString: strerror(io.errnoCode)) }
-            if case ChannelError.connectTimeout(let timeout) = error {
-                return "no answer within \(timeout.nanoseconds / 1_000_000) ms"
-            }
-            return "\(error)"
-        }
-        guard let connection = error as? NIOConnectionError else {
-            return "cannot connect to \(host):\(port): \(plain(error))"
-        }
-        let attempts = connection.connectionErrors.map {
-            "\($0.target.ipAddress ?? "\($0.target)"): \(plain($0.error))"
-        }
-        if attempts.isEmpty, let dns = connection.dnsAError ?? connection.dnsAAAAError {
-            return "cannot resolve \(host): \(plain(dns))"
-        }
-        return "cannot connect to \(host):\(port)" + (attempts.isEmpty ? "" : " (\(attempts.joined(separator: "; ")))")
     }
 }

@@ -93,6 +93,8 @@ extension APNsConnectionPool {
         /// by id, from its connect to its close.
         var generation = 0
         var generationOf: [Int: Int] = [:]
+        /// The pool's replacement timer runs (`rotate` started it; `replaceOne` ends it).
+        var replacing = false
         private(set) var phase = Phase.running
         private var waiters = CircularBuffer<(id: Int, waiter: Waiter)>()
         /// Urgent requests waiting for a stream: served before any in `waiters`.

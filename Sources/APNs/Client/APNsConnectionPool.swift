@@ -99,8 +99,6 @@ final class APNsConnectionPool: Sendable {
     /// By generation: the one new connections open with (the machine's `generation`), and those
     /// connections still being opened may have been given just before a `rotate`.
     let credentials: Locked<[Int: Credential]>
-    /// A replacement timer is running (`rotate`).
-    let replacing = Locked(false)
     let logger: Logger
     /// A pthread mutex (`Locked`) rather than Synchronization.Mutex: ThreadSanitizer sees
     /// through pthread locks, so its reports on this module stay meaningful.

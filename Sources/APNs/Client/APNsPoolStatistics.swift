@@ -15,8 +15,12 @@ public struct APNsPoolStatistics: Sendable, Equatable {
     /// Requests waiting for a free stream.
     public var waitingRequests = 0
     /// Connections retired so far because APNs would not take their provider token any more, by
-    /// APNs's reason (TooManyProviderTokenUpdates, UnrelatedKeyIdInToken).
+    /// APNs's reason (TooManyProviderTokenUpdates, UnrelatedKeyIdInToken), or replaced after their
+    /// credential was reloaded (`credentialReloaded`).
     public var retiredConnections: [String: Int] = [:]
+
+    /// The `retiredConnections` reason of a connection replaced after its credential was reloaded.
+    public static let credentialReloaded = "CredentialReloaded"
 
     public init() {}
 

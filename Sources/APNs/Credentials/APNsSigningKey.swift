@@ -64,15 +64,18 @@ public func readCredentialFile(_ path: String) throws(APNsCredentialError) -> [U
     try readFile(path)
 }
 
-/// Reads a whole file (keys and certificates are small).
-func readFile(_ path: String) throws(APNsCredentialError) -> [UInt8] {
+/// A file that could not be read: `reason` in the system's words ("No such file or directory"),
+/// and whether it could not even be opened.
+public struct FileReadFailure: Error, Sendable {
+    public let reason: String
+    public let errno: Int32
+    public let opening: Bool
+}
+
+/// Reads a whole file (keys, certificates and event files are small).
+public func readWholeFile(_ path: String) throws(FileReadFailure) -> [UInt8] {
     guard let file = fopen(path, "rb") else {
-        // Why, in the system's words: missing, not readable by this user, a directory.
-        let reason = String(cString: strerror(errno))
-        // A permission refused names the user refused: the file is often owned by another (a
-        // mounted Secret's mode and fsGroup).
-        let user = errno == EACCES ? " (to user id \(getuid()))" : ""
-        throw APNsCredentialError(.fileUnreadable, "cannot open \(path): \(reason)\(user)")
+        throw FileReadFailure(reason: String(cString: strerror(errno)), errno: errno, opening: true)
     }
     defer { fclose(file) }
     var bytes: [UInt8] = []
@@ -82,8 +85,22 @@ func readFile(_ path: String) throws(APNsCredentialError) -> [UInt8] {
         if count > 0 { bytes.append(contentsOf: chunk.prefix(count)) }
         if count < chunk.count { break }
     }
+    // A directory opens, then fails to read (EISDIR).
     guard ferror(file) == 0 else {
-        throw APNsCredentialError(.fileUnreadable, "cannot read \(path): \(String(cString: strerror(errno)))")
+        throw FileReadFailure(reason: String(cString: strerror(errno)), errno: errno, opening: false)
     }
     return bytes
+}
+
+/// A whole key or certificate file, its failure said as a credential error naming the file.
+func readFile(_ path: String) throws(APNsCredentialError) -> [UInt8] {
+    do {
+        return try readWholeFile(path)
+    } catch {
+        // A permission refused names the user refused: the file is often owned by another (a
+        // mounted Secret's mode and fsGroup).
+        let user = error.errno == EACCES ? " (to user id \(getuid()))" : ""
+        throw APNsCredentialError(
+            .fileUnreadable, "cannot \(error.opening ? "open" : "read") \(path): \(error.reason)\(user)")
+    }
 }

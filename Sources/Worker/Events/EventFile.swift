@@ -2,10 +2,6 @@ import APNs
 import Foundation
 import JSONSchema
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// `apns-worker send --event FILE`: one notification event from a JSON file, decoded and checked
 /// exactly as the worker does it.
 package enum EventFile {
@@ -47,7 +43,7 @@ package enum EventFile {
     package static func notification(at path: String) throws(Problem) -> NotificationEvent {
         let data: [UInt8]
         do {
-            data = try readFile(path)
+            data = try readWholeFile(path)
         } catch {
             throw Problem(description: "\(path): cannot read the file: \(error.reason)", unreadable: true)
         }
@@ -57,26 +53,4 @@ package enum EventFile {
             throw Problem(description: error.problems.map { "\(path): \($0)" }.joined(separator: "\n"))
         }
     }
-}
-
-/// A file that could not be read, with the system's reason.
-package struct FileReadError: Error, Sendable {
-    /// "No such file or directory", "Permission denied", "Is a directory".
-    package let reason: String
-}
-
-/// Reads a whole file; the error says why it could not, in the system's words.
-package func readFile(_ path: String) throws(FileReadError) -> [UInt8] {
-    guard let file = fopen(path, "rb") else { throw FileReadError(reason: String(cString: strerror(errno))) }
-    defer { fclose(file) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65_536)
-    while true {
-        let count = fread(&chunk, 1, chunk.count, file)
-        if count > 0 { bytes.append(contentsOf: chunk.prefix(count)) }
-        if count < chunk.count { break }
-    }
-    // A directory opens, then fails to read (EISDIR).
-    guard ferror(file) == 0 else { throw FileReadError(reason: String(cString: strerror(errno))) }
-    return bytes
 }

@@ -83,6 +83,14 @@ extension HealthState {
             failingFiles[name] = BrokenCredential(reason: problem, since: failingFiles[name]?.since ?? since)
         }
 
+        /// A readiness check's text: "ok", or each credential's problem and since when, by name.
+        private static func check(_ problems: [String: BrokenCredential]) -> String {
+            problems.isEmpty
+                ? "ok"
+                : problems.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value.reason) since \($0.value.since)" }
+                    .joined(separator: "; ")
+        }
+
         func isLive(now: ContinuousClock.Instant, window: Duration) -> Bool {
             now - lastHeartbeat <= window
         }
@@ -96,19 +104,9 @@ extension HealthState {
                 kafka = "consumer has not joined its group" + (kafkaError.map { "; last Kafka error: \($0)" } ?? "")
             case (.healthy, .joined): kafka = "ok"
             }
-            let credentials =
-                brokenCredentials.isEmpty
-                ? "ok"
-                : brokenCredentials.sorted { $0.key < $1.key }
-                    .map { "\($0.key): \($0.value.reason) since \($0.value.since)" }
-                    .joined(separator: "; ")
-            let files =
-                failingFiles.isEmpty
-                ? "ok"
-                : failingFiles.sorted { $0.key < $1.key }
-                    .map { "\($0.key): \($0.value.reason) since \($0.value.since)" }
-                    .joined(separator: "; ")
-            return HealthState.Readiness(kafka: kafka, credentials: credentials, credentialFiles: files)
+
+            return HealthState.Readiness(
+                kafka: kafka, credentials: Self.check(brokenCredentials), credentialFiles: Self.check(failingFiles))
         }
     }
 }

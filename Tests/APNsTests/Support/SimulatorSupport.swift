@@ -26,3 +26,22 @@ extension Simulator {
         return try await Simulator.start(configuration)
     }
 }
+
+/// A simulator of `Simulator.startForTests` (its PKI made here, a client CA when `clientCA`) for
+/// `body`, shut down after it however it ends.
+func withTestSimulator<T>(
+    clientCA: Bool = false, configure: (inout SimulatorConfiguration) -> Void = { _ in },
+    _ body: (Simulator, TestPKI) async throws -> T
+) async throws -> T {
+    let pki = try TestPKI()
+    let caPEM = clientCA ? String(decoding: try pki.bytes(pki.caCertificate), as: UTF8.self) : nil
+    let simulator = try await Simulator.startForTests(pki: pki, clientCAPEM: caPEM, configure: configure)
+    do {
+        let result = try await body(simulator, pki)
+        try await simulator.shutdown()
+        return result
+    } catch {
+        try? await simulator.shutdown()
+        throw error
+    }
+}
