@@ -9,6 +9,9 @@ extension WorkerPipeline.StateMachine {
         /// The lease of every partition the tracker holds (owned, or revoked and not yet forgotten).
         private(set) var leases: [KafkaTopicPartition: PartitionLease] = [:]
         private(set) var tracker = OffsetTracker()
+        /// What this member finished in partitions it let go and did not store (`forget`), until the
+        /// group gives them back (`takeOwed`).
+        private(set) var owed: [KafkaTopicPartition: OwedProgress] = [:]
 
         /// New leases (assigned in the consumer's `tenure`) and fresh tracking for these partitions, each
         /// starting from what is known done above its committed offset; returns the leases they
@@ -38,16 +41,29 @@ extension WorkerPipeline.StateMachine {
             return handedOver
         }
 
-        /// Drops the partitions not owned again meanwhile; returns their leases.
+        /// Drops the partitions not owned again meanwhile, keeping what their leases finished and did
+        /// not store as owed; returns their leases.
         mutating func forget(_ partitions: some Sequence<KafkaTopicPartition>) -> [PartitionLease] {
             var ended: [PartitionLease] = []
-            var forgotten: [KafkaTopicPartition] = []
+            var forgotten: Set<KafkaTopicPartition> = []
             for partition in partitions where !owned.contains(partition) {
                 if let lease = leases.removeValue(forKey: partition) { ended.append(lease) }
-                forgotten.append(partition)
+                forgotten.insert(partition)
+            }
+            for candidate in tracker.commitCandidates(in: forgotten) {
+                guard let start = tracker.startOffset(of: candidate.partition) else { continue }
+                owed[candidate.partition] = OwedProgress(candidate: candidate, start: start)
             }
             tracker.remove(forgotten)
             return ended
+        }
+
+        /// What this member owes itself in these partitions, taken (each is given once).
+        mutating func takeOwed(_ partitions: some Sequence<KafkaTopicPartition>) -> [KafkaTopicPartition: OwedProgress]
+        {
+            var taken: [KafkaTopicPartition: OwedProgress] = [:]
+            for partition in partitions { taken[partition] = owed.removeValue(forKey: partition) }
+            return taken
         }
 
         func lease(of partition: KafkaTopicPartition) -> PartitionLease? {

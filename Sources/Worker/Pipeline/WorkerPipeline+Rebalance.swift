@@ -49,13 +49,6 @@ extension WorkerPipeline {
                 await keepProgressUncommitted(selection, until: deadline + .seconds(2))
             }
         }
-        // What is not stored (a lost assignment cannot commit; a revocation's commit may have given
-        // up, or events finished after it): should the group give the partitions back to this
-        // member, what was done here is not run again.
-        let unsaved = state.withLock { $0.unsaved(selection) }
-        owed.withLock { owed in
-            for (candidate, start) in unsaved { owed[candidate.partition] = (candidate, start) }
-        }
         // The partitions are gone: what of them still waits for a retry is abandoned at its next
         // step (their next owner pushes it), not pushed from here as well.
         for lease in state.withLock({ $0.forget(partitions) }) { lease.end() }
@@ -140,11 +133,7 @@ extension WorkerPipeline {
     /// Read before any record
     /// of the new assignment is admitted (the poll thread waits for the assignment's handler).
     private func knownProgress(of partitions: [KafkaTopicPartition]) async -> [KafkaTopicPartition: KnownProgress] {
-        let owedHere = owed.withLock { owed in
-            var taken: [KafkaTopicPartition: (CommitCandidate, start: Int64)] = [:]
-            for partition in partitions { taken[partition] = owed.removeValue(forKey: partition) }
-            return taken
-        }
+        let owedHere = state.withLock { $0.takeOwed(partitions) }
         guard let consumer = consumerBox.withLock({ $0 }) else { return [:] }
         let committed: [KafkaTopicPartition: KafkaTopicPartitionOffset]
         do {
@@ -166,46 +155,15 @@ extension WorkerPipeline {
                 )
             }
         }
-        var read: [KafkaTopicPartition: KnownProgress] = [:]
-        for (partition, stored) in committed {
-            var known = KnownProgress(committed: stored.offset, done: OffsetRanges())
-            if let text = stored.metadata {
-                do {
-                    known.done = try CommitMetadata.decode(text, committed: stored.offset).done
-                } catch {
-                    logger.warning(
-                        "\(partition): the committed offset's metadata is \(error); ignored, so every record from offset \(stored.offset) on is run"
-                    )
-                }
-            }
-            if let done = fromTopic[partition] { known.done = done }
-            read[partition] = known
+        var (read, unreadable) = KnownProgress.read(committed: committed, fromTopic: fromTopic)
+        for problem in unreadable {
+            logger.warning(
+                "\(problem.partition): the committed offset's metadata is \(problem.error); ignored, so every record from offset \(problem.committed) on is run"
+            )
         }
         await refuseUntrue(&read, consumer: consumer)
-        var progress: [KafkaTopicPartition: KnownProgress] = [:]
-        for (partition, stored) in committed {
-            var known = read[partition] ?? KnownProgress(committed: stored.offset, done: OffsetRanges())
-            // This member's own unsaved progress, if the committed offset lies in what that lease
-            // read (a committed offset below it means the partition was read from elsewhere since:
-            // reset, or a recreated topic, and those records are not the ones it finished).
-            if let (candidate, start) = owedHere[partition], stored.offset >= start, candidate.offset > stored.offset {
-                known.done.insert(stored.offset..<candidate.offset)
-                for range in candidate.done.ranges { known.done.insert(range) }
-            }
-            progress[partition] = known
-        }
-        // No committed offset at all (the lease ended before its first commit was stored, as when
-        // that commit met the generation that ended it): the partition is read again from its
-        // start (`auto.offset.reset` is earliest or error), where that lease began reading, so all
-        // it finished counts, as if committed where it began. Before, such a partition had no
-        // known progress and everything its lease finished was pushed again.
-        for partition in partitions where committed[partition] == nil {
-            guard let (candidate, start) = owedHere[partition], start >= 0 else { continue }
-            var done = candidate.done
-            if candidate.offset > start { done.insert(start..<candidate.offset) }
-            progress[partition] = KnownProgress(committed: start, done: done)
-        }
-        return progress
+        return KnownProgress.starting(
+            partitions, committed: committed.mapValues(\.offset), read: read, owed: owedHere)
     }
 
     /// Done records read back that cannot be true (`DoneRecordBounds`: past the partition's end,

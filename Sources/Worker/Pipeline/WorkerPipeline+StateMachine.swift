@@ -1,12 +1,5 @@
 import Kafka
 
-/// What a partition's committed offset says when it is assigned: the offset, and the records above
-/// it its last owner finished (the commit's metadata).
-struct KnownProgress: Sendable, Equatable {
-    var committed: Int64
-    var done: OffsetRanges
-}
-
 extension WorkerPipeline {
     /// The pipeline's shared state: whether it runs or stops (with a deadline), whether input flows or
     /// is held and whether the reader waits for it, the partitions this member owns (each with its
@@ -150,10 +143,20 @@ extension WorkerPipeline {
         }
 
         /// The revocation is over (committed, or given up): forget the partitions' offsets and end their
-        /// leases, so that their events still waiting for a retry are abandoned. A partition owned again
-        /// meanwhile (a new lease) is left alone. Returns the ended leases.
+        /// leases, so that their events still waiting for a retry are abandoned. What they finished and
+        /// did not store (a lost assignment cannot commit; a revocation's commit may have given up, or
+        /// events finished after it) is kept as owed: should the group give a partition back to this
+        /// member, it is not run again (`takeOwed`). A partition owned again meanwhile (a new lease)
+        /// is left alone. Returns the ended leases.
         mutating func forget(_ partitions: some Sequence<KafkaTopicPartition>) -> [PartitionLease] {
             ownership.forget(partitions)
+        }
+
+        /// What this member finished and did not store in these partitions before it let them go,
+        /// taken: for the assignment that gives them back (`KnownProgress.starting`).
+        mutating func takeOwed(_ partitions: some Sequence<KafkaTopicPartition>) -> [KafkaTopicPartition: OwedProgress]
+        {
+            ownership.takeOwed(partitions)
         }
 
         /// The lease a record of this partition fetched in the consumer's tenure `tenure` would be
@@ -425,13 +428,6 @@ extension WorkerPipeline {
                 return CommitCandidate(
                     partition: candidate.partition, offset: stored, done: done, version: candidate.version,
                     generation: candidate.generation)
-            }
-        }
-
-        /// What is not committed of these partitions, each with where its lease started reading.
-        func unsaved(_ partitions: Set<KafkaTopicPartition>) -> [(CommitCandidate, start: Int64)] {
-            ownership.commitCandidates(in: partitions).compactMap { candidate in
-                ownership.tracker.startOffset(of: candidate.partition).map { (candidate, $0) }
             }
         }
 

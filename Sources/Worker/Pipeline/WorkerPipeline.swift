@@ -31,9 +31,6 @@ package final class WorkerPipeline: Service, Sendable {
     private let failure = Locked<(any Error)?>(nil)
     /// The one committer's requests: finished events ask for a commit soon, revocations for one now.
     let commits: CommitQueue
-    /// Progress a revocation could not commit (it gave up, or the assignment was lost), by partition:
-    /// if the group gives the partition back to this member, those records are not run again.
-    let owed = Locked<[KafkaTopicPartition: (CommitCandidate, start: Int64)]>([:])
     /// Where the done records above committed offsets are kept: found out at the first commit that
     /// has any (does the broker give commit metadata back?).
     let progressStore = Locked(ProgressStore.unknown)
