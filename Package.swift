@@ -148,6 +148,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The deterministic simulation of the pipeline's machine (Tests/SimulationTests): pure, no
+        // peers, no threads; seeds from the environment (`make simulate`).
+        .testTarget(
+            name: "SimulationTests",
+            dependencies: ["Worker", "Kafka"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "WorkerTests",
             dependencies: [
