@@ -65,8 +65,11 @@ extension KnownProgress {
         var progress: [KafkaTopicPartition: KnownProgress] = [:]
         for (partition, offset) in committed {
             var known = read[partition] ?? KnownProgress(committed: offset, done: OffsetRanges())
-            if let owed = owed[partition], offset >= owed.start, owed.candidate.offset > offset {
-                known.done.insert(offset..<owed.candidate.offset)
+            if let owed = owed[partition], offset >= owed.start {
+                // Its done records count even where its offset is the committed one: an event still
+                // in flight at the committed offset when the assignment was lost, and done records
+                // above it that the last commit did not carry yet.
+                if owed.candidate.offset > offset { known.done.insert(offset..<owed.candidate.offset) }
                 for range in owed.candidate.done.ranges { known.done.insert(range) }
             }
             progress[partition] = known

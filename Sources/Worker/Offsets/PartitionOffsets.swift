@@ -125,7 +125,11 @@ struct PartitionOffsets {
     /// What to commit now: the offset and the done records above it, or `nil` when nothing has
     /// finished yet or nothing changed since the last commit.
     var commitCandidate: (offset: Int64, done: OffsetRanges, version: UInt64)? {
-        guard var offset = entries.first?.offset ?? completedThrough else { return nil }
+        // Before its first record is read, a partition seeded with done records still has them to
+        // commit (or to owe itself, should the lease end now): from the offset it was seeded with.
+        guard var offset = entries.first?.offset ?? completedThrough ?? (knownDone.isEmpty ? nil : knownFrom) else {
+            return nil
+        }
         if entries.isEmpty, let run = knownDone.ranges.first, run.lowerBound == offset {
             // Known done from here on without a record read yet: the offset moves over them.
             offset = run.upperBound
