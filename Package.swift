@@ -153,6 +153,8 @@ let package = Package(
         .testTarget(
             name: "SimulationTests",
             dependencies: ["Worker", "Kafka"],
+            // Deliberate defects the simulation must catch (scripts/mutations.sh), not sources.
+            exclude: ["Mutations"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

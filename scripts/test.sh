@@ -2,7 +2,9 @@
 # Runs the named test targets one at a time (tests within a target run in parallel, except in the
 # targets named in SERIAL_TEST_TARGETS, which run one test at a time): builds the tests once, prints
 # the librdkafka the tests run with (`apns-worker --version`), then runs each target with
-# `swift test --skip-build --filter '^TARGET\.'`. Installs nothing.
+# `swift test --skip-build --filter '^TARGET\.'`. Suites named in ALONE_TESTS (TARGET.Suite, space
+# separated) run after the rest of their target, in a process of their own, one test at a time:
+# they look at something the whole process shares (a sweep every producer runs). Installs nothing.
 #
 #   scripts/test.sh TARGET...      (`make test` passes TEST_TARGETS, after installing the peers)
 #
@@ -21,6 +23,7 @@ cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
 read -r -a SWIFTPM_FLAGS <<< "${SWIFTPM_FLAGS:-}"
 SERIAL_TEST_TARGETS=${SERIAL_TEST_TARGETS:-}
+ALONE_TESTS=${ALONE_TESTS:-}
 
 (set -x; "$SWIFT" build --build-tests "${SWIFTPM_FLAGS[@]}")
 echo "== apns-worker --version (the librdkafka the tests run with; KafkaTests checks it is the headers')"
@@ -33,11 +36,25 @@ for target in "$@"; do
     log=.build/test-$target.log
     serial=()
     case " $SERIAL_TEST_TARGETS " in *" $target "*) serial=(--no-parallel) ;; esac
-    "$SWIFT" test --skip-build "${SWIFTPM_FLAGS[@]}" "${serial[@]}" --filter "^$target\\." > "$log" 2>&1 \
+    alone=()
+    skip=()
+    for suite in $ALONE_TESTS; do
+        case "$suite" in "$target".*) alone+=("$suite"); skip+=(--skip "^$suite[/.]") ;; esac
+    done
+    "$SWIFT" test --skip-build "${SWIFTPM_FLAGS[@]}" "${serial[@]}" --filter "^$target\\." "${skip[@]}" > "$log" 2>&1 \
         || failed="$failed $target"
+    for suite in "${alone[@]}"; do
+        echo "== $suite (alone)" >> "$log"
+        "$SWIFT" test --skip-build "${SWIFTPM_FLAGS[@]}" --no-parallel --filter "^$suite[/.]" >> "$log" 2>&1 \
+            || failed="$failed $target"
+    done
     cat "$log"
     if grep -q "Test run with 0 tests" "$log"; then failed="$failed $target(ran-no-test)"; fi
 done
+echo "== the ten slowest tests"
+for target in "$@"; do cat ".build/test-$target.log"; done \
+    | grep -aoE '(✔|✘) Test "[^"]*"( with [0-9]+ test cases)? (passed|failed) after [0-9.]+ seconds' \
+    | sed -E 's/^(✔|✘) Test "([^"]*)".* after ([0-9.]+) seconds/\3 s  \2/' | sort -rn | head -n 10 | cut -c1-160 || true
 if [ -n "$failed" ]; then
     for target in $failed; do
         target=${target%(ran-no-test)}

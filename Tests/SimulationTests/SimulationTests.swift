@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The worker's deterministic simulation (`WorkerSimulation`): `make test` runs seeds 1...2000;
+/// The worker's deterministic simulation (`WorkerSimulation`): `make test` runs seeds 1...1000;
 /// `make simulate SEEDS=N` runs N seeds from `SIMULATION_FIRST_SEED` (1), and `make simulate SEED=s`
 /// replays one, printing its every fault. A failing seed is printed with its step and what broke.
 @Suite("Deterministic simulation of the worker's pipeline")
@@ -11,11 +11,13 @@ struct SimulationTests {
     static var seeds: [UInt64] {
         if let one = environment["SIMULATION_SEED"].flatMap(UInt64.init) { return [one] }
         let first = environment["SIMULATION_FIRST_SEED"].flatMap(UInt64.init) ?? 1
-        let count = environment["SIMULATION_SEEDS"].flatMap(UInt64.init) ?? 2000
+        let count = environment["SIMULATION_SEEDS"].flatMap(UInt64.init) ?? 1000
         return Array(first..<first + count)
     }
 
-    @Test("every seed keeps the promises: no record lost, none pushed again that an owner knew was done, commits true, bounds kept")
+    @Test(
+        "every seed keeps the promises: no record lost, none pushed again that an owner knew was done, commits true, bounds kept"
+    )
     func seedsKeepThePromises() {
         let began = ContinuousClock.now
         var steps = 0
@@ -34,7 +36,9 @@ struct SimulationTests {
                 failures.append("seed \(seed): \(first) [\(simulation.describe)] (replay: make simulate SEED=\(seed))")
             }
             if let trace = simulation.trace {
-                print(trace.lines.suffix(Self.environment["SIMULATION_TRACE_LINES"].flatMap(Int.init) ?? 400).joined(separator: "\n"))
+                print(
+                    trace.lines.suffix(Self.environment["SIMULATION_TRACE_LINES"].flatMap(Int.init) ?? 400).joined(
+                        separator: "\n"))
                 print(simulation.describe)
             }
         }

@@ -6,7 +6,9 @@ extension WorkerSimulation {
     /// After every step: bounds.
     mutating func checkStep() {
         for member in members where member.machine.running > settings.maxInFlight {
-            ledger.violation("step \(step): member \(member.instance) runs \(member.machine.running) events, the bound is \(settings.maxInFlight)")
+            ledger.violation(
+                "step \(step): member \(member.instance) runs \(member.machine.running) events, the bound is \(settings.maxInFlight)"
+            )
         }
     }
 
@@ -33,8 +35,11 @@ extension WorkerSimulation {
             guard let known else { return false }
             return offset < known.committed || known.done.contains(offset)
         }
-        for offset in records where knownDone(offset) && !ledger.hasEnded(RecordID(partition: partition, offset: offset)) {
-            ledger.violation("step \(step): member \(member.instance) starts \(partition) knowing \(partition)@\(offset) done; it has no result")
+        for offset in records
+        where knownDone(offset) && !ledger.hasEnded(RecordID(partition: partition, offset: offset)) {
+            ledger.violation(
+                "step \(step): member \(member.instance) starts \(partition) knowing \(partition)@\(offset) done; it has no result"
+            )
             return
         }
         var expected = Set<Int64>()
@@ -43,7 +48,8 @@ extension WorkerSimulation {
         }
         for offset in expected.sorted() where !knownDone(offset) {
             ledger.violation(
-                "step \(step): member \(member.instance) starts \(partition) without knowing \(partition)@\(offset) is done (\(kafka.coverage(of: partition).map { "committed \($0.offset), done \($0.done)" } ?? "nothing committed"))")
+                "step \(step): member \(member.instance) starts \(partition) without knowing \(partition)@\(offset) is done (\(kafka.coverage(of: partition).map { "committed \($0.offset), done \($0.done)" } ?? "nothing committed"))"
+            )
             return
         }
         var atAPNs = Set<RecordID>()

@@ -9,7 +9,9 @@ extension WorkerSimulation {
             members[index].commit = nil
             land(commit, of: index)
         }
-        guard members[index].commit == nil, now >= members[index].nextCommitAt, members[index].revocations.allSatisfy({ $0.phase != .committing }) else {
+        guard members[index].commit == nil, now >= members[index].nextCommitAt,
+            members[index].revocations.allSatisfy({ $0.phase != .committing })
+        else {
             return
         }
         let candidates = members[index].machine.commitCandidates(in: nil)
@@ -36,12 +38,14 @@ extension WorkerSimulation {
             if budget == 0 {
                 metadata[candidate.partition.partition] = (nil, candidate.done.count)
             } else {
-                let (text, omitted) = CommitMetadata(committed: candidate.offset, done: candidate.done).encoded(maxBytes: budget)
+                let (text, omitted) = CommitMetadata(committed: candidate.offset, done: candidate.done).encoded(
+                    maxBytes: budget)
                 metadata[candidate.partition.partition] = (text, omitted)
             }
         }
         members[index].commit = SimulatedMember.CommitInFlight(
-            candidates: candidates, metadata: metadata, landsAt: now + Int64(random.int(2...40)), revocation: revocation)
+            candidates: candidates, metadata: metadata, landsAt: now + Int64(random.int(2...40)), revocation: revocation
+        )
     }
 
     /// The broker answers a commit: refused when the member is no longer the partitions' owner (a
@@ -70,7 +74,9 @@ extension WorkerSimulation {
             if omitted > 0, !kafka.dropsMetadata { ledger.knowledgeDropped.insert(partition) }
             kafka.committed[partition] = SimulatedKafka.Stored(
                 offset: candidate.offset, metadata: kafka.dropsMetadata ? nil : text)
-            note("member \(instance) commits \(partition)@\(candidate.offset)+[\(candidate.done)]\(omitted > 0 ? " (\(omitted) omitted)" : "")")
+            note(
+                "member \(instance) commits \(partition)@\(candidate.offset)+[\(candidate.done)]\(omitted > 0 ? " (\(omitted) omitted)" : "")"
+            )
             checkCommitted(partition)
         }
         members[index].machine.markCommitted(commit.candidates)
@@ -93,7 +99,8 @@ extension WorkerSimulation {
         }
         stop.committed = true
         let instance = members[index].instance
-        for partition in members[index].owned.union(members[index].revoking).sorted() where kafka.owner[partition] == instance {
+        for partition in members[index].owned.union(members[index].revoking).sorted()
+        where kafka.owner[partition] == instance {
             kafka.owner[partition] = nil
             unowned[partition] = now
         }

@@ -33,9 +33,12 @@ extension WorkerSimulation {
         }
         for partition in partitions {
             let known = progress[SimulatedKafka.partition(partition)]
-            note("member \(instance) assigned \(partition) (tenure \(members[index].tenure)): starts knowing \(known.map { "\($0.committed)+[\($0.done)]" } ?? "nothing")")
+            note(
+                "member \(instance) assigned \(partition) (tenure \(members[index].tenure)): starts knowing \(known.map { "\($0.committed)+[\($0.done)]" } ?? "nothing")"
+            )
             checkAssigned(partition, known: known, member: members[index])
-            members[index].positions[partition] = known?.committed ?? committed[SimulatedKafka.partition(partition)]?.offset ?? 0
+            members[index].positions[partition] =
+                known?.committed ?? committed[SimulatedKafka.partition(partition)]?.offset ?? 0
         }
     }
 
@@ -83,7 +86,8 @@ extension WorkerSimulation {
                     }
                 }
             case .committing:
-                let candidates = members[index].machine.commitCandidates(in: Set(revocation.partitions.map(SimulatedKafka.partition)))
+                let candidates = members[index].machine.commitCandidates(
+                    in: Set(revocation.partitions.map(SimulatedKafka.partition)))
                 if candidates.isEmpty {
                     finished = true
                 } else if now >= revocation.deadline {
@@ -109,12 +113,15 @@ extension WorkerSimulation {
     }
 
     private mutating func endRevocation(_ revocation: SimulatedMember.Revocation, of index: Int) {
-        note("member \(members[index].instance) ends its revocation of \(revocation.partitions.sorted())\(revocation.lost ? " (lost)" : "")")
+        note(
+            "member \(members[index].instance) ends its revocation of \(revocation.partitions.sorted())\(revocation.lost ? " (lost)" : "")"
+        )
         for lease in members[index].machine.forget(revocation.partitions.map(SimulatedKafka.partition)) {
             lease.end()
         }
         let instance = members[index].instance
-        for partition in revocation.partitions.sorted() where !members[index].owned.contains(partition) {            guard !revocation.lost, kafka.owner[partition] == instance else { continue }
+        for partition in revocation.partitions.sorted() where !members[index].owned.contains(partition) {
+            guard !revocation.lost, kafka.owner[partition] == instance else { continue }
             kafka.owner[partition] = nil
             if let next = revocation.next, let nextIndex = memberIndex(next), members[nextIndex].stop == nil,
                 members[nextIndex].revocations.isEmpty
@@ -158,14 +165,17 @@ extension WorkerSimulation {
             case .run:
                 note("member \(members[index].instance) runs \(record)")
                 members[index].events.append(
-                    SimulatedMember.Event(record: record, lease: lease, phase: .sending(at: now + Int64(random.int(0...5)))))
+                    SimulatedMember.Event(
+                        record: record, lease: lease, phase: .sending(at: now + Int64(random.int(0...5)))))
             case .skip:
                 note("member \(members[index].instance) skips \(record)")
             case .alreadyDone:
                 note("member \(members[index].instance) knows \(record) done")
             }
             if members[index].machine.running > settings.maxInFlight {
-                ledger.violation("step \(step): \(members[index].machine.running) events running, the bound is \(settings.maxInFlight)")
+                ledger.violation(
+                    "step \(step): \(members[index].machine.running) events running, the bound is \(settings.maxInFlight)"
+                )
             }
         }
     }
@@ -181,7 +191,8 @@ extension WorkerSimulation {
                     continue
                 }
                 let answer = random.pick(answers)!
-                event.phase = .atAPNs(answerAt: now + Int64(random.int(1...(answer == .unanswered ? 200 : 60))), answer: answer)
+                event.phase = .atAPNs(
+                    answerAt: now + Int64(random.int(1...(answer == .unanswered ? 200 : 60))), answer: answer)
             case .atAPNs(let at, let answer) where at <= now:
                 event.attempts += 1
                 switch answer {
@@ -220,7 +231,10 @@ extension WorkerSimulation {
     }
 
     private var answers: [SimulatedMember.Answer] {
-        [.delivered, .delivered, .delivered, .delivered, .refused, .retryable, .retryable, .lostBeforeSending, .unanswered]
+        [
+            .delivered, .delivered, .delivered, .delivered, .refused, .retryable, .retryable, .lostBeforeSending,
+            .unanswered,
+        ]
     }
 
     private mutating func finish(_ eventIndex: Int, of index: Int) {
@@ -228,7 +242,8 @@ extension WorkerSimulation {
         note("member \(members[index].instance) ends \(event.record)")
         ledger.ended(event.record, instance: members[index].instance, tenure: event.lease.assignedIn, step: step)
         let partition = event.record.partition
-        _ = members[index].machine.finish(SimulatedKafka.partition(partition), offset: event.record.offset, lease: event.lease)
+        _ = members[index].machine.finish(
+            SimulatedKafka.partition(partition), offset: event.record.offset, lease: event.lease)
     }
 
     mutating func abandon(_ eventIndex: Int, of index: Int) {

@@ -123,13 +123,16 @@ struct WorkerSimulation {
             quiet = done ? quiet + 1 : 0
         }
         for partition in kafka.partitions {
-            for offset in kafka.logs[partition]!.records where !ledger.hasEnded(RecordID(partition: partition, offset: offset)) {
+            for offset in kafka.logs[partition]!.records
+            where !ledger.hasEnded(RecordID(partition: partition, offset: offset)) {
                 ledger.violation("end: \(partition)@\(offset) never ended (no result)")
                 return
             }
             let committed = kafka.committed[partition]?.offset ?? 0
             if committed < lastRecordEnd(partition) {
-                ledger.violation("end: partition \(partition) committed at \(committed), its records end at \(lastRecordEnd(partition))")
+                ledger.violation(
+                    "end: partition \(partition) committed at \(committed), its records end at \(lastRecordEnd(partition))"
+                )
                 return
             }
         }
@@ -178,7 +181,8 @@ struct WorkerSimulation {
             note("revoke \(partition) from member \(members[from].instance) to \(members[to].instance)")
             revoke([partition], from: from, lost: false, next: members[to].instance)
         }
-        if random.chance(0.008), let from = random.pick(live), let partition = random.pick(members[from].owned.sorted()) {
+        if random.chance(0.008), let from = random.pick(live), let partition = random.pick(members[from].owned.sorted())
+        {
             counted("lost")
             note("member \(members[from].instance) loses \(partition)")
             revoke([partition], from: from, lost: true, next: nil)
@@ -192,7 +196,8 @@ struct WorkerSimulation {
             counted("sigterm")
             note("member \(members[index].instance) gets SIGTERM")
             members[index].stop = SimulatedMember.Stop(
-                drainUntil: now + settings.shutdownDrain, commitUntil: now + settings.shutdownDrain + settings.shutdownCommit)
+                drainUntil: now + settings.shutdownDrain,
+                commitUntil: now + settings.shutdownDrain + settings.shutdownCommit)
             _ = members[index].machine.beginStopping(deadline: .now + .seconds(3600))
             restarts.append(now + Int64(random.int(50...400)))
         }

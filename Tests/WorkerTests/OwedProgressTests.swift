@@ -18,7 +18,9 @@ struct OwedProgressTests {
 
     // Simulation seeds 69 and 117: the event at the committed offset was still in flight when the
     // assignment was lost, those above it had finished; given back, the member pushed them again.
-    @Test("records finished above an event still in flight at the committed offset are not run again when the partition comes back")
+    @Test(
+        "records finished above an event still in flight at the committed offset are not run again when the partition comes back"
+    )
     func owedAtTheCommittedOffset() {
         var state = WorkerPipeline.StateMachine(maxInFlight: 10)
         _ = state.assign([p0], tenure: 1, progress: [p0: KnownProgress(committed: 3, done: OffsetRanges())])

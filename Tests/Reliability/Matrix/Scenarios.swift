@@ -9,11 +9,17 @@ extension Scenario {
     /// Every scenario of the matrix, in the order the table lists them.
     package static let all: [Scenario] = kafka + apns + process + [fleet, keyRotation]
 
-    /// The short run `make test` includes: one of each kind of fault, on both brokers where it applies.
-    package static let quick: [String] = [
-        "Kafka unreachable, then back", "rebalance in a retry storm", "APNs path black-holed",
-        "SIGKILL at random points", "SIGKILL at random points, with lanes",
-        "a token key rotated while events flow",
+    /// The short run `make test` includes: one of each kind of fault, each on the broker where only a
+    /// real peer shows it. The pipeline's own decisions under rebalances, losses, crashes and refused
+    /// commits, on a broker that keeps commit metadata and on one that drops it, are the
+    /// deterministic simulation's (Tests/SimulationTests, thousands of interleavings a run); what
+    /// stays here is real librdkafka, real processes and real brokers: the connection lost and back
+    /// on both brokers, a revocation's callbacks in a retry storm on the mock, a SIGKILL with the
+    /// progress topic on Tansu, and with lanes (two group members in one process) on the mock.
+    package static let quick: [(name: String, brokers: [Broker])] = [
+        ("Kafka unreachable, then back", [.mock, .tansu]), ("rebalance in a retry storm", [.mock]),
+        ("APNs path black-holed", [.mock]), ("SIGKILL at random points", [.tansu]),
+        ("SIGKILL at random points, with lanes", [.mock]), ("a token key rotated while events flow", [.mock]),
     ]
 
     // MARK: Kafka
