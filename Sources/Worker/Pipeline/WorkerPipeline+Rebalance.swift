@@ -155,8 +155,9 @@ extension WorkerPipeline {
                 )
             }
         }
-        var (read, unreadable) = KnownProgress.read(committed: committed, fromTopic: fromTopic)
-        for problem in unreadable {
+        let stored = KnownProgress.read(committed: committed, fromTopic: fromTopic)
+        var read = stored.known
+        for problem in stored.unreadable {
             logger.warning(
                 "\(problem.partition): the committed offset's metadata is \(problem.error); ignored, so every record from offset \(problem.committed) on is run"
             )

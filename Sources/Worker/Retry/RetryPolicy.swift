@@ -56,8 +56,8 @@ package struct RetryPolicy: Sendable, Hashable {
         decide(attempts: attempts, elapsed: elapsed, expiration: expiration, now: now) { Int64.random(in: 0...$0) }
     }
 
-    /// `draw(n)`: a uniform value in `0...n`.
-    private func decide(
+    /// `draw(n)`: a uniform value in `0...n` (the worker's answer decisions pass the system's).
+    func decide(
         attempts: Int, elapsed: Duration, expiration: APNsExpiration?, now: Int64, draw: (Int64) -> Int64
     ) -> Decision {
         guard attempts < maxAttempts else { return .exhausted }
