@@ -152,7 +152,7 @@ let package = Package(
         // peers, no threads; seeds from the environment (`make simulate`).
         .testTarget(
             name: "SimulationTests",
-            dependencies: ["Worker", "Kafka"],
+            dependencies: ["Worker", "Kafka", "APNs"],
             // Deliberate defects the simulation must catch (scripts/mutations.sh), not sources.
             exclude: ["Mutations"],
             swiftSettings: swiftSettings

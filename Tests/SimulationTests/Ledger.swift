@@ -14,7 +14,7 @@ struct Ledger {
     /// The leases each record ended under (a member's instance and the tenure the lease began in):
     /// a record ends once per lease.
     private var endedUnder: Set<LeaseRecord> = []
-    /// The members (instances) that ended each record.
+    /// The members (instances) that ended each record while tracking it.
     private var endedBy: [RecordID: Set<Int>] = [:]
     /// Partitions where what was known done was dropped on purpose (commit metadata cut short, done
     /// records refused as untrue): a member may push again what it ended itself there.
@@ -35,9 +35,11 @@ struct Ledger {
         violations.append(text)
     }
 
-    mutating func ended(_ record: RecordID, instance: Int, tenure: UInt64, step: Int) {
+    /// `tracked`: its lease still tracked the partition's offsets, so the member knows it ended (one
+    /// that ends after its revocation gave up waiting for it is not counted anywhere).
+    mutating func ended(_ record: RecordID, instance: Int, tenure: UInt64, tracked: Bool, step: Int) {
         ended[record, default: 0] += 1
-        endedBy[record, default: []].insert(instance)
+        if tracked { endedBy[record, default: []].insert(instance) }
         if !endedUnder.insert(LeaseRecord(instance: instance, tenure: tenure, record: record)).inserted {
             violation("step \(step): \(record) ended twice under one lease")
         }

@@ -29,7 +29,10 @@ struct SimulatedMember {
         var record: RecordID
         let lease: PartitionLease
         var phase: Phase
-        var attempts = 0
+        /// The result so far, as `AnswerDecision` keeps it.
+        var result = EventResult(eventID: nil, outcome: .failed, attempts: 0)
+        var tokenRefreshes = 0
+        var firstAttemptAt: Int64?
     }
 
     enum Phase {
@@ -44,8 +47,10 @@ struct SimulatedMember {
         case delivered
         /// A 400-family refusal: the result says failed, a dead letter is written.
         case refused
-        /// 429, 500 or 503: retried after a backoff.
+        /// 429 (for the device token), 500 or 503: retried after a backoff.
         case retryable
+        /// 403 ExpiredProviderToken: once at once, then backing off.
+        case expiredToken
         /// The connection failed before the request went out: retried, nothing delivered.
         case lostBeforeSending
         /// The connection failed after it went out, or no answer came: retried; APNs may have

@@ -61,4 +61,38 @@ extension WorkerSimulation {
         ledger.allowAgain(
             records.filter { !knownDone($0) }.map { RecordID(partition: partition, offset: $0) }, atAPNs: atAPNs)
     }
+
+    /// Where the broker drops metadata, the progress records of a commit with done records are
+    /// written before it: from then on, whether the commit lands or the member crashes first, the
+    /// next owner must find every record the commit says is done (said against the offset the broker
+    /// has now). A commit without done records only moves the offset: a crash before it lands pushes
+    /// again what it moved over, the commit window the crash promise allows.
+    mutating func checkKeptBeforeCommitting(_ candidates: [CommitCandidate]) {
+        for candidate in candidates where !candidate.done.isEmpty {
+            let partition = candidate.partition.partition
+            guard let (offset, done) = kafka.coverage(of: partition) else { continue }
+            for record in kafka.logs[partition]!.records where record >= offset {
+                guard record < candidate.offset || candidate.done.contains(record) else { continue }
+                if !done.contains(record) {
+                    ledger.violation(
+                        "step \(step): a crash now would lose that \(partition)@\(record) is done: the commit being made says so, the progress topic does not (committed \(offset), done \(done))"
+                    )
+                    return
+                }
+            }
+        }
+    }
+
+    /// A commit stored in full: the next owner reads back all it says.
+    mutating func checkStored(_ candidate: CommitCandidate) {
+        let partition = candidate.partition.partition
+        guard let (offset, done) = kafka.coverage(of: partition) else { return }
+        var expected = candidate.done
+        expected.removeAll(below: offset)
+        if offset != candidate.offset || done != expected {
+            ledger.violation(
+                "step \(step): \(partition) committed at \(candidate.offset) with \(candidate.done) done, read back as \(offset) with \(done)"
+            )
+        }
+    }
 }

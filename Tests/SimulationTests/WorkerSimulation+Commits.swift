@@ -33,6 +33,7 @@ extension WorkerSimulation {
                 }
             }
         }
+        if kafka.dropsMetadata { checkKeptBeforeCommitting(candidates) }
         for candidate in candidates {
             let budget = members[index].metadataBudget
             if budget == 0 {
@@ -74,6 +75,7 @@ extension WorkerSimulation {
             if omitted > 0, !kafka.dropsMetadata { ledger.knowledgeDropped.insert(partition) }
             kafka.committed[partition] = SimulatedKafka.Stored(
                 offset: candidate.offset, metadata: kafka.dropsMetadata ? nil : text)
+            if omitted == 0, !kafka.dropsMetadata { checkStored(candidate) }
             note(
                 "member \(instance) commits \(partition)@\(candidate.offset)+[\(candidate.done)]\(omitted > 0 ? " (\(omitted) omitted)" : "")"
             )

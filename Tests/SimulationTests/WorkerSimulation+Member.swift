@@ -1,3 +1,5 @@
+import APNs
+import Foundation
 import Kafka
 
 @testable import Worker
@@ -194,21 +196,14 @@ extension WorkerSimulation {
                 event.phase = .atAPNs(
                     answerAt: now + Int64(random.int(1...(answer == .unanswered ? 200 : 60))), answer: answer)
             case .atAPNs(let at, let answer) where at <= now:
-                event.attempts += 1
-                switch answer {
-                case .delivered:
+                event.result.attempts += 1
+                if event.firstAttemptAt == nil { event.firstAttemptAt = at }
+                if answer == .delivered {
                     note("member \(members[index].instance) delivers \(event.record)")
                     ledger.delivered(event.record, by: members[index].instance, step: step)
-                    event.phase = .publishing(ackAt: now + Int64(random.int(1...30)))
-                case .refused:
-                    event.phase = .publishing(ackAt: now + Int64(random.int(1...30)))
-                case .retryable, .lostBeforeSending, .unanswered:
-                    if answer == .unanswered { ledger.sentUnanswered(event.record) }
-                    event.phase =
-                        event.attempts >= settings.maxAttempts
-                        ? .publishing(ackAt: now + Int64(random.int(1...30)))
-                        : .waitingRetry(until: now + Int64(random.int(10...120)))
                 }
+                if answer == .unanswered { ledger.sentUnanswered(event.record) }
+                event.phase = decide(answer, for: &event)
             case .waitingRetry(let until) where until <= now:
                 guard event.lease.isActive else {
                     abandon(eventIndex, of: index)
@@ -233,15 +228,62 @@ extension WorkerSimulation {
     private var answers: [SimulatedMember.Answer] {
         [
             .delivered, .delivered, .delivered, .delivered, .refused, .retryable, .retryable, .lostBeforeSending,
-            .unanswered,
+            .unanswered, .expiredToken,
         ]
+    }
+
+    /// The worker's own decision (`AnswerDecision`) on the answer, with the simulation's clock and
+    /// chance; its verdict becomes the event's next phase.
+    private mutating func decide(_ answer: SimulatedMember.Answer, for event: inout SimulatedMember.Event)
+        -> SimulatedMember.Phase
+    {
+        let attempt: SendAttempt
+        switch answer {
+        case .delivered: attempt = Self.answer(200)
+        case .refused: attempt = Self.answer(400, .badDeviceToken)
+        case .retryable: attempt = Self.answer(random.pick([429, 500, 503])!, nil)
+        case .expiredToken: attempt = Self.answer(403, .expiredProviderToken)
+        case .lostBeforeSending:
+            attempt = Self.failure(APNsClientError(.connectFailed, "refused", mayHaveReachedAPNs: false))
+        case .unanswered:
+            attempt = Self.failure(APNsClientError(.deadlineExceeded, "no answer", mayHaveReachedAPNs: true))
+        }
+        let facts = AnswerDecision.Event(
+            topic: "com.example.app", recipientKey: "\(event.record)", expiration: nil,
+            elapsed: .milliseconds(now - (event.firstAttemptAt ?? now)))
+        var chance = random
+        let decision = AnswerDecision.decide(
+            attempt, result: event.result, tokenRefreshes: event.tokenRefreshes, event: facts,
+            policy: settings.retryPolicy, now: Date(timeIntervalSince1970: 1_800_000_000 + Double(now) / 1000),
+            draw: { Int64.random(in: 0...$0, using: &chance) })
+        random = chance
+        event.result = decision.result
+        event.tokenRefreshes = decision.tokenRefreshes
+        switch decision.verdict {
+        case .final: return .publishing(ackAt: now + Int64(random.int(1...30)))
+        case .retryNow: return .sending(at: now + Int64(random.int(1...5)))
+        case .retry(let wait): return .waitingRetry(until: now + max(1, Int64(wait / .milliseconds(1))))
+        }
+    }
+
+    private static func answer(_ status: Int, _ reason: APNsReason? = nil) -> SendAttempt {
+        let response = APNsResponse(status: status, apnsID: nil, reason: reason)
+        return SendAttempt(
+            response: response, error: nil, outcome: .classify(response), credential: "app", duration: .zero)
+    }
+
+    private static func failure(_ error: APNsClientError) -> SendAttempt {
+        SendAttempt(response: nil, error: error, outcome: .classify(error), credential: "app", duration: .zero)
     }
 
     private mutating func finish(_ eventIndex: Int, of index: Int) {
         let event = members[index].events.remove(at: eventIndex)
         note("member \(members[index].instance) ends \(event.record)")
-        ledger.ended(event.record, instance: members[index].instance, tenure: event.lease.assignedIn, step: step)
         let partition = event.record.partition
+        let tracked = members[index].machine.ownership.leases[SimulatedKafka.partition(partition)] === event.lease
+        ledger.ended(
+            event.record, instance: members[index].instance, tenure: event.lease.assignedIn, tracked: tracked,
+            step: step)
         _ = members[index].machine.finish(
             SimulatedKafka.partition(partition), offset: event.record.offset, lease: event.lease)
     }

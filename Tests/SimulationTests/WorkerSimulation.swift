@@ -19,7 +19,15 @@ struct WorkerSimulation {
         var steps: Int
         var dropsMetadata: Bool
         var metadataMaxBytes: Int
-        var maxAttempts = 4
+        /// The worker's retry policy at the simulation's scale (milliseconds, not seconds).
+        var retryPolicy: RetryPolicy {
+            var policy = RetryPolicy()
+            policy.maxAttempts = 4
+            policy.initialBackoff = .milliseconds(10)
+            policy.maxBackoff = .milliseconds(120)
+            policy.maxRetryDuration = .seconds(5)
+            return policy
+        }
         /// Simulated milliseconds.
         var revocationTimeout: Int64 = 400
         var commitInterval: Int64 = 50

@@ -18,16 +18,20 @@ struct AnswerDecisionTests {
 
     func answer(_ status: Int, _ reason: APNsReason? = nil) -> SendAttempt {
         let response = APNsResponse(status: status, apnsID: nil, reason: reason)
-        return SendAttempt(response: response, error: nil, outcome: .classify(response), credential: "app", duration: .milliseconds(30))
+        return SendAttempt(
+            response: response, error: nil, outcome: .classify(response), credential: "app", duration: .milliseconds(30)
+        )
     }
 
     func decide(
         _ attempt: SendAttempt, attempts: Int, tokenRefreshes: Int = 0, expiration: APNsExpiration? = nil,
         elapsed: Duration = .zero
     ) -> AnswerDecision {
-        let event = AnswerDecision.Event(topic: "com.example.app", recipientKey: "token-1", expiration: expiration, elapsed: elapsed)
+        let event = AnswerDecision.Event(
+            topic: "com.example.app", recipientKey: "token-1", expiration: expiration, elapsed: elapsed)
         return AnswerDecision.decide(
-            attempt, result: EventResult(eventID: "e1", outcome: .failed, attempts: attempts), tokenRefreshes: tokenRefreshes,
+            attempt, result: EventResult(eventID: "e1", outcome: .failed, attempts: attempts),
+            tokenRefreshes: tokenRefreshes,
             event: event, policy: policy, now: now, draw: { $0 })  // the jitter's top: the ceiling itself
     }
 
@@ -68,7 +72,10 @@ struct AnswerDecisionTests {
     func delivered() {
         let decision = decide(answer(200), attempts: 1)
         #expect(decision.verdict == .final(deadLetter: false))
-        #expect(decision.effects == [.answered(status: 200, reason: nil, duration: .milliseconds(30)), .credentialHealthy("app")])
+        #expect(
+            decision.effects == [
+                .answered(status: 200, reason: nil, duration: .milliseconds(30)), .credentialHealthy("app"),
+            ])
         #expect(decision.result.outcome == .delivered && decision.result.firstFailureAt == nil)
     }
 }
