@@ -9,7 +9,7 @@ import WorkerDemo
 
 @Suite("The worker under failures", .serialized, .timeLimit(.minutes(5)))
 struct FailureTests {
-    @Test("APNs answering only 503: the worker backs off, pauses its input at the bound, recovers, loses nothing")
+    @Test("APNs answering only 503: the worker backs off, holds its input at the bound, recovers, loses nothing")
     func serviceUnavailableStorm() async throws {
         let harness = try await Harness.start()
         defer { Task { await harness.shutdown() } }

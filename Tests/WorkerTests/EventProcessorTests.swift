@@ -143,7 +143,8 @@ struct EventProcessorTests {
         #expect(result.reason == "tokenAuthenticationRequired")
         #expect(result.deadLetter == .noCredential)
         #expect(result.detail?.hasPrefix("/pushType: ") == true)
-        let value = ResultEvent.value(for: result, source: Self.record(Self.valid), latency: .zero, completedAt: Date())
+        let value = ResultRecord.value(
+            for: result, source: Self.record(Self.valid), latency: .zero, completedAt: Date())
         let errors = EventSchemas.resultEvent.validate(try JSONParser.parse(value), mode: .allErrors)
         #expect(errors.isEmpty, "\(errors)")
     }
@@ -158,11 +159,12 @@ struct EventProcessorTests {
         let result = try #require(results.only ?? nil)
         #expect(result.replays == 2)
         let text = String(
-            decoding: ResultEvent.value(for: result, source: record, latency: .zero, completedAt: Date()), as: UTF8.self
+            decoding: ResultRecord.value(for: result, source: record, latency: .zero, completedAt: Date()),
+            as: UTF8.self
         )
         #expect(text.contains(#""replays":2"#))
         let first = String(
-            decoding: ResultEvent.value(
+            decoding: ResultRecord.value(
                 for: EventResult(eventID: "x", outcome: .failed, attempts: 1), source: record, latency: .zero,
                 completedAt: Date()), as: UTF8.self)
         #expect(!first.contains("replays"), "absent when never replayed")

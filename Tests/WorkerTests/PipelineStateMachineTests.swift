@@ -22,8 +22,8 @@ struct PipelineStateMachineTests {
         return nil
     }
 
-    @Test("input pauses when events in flight reach the bound and resumes when they fall to half")
-    func pausesAtTheBoundAndResumesAtHalf() async {
+    @Test("input is held when events in flight reach the bound and flows again when they fall to half")
+    func holdsAtTheBoundAndFlowsAtHalf() async {
         var (state, leases) = owning([p0], maxInFlight: 4)
         let admitted = (0..<4).map { ran(state.admit(p0, offset: Int64($0), lease: leases[0])) }
         #expect(admitted == [false, false, false, true], "the fourth fills the bound")
@@ -221,7 +221,7 @@ struct PipelineStateMachineTests {
         #expect(!state.inputHeld)
     }
 
-    @Test("an output topic blocked during shutdown pauses input and counts toward the blocked limit")
+    @Test("an output topic blocked during shutdown holds input and counts toward the blocked limit")
     func aTopicBlockedDuringShutdown() {
         var (state, _) = owning([p0], maxInFlight: 10)
         let start = ContinuousClock.now
@@ -233,8 +233,8 @@ struct PipelineStateMachineTests {
         #expect(action.holdEnded && action.resume == nil)
     }
 
-    @Test("an output topic refusing every record pauses input until it takes one again")
-    func aBlockedTopicPausesInput() async {
+    @Test("an output topic refusing every record holds input until it takes one again")
+    func aBlockedTopicHoldsInput() async {
         var (state, _) = owning([p0], maxInFlight: 10)
         let start = ContinuousClock.now
         let first = state.block("results", now: start)

@@ -50,7 +50,7 @@ enum DeadLetterRecord {
                 continue
             case DeadLetterHeader.detail:
                 let detail = header.stringValue ?? ""
-                let limit = ResultEvent.degradedDetailLimit
+                let limit = ResultRecord.degradedDetailLimit
                 headers.append(
                     detail.count > limit
                         ? KafkaHeader(key: header.key, string: String(detail.prefix(limit)) + "…") : header)

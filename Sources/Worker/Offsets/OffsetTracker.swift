@@ -9,7 +9,7 @@ package struct CommitCandidate: Equatable, Sendable {
     var version: UInt64
     /// Which tracking of the partition it was taken from: a commit of a lease that ended does not
     /// mark the next one's as committed.
-    var generation: UInt64 = 0
+    var leaseNumber: UInt64 = 0
 
     /// The offset alone.
     var position: KafkaTopicPartitionOffset { KafkaTopicPartitionOffset(partition, offset: offset) }
@@ -27,9 +27,10 @@ struct OffsetTracker {
     /// through an accessor that allocates its frame, twice for every event (start and finish).
     private var offsets: [PartitionOffsets] = []
     private var slots: [KafkaTopicPartition: Int] = [:]
-    /// The tracking generation of each slot, and the next to hand out.
-    private var generations: [UInt64] = []
-    private var nextGeneration: UInt64 = 1
+    /// Which lease each slot tracks (a number per tracking, new at every assignment), and the next
+    /// to hand out.
+    private var leaseNumbers: [UInt64] = []
+    private var nextLeaseNumber: UInt64 = 1
 
     /// Records in flight over all partitions.
     private(set) var inFlight = 0
@@ -91,13 +92,13 @@ struct OffsetTracker {
             }
             return CommitCandidate(
                 partition: partition, offset: candidate.offset, done: candidate.done, version: candidate.version,
-                generation: generations[slot])
+                leaseNumber: leaseNumbers[slot])
         }.sorted { $0.partition < $1.partition }
     }
 
     mutating func markCommitted(_ committed: [CommitCandidate]) {
         for candidate in committed {
-            if let slot = slots[candidate.partition], generations[slot] == candidate.generation {
+            if let slot = slots[candidate.partition], leaseNumbers[slot] == candidate.leaseNumber {
                 offsets[slot].markCommitted(candidate.offset, version: candidate.version)
             }
         }
@@ -112,18 +113,18 @@ struct OffsetTracker {
             let last = offsets.count - 1
             if slot != last, let moved = slots.first(where: { $0.value == last })?.key {
                 offsets[slot] = offsets[last]
-                generations[slot] = generations[last]
+                leaseNumbers[slot] = leaseNumbers[last]
                 slots[moved] = slot
             }
             offsets.removeLast()
-            generations.removeLast()
+            leaseNumbers.removeLast()
         }
     }
 
     private mutating func add(_ partition: KafkaTopicPartition) -> Int {
         offsets.append(PartitionOffsets())
-        generations.append(nextGeneration)
-        nextGeneration += 1
+        leaseNumbers.append(nextLeaseNumber)
+        nextLeaseNumber += 1
         slots[partition] = offsets.count - 1
         return offsets.count - 1
     }

@@ -11,7 +11,7 @@ extension EventProcessor {
     /// or the next attempt, now or after a backoff), as `AnswerDecision` decides, and performs what
     /// the decision asks: observe, throttle the device token, log.
     func verdict(on attempt: SendAttempt, for run: EventRun) -> EventRun.StateMachine.Verdict {
-        progress.step()
+        steps.step()
         let push = run.event?.push
         let event = AnswerDecision.Event(
             topic: run.topic, recipientKey: push?.recipientKey, expiration: push?.expiration,

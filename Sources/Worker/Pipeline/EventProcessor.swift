@@ -21,7 +21,7 @@ final class EventProcessor: Sendable {
     /// An event whose record is older than this (by its Kafka timestamp) ends `expired` unsent.
     let maxEventAge: Duration?
     /// Counts each APNs answer, for liveness.
-    let progress: ProgressCounter
+    let steps: StepCounter
     /// A record whose value is larger than this ends `invalid` unsent.
     let maxRecordBytes: Int
     let scheduler: any DelayScheduling
@@ -41,7 +41,7 @@ final class EventProcessor: Sendable {
     init(
         decoder: NotificationEventDecoder, sender: any NotificationSending, retryPolicy: RetryPolicy,
         scheduler: any DelayScheduling, observer: any PipelineObserver, logger: Logger,
-        progress: ProgressCounter = ProgressCounter(), maxEventAge: Duration? = nil, maxRecordBytes: Int = .max,
+        steps: StepCounter = StepCounter(), maxEventAge: Duration? = nil, maxRecordBytes: Int = .max,
         now: @escaping @Sendable () -> Date = Date.init,
         instant: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
     ) {
@@ -49,7 +49,7 @@ final class EventProcessor: Sendable {
         self.sender = sender
         self.retryPolicy = retryPolicy
         self.maxEventAge = maxEventAge
-        self.progress = progress
+        self.steps = steps
         self.maxRecordBytes = maxRecordBytes
         self.scheduler = scheduler
         self.throttle = Locked(DeviceThrottle())

@@ -3,7 +3,7 @@ import Synchronization
 /// Counts the pipeline's steps (a record admitted, an APNs answer, a publish attempt) for
 /// `LivenessWatch`: one relaxed atomic add each, read once per tick. Not the done records' progress
 /// (`KnownProgress`, the progress topic), which is about commits.
-final class ProgressCounter: Sendable {
+final class StepCounter: Sendable {
     private let count = Atomic<UInt64>(0)
 
     func step() {

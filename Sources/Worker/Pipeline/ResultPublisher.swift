@@ -40,7 +40,7 @@ final class ResultPublisher: Sendable {
     let logger: Logger
     let report: @Sendable (Report) -> Void
     /// Counts each publish attempt's end, for liveness.
-    let progress: ProgressCounter
+    let steps: StepCounter
     /// How many topics are reported blocked: while none is, a stored record reports nothing (one
     /// atomic read per record, no lock).
     private let blockedTopics = BlockedTopicCount()
@@ -56,21 +56,21 @@ final class ResultPublisher: Sendable {
 
     init(
         producer: KafkaProducer, scheduler: any DelayScheduling, observer: any PipelineObserver, logger: Logger,
-        progress: ProgressCounter = ProgressCounter(), report: @escaping @Sendable (Report) -> Void = { _ in }
+        steps: StepCounter = StepCounter(), report: @escaping @Sendable (Report) -> Void = { _ in }
     ) {
         self.producer = producer
         self.scheduler = scheduler
         self.observer = observer
         self.logger = logger
         self.report = report
-        self.progress = progress
+        self.steps = steps
     }
 
     /// How to make a record's smaller form, for a record Kafka can never store as it is (the error
     /// says why). A value rather than a closure: it rides in the attempt, so a publish allocates
     /// nothing for a form that is almost never needed.
     enum Degradation: Sendable {
-        /// A result event without its metadata (`ResultEvent.degraded`).
+        /// A result event without its metadata (`ResultRecord.degraded`).
         case result(EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String)
         /// A dead letter without the event's value (`DeadLetterRecord.degraded`).
         case deadLetter(KafkaProducerMessage, source: KafkaConsumerMessage)
@@ -94,7 +94,7 @@ final class ResultPublisher: Sendable {
         func message(for error: KafkaError) -> KafkaProducerMessage? {
             switch self {
             case .result(let result, let source, let latency, let completedAt, let topic):
-                ResultEvent.degraded(
+                ResultRecord.degraded(
                     for: result, source: source, latency: latency, completedAt: completedAt, topic: topic, error: error)
             case .deadLetter(let deadLetter, let source):
                 DeadLetterRecord.degraded(deadLetter, source: source, error: error)
@@ -128,7 +128,7 @@ final class ResultPublisher: Sendable {
     private func publish(_ attempt: Attempt, _ done: @escaping @Sendable (Publication) -> Void) {
         do {
             try producer.trySend(attempt.message) { [self] delivery in
-                progress.step()
+                steps.step()
                 switch delivery {
                 case .success:
                     acknowledgedCount.add(1, ordering: .relaxed)

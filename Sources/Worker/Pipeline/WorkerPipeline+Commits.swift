@@ -74,7 +74,7 @@ extension WorkerPipeline {
             let pending = state.withLock { $0.running > 0 } || consumer.bufferedCount > 0
             let waitingForKafka = unacknowledged > 0 && producer.sincePolled <= watch.pollStall
             if watch.alive(
-                steps: progress.value, pending: pending, sincePolled: consumer.sincePolled,
+                steps: steps.value, pending: pending, sincePolled: consumer.sincePolled,
                 waitingForKafka: waitingForKafka)
             {
                 observer.heartbeat()

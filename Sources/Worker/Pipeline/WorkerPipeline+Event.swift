@@ -51,7 +51,7 @@ extension WorkerPipeline {
             let completedAt = run.completedAt ?? Date()
             let latency = run.latency
             let topic = pipeline.configuration.resultsTopic
-            let message = ResultEvent.message(
+            let message = ResultRecord.message(
                 for: run.result, source: run.record, latency: latency, completedAt: completedAt, topic: topic)
             publisher.publish(
                 message,

@@ -427,7 +427,7 @@ extension WorkerPipeline {
                 done.insert(stored..<candidate.offset)
                 return CommitCandidate(
                     partition: candidate.partition, offset: stored, done: done, version: candidate.version,
-                    generation: candidate.generation)
+                    leaseNumber: candidate.leaseNumber)
             }
         }
 

@@ -40,7 +40,7 @@ package final class WorkerPipeline: Service, Sendable {
     /// Read by `publisherReported`: a report is applied as the publisher's state is then.
     let publisherBox = Locked<ResultPublisher?>(nil)
     /// Steps taken (records admitted, APNs answers, publish attempts), for liveness.
-    let progress = ProgressCounter()
+    let steps = StepCounter()
     /// The other lanes' pipelines (`PipelineLanes`): a stop of this one begins theirs; and where
     /// the lanes wait for each other before leaving the group.
     private let siblings = Locked<(pipelines: [Weak], barrier: LeaveBarrier?)>(([], nil))
@@ -75,7 +75,7 @@ package final class WorkerPipeline: Service, Sendable {
         self.scheduler = scheduler
         self.processor = EventProcessor(
             decoder: decoder, sender: sender, retryPolicy: configuration.retryPolicy, scheduler: scheduler,
-            observer: observer, logger: logger, progress: progress, maxEventAge: configuration.maxEventAge,
+            observer: observer, logger: logger, steps: steps, maxEventAge: configuration.maxEventAge,
             maxRecordBytes: configuration.maxRecordBytes)
         self.state = Locked(
             StateMachine(
@@ -137,7 +137,7 @@ package final class WorkerPipeline: Service, Sendable {
         // its first events, which a backlog does not feel).
         if configuration.urgent { sender.connect() }
         let publisher = ResultPublisher(
-            producer: producer, scheduler: scheduler, observer: observer, logger: logger, progress: progress,
+            producer: producer, scheduler: scheduler, observer: observer, logger: logger, steps: steps,
             report: { [weak self] report in self?.publisherReported(report) })
         publisherBox.withLock { $0 = publisher }
         let rebalance = RebalanceBridge(pipeline: self)
@@ -409,14 +409,14 @@ package final class WorkerPipeline: Service, Sendable {
     ) {
         if case .alreadyDone = action {
             // Its last owner published its result and recorded it as done: not pushed again.
-            progress.step()
+            steps.step()
             observer.alreadyDone()
             commits.wantCommit()
             return
         }
         // Skipped: revoked meanwhile, or stopping. Uncommitted: its partition's owner reads it again.
         guard case .run(let holdBegan) = action else { return }
-        progress.step()
+        steps.step()
         if holdBegan { observer.inputHeldChanged(true) }
         observer.inFlightChanged(running)
         start(record, bytes: bytes, lease: lease, sending: &requests, outlet: outlet)

@@ -2,10 +2,10 @@ import Foundation
 import JSONSchema
 import Kafka
 
-/// The result event published for every consumed event (`schemas/result-event.schema.json`),
+/// The record of the result published for every consumed event (`schemas/result-event.schema.json`),
 /// keyed by the event id so that downstream consumers can drop the duplicates a crash may cause.
-package enum ResultEvent {
-    /// The record for the response topic.
+package enum ResultRecord {
+    /// The record for the results topic.
     static func message(
         for result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String
     ) -> KafkaProducerMessage {

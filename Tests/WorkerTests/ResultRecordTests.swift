@@ -6,7 +6,7 @@ import Testing
 @testable import Worker
 
 @Suite("Result events: written straight to bytes, valid against schemas/result-event.schema.json")
-struct ResultEventTests {
+struct ResultRecordTests {
     static let source = KafkaConsumerMessage(
         topic: "events \"quoted\"", partition: 3, offset: 1_234_567, key: Array("k".utf8), value: nil, headers: [])
 
@@ -53,14 +53,14 @@ struct ResultEventTests {
         var result = Self.results()[0]
         result.metadata = ["blob": .string(String(repeating: "m", count: 10_000))]
         result.detail = String(repeating: "d", count: 1_000)
-        let message = ResultEvent.degraded(
+        let message = ResultRecord.degraded(
             for: result, source: Self.source, latency: .milliseconds(3), completedAt: Date(), topic: "results",
             error: KafkaError(code: .messageSizeTooLarge, message: "too large"))
         let value = try JSONParser.parse(message.value ?? [])
         #expect(EventSchemas.resultEvent.validate(value, mode: .allErrors).isEmpty)
         #expect(value["metadata"] == nil)
-        #expect(value["detail"]?.stringValue?.count == ResultEvent.degradedDetailLimit + 1)
-        #expect(message.headers.contains { $0.key == ResultEvent.degradedHeader })
+        #expect(value["detail"]?.stringValue?.count == ResultRecord.degradedDetailLimit + 1)
+        #expect(message.headers.contains { $0.key == ResultRecord.degradedHeader })
         #expect(message.key == Array(result.eventID!.utf8))
         #expect((message.value?.count ?? 0) < 1_000)
     }
@@ -70,7 +70,7 @@ struct ResultEventTests {
         var result = EventResult(eventID: "", outcome: .invalid, attempts: 0)
         result.reason = "schema"
         result.detail = "/id: string is 0 characters long, less than the minimum of 1"
-        let message = ResultEvent.message(
+        let message = ResultRecord.message(
             for: result, source: Self.source, latency: .milliseconds(1), completedAt: Date(), topic: "results")
         #expect(message.key == Self.source.key)
         let value = try JSONParser.parse(message.value ?? [])
@@ -99,7 +99,8 @@ struct ResultEventTests {
             #expect(degraded.headers.lastString(DeadLetterHeader.eventID) == (kept ? id : nil), "\(id.count)")
             #expect(degraded.headers.lastString(DeadLetterHeader.reason) == "schema")
             let detail = degraded.headers.lastString(DeadLetterHeader.detail)
-            #expect(detail == (kept ? result.detail : String(longDetail.prefix(ResultEvent.degradedDetailLimit)) + "…"))
+            #expect(
+                detail == (kept ? result.detail : String(longDetail.prefix(ResultRecord.degradedDetailLimit)) + "…"))
         }
     }
 
@@ -107,7 +108,7 @@ struct ResultEventTests {
     func everyOutcome() throws {
         let completedAt = Date(timeIntervalSince1970: 1_795_421_717.123)
         for result in Self.results() {
-            let message = ResultEvent.message(
+            let message = ResultRecord.message(
                 for: result, source: Self.source, latency: .microseconds(12_345), completedAt: completedAt,
                 topic: "results")
             let value = try JSONParser.parse(message.value ?? [])
@@ -149,7 +150,7 @@ struct ResultEventTests {
                 result.detail = error.deadLetterDetail
             }
             #expect(result.detail?.hasPrefix("/" + name + ": ") == true, "\(result.detail ?? "")")
-            let message = ResultEvent.message(
+            let message = ResultRecord.message(
                 for: result, source: Self.source, latency: .microseconds(1), completedAt: Date(), topic: "results")
             let value = try JSONParser.parse(message.value ?? [])
             #expect(EventSchemas.resultEvent.validate(value, mode: .allErrors).isEmpty, "\(name)")
@@ -172,7 +173,7 @@ struct ResultEventTests {
     func milliseconds() {
         func text(_ duration: Duration) -> String {
             var out: [UInt8] = []
-            ResultEvent.writeMilliseconds(duration, into: &out)
+            ResultRecord.writeMilliseconds(duration, into: &out)
             return String(decoding: out, as: UTF8.self)
         }
         #expect(text(.zero) == "0")
