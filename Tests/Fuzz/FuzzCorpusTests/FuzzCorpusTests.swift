@@ -1,4 +1,5 @@
 import Foundation
+import FuzzSimulatorTarget
 import FuzzTargets
 import Testing
 

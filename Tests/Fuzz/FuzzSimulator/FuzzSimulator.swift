@@ -1,3 +1,4 @@
+import FuzzSimulatorTarget
 import FuzzTargets
 
 // See FuzzTargets/FuzzSimulator.swift for what this covers; docs/reliability.md for how to run it.

@@ -1,4 +1,5 @@
 import APNsSimulator
+import FuzzTargets
 import Crypto
 import Foundation
 import JSONSchema

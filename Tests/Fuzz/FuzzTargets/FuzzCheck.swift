@@ -1,16 +1,16 @@
 /// A property the code under test broke: a crash, which is what libFuzzer (and the corpus replay)
 /// reports. The message says which property and shows the input's part that broke it.
-func fuzzCheck(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String) {
+package func fuzzCheck(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String) {
     if !condition() { fatalError("fuzz property broken: \(message())") }
 }
 
 /// Text inputs with headers and a body, as the HTTP/2 targets read them: `name: value` lines up to
 /// the first empty line, the rest the body. A name may start with `:` (`:path: /3/device/…`).
-struct HeaderLinesInput {
-    var headers: [(name: String, value: String)] = []
-    var body: [UInt8] = []
+package struct HeaderLinesInput {
+    package var headers: [(name: String, value: String)] = []
+    package var body: [UInt8] = []
 
-    init(_ bytes: UnsafeBufferPointer<UInt8>) {
+    package init(_ bytes: UnsafeBufferPointer<UInt8>) {
         var lineStart = 0
         var i = 0
         while i < bytes.count {

@@ -64,7 +64,7 @@ package enum FuzzEventDecoder {
             result.deadLetter = error.deadLetterReason
             _ = error.description
         }
-        let value = ResultEvent.value(
+        let value = ResultRecord.value(
             for: result, source: source, latency: .microseconds(12_345), completedAt: completedAt)
         let text = String(decoding: value, as: UTF8.self)
         guard let parsed = try? JSONParser.parse(value) else {
