@@ -255,7 +255,7 @@ extension WorkerSimulation {
         let decision = AnswerDecision.decide(
             attempt, result: event.result, tokenRefreshes: event.tokenRefreshes, event: facts,
             policy: settings.retryPolicy, now: Date(timeIntervalSince1970: 1_800_000_000 + Double(now) / 1000),
-            draw: { Int64.random(in: 0...$0, using: &chance) })
+            draw: { Int64.random(in: 0...$0, using: &chance) }, effect: { _ in })
         random = chance
         event.result = decision.result
         event.tokenRefreshes = decision.tokenRefreshes

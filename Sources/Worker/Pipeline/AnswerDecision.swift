@@ -5,14 +5,14 @@ import Foundation
 /// the result it writes, the verdict the event's state machine takes (final, with a dead letter or
 /// not; another attempt now or after a wait), and what the shell does about it (observe, throttle a
 /// device token, log). Pure: decided from the attempt, the event's result and token refreshes so far,
-/// the retry policy, the times and a jitter draw given; `EventProcessor.verdict` performs the
-/// effects. The deterministic simulation drives it with its own clock and chance.
+/// the retry policy, the times and a jitter draw given; the effects go, in order, to the `effect`
+/// closure the caller passes (`EventProcessor.verdict` performs them; an array would cost an
+/// allocation per answer). The deterministic simulation drives it with its own clock and chance.
 struct AnswerDecision {
     var result: EventResult
     var verdict: EventRun.StateMachine.Verdict
     /// ExpiredProviderToken answers so far (the first is retried at once).
     var tokenRefreshes: Int
-    var effects: [Effect] = []
 
     /// What the shell does for a decision, in order.
     enum Effect: Equatable {
@@ -43,22 +43,24 @@ struct AnswerDecision {
     /// - Parameters:
     ///   - now: the wall clock, for the result's failure times and the expiration.
     ///   - draw: a uniform value in `0...n` (the backoff's jitter).
+    ///   - effect: receives each effect, in order.
     static func decide(
         _ attempt: SendAttempt, result: EventResult, tokenRefreshes: Int, event: Event, policy: RetryPolicy,
-        now: Date, draw: (Int64) -> Int64
+        now: Date, draw: (Int64) -> Int64, effect: (Effect) -> Void
     ) -> AnswerDecision {
         var decision = AnswerDecision(result: result, verdict: .retryNow, tokenRefreshes: tokenRefreshes)
-        decision.decide(attempt, event: event, policy: policy, now: now, draw: draw)
+        decision.decide(attempt, event: event, policy: policy, now: now, draw: draw, effect: effect)
         return decision
     }
 
     private mutating func decide(
-        _ attempt: SendAttempt, event: Event, policy: RetryPolicy, now: Date, draw: (Int64) -> Int64
+        _ attempt: SendAttempt, event: Event, policy: RetryPolicy, now: Date, draw: (Int64) -> Int64,
+        effect: (Effect) -> Void
     ) {
-        if refusedBeforeSending(attempt, event: event, now: now) { return }
+        if refusedBeforeSending(attempt, event: event, now: now, effect: effect) { return }
         let response = attempt.response
         if let credential = attempt.credential { result.credential = credential }
-        effects.append(
+        effect(
             .answered(status: response?.status, reason: response?.reason?.description, duration: attempt.duration))
         result.status = response?.status
         result.reason = response?.reason?.description ?? attempt.error.map(EventProcessor.reason(of:))
@@ -68,7 +70,7 @@ struct AnswerDecision {
 
         switch attempt.outcome {
         case .delivered:
-            if let credential = attempt.credential { effects.append(.credentialHealthy(credential)) }
+            if let credential = attempt.credential { effect(.credentialHealthy(credential)) }
             result.outcome = .delivered
             result.reason = nil
             verdict = .final(deadLetter: false)
@@ -86,8 +88,8 @@ struct AnswerDecision {
                 } ?? attempt.error.map { "\($0)" }
             verdict = .final(deadLetter: false)
         case .credentialsBroken(let reason):
-            if let credential = attempt.credential { effects.append(.credentialBroken(credential, reason: reason)) }
-            effects.append(.credentialsRefused(credential: attempt.credential, reason: reason))
+            if let credential = attempt.credential { effect(.credentialBroken(credential, reason: reason)) }
+            effect(.credentialsRefused(credential: attempt.credential, reason: reason))
             result.outcome = .failed
             result.reason = result.reason ?? reason
             if response != nil {
@@ -109,14 +111,14 @@ struct AnswerDecision {
             // than the schedule's margin. Back off like any retry instead of a burst of requests,
             // and say so.
             markFailure(now)
-            effects.append(.retryScheduled(.providerToken))
+            effect(.retryScheduled(.providerToken))
             tokenRefreshes += 1
             if result.attempts >= policy.maxAttempts {
                 exhausted()
             } else if tokenRefreshes == 1 {
                 verdict = .retryNow
             } else {
-                effects.append(.clockBehind(credential: attempt.credential))
+                effect(.clockBehind(credential: attempt.credential))
                 verdict = .retry(after: policy.backoffCeiling(afterAttempt: result.attempts))
             }
         case .retryLater(let perDeviceToken, _):
@@ -126,12 +128,12 @@ struct AnswerDecision {
                 now: Int64(now.timeIntervalSince1970), draw: draw)
             switch decision {
             case .retry(let wait):
-                effects.append(.retryScheduled(EventProcessor.cause(attempt)))
+                effect(.retryScheduled(EventProcessor.cause(attempt)))
                 if perDeviceToken {
                     // The limit is the token's: every event for it waits, not only this one; the
                     // next attempt waits for the throttle.
                     let ceiling = policy.backoffCeiling(afterAttempt: result.attempts)
-                    effects.append(.throttleDevice(key: event.recipientKey ?? "", wait: max(wait, ceiling / 2)))
+                    effect(.throttleDevice(key: event.recipientKey ?? "", wait: max(wait, ceiling / 2)))
                     verdict = .retryNow
                 } else {
                     verdict = .retry(after: wait)
@@ -147,7 +149,9 @@ struct AnswerDecision {
 
     /// The client refused before sending: nothing reached APNs, and the attempt does not count.
     /// Returns false for an attempt that was sent (or failed on the way).
-    private mutating func refusedBeforeSending(_ attempt: SendAttempt, event: Event, now: Date) -> Bool {
+    private mutating func refusedBeforeSending(
+        _ attempt: SendAttempt, event: Event, now: Date, effect: (Effect) -> Void
+    ) -> Bool {
         if let error = attempt.error as? APNsNotificationError {
             // A rule that depends on the credential the topic routes to (a location push needs
             // token authentication). The fix is a credential that can send it, then replay.
@@ -171,8 +175,8 @@ struct AnswerDecision {
             // The credential cannot be used as it is (a certificate expired or not yet valid). The
             // fix is a new key or certificate, then replay.
             let credential = attempt.credential ?? "?"
-            effects.append(.credentialBroken(credential, reason: error.code.rawValue))
-            effects.append(.credentialUnusable(credential: credential, message: error.message))
+            effect(.credentialBroken(credential, reason: error.code.rawValue))
+            effect(.credentialUnusable(credential: credential, message: error.message))
             result.credential = attempt.credential
             result.outcome = .failed
             result.status = nil

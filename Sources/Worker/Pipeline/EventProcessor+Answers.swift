@@ -18,10 +18,9 @@ extension EventProcessor {
             elapsed: instant() - run.firstAttempt)
         let decision = AnswerDecision.decide(
             attempt, result: run.result, tokenRefreshes: run.tokenRefreshes, event: event, policy: retryPolicy,
-            now: now(), draw: { Int64.random(in: 0...$0) })
+            now: now(), draw: { Int64.random(in: 0...$0) }, effect: { perform($0, for: run) })
         run.result = decision.result
         run.tokenRefreshes = decision.tokenRefreshes
-        for effect in decision.effects { perform(effect, for: run) }
         return decision.verdict
     }
 
