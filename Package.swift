@@ -152,7 +152,7 @@ let package = Package(
         // peers, no threads; seeds from the environment (`make simulate`).
         .testTarget(
             name: "SimulationTests",
-            dependencies: ["Worker", "Kafka", "APNs"],
+            dependencies: ["Worker", "Kafka", "APNs", "TestPeers"],
             // Deliberate defects the simulation must catch (scripts/mutations.sh), not sources.
             exclude: ["Mutations"],
             swiftSettings: swiftSettings
@@ -386,8 +386,8 @@ let package = Package(
             name: "FuzzConfiguration", dependencies: ["FuzzTargets"], path: "Tests/Fuzz/FuzzConfiguration",
             swiftSettings: swiftSettings),
         .executableTarget(
-            name: "FuzzSimulator", dependencies: ["FuzzTargets", "FuzzSimulatorTarget"], path: "Tests/Fuzz/FuzzSimulator",
-            swiftSettings: swiftSettings),
+            name: "FuzzSimulator", dependencies: ["FuzzTargets", "FuzzSimulatorTarget"],
+            path: "Tests/Fuzz/FuzzSimulator", swiftSettings: swiftSettings),
         .executableTarget(
             name: "FuzzAPNsResponse", dependencies: ["FuzzTargets"], path: "Tests/Fuzz/FuzzAPNsResponse",
             swiftSettings: swiftSettings),

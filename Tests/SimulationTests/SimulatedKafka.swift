@@ -92,11 +92,14 @@ struct SimulatedKafka {
     {
         var found: [KafkaTopicPartition: OffsetRanges] = [:]
         for (partition, stored) in committed where stored.metadata == nil {
-            if let record = progress[partition.partition]?.last(where: { $0.committed == stored.offset }) {
-                found[partition] = record.done
-            }
+            found[partition] = progressRecord(of: partition.partition, for: stored.offset)
         }
         return found
+    }
+
+    /// The progress topic's newest record for this partition written for this committed offset.
+    func progressRecord(of partition: Int32, for committed: Int64) -> OffsetRanges? {
+        progress[partition]?.last(where: { $0.committed == committed })?.done
     }
 
     /// What the group would tell the partition's next owner is done: the committed offset and its
@@ -106,10 +109,8 @@ struct SimulatedKafka {
         var done = OffsetRanges()
         if let text = stored.metadata, let decoded = try? CommitMetadata.decode(text, committed: stored.offset) {
             done = decoded.done
-        } else if stored.metadata == nil,
-            let record = progress[partition]?.last(where: { $0.committed == stored.offset })
-        {
-            done = record.done
+        } else if stored.metadata == nil, let record = progressRecord(of: partition, for: stored.offset) {
+            done = record
         }
         return (stored.offset, done)
     }

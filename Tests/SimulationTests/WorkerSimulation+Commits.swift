@@ -100,16 +100,8 @@ extension WorkerSimulation {
             return
         }
         stop.committed = true
-        let instance = members[index].instance
-        for partition in members[index].owned.union(members[index].revoking).sorted()
-        where kafka.owner[partition] == instance {
-            kafka.owner[partition] = nil
-            unowned[partition] = now
-        }
         // What still runs (past the drain bound) dies with the process.
-        for event in members[index].events {
-            if case .atAPNs = event.phase { ledger.sentUnanswered(event.record) }
-        }
+        processEnded(members[index], partitionsFreeAt: now)
         members[index].events = []
         members[index].revocations = []
     }

@@ -248,13 +248,13 @@ extension WorkerSimulation {
         case .unanswered:
             attempt = Self.failure(APNsClientError(.deadlineExceeded, "no answer", mayHaveReachedAPNs: true))
         }
-        let facts = AnswerDecision.Event(
-            topic: "com.example.app", recipientKey: "\(event.record)", expiration: nil,
-            elapsed: .milliseconds(now - (event.firstAttemptAt ?? now)))
+        let facts = AnswerDecision.Event(topic: "com.example.app", recipientKey: "\(event.record)", expiration: nil)
+        let (time, firstAttempt) = (now, event.firstAttemptAt ?? now)
         var chance = random
         let decision = AnswerDecision.decide(
             attempt, result: event.result, tokenRefreshes: event.tokenRefreshes, event: facts,
-            policy: settings.retryPolicy, now: Date(timeIntervalSince1970: 1_800_000_000 + Double(now) / 1000),
+            policy: settings.retryPolicy, now: { Date(timeIntervalSince1970: 1_800_000_000 + Double(time) / 1000) },
+            elapsed: { .milliseconds(time - firstAttempt) },
             draw: { Int64.random(in: 0...$0, using: &chance) }, effect: { _ in })
         random = chance
         event.result = decision.result

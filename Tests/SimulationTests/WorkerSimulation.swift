@@ -222,14 +222,19 @@ struct WorkerSimulation {
     /// The process dies: everything it held in memory is gone. What it had at APNs may have been
     /// delivered; its partitions go to others after the session timeout.
     mutating func crash(_ index: Int) {
-        let member = members.remove(at: index)
+        processEnded(members.remove(at: index), partitionsFreeAt: now + settings.sessionTimeout)
+        restarts.append(now + Int64(random.int(50...600)))
+    }
+
+    /// A process ends, crashed or stopped: what it still had at APNs may have been delivered, and the
+    /// group gives the partitions it owned to others from `time` on.
+    mutating func processEnded(_ member: SimulatedMember, partitionsFreeAt time: Int64) {
         for event in member.events {
             if case .atAPNs = event.phase { ledger.sentUnanswered(event.record) }
         }
         for partition in member.owned.union(member.revoking) where kafka.owner[partition] == member.instance {
             kafka.owner[partition] = nil
-            unowned[partition] = now + settings.sessionTimeout
+            unowned[partition] = time
         }
-        restarts.append(now + Int64(random.int(50...600)))
     }
 }

@@ -27,13 +27,13 @@ struct AnswerDecisionTests {
         _ attempt: SendAttempt, attempts: Int, tokenRefreshes: Int = 0, expiration: APNsExpiration? = nil,
         elapsed: Duration = .zero
     ) -> (decision: AnswerDecision, effects: [AnswerDecision.Effect]) {
-        let event = AnswerDecision.Event(
-            topic: "com.example.app", recipientKey: "token-1", expiration: expiration, elapsed: elapsed)
+        let event = AnswerDecision.Event(topic: "com.example.app", recipientKey: "token-1", expiration: expiration)
         var effects: [AnswerDecision.Effect] = []
         // The jitter's draw is its top: the wait is the backoff's ceiling itself.
         let decision = AnswerDecision.decide(
             attempt, result: EventResult(eventID: "e1", outcome: .failed, attempts: attempts),
-            tokenRefreshes: tokenRefreshes, event: event, policy: policy, now: now, draw: { $0 },
+            tokenRefreshes: tokenRefreshes, event: event, policy: policy, now: { now }, elapsed: { elapsed },
+            draw: { $0 },
             effect: { effects.append($0) })
         return (decision, effects)
     }

@@ -1,5 +1,6 @@
 import APNs
 import JSONSchema
+import TestPeers
 import Testing
 import Worker
 
@@ -22,17 +23,8 @@ struct NotificationEventRobustnessTests {
         }
     }
 
-    /// A small deterministic generator, so a failure reproduces.
-    struct SplitMix64: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    /// A small deterministic generator, so a failure reproduces (TestPeers').
+    typealias SplitMix64 = TestPeers.SplitMix64
 
     @Test("damaged events never crash; every problem points at something that exists")
     func mutations() throws {

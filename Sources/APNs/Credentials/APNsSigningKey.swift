@@ -75,7 +75,8 @@ public struct FileReadFailure: Error, Sendable {
 /// Reads a whole file (keys, certificates and event files are small).
 public func readWholeFile(_ path: String) throws(FileReadFailure) -> [UInt8] {
     guard let file = fopen(path, "rb") else {
-        throw FileReadFailure(reason: String(cString: strerror(errno)), errno: errno, opening: true)
+        let code = errno  // before anything else may set it
+        throw FileReadFailure(reason: String(cString: strerror(code)), errno: code, opening: true)
     }
     defer { fclose(file) }
     var bytes: [UInt8] = []
@@ -87,7 +88,8 @@ public func readWholeFile(_ path: String) throws(FileReadFailure) -> [UInt8] {
     }
     // A directory opens, then fails to read (EISDIR).
     guard ferror(file) == 0 else {
-        throw FileReadFailure(reason: String(cString: strerror(errno)), errno: errno, opening: false)
+        let code = errno
+        throw FileReadFailure(reason: String(cString: strerror(code)), errno: code, opening: false)
     }
     return bytes
 }

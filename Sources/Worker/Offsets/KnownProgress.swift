@@ -19,7 +19,7 @@ struct OwedProgress: Sendable, Equatable {
 extension KnownProgress {
     /// A committed offset's metadata that could not be read (`CommitMetadata.decode`): ignored, every
     /// record from the offset on runs.
-    struct Unreadable: Error {
+    struct Unreadable {
         var partition: KafkaTopicPartition
         var committed: Int64
         var error: any Error

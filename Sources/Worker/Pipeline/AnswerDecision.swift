@@ -36,26 +36,27 @@ struct AnswerDecision {
         var topic: String
         var recipientKey: String?
         var expiration: APNsExpiration?
-        /// Since the event's first attempt.
-        var elapsed: Duration
     }
 
     /// - Parameters:
-    ///   - now: the wall clock, for the result's failure times and the expiration.
+    ///   - now: the wall clock, for the result's failure times and the expiration; `elapsed`: since the
+    ///     event's first attempt. Both read only where a failure needs them: a delivered answer reads
+    ///     no clock.
     ///   - draw: a uniform value in `0...n` (the backoff's jitter).
     ///   - effect: receives each effect, in order.
     static func decide(
         _ attempt: SendAttempt, result: EventResult, tokenRefreshes: Int, event: Event, policy: RetryPolicy,
-        now: Date, draw: (Int64) -> Int64, effect: (Effect) -> Void
+        now: () -> Date, elapsed: () -> Duration, draw: (Int64) -> Int64, effect: (Effect) -> Void
     ) -> AnswerDecision {
         var decision = AnswerDecision(result: result, verdict: .retryNow, tokenRefreshes: tokenRefreshes)
-        decision.decide(attempt, event: event, policy: policy, now: now, draw: draw, effect: effect)
+        decision.decide(
+            attempt, event: event, policy: policy, now: now, elapsed: elapsed, draw: draw, effect: effect)
         return decision
     }
 
     private mutating func decide(
-        _ attempt: SendAttempt, event: Event, policy: RetryPolicy, now: Date, draw: (Int64) -> Int64,
-        effect: (Effect) -> Void
+        _ attempt: SendAttempt, event: Event, policy: RetryPolicy, now: () -> Date, elapsed: () -> Duration,
+        draw: (Int64) -> Int64, effect: (Effect) -> Void
     ) {
         if refusedBeforeSending(attempt, event: event, now: now, effect: effect) { return }
         let response = attempt.response
@@ -102,7 +103,7 @@ struct AnswerDecision {
                 result.detail = "\(attempt.outcome); then replay"
             }
             result.deadLetter = .credentials
-            markFailure(now)
+            markFailure(now())
             verdict = .final(deadLetter: true)
         case .refreshToken:
             // Tokens follow a schedule every process shares: the first time, try again at once (a
@@ -110,7 +111,7 @@ struct AnswerDecision {
             // APNs finds the schedule's token an hour old: this machine's clock is behind by more
             // than the schedule's margin. Back off like any retry instead of a burst of requests,
             // and say so.
-            markFailure(now)
+            markFailure(now())
             effect(.retryScheduled(.providerToken))
             tokenRefreshes += 1
             if result.attempts >= policy.maxAttempts {
@@ -122,10 +123,10 @@ struct AnswerDecision {
                 verdict = .retry(after: policy.backoffCeiling(afterAttempt: result.attempts))
             }
         case .retryLater(let perDeviceToken, _):
-            markFailure(now)
+            markFailure(now())
             let decision = policy.decide(
-                attempts: result.attempts, elapsed: event.elapsed, expiration: event.expiration,
-                now: Int64(now.timeIntervalSince1970), draw: draw)
+                attempts: result.attempts, elapsed: elapsed(), expiration: event.expiration,
+                now: Int64(now().timeIntervalSince1970), draw: draw)
             switch decision {
             case .retry(let wait):
                 effect(.retryScheduled(EventProcessor.cause(attempt)))
@@ -150,7 +151,7 @@ struct AnswerDecision {
     /// The client refused before sending: nothing reached APNs, and the attempt does not count.
     /// Returns false for an attempt that was sent (or failed on the way).
     private mutating func refusedBeforeSending(
-        _ attempt: SendAttempt, event: Event, now: Date, effect: (Effect) -> Void
+        _ attempt: SendAttempt, event: Event, now: () -> Date, effect: (Effect) -> Void
     ) -> Bool {
         if let error = attempt.error as? APNsNotificationError {
             // A rule that depends on the credential the topic routes to (a location push needs
@@ -186,7 +187,7 @@ struct AnswerDecision {
         } else {
             return false
         }
-        markFailure(now)
+        markFailure(now())
         verdict = .final(deadLetter: true, sent: false)
         return true
     }

@@ -14,11 +14,13 @@ extension EventProcessor {
         steps.step()
         let push = run.event?.push
         let event = AnswerDecision.Event(
-            topic: run.topic, recipientKey: push?.recipientKey, expiration: push?.expiration,
-            elapsed: instant() - run.firstAttempt)
+            topic: run.topic, recipientKey: push?.recipientKey, expiration: push?.expiration)
+        // The jitter from the system's generator through a closure: ThreadSanitizer crashes on an
+        // `inout` access to `SystemRandomNumberGenerator` (a zero-sized value), so none is taken.
         let decision = AnswerDecision.decide(
             attempt, result: run.result, tokenRefreshes: run.tokenRefreshes, event: event, policy: retryPolicy,
-            now: now(), draw: { Int64.random(in: 0...$0) }, effect: { perform($0, for: run) })
+            now: now, elapsed: { instant() - run.firstAttempt }, draw: { Int64.random(in: 0...$0) },
+            effect: { perform($0, for: run) })
         run.result = decision.result
         run.tokenRefreshes = decision.tokenRefreshes
         return decision.verdict

@@ -49,14 +49,8 @@ package struct RetryPolicy: Sendable, Hashable {
         }
     }
 
-    /// The same with the system's generator. Not `decide(using: &SystemRandomNumberGenerator())`
-    /// from the worker: ThreadSanitizer crashes on an `inout` access to that zero-sized value (its
-    /// address is not a real one), so the instrumented code never takes one.
-    package func decide(attempts: Int, elapsed: Duration, expiration: APNsExpiration?, now: Int64) -> Decision {
-        decide(attempts: attempts, elapsed: elapsed, expiration: expiration, now: now) { Int64.random(in: 0...$0) }
-    }
-
-    /// `draw(n)`: a uniform value in `0...n` (the worker's answer decisions pass the system's).
+    /// `draw(n)`: a uniform value in `0...n` (the worker's answer decisions pass the system's through
+    /// a closure: `AnswerDecision`).
     func decide(
         attempts: Int, elapsed: Duration, expiration: APNsExpiration?, now: Int64, draw: (Int64) -> Int64
     ) -> Decision {
