@@ -13,6 +13,9 @@ struct SimulatedMember {
     var machine: WorkerPipeline.StateMachine
     /// The consumer's count of assignment changes.
     var tenure: UInt64 = 0
+    /// The member's generation in the group: a new one each time it is thrown out (a lost
+    /// assignment) and joins again. The broker refuses a commit sent in an earlier one.
+    var generation = 0
     /// Where each assigned partition fetches next.
     var positions: [Int32: Int64] = [:]
     /// Fetched records not yet read, each with the tenure it was fetched in.
@@ -79,6 +82,8 @@ struct SimulatedMember {
         var landsAt: Int64
         /// The revocation it commits for (its partitions), or nil for a periodic commit.
         var revocation: Set<Int32>?
+        /// The member's generation when it was sent.
+        var generation: Int
     }
 
     struct Stop {

@@ -45,16 +45,21 @@ extension WorkerSimulation {
             }
         }
         members[index].commit = SimulatedMember.CommitInFlight(
-            candidates: candidates, metadata: metadata, landsAt: now + Int64(random.int(2...40)), revocation: revocation
-        )
+            candidates: candidates, metadata: metadata, landsAt: now + Int64(random.int(2...40)),
+            revocation: revocation,
+            generation: members[index].generation)
     }
 
     /// The broker answers a commit: refused when the member is no longer the partitions' owner (a
     /// lost assignment, a crash and restart), now and then for a passing reason (the coordinator
-    /// moving), or for metadata over its limit; else stored, and the machine marks it committed.
+    /// moving), or for metadata over its limit; else stored, and the machine marks it committed. A
+    /// commit sent before the member was thrown out is refused too (Kafka fences its generation),
+    /// even once the member has joined again and owns the partitions.
     private mutating func land(_ commit: SimulatedMember.CommitInFlight, of index: Int) {
         let instance = members[index].instance
-        if commit.candidates.contains(where: { kafka.owner[$0.partition.partition] != instance }) {
+        if commit.generation != members[index].generation
+            || commit.candidates.contains(where: { kafka.owner[$0.partition.partition] != instance })
+        {
             counted("commit-fenced")
             return
         }

@@ -58,6 +58,7 @@ extension WorkerSimulation {
             abandon(eventIndex, of: index)
         }
         if lost {
+            members[index].generation += 1
             for partition in partitions where kafka.owner[partition] == members[index].instance {
                 kafka.owner[partition] = nil
                 unowned[partition] = now
