@@ -17,11 +17,11 @@ struct ReplayCommand: AsyncParsableCommand {
             record-too-large to replay those. Each reason remembers which of its dead letters were \
             replayed, so running the same replay twice replays once, and what a filtered run (--source-topic, \
             --since, --until) leaves is replayed by a later run; --from-beginning reads everything again. A \
-            dead letter replayed --max-replays times already is refused. A run holds its reasons' cursors \
+            dead letter replayed --max-replays times already is refused. A run reserves its reasons' cursors \
             while it runs: a second run over the same reason is refused. Prints a table of what it \
             did, by action, reason and destination, with how many had failed again after an earlier \
             replay (a loop: fix the cause before replaying them again). Exit status: 0 done, 1 the replay failed part-way (the next run resumes from its last \
-            checkpoint) or another run holds the cursors, 2 usage or configuration errors (an unknown \
+            checkpoint) or another run has reserved the cursors, 2 usage or configuration errors (an unknown \
             reason, a topic that does not exist).
             """
     )

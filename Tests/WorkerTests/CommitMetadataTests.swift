@@ -22,11 +22,14 @@ struct CommitMetadataTests {
         #expect(ranges.ranges == [10..<25, 30..<31])
     }
 
-    @Test("what is written reads back the same, lease included; other offsets and other programs' strings are refused")
+    @Test(
+        "what is written reads back the same, reservation included; other offsets and other programs' strings are refused"
+    )
     func roundTrip() throws {
         let done = OffsetRanges([101..<150, 152..<153, 1_000..<70_000])
         let written = CommitMetadata(
-            committed: 100, done: done, lease: CommitMetadata.Lease(holder: "pod-7:12:99", expires: 1_800_000_000_000))
+            committed: 100, done: done,
+            reservation: CommitMetadata.Reservation(holder: "pod-7:12:99", expires: 1_800_000_000_000))
         let (text, omitted) = written.encoded()
         #expect(omitted == 0)
         #expect(text.hasPrefix("apns-worker/1 c=100 d="), "\(text)")

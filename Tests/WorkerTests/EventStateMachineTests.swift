@@ -32,7 +32,7 @@ struct EventStateMachineTests {
     @Test("a decoded event whose partition was handed over is abandoned unsent: the next owner pushes it")
     func decodedAfterHandoverIsAbandoned() {
         var machine = Machine()
-        #expect(machine.attempt(Self.leaseEnded) == .finish(completed: false))
+        #expect(machine.attempt(Self.leaseEnded) == .end(done: false))
         #expect(machine.state == .abandoned)
         #expect(machine.attempts == 0)
     }
@@ -56,11 +56,11 @@ struct EventStateMachineTests {
     @Test("an invalid record ends at once: its dead letter, then its result, then done")
     func invalidRecordPublishesDeadLetterThenResult() {
         var machine = Machine()
-        #expect(machine.concluded(deadLetter: true) == .publishDeadLetter)
+        #expect(machine.endsUnsent(deadLetter: true) == .publishDeadLetter)
         #expect(machine.state == .publishing(.deadLetter))
         #expect(machine.published(.stored) == .publishResult)
         #expect(machine.state == .publishing(.result))
-        #expect(machine.published(.stored) == .finish(completed: true))
+        #expect(machine.published(.stored) == .end(done: true))
         #expect(machine.state == .done)
         #expect(machine.attempts == 0)
     }
@@ -68,8 +68,8 @@ struct EventStateMachineTests {
     @Test("a record too old to send ends with its result only (no dead letter)")
     func staleRecordPublishesResultOnly() {
         var machine = Machine()
-        #expect(machine.concluded(deadLetter: false) == .publishResult)
-        #expect(machine.published(.stored) == .finish(completed: true))
+        #expect(machine.endsUnsent(deadLetter: false) == .publishResult)
+        #expect(machine.published(.stored) == .end(done: true))
         #expect(machine.state == .done)
     }
 
@@ -79,7 +79,7 @@ struct EventStateMachineTests {
         #expect(machine.answered(.final(deadLetter: false)) == .publishResult)
         #expect(machine.state == .publishing(.result))
         #expect(machine.attempts == 1)
-        #expect(machine.published(.stored) == .finish(completed: true))
+        #expect(machine.published(.stored) == .end(done: true))
     }
 
     @Test("a final answer is published even after the partition was handed over: the push happened")
@@ -119,7 +119,7 @@ struct EventStateMachineTests {
     @Test("a retry answered after the partition was handed over is not scheduled: abandoned at once")
     func retryAfterHandoverIsAbandoned() {
         var machine = Self.sending()
-        #expect(machine.answered(.retry(after: .seconds(1)), leaseActive: false) == .finish(completed: false))
+        #expect(machine.answered(.retry(after: .seconds(1)), leaseActive: false) == .end(done: false))
         #expect(machine.state == .abandoned)
     }
 
@@ -127,7 +127,7 @@ struct EventStateMachineTests {
     func retryPastShutdownDeadlineIsAbandoned() {
         var machine = Self.sending()
         #expect(machine.answered(.retry(after: .seconds(30))) == .wait(.seconds(30)))
-        #expect(machine.waited(cancelled: true) == .finish(completed: false))
+        #expect(machine.waited(cancelled: true) == .end(done: false))
         #expect(machine.state == .abandoned)
         #expect(machine.attempts == 1)
     }
@@ -140,14 +140,14 @@ struct EventStateMachineTests {
         #expect(machine.attempt(Gate(expired: true)) == .expire)
         #expect(machine.state == .publishing(.result))
         #expect(machine.attempts == 1)
-        #expect(machine.published(.stored) == .finish(completed: true))
+        #expect(machine.published(.stored) == .end(done: true))
     }
 
     @Test("the lease is read before the throttle: a handed-over event does not wait for a throttle")
     func leaseBeforeThrottle() {
         var machine = Self.sending()
         _ = machine.answered(.retryNow)
-        #expect(machine.attempt(Gate(leaseActive: false, throttled: .seconds(5))) == .finish(completed: false))
+        #expect(machine.attempt(Gate(leaseActive: false, throttled: .seconds(5))) == .end(done: false))
     }
 
     @Test("a dead letter refused then published degraded: the result follows, and the event is done")
@@ -156,7 +156,7 @@ struct EventStateMachineTests {
         #expect(machine.answered(.final(deadLetter: true)) == .publishDeadLetter)
         #expect(machine.published(.storedDegraded) == .publishResult)
         #expect(machine.state == .publishing(.result))
-        #expect(machine.published(.storedDegraded) == .finish(completed: true))
+        #expect(machine.published(.storedDegraded) == .end(done: true))
         #expect(machine.state == .done)
     }
 
@@ -164,7 +164,7 @@ struct EventStateMachineTests {
     func deadLetterAbandoned() {
         var machine = Self.sending()
         _ = machine.answered(.final(deadLetter: true))
-        #expect(machine.published(.abandoned) == .finish(completed: false))
+        #expect(machine.published(.abandoned) == .end(done: false))
         #expect(machine.state == .abandoned)
     }
 
@@ -172,7 +172,7 @@ struct EventStateMachineTests {
     func resultAbandoned() {
         var machine = Self.sending()
         _ = machine.answered(.final(deadLetter: false))
-        #expect(machine.published(.abandoned) == .finish(completed: false))
+        #expect(machine.published(.abandoned) == .end(done: false))
         #expect(machine.state == .abandoned)
     }
 
@@ -180,12 +180,12 @@ struct EventStateMachineTests {
     func inputsAfterAbandonmentAreIgnored() {
         var machine = Self.sending()
         _ = machine.answered(.retry(after: .seconds(1)))
-        #expect(machine.waited(cancelled: true) == .finish(completed: false))
+        #expect(machine.waited(cancelled: true) == .end(done: false))
         #expect(machine.answered(.final(deadLetter: false)) == .none)
         #expect(machine.waited(cancelled: false) == .none)
         #expect(machine.published(.stored) == .none)
         #expect(machine.attempt(Self.open) == .none)
-        #expect(machine.concluded(deadLetter: true) == .none)
+        #expect(machine.endsUnsent(deadLetter: true) == .none)
         #expect(machine.state == .abandoned)
         #expect(machine.ignored == 5)
     }
@@ -194,7 +194,7 @@ struct EventStateMachineTests {
     func inputsAfterDoneAreIgnored() {
         var machine = Self.sending()
         _ = machine.answered(.final(deadLetter: false))
-        #expect(machine.published(.stored) == .finish(completed: true))
+        #expect(machine.published(.stored) == .end(done: true))
         #expect(machine.published(.stored) == .none)
         #expect(machine.answered(.retryNow) == .none)
         #expect(machine.state == .done)
@@ -231,10 +231,10 @@ struct EventStateMachineTests {
                 case .publishDeadLetter, .publishResult, .expire:
                     let publications: [Machine.Publication] = [.stored, .stored, .storedDegraded, .abandoned]
                     action = machine.published(publications[Int(random.next() % 4)])
-                case .finish(let completed):
+                case .end(let done):
                     finishes += 1
-                    ends[completed ? "done" : "abandoned", default: 0] += 1
-                    #expect(machine.state == (completed ? .done : .abandoned))
+                    ends[done ? "done" : "abandoned", default: 0] += 1
+                    #expect(machine.state == (done ? .done : .abandoned))
                     action = .none
                 case .none:
                     steps = 100
@@ -249,7 +249,7 @@ struct EventStateMachineTests {
 
     static func first(_ machine: inout Machine, _ random: inout SplitMix) -> Machine.Action {
         switch random.next() % 4 {
-        case 0: machine.concluded(deadLetter: random.next() % 2 == 0)
+        case 0: machine.endsUnsent(deadLetter: random.next() % 2 == 0)
         default: machine.attempt(gate(&random))
         }
     }

@@ -30,7 +30,7 @@ struct LateRegistrationTests {
     struct NoOutlet: EventOutlet {
         func publishDeadLetter(of run: EventRun) {}
         func publishResult(of run: EventRun) {}
-        func finish(_ run: EventRun, completed: Bool) {}
+        func ended(_ run: EventRun, done: Bool) {}
     }
 
     func run(offset: Int64, lease: PartitionLease) -> EventRun {

@@ -4,7 +4,7 @@ import Testing
 
 @testable import Worker
 
-/// Replay's hold on its cursors when every Kafka round trip is slow (a cross-region cluster, a
+/// Replay's reservation of its cursors when every Kafka round trip is slow (a cross-region cluster, a
 /// loaded broker): the mock cluster answers each request this much later.
 @Suite("Replay when Kafka is slow", .timeLimit(.minutes(5)))
 struct ReplaySlowKafkaTests {
@@ -26,8 +26,8 @@ struct ReplaySlowKafkaTests {
         return values
     }
 
-    // Reading the cursors and storing them with the hold takes several round trips: with each
-    // 0.7 s, more than the second the run waits before reading its hold back. The run used to
+    // Reading the cursors and storing them with the reservation takes several round trips: with each
+    // 0.7 s, more than the second the run waits before reading its reservation back. The run used to
     // refuse ("too long to tell whether another replay run started at the same time"), on every
     // attempt: a cluster that slow could not replay at all.
     @Test("a run alone replays even when reading and storing its cursors takes longer than the settle")
@@ -39,7 +39,7 @@ struct ReplaySlowKafkaTests {
         #expect(report.count(.replayed) == 12, "\(report.table)")
         let values = try await Self.replayedValues(on: cluster)
         #expect(values.sorted() == (0..<12).map { "dl-\($0)" }.sorted(), "every dead letter once")
-        // The hold was given up: the next run starts at once and finds nothing left.
+        // The reservation was given up: the next run starts at once and finds nothing left.
         #expect(try await replayer.run(request).count(.replayed) == 0)
     }
 
@@ -57,9 +57,9 @@ struct ReplaySlowKafkaTests {
         var first = replayer
         first.runID = "first-run"
         first.checkpointInterval = 10
-        // Shorter than the minute a hold lasts: a hold that a refused run may not give up at once
+        // Shorter than the minute a reservation lasts: a reservation that a refused run may not give up at once
         // (it took longer than the settle to store) lapses sooner, for the last run below.
-        first.leaseDuration = .seconds(20)
+        first.reservationDuration = .seconds(20)
         var second = first
         second.runID = "second-run"
         var request = ReplayRequest(deadLetterTopic: "dlq")
@@ -69,7 +69,7 @@ struct ReplaySlowKafkaTests {
         let refusals = ReplayRunTests.neverBoth(await [one, two])
         var replayed = try await Self.replayedValues(on: cluster)
         #expect(Set(replayed).count == replayed.count, "no dead letter replayed twice")
-        // A run alone finishes what is left, once whatever hold is left has lapsed.
+        // A run alone finishes what is left, once whatever reservation is left has lapsed.
         for _ in 0..<40 {
             do {
                 _ = try await first.run(request)

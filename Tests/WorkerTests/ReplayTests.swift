@@ -306,7 +306,7 @@ struct ReplayRunTests {
 
     /// The values in `topic` (one partition), as replayed so far.
     /// Two runs at once never both replay: normally one replays and the other is refused; runs whose
-    /// writes crossed are both refused; a run whose hold a late store of the other came over stops
+    /// writes crossed are both refused; a run whose reservation a late store of the other came over stops
     /// part-way at its next checkpoint ("taken over"). Returns the refusals.
     static func neverBoth(
         _ results: [Result<ReplayReport, any Error>], sourceLocation: SourceLocation = #_sourceLocation
@@ -378,13 +378,13 @@ struct ReplayRunTests {
     func concurrentRuns() async throws {
         let (cluster, replayer) = try await Self.threeSources(count: 300)
         var first = replayer
-        // Runs whose writes crossed are both refused, and each gives its lease up at once only if
+        // Runs whose writes crossed are both refused, and each gives its reservation up at once only if
         // storing it took less than the settle: on a loaded machine (the whole suite at once) that
-        // took more than the default second, and the last run below would wait for a lease to lapse.
-        first.leaseSettle = .seconds(5)
+        // took more than the default second, and the last run below would wait for a reservation to lapse.
+        first.reservationSettle = .seconds(5)
         // Should storing still take longer (a CI run beside other work measured 3.6 s), the slower
-        // refused run leaves its lease to lapse: short here, so that the last run below waits for it.
-        first.leaseDuration = .seconds(30)
+        // refused run leaves its reservation to lapse: short here, so that the last run below waits for it.
+        first.reservationDuration = .seconds(30)
         first.runID = "first-run"
         var second = first
         second.runID = "second-run"
@@ -407,7 +407,7 @@ struct ReplayRunTests {
                 _ = try await first.run(request)
                 break
             } catch  where "\(error)".contains("holds") && ContinuousClock.now < lapse {
-                try await Task.sleep(for: .seconds(1))  // a refused run's lease, left to lapse
+                try await Task.sleep(for: .seconds(1))  // a refused run's reservation, left to lapse
             }
         }
         replayed = []
@@ -417,23 +417,23 @@ struct ReplayRunTests {
         #expect(replayed.count - 300 <= (partWay ? first.checkpointInterval : 0), "each dead letter once")
     }
 
-    @Test("a run that died holding the cursors blocks the next until its hold expires, naming it")
+    @Test("a run that died with the cursors reserved blocks the next until its reservation expires, naming it")
     func heldCursors() async throws {
         let (cluster, replayer) = try await Self.threeSources(count: 6)
         let holder = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(
                 bootstrapServers: cluster.bootstrapServers, groupID: replayer.cursorGroup(.credentials)))
-        func hold(expiringIn seconds: Double) async throws {
+        func reserve(expiringIn seconds: Double) async throws {
             let expires = Int64((Date().timeIntervalSince1970 + seconds) * 1000)
-            let lease = CommitMetadata(
-                committed: 0, lease: CommitMetadata.Lease(holder: "pod-3:41:7", expires: expires))
+            let metadata = CommitMetadata(
+                committed: 0, reservation: CommitMetadata.Reservation(holder: "pod-3:41:7", expires: expires))
             try await holder.commit(
                 (0..<2).map {
                     KafkaTopicPartitionOffset(
-                        KafkaTopicPartition(topic: "dlq", partition: $0), offset: 0, metadata: lease.encoded().text)
+                        KafkaTopicPartition(topic: "dlq", partition: $0), offset: 0, metadata: metadata.encoded().text)
                 })
         }
-        try await hold(expiringIn: 60)
+        try await reserve(expiringIn: 60)
         var request = ReplayRequest(deadLetterTopic: "dlq")
         request.reasons = [.credentials]
         let error = await #expect(throws: DeadLetterReplayer.ReplayError.self) { try await replayer.run(request) }
@@ -443,7 +443,7 @@ struct ReplayRunTests {
         var dry = request
         dry.dryRun = true
         #expect(try await replayer.run(dry).count(.wouldReplay) == 6)
-        try await hold(expiringIn: -1)
+        try await reserve(expiringIn: -1)
         #expect(try await replayer.run(request).count(.replayed) == 6)
         await holder.close()
     }

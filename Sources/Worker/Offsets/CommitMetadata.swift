@@ -1,7 +1,7 @@
 import Foundation
 
 /// What a committed offset says beyond itself, in the commit's metadata string: which offsets above
-/// it are done as well, and, for replay's cursors, which run holds them.
+/// it are done as well, and, for replay's cursors, which run has reserved them.
 ///
 /// Kafka stores a string of up to `offset.metadata.max.bytes` (4,096 by default) with each committed
 /// offset and gives it back with the offset. The worker writes
@@ -23,10 +23,10 @@ package struct CommitMetadata: Equatable, Sendable {
     package var committed: Int64
     /// Offsets from `committed` on that are done too.
     package var done: OffsetRanges
-    package var lease: Lease?
+    package var reservation: Reservation?
 
-    /// A replay run's hold on a cursor.
-    package struct Lease: Equatable, Sendable {
+    /// A replay run's reservation of a cursor: its id and until when.
+    package struct Reservation: Equatable, Sendable {
         /// Letters, digits and `._:-`, at most 64.
         package var holder: String
         /// Milliseconds since 1970.
@@ -42,14 +42,15 @@ package struct CommitMetadata: Equatable, Sendable {
                 }
         }
 
-        /// Why no replay run holding for `duration` could have written this lease, if none could: a
+        /// Why no replay run reserving for `duration` could have written this reservation, if none could: a
         /// holder of another form, or an expiry further ahead of `now` than `duration` (and a few
         /// minutes of clocks apart).
         func implausibility(now: Date, duration: Duration) -> String? {
             guard holderIsValid else { return "a holder id no replay run writes" }
             let latest = now.addingTimeInterval(duration.seconds + 300)
             guard expiryDate <= latest else {
-                return "an expiry at \(expires) ms, beyond \(DeadLetterTime.format(latest)), longer than any run holds"
+                return
+                    "an expiry at \(expires) ms, beyond \(DeadLetterTime.format(latest)), longer than any run reserves"
             }
             return nil
         }
@@ -57,11 +58,11 @@ package struct CommitMetadata: Equatable, Sendable {
 
     static let prefix = "apns-worker/1 "
 
-    package init(committed: Int64, done: OffsetRanges = OffsetRanges(), lease: Lease? = nil) {
+    package init(committed: Int64, done: OffsetRanges = OffsetRanges(), reservation: Reservation? = nil) {
         self.committed = committed
         self.done = done
         self.done.removeAll(below: committed)
-        self.lease = lease
+        self.reservation = reservation
     }
 
     /// The string to commit, at most `maxBytes` long. What does not fit is left out from the top:
@@ -118,7 +119,7 @@ package struct CommitMetadata: Equatable, Sendable {
 
     private func signed(_ doneField: String) -> String {
         var body = Self.prefix + "c=\(committed) " + doneField
-        if let lease { body += " l=\(lease.holder)@\(lease.expires)" }
+        if let reservation { body += " l=\(reservation.holder)@\(reservation.expires)" }
         return body + " s=" + Self.checksum(body)
     }
 
@@ -192,14 +193,14 @@ package struct CommitMetadata: Equatable, Sendable {
         } else {
             throw .corrupt("no done offsets")
         }
-        var lease: Lease?
+        var reservation: Reservation?
         if let text = fields["l"] {
             guard let at = text.lastIndex(of: "@"), let expires = Int64(text[text.index(after: at)...]) else {
-                throw .corrupt("bad lease")
+                throw .corrupt("bad reservation")
             }
-            lease = Lease(holder: String(text[..<at]), expires: expires)
+            reservation = Reservation(holder: String(text[..<at]), expires: expires)
         }
-        return CommitMetadata(committed: committed, done: done, lease: lease)
+        return CommitMetadata(committed: committed, done: done, reservation: reservation)
     }
 
     // MARK: encoding pieces

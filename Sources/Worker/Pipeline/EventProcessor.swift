@@ -96,7 +96,7 @@ final class EventProcessor: Sendable {
             record: record, event: event, bytes: bytes, lease: lease, started: started, result: result,
             processor: self, outlet: outlet)
         if event == nil || result.outcome == .expired {
-            run.perform(run.machine.concluded(deadLetter: result.deadLetter != nil))
+            run.perform(run.machine.endsUnsent(deadLetter: result.deadLetter != nil))
         } else {
             run.begin(sending: &requests)
         }
@@ -179,7 +179,7 @@ private struct CompletionOutlet: EventOutlet {
         run.published(.stored)
     }
 
-    func finish(_ run: EventRun, completed: Bool) {
-        if !completed { completion(nil) }
+    func ended(_ run: EventRun, done: Bool) {
+        if !done { completion(nil) }
     }
 }

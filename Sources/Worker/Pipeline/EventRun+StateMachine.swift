@@ -10,7 +10,7 @@ extension EventRun {
     ///     │                  │    │attempt                        │stored
     ///     │   answered: retry│  due(n) ◀──waited── waiting(n)     ▼
     ///     │                  └──────────────────────▲           done
-    ///     └─concluded (invalid, too old)─▶ publishing(…)
+    ///     └─endsUnsent (invalid, too old)─▶ publishing(…)
     ///
     ///  abandoned: the lease ended before an attempt or a wait, a wait was cancelled (shutdown), or
     ///  the publisher gave the record up. Its offset stays uncommitted; the next owner reads it again.
@@ -97,8 +97,8 @@ extension EventRun {
             case publishDeadLetter
             /// Publish the result event, then feed `published(_:)`.
             case publishResult
-            /// The event ended: give back its room; `completed`: its offset may be committed.
-            case finish(completed: Bool)
+            /// The event ended: give back its room; `done`: its offset may be committed (else abandoned).
+            case end(done: Bool)
             /// Nothing to do (an input after the end).
             case none
         }
@@ -125,7 +125,7 @@ extension EventRun {
             guard gate.leaseActive else {
                 // The partition is handed over or gone: its next owner pushes this event.
                 state = .abandoned
-                return .finish(completed: false)
+                return .end(done: false)
             }
             if let wait = gate.throttled {
                 state = .waiting(attempts: attempts, .throttle)
@@ -141,14 +141,14 @@ extension EventRun {
         }
 
         /// The event ends before any attempt: invalid, or too old to send.
-        mutating func concluded(deadLetter: Bool) -> Action {
+        mutating func endsUnsent(deadLetter: Bool) -> Action {
             switch state {
             case .decoded:
                 return publish(deadLetter: deadLetter)
             case .done, .abandoned:
                 return ignore()
             default:
-                preconditionFailure("concluded an event in state \(state)")
+                preconditionFailure("an event ended unsent in state \(state)")
             }
         }
 
@@ -176,7 +176,7 @@ extension EventRun {
                     // Handed over already: its waits were cancelled, and this one would hold the
                     // handover's drain for nothing. The next owner pushes it.
                     state = .abandoned
-                    return .finish(completed: false)
+                    return .end(done: false)
                 }
                 state = .waiting(attempts: attempts, .backoff)
                 return .wait(wait)
@@ -189,7 +189,7 @@ extension EventRun {
             case .waiting(let attempts, _):
                 if cancelled {
                     state = .abandoned
-                    return .finish(completed: false)
+                    return .end(done: false)
                 }
                 state = .due(attempts: attempts)
                 return .readGate
@@ -206,7 +206,7 @@ extension EventRun {
             case .publishing(let record):
                 guard publication != .abandoned else {
                     state = .abandoned
-                    return .finish(completed: false)
+                    return .end(done: false)
                 }
                 switch record {
                 case .deadLetter:
@@ -215,7 +215,7 @@ extension EventRun {
                     return .publishResult
                 case .result:
                     state = .done
-                    return .finish(completed: true)
+                    return .end(done: true)
                 }
             case .done, .abandoned:
                 return ignore()

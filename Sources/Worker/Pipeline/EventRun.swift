@@ -13,8 +13,8 @@ protocol EventOutlet: Sendable {
     /// Before a valid event's first attempt: true to make it now; false when the outlet parked it
     /// (its credential is over its share) and calls `unparked(abandon:)` when its turn comes.
     func mayBegin(_ run: EventRun) -> Bool
-    /// The event ended: done (`completed`, its offset may be committed) or abandoned.
-    func finish(_ run: EventRun, completed: Bool)
+    /// The event ended: `done` (its offset may be committed) or abandoned.
+    func ended(_ run: EventRun, done: Bool)
 }
 
 extension EventOutlet {
@@ -124,12 +124,12 @@ final class EventRun: @unchecked Sendable {
             result.outcome = .expired
             publishResult()
         case .publishDeadLetter:
-            settle()
+            stampCompletion()
             outlet.publishDeadLetter(of: self)
         case .publishResult:
             publishResult()
-        case .finish(let completed):
-            outlet.finish(self, completed: completed)
+        case .end(let done):
+            outlet.ended(self, done: done)
             // Its last reference goes back to the thread that decoded it.
             home.put(Unmanaged.passRetained(self))
         case .none:
@@ -138,12 +138,12 @@ final class EventRun: @unchecked Sendable {
     }
 
     private func publishResult() {
-        settle()
+        stampCompletion()
         outlet.publishResult(of: self)
     }
 
     /// The result is final: its attempts as the machine counted them, its time.
-    private func settle() {
+    private func stampCompletion() {
         result.attempts = machine.attempts
         guard completedAt == nil else { return }
         completedAt = processor.now()

@@ -62,8 +62,8 @@ extension WorkerPipeline {
             }
         }
 
-        func finish(_ run: EventRun, completed: Bool) {
-            pipeline.finish(run, completed: completed)
+        func ended(_ run: EventRun, done: Bool) {
+            pipeline.ended(run, done: done)
         }
 
         func mayBegin(_ run: EventRun) -> Bool {
@@ -111,21 +111,21 @@ extension WorkerPipeline {
         for waiter in parking.action.drained { waiter.resume() }
     }
 
-    /// The event is done (`completed`: its result is stored) or abandoned (it stays uncommitted).
-    private func finish(_ run: EventRun, completed: Bool) {
+    /// The event ended: done (its result is stored) or abandoned (it stays uncommitted).
+    private func ended(_ run: EventRun, done: Bool) {
         let partition = run.record.topicPartition
         let offset = run.record.offset
         let credential = run.shareCredential
         let (action, running, next, parked) = state.withLock { state in
             let action =
-                completed
+                done
                 ? state.finish(partition, offset: offset, lease: run.lease, bytes: run.bytes)
                 : state.abandon(partition, offset: offset, lease: run.lease, bytes: run.bytes)
             // Its place in its credential's share goes to the first event parked for it.
             let next = credential.map { state.leave($0) }
             return (action, state.running, next, state.parked)
         }
-        if completed { commits.wantCommit() }
+        if done { commits.wantCommit() }
         if action.holdEnded { observer.inputHeldChanged(false) }
         observer.inFlightChanged(running)
         action.resume?.resume()
@@ -135,7 +135,7 @@ extension WorkerPipeline {
             nextRun.shareCredential = credential
             nextRun.unparked(abandon: false)
         }
-        guard completed else { return }
+        guard done else { return }
         if let reason = run.result.deadLetter { observer.deadLettered(reason) }
         observer.completed(run.result.outcome, credential: run.result.credential, duration: .now - run.started)
     }

@@ -13,7 +13,7 @@ import Logging
 /// the records before it are stored. So running the same replay twice replays once; a run that
 /// filters leaves what it filtered for a later run; and a run that fails part-way resumes where its
 /// last checkpoint was (records after it may be produced again: at least once). `fromBeginning`
-/// ignores what earlier runs did. A run holds its reasons' cursors while it runs, and a second run
+/// ignores what earlier runs did. A run reserves its reasons' cursors while it runs, and a second run
 /// over any of them is refused (`ReplayCursorStore`).
 package struct DeadLetterReplayer: Sendable {
     package var consumerConfiguration: KafkaConsumerConfiguration
@@ -24,15 +24,15 @@ package struct DeadLetterReplayer: Sendable {
 
     /// Records replayed between checkpoints (flush, then cursors committed).
     package var checkpointInterval = 1_000
-    /// A checkpoint at least this often, to renew the run's hold on its cursors.
+    /// A checkpoint at least this often, to renew the run's reservation of its cursors.
     package var checkpointPeriod: Duration = .seconds(5)
-    /// How long a run's hold on its cursors lasts unless renewed: what a run that died blocks.
-    package var leaseDuration: Duration = .seconds(60)
-    /// The least a run waits after taking its hold before it reads it back (longer when Kafka is
-    /// slower), and the longest its store may take for a refused run to give the hold up at once
+    /// How long a run's reservation of its cursors lasts unless renewed: what a run that died blocks.
+    package var reservationDuration: Duration = .seconds(60)
+    /// The least a run waits after writing its reservation before it reads it back (longer when Kafka is
+    /// slower), and the longest its store may take for a refused run to give the reservation up at once
     /// (see `ReplayCursorStore`). Not a setting: every run must wait the same.
-    package var leaseSettle: Duration = .seconds(1)
-    /// Names this run in the holds it takes: host, process and a random part.
+    package var reservationSettle: Duration = .seconds(1)
+    /// Names this run in the reservations it writes: host, process and a random part.
     package var runID: String = DeadLetterReplayer.makeRunID()
 
     /// `groupID` of the consumer configuration names the cursors' groups (`<groupID>.<reason>`);
@@ -128,7 +128,7 @@ package struct DeadLetterReplayer: Sendable {
         "\(groupID).\(reason.rawValue)"
     }
 
-    /// The consumer group in whose commit metadata a run writes its id when it takes its hold on
+    /// The consumer group in whose commit metadata a run writes its id when it reserves
     /// `reason`'s cursor (see `ReplayCursorStore`).
     package static func claimGroup(_ groupID: String, _ reason: DeadLetterReason) -> String {
         cursorGroup(groupID, reason) + ".claim"
@@ -152,15 +152,15 @@ package struct DeadLetterReplayer: Sendable {
         let partitions = lows.keys.sorted()
         var report = ReplayReport()
         // Each reason's cursor per partition: where earlier runs left it, and (unless this is a dry
-        // run) held by this run until it ends.
+        // run) reserved by this run until it ends.
         let store = ReplayCursorStore(
             holder: runID, groups: groups, claims: claims, partitions: partitions, lows: lows,
-            duration: leaseDuration, settle: leaseSettle, logger: logger)
-        let held = request.dryRun ? try await store.read() : try await store.acquire()
-        report.notes += held.notes
+            duration: reservationDuration, settle: reservationSettle, logger: logger)
+        let start = request.dryRun ? try await store.read() : try await store.acquire()
+        report.notes += start.notes
         do {
             return try await replay(
-                request, from: consumer, cursors: held.cursors, ends: ends, lows: lows, store: store, report: report)
+                request, from: consumer, cursors: start.cursors, ends: ends, lows: lows, store: store, report: report)
         } catch {
             if !request.dryRun { await store.abandon() }
             throw error
@@ -199,27 +199,27 @@ package struct DeadLetterReplayer: Sendable {
         try consumer.assign(start)
         let checkpointInterval = self.checkpointInterval
         let checkpointPeriod = self.checkpointPeriod
-        let leaseDuration = self.leaseDuration
+        let reservationDuration = self.reservationDuration
         let deliveryTimeout = producerConfiguration.deliveryTimeout
 
         let producer = request.dryRun ? nil : try KafkaProducer(configuration: producerConfiguration, logger: logger)
         // When a dead letter last arrived, for the watchdog; nil while a checkpoint runs (its flush and
-        // cursor stores are the run's own work, up to half the hold, not the topic falling silent).
+        // cursor stores are the run's own work, up to half the reservation, not the topic falling silent).
         let lastProgress = Locked<ContinuousClock.Instant?>(.now)
         let stallTimeout = self.stallTimeout
         let failures = Locked<[String]>([])
 
         // Flushes what was produced, then stores every replayed reason's cursor (renewing the
-        // run's hold on it, or giving it up with `release`).
+        // run's reservation of it, or giving it up with `release`).
         @Sendable func checkpoint(_ cursors: [DeadLetterReason: [KafkaTopicPartition: ReplayCursor]], release: Bool)
             async throws
         {
             guard !request.dryRun else { return }
             lastProgress.withLock { $0 = nil }
             defer { lastProgress.withLock { $0 = .now } }
-            // Bounded well inside the hold (`leaseDuration`): a checkpoint that cannot flush fails the
-            // run part-way rather than outlive its hold.
-            if let producer { try await producer.flush(timeout: min(deliveryTimeout, leaseDuration / 2)) }
+            // Bounded well inside the reservation (`reservationDuration`): a checkpoint that cannot flush fails the
+            // run part-way rather than outlive its reservation.
+            if let producer { try await producer.flush(timeout: min(deliveryTimeout, reservationDuration / 2)) }
             let failed = failures.withLock { $0 }
             guard failed.isEmpty else {
                 throw ReplayError(
@@ -254,10 +254,10 @@ package struct DeadLetterReplayer: Sendable {
                     let cursor = reason.flatMap { cursors[$0]?[partition] }
                     let before = !request.fromBeginning && (cursor?.isHandled(record.offset) ?? false)
                     let (row, message) = ReplayDecision.decide(record, request: request, replayedBefore: before)
-                    if message != nil, producer != nil, !store.holdLasts {
+                    if message != nil, producer != nil, !store.reservationLasts {
                         throw ReplayError(
                             description:
-                                "this run's hold on its cursors may have lapsed (its last checkpoint took most of \(leaseDuration)); stopped part-way before \(partition)@\(record.offset): run it again"
+                                "this run's reservation of its cursors may have lapsed (its last checkpoint took most of \(reservationDuration)); stopped part-way before \(partition)@\(record.offset): run it again"
                         )
                     }
                     if let message, let producer {

@@ -50,7 +50,7 @@ struct ReplayCursor: Equatable, Sendable {
     }
 
     /// The committed offset and metadata that store this cursor.
-    func metadata(lease: CommitMetadata.Lease?) -> CommitMetadata {
-        CommitMetadata(committed: low, done: handled, lease: lease)
+    func metadata(reservation: CommitMetadata.Reservation?) -> CommitMetadata {
+        CommitMetadata(committed: low, done: handled, reservation: reservation)
     }
 }

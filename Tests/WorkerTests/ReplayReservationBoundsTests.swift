@@ -4,27 +4,27 @@ import Testing
 
 @testable import Worker
 
-/// A replay hold read back is trusted only as far as a run could have written it: an expiry no
-/// further ahead than a hold lasts, a holder id of the form runs use. And a run stops producing once
-/// its own hold may have lapsed, and its stall watchdog does not count a checkpoint as a stall.
+/// A replay reservation read back is trusted only as far as a run could have written it: an expiry no
+/// further ahead than a reservation lasts, a holder id of the form runs use. And a run stops producing once
+/// its own reservation may have lapsed, and its stall watchdog does not count a checkpoint as a stall.
 @Suite("Replay holds: bounded", .serialized, .timeLimit(.minutes(3)))
-struct ReplayHoldBoundsTests {
-    /// Commits `lease` on the credentials cursor of the replayer's dead-letter partition 0.
-    static func plant(_ lease: CommitMetadata.Lease, cluster: KafkaMockCluster) async throws {
+struct ReplayReservationBoundsTests {
+    /// Commits `reservation` on the credentials cursor of the replayer's dead-letter partition 0.
+    static func plant(_ reservation: CommitMetadata.Reservation, cluster: KafkaMockCluster) async throws {
         let group = DeadLetterReplayer.cursorGroup("r", .credentials)
         let consumer = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group))
-        let text = CommitMetadata(committed: 0, lease: lease).encoded().text
+        let text = CommitMetadata(committed: 0, reservation: reservation).encoded().text
         try await consumer.commit([
             KafkaTopicPartitionOffset(KafkaTopicPartition(topic: "dlq", partition: 0), offset: 0, metadata: text)
         ])
         await consumer.close()
     }
 
-    @Test("a hold that expires far beyond what a run writes does not block replay until someone edits the group")
+    @Test("a reservation that expires far beyond what a run writes does not block replay until someone edits the group")
     func farExpiryIsIgnored() async throws {
         let (cluster, replayer) = try await ReplayRunTests.deadLetterTopic(reasons: ["credentials", "credentials"])
-        try await Self.plant(CommitMetadata.Lease(holder: "stuck-run", expires: Int64.max - 1), cluster: cluster)
+        try await Self.plant(CommitMetadata.Reservation(holder: "stuck-run", expires: Int64.max - 1), cluster: cluster)
         var request = ReplayRequest(deadLetterTopic: "dlq")
         request.reasons = [.credentials]
         let report = try await replayer.run(request)
@@ -37,7 +37,7 @@ struct ReplayHoldBoundsTests {
         let (cluster, replayer) = try await ReplayRunTests.deadLetterTopic(reasons: ["credentials"])
         let holder = String(repeating: "x", count: 5_000) + "\u{1b}[31m"
         let soon = Int64((Date().timeIntervalSince1970 + 30) * 1000)
-        try await Self.plant(CommitMetadata.Lease(holder: holder, expires: soon), cluster: cluster)
+        try await Self.plant(CommitMetadata.Reservation(holder: holder, expires: soon), cluster: cluster)
         var request = ReplayRequest(deadLetterTopic: "dlq")
         request.reasons = [.credentials]
         do {
