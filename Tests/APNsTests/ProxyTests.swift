@@ -86,14 +86,15 @@ struct ProxyTests {
             var configuration = ClientFixtures.configuration(port: simulator.port, pki: pki, connections: 1)
             configuration.proxy = APNsProxy(host: "127.0.0.1", port: port)
             configuration.connectTimeout = .seconds(1)
-            configuration.requestTimeout = .seconds(8)
+            configuration.requestTimeout = .seconds(60)
             try await withClient(configuration, credential: ClientFixtures.tokenCredential(pki)) { client in
                 let started = ContinuousClock.now
                 let error = await #expect(throws: APNsClientError.self) {
                     try await client.send(try ClientFixtures.notification(token: "aabb"))
                 }
                 #expect("\(String(describing: error))".contains("did not answer CONNECT in time"))
-                #expect(ContinuousClock.now - started < .seconds(6), "not the request's own deadline")
+                #expect(
+                    ContinuousClock.now - started < .seconds(30), "the 1 s connect deadline, not the request's 60 s")
             }
         }
     }

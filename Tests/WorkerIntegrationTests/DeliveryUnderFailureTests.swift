@@ -299,7 +299,9 @@ struct DeliveryUnderFailureTests {
         let stopping = ContinuousClock.now
         try await worker.stop()
         let took = ContinuousClock.now - stopping
-        #expect(took < .seconds(6 + 4), "stopped in \(took) with a 6 s shutdownTimeout")
+        // Bounded by the 6 s shutdownTimeout, not by the retries' 600 s: the bound sits far from
+        // both, so a slow machine's teardown cannot fail it.
+        #expect(took < .seconds(30), "stopped in \(took) with a 6 s shutdownTimeout")
         // It left its group: readiness says so (it stayed "ok" for good once joined).
         #expect(worker.assembly.health.readiness.kafka == "consumer has not joined its group")
         let sentAtStop = simulator.observation.count(status: 503)
