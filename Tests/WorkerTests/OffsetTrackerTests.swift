@@ -160,7 +160,7 @@ struct OffsetTrackerTests {
         tracker.finish(p0, offset: 0)
         tracker.finish(p0, offset: 2)
         tracker.finish(p0, offset: 3)
-        let released = tracker.release(p0, offset: 1)
+        let released = tracker.abandon(p0, offset: 1)
         #expect(released)
         #expect(tracker.inFlight(in: [p0]) == 0, "nothing to wait for")
         let candidate = tracker.commitCandidates().first

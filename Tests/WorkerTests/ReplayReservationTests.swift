@@ -193,7 +193,7 @@ struct ReplayReservationTests {
         #expect(await cursors.reservationHolder(Self.partition) == nil)
         let third = run("third-run")
         let held = try await third.acquire()
-        try await third.release(held.cursors)
+        try await third.giveUp(held.cursors)
     }
 
     @Test("of two runs started together, the one that wrote claim and cursors last goes on; the other lets go")
@@ -218,8 +218,8 @@ struct ReplayReservationTests {
         let third = run("third-run")
         let busy = await Self.refusal { _ = try await third.acquire() }
         #expect(busy?.contains("another replay run (second-run) has reserved") == true, "\(String(describing: busy))")
-        try await second.release(held.cursors)
-        try await third.release(try await third.acquire().cursors)
+        try await second.giveUp(held.cursors)
+        try await third.giveUp(try await third.acquire().cursors)
     }
 
     static func attempt(_ store: ReplayCursorStore) async -> Result<ReplayCursorStore.Start, any Error> {

@@ -51,8 +51,8 @@ struct OffsetTracker {
 
     /// A record in flight is given up before it was pushed (a hand-over): not done, not waited for.
     @discardableResult
-    mutating func release(_ partition: KafkaTopicPartition, offset: Int64) -> Bool {
-        guard let slot = slots[partition], offsets[slot].release(offset) else { return false }
+    mutating func abandon(_ partition: KafkaTopicPartition, offset: Int64) -> Bool {
+        guard let slot = slots[partition], offsets[slot].abandon(offset) else { return false }
         inFlight -= 1
         return true
     }

@@ -16,7 +16,7 @@ struct PartitionOffsets {
         case done
         /// Given up at a hand-over before it was pushed (it waited for a retry): not done, so the
         /// commit stays below it and the next owner runs it, but nothing here waits for it any more.
-        case released
+        case abandoned
     }
 
     private var entries: Deque<(offset: Int64, mark: Mark)> = []
@@ -41,7 +41,7 @@ struct PartitionOffsets {
     /// Bumped whenever what a commit would record changes.
     private var version: UInt64 = 0
 
-    /// Records read and not yet done (released ones excluded).
+    /// Records read and not yet done (abandoned ones excluded).
     private(set) var inFlight = 0
 
     /// Starts from what is known done at and above the committed offset (its metadata, and what
@@ -105,11 +105,11 @@ struct PartitionOffsets {
         return true
     }
 
-    /// A record in flight was given up (`Mark.released`). Returns false for one not in flight.
+    /// A record in flight was given up (`Mark.abandoned`). Returns false for one not in flight.
     @discardableResult
-    mutating func release(_ offset: Int64) -> Bool {
+    mutating func abandon(_ offset: Int64) -> Bool {
         guard let index = indexOf(offset), entries[index].mark == .inFlight else { return false }
-        entries[index].mark = .released
+        entries[index].mark = .abandoned
         inFlight -= 1
         return true
     }

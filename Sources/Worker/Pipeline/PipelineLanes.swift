@@ -54,15 +54,15 @@ final class LeaveBarrier: Sendable {
     func arrive(until deadline: ContinuousClock.Instant) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let waiter = ResumeOnce(continuation)
-            let release = state.withLock { state -> [ResumeOnce<Void>]? in
+            let arrived = state.withLock { state -> [ResumeOnce<Void>]? in
                 state.missing -= 1
                 state.waiters.append(waiter)
                 guard state.missing <= 0 else { return nil }
                 defer { state.waiters = [] }
                 return state.waiters
             }
-            if let release {
-                for waiter in release { waiter.resume(()) }
+            if let arrived {
+                for waiter in arrived { waiter.resume(()) }
             } else {
                 // Past the deadline, go on without the lanes still draining.
                 Task {

@@ -93,7 +93,7 @@ extension WorkerPipeline {
 
     /// Gives up parked runs unsent: those whose partition was handed over or is gone, or (`all`,
     /// shutdown) every one. Uncommitted: the partition's owner reads them again.
-    func releaseParked(all: Bool) {
+    func abandonParked(all: Bool) {
         let (taken, running, parked) = state.withLock { state in
             (state.takeParked(all: all), state.running, state.parked)
         }

@@ -85,8 +85,8 @@ extension WorkerPipeline.StateMachine {
 
         /// The record was given up before it was pushed again (its partition is being handed
         /// over): no longer waited for, and not done.
-        mutating func release(_ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease) {
-            if leases[partition] === lease { tracker.release(partition, offset: offset) }
+        mutating func abandon(_ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease) {
+            if leases[partition] === lease { tracker.abandon(partition, offset: offset) }
         }
 
         /// The record is done; it counts only if its partition is still tracked under `lease`.

@@ -15,12 +15,12 @@ extension WorkerPipeline {
         if lost || isStopping { observer.consumerLeft() }
         let selection = Set(partitions)
         // Nothing of these partitions is pushed from now on: what waits for a retry is the next
-        // owner's (released at once), what is at APNs finishes and counts.
+        // owner's (abandoned at once), what is at APNs finishes and counts.
         for lease in state.withLock({ $0.revoke(partitions) }) {
             lease.handOver()
             scheduler.cancel(lease: lease)
         }
-        releaseParked(all: false)
+        abandonParked(all: false)
         // Each wait below is bounded by `revocationTimeout`, and by the shutdown budget once a stop
         // has begun, before this revocation or during it (`deadline(_:orShutdown:)`): one deadline
         // bounds a shutdown, whatever it finds under way.

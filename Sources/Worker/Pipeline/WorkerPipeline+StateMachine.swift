@@ -265,7 +265,7 @@ extension WorkerPipeline {
         mutating func abandon(
             _ partition: KafkaTopicPartition, offset: Int64, lease: PartitionLease, bytes: Int = 0
         ) -> FinishAction {
-            ownership.release(partition, offset: offset, lease: lease)
+            ownership.abandon(partition, offset: offset, lease: lease)
             return ended(bytes: bytes)
         }
 

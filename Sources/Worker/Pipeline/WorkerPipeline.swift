@@ -214,7 +214,7 @@ package final class WorkerPipeline: Service, Sendable {
                 let budget = shutdownBudget()
                 await waitForDrain(of: nil, until: budget.drain)
                 endAllLeases()
-                releaseParked(all: true)
+                abandonParked(all: true)
                 scheduler.cancelAll()
                 commits.finish()
                 group.cancelAll()
@@ -235,7 +235,7 @@ package final class WorkerPipeline: Service, Sendable {
         logger.info("shutting down: draining \(inFlight) in-flight events within \(configuration.shutdownTimeout)")
         reader?.resume()
         // Parked events were never sent: given up now, uncommitted, for the next owner to push.
-        releaseParked(all: true)
+        abandonParked(all: true)
         let (others, barrier) = siblings.withLock { $0 }
         let consumer = consumerBox.withLock { $0 }
         if let barrier {

@@ -176,7 +176,7 @@ package struct DeadLetterReplayer: Sendable {
         var ends = ends
         var report = report
         guard !ends.isEmpty else {
-            if !request.dryRun { try await store.release(cursors) }
+            if !request.dryRun { try await store.giveUp(cursors) }
             return report
         }
         var start: [KafkaTopicPartitionOffset] = []
@@ -193,7 +193,7 @@ package struct DeadLetterReplayer: Sendable {
             }
         }
         guard !start.isEmpty else {
-            if !request.dryRun { try await store.release(cursors) }
+            if !request.dryRun { try await store.giveUp(cursors) }
             return report
         }
         try consumer.assign(start)
@@ -210,8 +210,8 @@ package struct DeadLetterReplayer: Sendable {
         let failures = Locked<[String]>([])
 
         // Flushes what was produced, then stores every replayed reason's cursor (renewing the
-        // run's reservation of it, or giving it up with `release`).
-        @Sendable func checkpoint(_ cursors: [DeadLetterReason: [KafkaTopicPartition: ReplayCursor]], release: Bool)
+        // run's reservation of it, or giving it up with `givingUp`).
+        @Sendable func checkpoint(_ cursors: [DeadLetterReason: [KafkaTopicPartition: ReplayCursor]], givingUp: Bool)
             async throws
         {
             guard !request.dryRun else { return }
@@ -227,7 +227,7 @@ package struct DeadLetterReplayer: Sendable {
                         "\(failed.count) replayed record(s) were not stored: \(failed.prefix(3).joined(separator: "; "))"
                 )
             }
-            if release { try await store.release(cursors) } else { try await store.renew(cursors) }
+            if givingUp { try await store.giveUp(cursors) } else { try await store.renew(cursors) }
         }
 
         let scan = try await withThrowingTaskGroup(of: ReplayReport?.self) { group in
@@ -283,13 +283,13 @@ package struct DeadLetterReplayer: Sendable {
                     if message != nil { sinceCheckpoint += 1 }
                     if sinceCheckpoint >= checkpointInterval || ContinuousClock.now - lastCheckpoint >= checkpointPeriod
                     {
-                        try await checkpoint(cursors, release: false)
+                        try await checkpoint(cursors, givingUp: false)
                         sinceCheckpoint = 0
                         lastCheckpoint = .now
                     }
                     if remaining.isEmpty { break }
                 }
-                try await checkpoint(cursors, release: true)
+                try await checkpoint(cursors, givingUp: true)
                 return report
             }
             // A watchdog: a topic that stops delivering fails the run instead of hanging it.

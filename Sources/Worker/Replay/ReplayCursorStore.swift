@@ -252,7 +252,7 @@ struct ReplayCursorStore: Sendable {
     }
 
     /// Stores the cursors and gives the reservation up, once sure it is still this run's.
-    func release(_ cursors: Cursors) async throws {
+    func giveUp(_ cursors: Cursors) async throws {
         try await checkStillReserved()
         for reason in reasons { try await store(reason, cursors[reason], reserved: false) }
     }
