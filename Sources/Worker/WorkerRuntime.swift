@@ -71,6 +71,9 @@ package enum WorkerRuntime {
         // Every configured credential exports its gauge from the start (0 = healthy), so dashboards
         // and alerts see the series before anything goes wrong.
         for credential in configuration.apns.credentials { metrics.register(credential: credential.name) }
+        let credentialNames = configuration.apns.credentials.map(\.name)
+        metrics.register(lane: .bulk, credentials: credentialNames)
+        if configuration.consumer.urgent != nil { metrics.register(lane: .urgent, credentials: credentialNames) }
         metrics.register(publishTopics: [configuration.topics.results, configuration.topics.deadLetters])
         metrics.register(inputTopics: configuration.consumer.topics)
         // One authenticator per key for both lanes: each period's token is signed once.
@@ -141,7 +144,9 @@ package enum WorkerRuntime {
             return WorkerPipeline(
                 configuration: urgentConfiguration, consumer: Self.urgentMember(consumer),
                 producer: Self.urgentMember(configuration.kafkaProducerConfiguration), sender: urgentSender!,
-                decoder: decoder, observer: LaneObserver(base: observer, lane: 1, tally: tally!),
+                decoder: decoder,
+                observer: LaneObserver(
+                    base: OperationsObserver(metrics: metrics, health: health, lane: .urgent), lane: 1, tally: tally!),
                 logger: urgentLogger)
         }
         // With lanes, a credential's gauges count both lanes' connections.

@@ -158,6 +158,55 @@ struct LanesTests {
         #expect(healthy.isStopping)
     }
 
+    @Test("with two apps and an urgent lane, /metrics says which app and which lane each answer and event was")
+    func metricsByAppAndLane() async throws {
+        let harness = try await Self.startHarness()
+        defer { Task { await harness.shutdown() } }
+        let news = "com.example.news"
+        let worker = try harness.startWorker(group: "lanes-metrics", maxInFlight: 20) { configuration in
+            Self.lanes(&configuration)
+            var second = configuration.apns.credentials[0]
+            second.name = "news"
+            second.topics = [news]
+            configuration.apns.credentials.append(second)
+        }
+        let urgent = try #require(worker.assembly.urgent)
+        try await Self.bothAssigned(worker.assembly.pipeline, urgent)
+        let newsEvents = (0..<4).map {
+            Samples.alert(id: "news-\($0)", deviceToken: Samples.deviceToken(2_000 + $0), topic: news, partition: nil)
+        }
+        try await harness.produce((0..<6).map { Self.event("bulk-\($0)", token: $0 + 1) } + newsEvents)
+        try await harness.produce(Self.urgentEvents(3))
+        _ = try await harness.results(13)
+        worker.assembly.beforeScrape()
+        var bytes: [UInt8] = []
+        worker.assembly.registry.emit(into: &bytes)
+        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+        try await worker.stop()
+        let routed = lines.filter {
+            $0.hasPrefix("apns_worker_apns_requests_total{")
+                || $0.hasPrefix("apns_worker_event_duration_seconds_count{")
+                || $0.hasPrefix("apns_worker_apns_request_duration_seconds_count{")
+        }
+        // The scrape an operator reads (printed for the record).
+        print(routed.joined(separator: "\n"))
+        for line in [
+            #"apns_worker_apns_requests_total{status="200",reason="",credential="demo",lane="bulk"} 6"#,
+            #"apns_worker_apns_requests_total{status="200",reason="",credential="news",lane="bulk"} 4"#,
+            #"apns_worker_apns_requests_total{status="200",reason="",credential="demo",lane="urgent"} 3"#,
+            #"apns_worker_event_duration_seconds_count{credential="demo",lane="bulk"} 6"#,
+            #"apns_worker_event_duration_seconds_count{credential="news",lane="bulk"} 4"#,
+            #"apns_worker_event_duration_seconds_count{credential="demo",lane="urgent"} 3"#,
+            #"apns_worker_event_duration_seconds_count{credential="news",lane="urgent"} 0"#,
+            #"apns_worker_event_duration_seconds_count{credential="none",lane="urgent"} 0"#,
+        ] {
+            #expect(lines.contains { $0 == line }, "missing \(line) in \(routed)")
+        }
+        // Bounded by the configuration: 2 credentials and none, on 2 lanes.
+        let histograms = lines.filter { $0.hasPrefix("apns_worker_event_duration_seconds_count{") }
+        #expect(histograms.count == 6, "\(histograms)")
+    }
+
     /// A harness with the urgent topic made beside the input topic and an APNs that accepts every
     /// device.
     static func startHarness(broker: Broker = .mock) async throws -> Harness {

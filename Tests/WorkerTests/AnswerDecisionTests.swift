@@ -78,7 +78,8 @@ struct AnswerDecisionTests {
         #expect(decision.verdict == .final(deadLetter: false))
         #expect(
             effects == [
-                .answered(status: 200, reason: nil, duration: .milliseconds(30)), .credentialHealthy("app"),
+                .answered(status: 200, reason: nil, credential: "app", duration: .milliseconds(30)),
+                .credentialHealthy("app"),
             ])
         #expect(decision.result.outcome == .delivered && decision.result.firstFailureAt == nil)
     }

@@ -4,6 +4,7 @@ import JSONSchema
 import Kafka
 import Logging
 import NIOConcurrencyHelpers
+import TestPeers
 import Testing
 
 @testable import Worker
@@ -121,6 +122,22 @@ struct EventProcessorTests {
         #expect(result.deadLetter == nil)
         #expect(result.eventID == "5B0E9A4C-7F2D-4C1E-9A57-0D6C1F4E8B21")
         #expect(scheduler.delays.isEmpty)
+    }
+
+    @Test("a credential APNs refuses is named in the log line and its metadata, so an operator knows which app")
+    func refusalNamesTheCredential() throws {
+        let sender = ScriptedSender([ScriptedSender.answer(403, .invalidProviderToken)])
+        let scheduler = ManualScheduler()
+        let log = CapturedLog()
+        let processor = EventProcessor(
+            decoder: .standard, sender: sender, retryPolicy: RetryPolicy(), scheduler: scheduler,
+            observer: NoPipelineObserver(), logger: log.logger(), now: Date.init, instant: { scheduler.now })
+        let results = Results()
+        processor.process(Self.record(Self.valid)) { results.append($0) }
+        #expect(try #require(results.only ?? nil).outcome == .failed)
+        let entry = try #require(log.all.first { $0.level == .error }, "\(log.lines)")
+        #expect(entry.message.contains("credential main"), "\(entry.message)")
+        #expect(entry.metadata["credential"] == "main")
     }
 
     @Test(

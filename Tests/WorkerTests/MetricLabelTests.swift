@@ -21,9 +21,18 @@ struct APNsRequestLabelTests {
         let text = String(decoding: bytes, as: UTF8.self)
         let series = text.split(separator: "\n").filter { $0.hasPrefix("apns_worker_apns_requests_total{") }
         #expect(series.count == 3, "\(series)")
-        #expect(text.contains(#"apns_worker_apns_requests_total{status="400",reason="other"} 50"#), "\(series)")
-        #expect(text.contains(#"apns_worker_apns_requests_total{status="other",reason=""} 1"#), "\(series)")
-        #expect(text.contains(#"apns_worker_apns_requests_total{status="429",reason="TooManyRequests"} 1"#))
+        #expect(
+            text.contains(
+                #"apns_worker_apns_requests_total{status="400",reason="other",credential="none",lane="bulk"} 50"#),
+            "\(series)")
+        #expect(
+            text.contains(
+                #"apns_worker_apns_requests_total{status="other",reason="",credential="none",lane="bulk"} 1"#),
+            "\(series)")
+        #expect(
+            text.contains(
+                #"apns_worker_apns_requests_total{status="429",reason="TooManyRequests",credential="none",lane="bulk"} 1"#
+            ))
     }
 }
 

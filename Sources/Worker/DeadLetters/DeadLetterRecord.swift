@@ -33,8 +33,9 @@ enum DeadLetterRecord {
     static let degradedKeyLimit = 256
 
     /// The dead letter Kafka refused as it was (`error`: too large, refused by the topic's rules),
-    /// made small and valid: no value, only the `dlq-*` headers (the original headers were part of
-    /// its size; `dlq-event-id` only up to 256 bytes, `dlq-detail` cut to 200 characters), the
+    /// made small and valid: no value, only the `dlq-*` headers and the trace context
+    /// (`TraceContext`: the original headers were part of its size, at most 567 bytes of them
+    /// stay; `dlq-event-id` only up to 256 bytes, `dlq-detail` cut to 200 characters), the
     /// original sizes, and a key of its own where the original was missing or long (a compacted
     /// topic refuses a record without a key). Replay skips it: there is nothing to replay.
     static func degraded(_ message: KafkaProducerMessage, source: KafkaConsumerMessage, error: KafkaError)
@@ -43,7 +44,7 @@ enum DeadLetterRecord {
         // The event id only where it is a short one, and the detail cut short, as a degraded result
         // keeps them: an invalid event's id, and a detail naming one of its members, may be as long
         // as its record allows.
-        var headers: [KafkaHeader] = []
+        var headers = TraceContext(headers: source.headers).headers
         for header in message.headers where header.key.hasPrefix(DeadLetterHeader.prefix) {
             switch header.key {
             case DeadLetterHeader.eventID where (header.value?.count ?? 0) > degradedKeyLimit:

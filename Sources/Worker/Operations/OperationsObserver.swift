@@ -1,27 +1,31 @@
 import Kafka
 
-/// The pipeline's reports, into Prometheus metrics and the health endpoints.
+/// The pipeline's reports, into Prometheus metrics and the health endpoints. One per lane: the
+/// series that say which lane an event or an APNs answer was on carry `lane`.
 package struct OperationsObserver: PipelineObserver {
     package let metrics: WorkerMetrics
     package let health: HealthState
+    package let lane: WorkerMetrics.Lane
 
-    package init(metrics: WorkerMetrics, health: HealthState) {
+    package init(metrics: WorkerMetrics, health: HealthState, lane: WorkerMetrics.Lane = .bulk) {
         self.metrics = metrics
         self.health = health
+        self.lane = lane
     }
 
     package func consumed(topic: String) { metrics.consumed(topic: topic) }
 
     package func completed(_ outcome: ResultOutcome, credential: String?, duration: Duration) {
         metrics.completed(outcome: outcome.rawValue, credential: credential)
-        metrics.eventFinished(duration: duration)
+        metrics.eventFinished(duration: duration, credential: credential, lane: lane)
         health.heartbeat()
     }
 
     package func deadLettered(_ reason: DeadLetterReason) { metrics.deadLettered(reason: reason.rawValue) }
 
-    package func apnsAnswered(status: Int?, reason: String?, duration: Duration) {
-        metrics.apnsRequest(status: status, reason: reason ?? "", duration: duration)
+    package func apnsAnswered(status: Int?, reason: String?, credential: String?, duration: Duration) {
+        metrics.apnsRequest(
+            status: status, reason: reason ?? "", credential: credential, lane: lane, duration: duration)
     }
 
     package func retryScheduled(_ cause: RetryCause) { metrics.retryScheduled(cause: cause.rawValue) }
@@ -95,4 +99,7 @@ package struct OperationsObserver: PipelineObserver {
         metrics.publishedDegraded(topic: topic, reason: reason)
     }
     package func heartbeat() { health.heartbeat() }
+    package func traceContextIgnored(_ reason: TraceContext.Ignored) {
+        metrics.traceContextIgnored(reason: reason.rawValue)
+    }
 }

@@ -23,15 +23,20 @@ package final class WorkerMetrics: Sendable {
     /// so `/metrics` adds these lines itself; see `withHelpLines`).
     package static let help: [String: String] = [
         "apns_worker_build_info": "Always 1; the version label is this build's release.",
+        "apns_worker_trace_context_ignored_total":
+            "Consumed records whose W3C trace context was not carried into their result, by reason.",
         "apns_worker_events_consumed_total": "Records read from an input topic.",
         "apns_worker_events_completed_total":
             "Events whose result Kafka acknowledged, by outcome.",
         "apns_worker_credential_outcomes_total":
             "Events sent to APNs whose result Kafka acknowledged, by the credential they used and outcome.",
         "apns_worker_dead_letters_total": "Dead letters Kafka acknowledged, by dlq-reason.",
-        "apns_worker_apns_requests_total": "APNs answers by HTTP status (none: no answer) and reason.",
-        "apns_worker_apns_request_duration_seconds": "From sending an APNs request to its answer.",
-        "apns_worker_event_duration_seconds": "From consuming an event to its result acknowledged.",
+        "apns_worker_apns_requests_total":
+            "APNs answers by HTTP status (none: no answer) and reason, credential and lane.",
+        "apns_worker_apns_request_duration_seconds":
+            "From sending an APNs request to its answer, by credential and lane.",
+        "apns_worker_event_duration_seconds":
+            "From consuming an event to its result acknowledged, by credential (none: never sent) and lane.",
         "apns_worker_retries_total": "Retries scheduled, by cause.",
         "apns_worker_published_degraded_total":
             "Results and dead letters Kafka refused as they were and took degraded, by topic and Kafka error.",
@@ -101,13 +106,15 @@ package final class WorkerMetrics: Sendable {
         .milliseconds(2500), .seconds(5), .seconds(10), .seconds(30), .seconds(60),
     ]
 
-    private let factory: any MetricsFactory
+    let factory: any MetricsFactory
     private let counters = Locked<[SeriesKey: CoreMetrics.Counter]>([:])
     private let gauges = Locked<[SeriesKey: CoreMetrics.Gauge]>([:])
     /// Counters moved to totals read at scrape time: the total each was last moved to.
     let scrapedTotals = Locked<[SeriesKey: Int]>([:])
-    private let apnsRequestDuration: CoreMetrics.Timer
-    private let eventDuration: CoreMetrics.Timer
+    /// `apns_worker_apns_request_duration_seconds` and `apns_worker_event_duration_seconds` by
+    /// credential and lane.
+    let apnsRequestDurations = SeriesMap<Route, CoreMetrics.Timer>()
+    let eventDurations = SeriesMap<Route, CoreMetrics.Timer>()
     private let inFlight: CoreMetrics.Gauge
     private let parked: CoreMetrics.Gauge
     private let inputHeld: CoreMetrics.Gauge
@@ -123,15 +130,16 @@ package final class WorkerMetrics: Sendable {
     private let deadLettersByReason: [String: CoreMetrics.Counter]
     private let retriesByCause: [String: CoreMetrics.Counter]
     private let consumedByTopic = SeriesMap<String, CoreMetrics.Counter>()
-    private let apnsRequests = SeriesMap<APNsSeries, CoreMetrics.Counter>()
+    let apnsRequests = SeriesMap<APNsSeries, CoreMetrics.Counter>()
     private let credentialGauges = SeriesMap<String, CoreMetrics.Gauge>()
     /// `apns_worker_credential_outcomes_total` by credential and outcome: found per event without
     /// building a label array.
     private let credentialOutcomes = SeriesMap<CredentialOutcome, CoreMetrics.Counter>()
 
-    private struct APNsSeries: Hashable, Sendable {
+    struct APNsSeries: Hashable, Sendable {
         var status: String
         var reason: String
+        var route: Route
     }
 
     /// The statuses of Apple's provider API (device pushes, broadcasts, channel management).
@@ -150,8 +158,6 @@ package final class WorkerMetrics: Sendable {
     /// Metrics into any swift-metrics backend.
     package init(factory: any MetricsFactory) {
         self.factory = factory
-        apnsRequestDuration = CoreMetrics.Timer(label: "apns_worker_apns_request_duration_seconds", factory: factory)
-        eventDuration = CoreMetrics.Timer(label: "apns_worker_event_duration_seconds", factory: factory)
         inFlight = CoreMetrics.Gauge(label: "apns_worker_in_flight_events", factory: factory)
         parked = CoreMetrics.Gauge(label: "apns_worker_parked_events", factory: factory)
         parked.record(0)
@@ -184,6 +190,9 @@ package final class WorkerMetrics: Sendable {
         for result in ["ok", "error"] { _ = counter("apns_worker_commits_total", [("result", result)]) }
         for refusal in DoneRecordBounds.Refusal.allCases {
             _ = counter("apns_worker_done_records_refused_total", [("reason", refusal.rawValue)])
+        }
+        for reason in TraceContext.Ignored.allCases {
+            _ = counter("apns_worker_trace_context_ignored_total", [("reason", reason.rawValue)])
         }
         for name in [
             "apns_worker_events_already_done_total", "apns_worker_commit_metadata_omitted_total",
@@ -257,23 +266,6 @@ package final class WorkerMetrics: Sendable {
         (deadLettersByReason[reason] ?? counter("apns_worker_dead_letters_total", [("reason", reason)])).increment()
     }
 
-    /// An APNs answer: `status` is the HTTP status ("200", "429", …) or `nil` for a transport
-    /// failure (label "none"); `reason` is APNs's reason, or "" for none. `duration`: sent to answer.
-    ///
-    /// Labels come from a closed set, whatever was answered (APNs, or a proxy in between, can send any
-    /// text): a reason Apple documents by its name, anything else `other`; the statuses Apple
-    /// documents, anything else `other`.
-    package func apnsRequest(status: Int?, reason: String, duration: Duration) {
-        let status = status.map { Self.apnsStatuses.contains($0) ? String($0) : "other" } ?? "none"
-        let reason: String =
-            if reason.isEmpty { "" } else if case .unknown = APNsReason(reason) { "other" } else { reason }
-        apnsRequests.value(for: APNsSeries(status: status, reason: reason)) {
-            counter("apns_worker_apns_requests_total", [("status", status), ("reason", reason)])
-        }
-        .increment()
-        apnsRequestDuration.recordNanoseconds(duration.nanoseconds)
-    }
-
     /// A retry scheduled; `cause` is one of `retryCauses`.
     package func retryScheduled(cause: String) {
         (retriesByCause[cause] ?? counter("apns_worker_retries_total", [("cause", cause)])).increment()
@@ -323,11 +315,6 @@ package final class WorkerMetrics: Sendable {
     }
 
     // MARK: Histograms and gauges
-
-    /// Consumed to result acknowledged.
-    package func eventFinished(duration: Duration) {
-        eventDuration.recordNanoseconds(duration.nanoseconds)
-    }
 
     package func setInFlight(_ count: Int) {
         inFlight.record(count)
@@ -409,7 +396,7 @@ package final class WorkerMetrics: Sendable {
 /// value as the one before (one input topic, one credential, status 200), so the last one found is
 /// checked first: `==` on the same string is a comparison of its storage, where the dictionary
 /// would hash it (SipHash over its bytes) every time.
-private final class SeriesMap<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+final class SeriesMap<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     private struct State {
         var all: [Key: Value] = [:]
         var last: (key: Key, value: Value)?
@@ -436,7 +423,7 @@ private final class SeriesMap<Key: Hashable & Sendable, Value: Sendable>: Sendab
 }
 
 extension Duration {
-    fileprivate var nanoseconds: Int64 {
+    var nanoseconds: Int64 {
         let (seconds, attoseconds) = components
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }

@@ -17,7 +17,7 @@ struct AnswerDecision {
     /// What the shell does for a decision, in order.
     enum Effect: Equatable {
         /// An answer or a failure without one: the request counters and latency.
-        case answered(status: Int?, reason: String?, duration: Duration)
+        case answered(status: Int?, reason: String?, credential: String?, duration: Duration)
         case credentialHealthy(String)
         case credentialBroken(String, reason: String)
         case retryScheduled(RetryCause)
@@ -62,7 +62,9 @@ struct AnswerDecision {
         let response = attempt.response
         if let credential = attempt.credential { result.credential = credential }
         effect(
-            .answered(status: response?.status, reason: response?.reason?.description, duration: attempt.duration))
+            .answered(
+                status: response?.status, reason: response?.reason?.description, credential: attempt.credential,
+                duration: attempt.duration))
         result.status = response?.status
         result.reason = response?.reason?.description ?? attempt.error.map(EventProcessor.reason(of:))
         if let apnsID = response?.apnsID { result.apnsID = apnsID }

@@ -28,8 +28,8 @@ extension EventProcessor {
 
     private func perform(_ effect: AnswerDecision.Effect, for run: EventRun) {
         switch effect {
-        case .answered(let status, let reason, let duration):
-            observer.apnsAnswered(status: status, reason: reason, duration: duration)
+        case .answered(let status, let reason, let credential, let duration):
+            observer.apnsAnswered(status: status, reason: reason, credential: credential, duration: duration)
         case .credentialHealthy(let credential):
             observer.credentialHealthy(credential)
         case .credentialBroken(let credential, let reason):
@@ -42,21 +42,23 @@ extension EventProcessor {
             guard credentialLog.shouldLog(credential, now: instant()) else { return }
             logger.error(
                 "credential \(credential) cannot be used: \(message) (logged once a minute per credential while it lasts)",
-                metadata: ["event": "\(run.result.eventID ?? "?")", "topic": "\(run.topic)"])
+                metadata: [
+                    "event": "\(run.result.eventID ?? "?")", "topic": "\(run.topic)", "credential": "\(credential)",
+                ])
         case .credentialsRefused(let credential, let reason):
             guard credentialLog.shouldLog(credential ?? "", now: instant()) else { return }
             let push = run.event?.push
             logger.error(
-                "APNs refused the credentials: \(reason) (logged once a minute per credential while it lasts)",
+                "APNs refused credential \(credential ?? "?"): \(reason) (logged once a minute per credential while it lasts)",
                 metadata: [
                     "event": "\(run.result.eventID ?? "?")", "to": "\(push.map { "\($0)" } ?? "?")",
-                    "topic": "\(run.topic)",
+                    "topic": "\(run.topic)", "credential": "\(credential ?? "?")",
                 ])
         case .clockBehind(let credential):
             guard credentialLog.shouldLog("expired:" + (credential ?? ""), now: instant()) else { return }
             logger.warning(
-                "APNs keeps answering ExpiredProviderToken for credential \(credential ?? "?"): check this machine's clock (the token's iat); backing off"
-            )
+                "APNs keeps answering ExpiredProviderToken for credential \(credential ?? "?"): check this machine's clock (the token's iat); backing off",
+                metadata: ["credential": "\(credential ?? "?")"])
         }
     }
 

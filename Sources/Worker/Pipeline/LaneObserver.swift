@@ -117,8 +117,10 @@ package struct LaneObserver: PipelineObserver {
         base.completed(outcome, credential: credential, duration: duration)
     }
     package func deadLettered(_ reason: DeadLetterReason) { base.deadLettered(reason) }
-    package func apnsAnswered(status: Int?, reason: String?, duration: Duration) {
-        base.apnsAnswered(status: status, reason: reason, duration: duration)
+    package func traceContextIgnored(_ reason: TraceContext.Ignored) { base.traceContextIgnored(reason) }
+
+    package func apnsAnswered(status: Int?, reason: String?, credential: String?, duration: Duration) {
+        base.apnsAnswered(status: status, reason: reason, credential: credential, duration: duration)
     }
     package func retryScheduled(_ cause: RetryCause) { base.retryScheduled(cause) }
     package func committed(ok: Bool) { base.committed(ok: ok) }

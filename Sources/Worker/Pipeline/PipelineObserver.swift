@@ -11,7 +11,7 @@ package protocol PipelineObserver: Sendable {
     func completed(_ outcome: ResultOutcome, credential: String?, duration: Duration)
     func deadLettered(_ reason: DeadLetterReason)
     /// APNs answered (`status` nil: no answer, the request failed in transport).
-    func apnsAnswered(status: Int?, reason: String?, duration: Duration)
+    func apnsAnswered(status: Int?, reason: String?, credential: String?, duration: Duration)
     func retryScheduled(_ cause: RetryCause)
     func inFlightChanged(_ count: Int)
     /// Events parked over their credential's share (read, not running, outside the in-flight count).
@@ -62,13 +62,15 @@ package protocol PipelineObserver: Sendable {
     func publishedDegraded(topic: String, reason: String)
     /// The pipeline's loop is alive (called at least every few seconds, idle or not).
     func heartbeat()
+    /// A consumed record's trace context was not carried (or its `tracestate` was dropped).
+    func traceContextIgnored(_ reason: TraceContext.Ignored)
 }
 
 extension PipelineObserver {
     package func consumed(topic: String) {}
     package func completed(_ outcome: ResultOutcome, credential: String?, duration: Duration) {}
     package func deadLettered(_ reason: DeadLetterReason) {}
-    package func apnsAnswered(status: Int?, reason: String?, duration: Duration) {}
+    package func apnsAnswered(status: Int?, reason: String?, credential: String?, duration: Duration) {}
     package func retryScheduled(_ cause: RetryCause) {}
     package func inFlightChanged(_ count: Int) {}
     package func parkedChanged(_ count: Int) {}
@@ -93,6 +95,7 @@ extension PipelineObserver {
     package func resultsAccepted() {}
     package func publishedDegraded(topic: String, reason: String) {}
     package func heartbeat() {}
+    package func traceContextIgnored(_ reason: TraceContext.Ignored) {}
 }
 
 /// Observes nothing.

@@ -51,8 +51,11 @@ extension WorkerPipeline {
             let completedAt = run.completedAt ?? Date()
             let latency = run.latency
             let topic = pipeline.configuration.resultsTopic
+            let trace = TraceContext(headers: run.record.headers)
+            if let ignored = trace.ignored { pipeline.observer.traceContextIgnored(ignored) }
             let message = ResultRecord.message(
-                for: run.result, source: run.record, latency: latency, completedAt: completedAt, topic: topic)
+                for: run.result, source: run.record, latency: latency, completedAt: completedAt, topic: topic,
+                trace: trace.headers)
             publisher.publish(
                 message,
                 degraded: .resultForm(

@@ -5,9 +5,11 @@ import Kafka
 /// The record of the result published for every consumed event (`schemas/result-event.schema.json`),
 /// keyed by the event id so that downstream consumers can drop the duplicates a crash may cause.
 package enum ResultRecord {
-    /// The record for the results topic.
+    /// The record for the results topic; `trace`: the source record's trace context to carry
+    /// (`TraceContext`), after `content-type`.
     static func message(
-        for result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String
+        for result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String,
+        trace: [KafkaHeader] = []
     ) -> KafkaProducerMessage {
         // Keyed by event id; an invalid event whose id could not be read, or is empty (no key to
         // partition or compact by), keeps its record's key.
@@ -15,7 +17,7 @@ package enum ResultRecord {
         return KafkaProducerMessage(
             topic: topic, key: key,
             value: value(for: result, source: source, latency: latency, completedAt: completedAt),
-            headers: headers)
+            headers: trace.isEmpty ? headers : headers + trace)
     }
 
     /// Every result's headers: built once, so a result shares them instead of allocating its own.
@@ -29,7 +31,7 @@ package enum ResultRecord {
 
     /// The result Kafka refused as it was (`error`: too large, refused by the topic's rules), made
     /// small: no `metadata`, `detail` cut short, the event id as key only where it is a short one
-    /// (otherwise the source record's coordinates), and a header saying why.
+    /// (otherwise the source record's coordinates), a header saying why, and the trace context.
     static func degraded(
         for result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String,
         error: KafkaError
@@ -46,7 +48,7 @@ package enum ResultRecord {
             headers: [
                 contentType,
                 KafkaHeader(key: degradedHeader, string: error.code.name),
-            ])
+            ] + TraceContext(headers: source.headers).headers)
     }
 
     /// The JSON text, written straight into bytes: one result per event makes a tree of
