@@ -9,6 +9,11 @@ import Testing
 /// looked up on a broker the test starts.
 @Suite("Configuration check", .timeLimit(.minutes(2)))
 struct ConfigurationCheckTests {
+    /// How long a check waits for a broker that is up: it answers as soon as the broker has, so only
+    /// a machine too busy to let it finish sooner ever waits this long (10 s, the default, was not
+    /// always enough beside the other test targets).
+    static let patience: Duration = .seconds(60)
+
     static func write(_ text: String) throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("check-\(UUID().uuidString).yaml").path
         try text.write(toFile: path, atomically: true, encoding: .utf8)
@@ -72,7 +77,7 @@ struct ConfigurationCheckTests {
         }
         let path = try Self.write(
             Self.configuration(servers: cluster.bootstrapServers, keyFile: try await Self.keyFile()))
-        let check = await ConfigurationCheck.run(path: path, environment: [:])
+        let check = await ConfigurationCheck.run(path: path, environment: [:], brokerTimeout: Self.patience)
         #expect(check.isValid, "\(check.problems)")
         let summary = check.summary.joined(separator: "\n")
         #expect(summary.contains("sasl.password=<redacted>"))
@@ -89,13 +94,13 @@ struct ConfigurationCheckTests {
         let path = try Self.write(
             Self.configuration(
                 servers: cluster.bootstrapServers, keyFile: "/nonexistent/AuthKey.p8", deadLetters: "dlq-typo"))
-        let check = await ConfigurationCheck.run(path: path, environment: [:])
+        let check = await ConfigurationCheck.run(path: path, environment: [:], brokerTimeout: Self.patience)
         #expect(!check.isValid)
         #expect(
             check.problems.contains { $0.hasPrefix("\(path):8: topics.deadLetters: topic 'dlq-typo' does not exist") },
             "\(check.problems)")
         #expect(check.problems.contains { $0.contains("/nonexistent/AuthKey.p8") }, "\(check.problems)")
-        let again = await ConfigurationCheck.run(path: path, environment: [:])
+        let again = await ConfigurationCheck.run(path: path, environment: [:], brokerTimeout: Self.patience)
         #expect(again.problems.contains { $0.contains("dlq-typo") }, "looking did not create it")
     }
 
@@ -107,7 +112,8 @@ struct ConfigurationCheckTests {
             try cluster.createTopic(topic, partitions: 1)
         }
         let mock = await ConfigurationCheck.run(
-            path: try Self.write(Self.configuration(servers: cluster.bootstrapServers, keyFile: key)), environment: [:])
+            path: try Self.write(Self.configuration(servers: cluster.bootstrapServers, keyFile: key)), environment: [:],
+            brokerTimeout: Self.patience)
         #expect(mock.summary.contains { $0.contains("the broker keeps commit metadata") }, "\(mock.summary)")
 
         let tansu = try await TansuBroker.start()
@@ -116,7 +122,8 @@ struct ConfigurationCheckTests {
             try await tansu.createTopic(topic, partitions: 1)
         }
         let bare = await ConfigurationCheck.run(
-            path: try Self.write(Self.configuration(servers: tansu.bootstrapServers, keyFile: key)), environment: [:])
+            path: try Self.write(Self.configuration(servers: tansu.bootstrapServers, keyFile: key)), environment: [:],
+            brokerTimeout: Self.patience)
         // run refuses to start there: a problem, saying what to create.
         #expect(
             bare.problems.contains {
@@ -127,12 +134,14 @@ struct ConfigurationCheckTests {
         let withTopic =
             Self.configuration(servers: tansu.bootstrapServers, keyFile: key)
             + "\ndelivery:\n  progressTopic: progress\n"
-        let missing = await ConfigurationCheck.run(path: try Self.write(withTopic), environment: [:])
+        let missing = await ConfigurationCheck.run(
+            path: try Self.write(withTopic), environment: [:], brokerTimeout: Self.patience)
         #expect(
             missing.problems.contains { $0.contains(":15: delivery.progressTopic: topic 'progress' does not exist") },
             "\(missing.problems)")
         try await tansu.createTopic("progress", partitions: 1)
-        let kept = await ConfigurationCheck.run(path: try Self.write(withTopic), environment: [:])
+        let kept = await ConfigurationCheck.run(
+            path: try Self.write(withTopic), environment: [:], brokerTimeout: Self.patience)
         #expect(kept.isValid, "\(kept.problems)")
         #expect(
             kept.summary.contains {
@@ -176,12 +185,13 @@ struct ConfigurationCheckTests {
         try await tansu.createTopic("progress", partitions: 1)
         let path = try Self.write(
             Self.configuration(servers: tansu.bootstrapServers, keyFile: key, progressTopic: "progress"))
-        let strict = await ConfigurationCheck.run(path: path, environment: [:], strict: true)
+        let strict = await ConfigurationCheck.run(
+            path: path, environment: [:], brokerTimeout: Self.patience, strict: true)
         #expect(
             strict.problems == [
                 "topics.results: topic 'apns-results' has min.insync.replicas 2 but 1 replica: every produce with acks=all (the worker's) fails; lower min.insync.replicas to 1 or add replicas"
             ], "the input topic is only read; the dead-letter topic is fine")
-        let plain = await ConfigurationCheck.run(path: path, environment: [:])
+        let plain = await ConfigurationCheck.run(path: path, environment: [:], brokerTimeout: Self.patience)
         #expect(plain.isValid, "plain check does not ask: \(plain.problems)")
     }
 
