@@ -50,10 +50,20 @@ extension Scenario {
                 // A rolling deploy's step: a new pod in and, once it pushes (its partitions
                 // assigned, as readiness would gate it), the oldest out. (SIGTERMed while the new
                 // pod's join was still open, Tansu 0.6 left the new pod waiting in its join, and two
-                // partitions unowned, until another member left minutes later.)
+                // partitions unowned, until another member left minutes later.) Events keep coming
+                // meanwhile: a new pod given partitions whose events the others had all pushed has
+                // nothing to push (the wait produced nothing, and the row failed once pods kept up).
                 let mark = rig.simulator.observation.totalConnections
                 running.append(try rig.startProcess(maxInFlight: 20, environment: environment))
-                try await rig.waitUntil(90, "the new pod to push") { await rig.pushes(onConnectionsAfter: mark) > 0 }
+                try await rig.waitUntil(90, "the new pod to push") {
+                    if await rig.pushes(onConnectionsAfter: mark) > 0 { return true }
+                    tick += 1
+                    let batch = rig.mixedBatch(5, seed: UInt64(1000 + tick))
+                    try await rig.produce(batch.records)
+                    produced += batch.records.count
+                    try await Task.sleep(for: .milliseconds(500))
+                    return false
+                }
                 let old = running.removeFirst()
                 old.signal(SIGTERM)
                 try await rig.waitUntil(30, "the replaced pod to exit") { !old.isRunning }
