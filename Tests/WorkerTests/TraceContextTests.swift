@@ -120,9 +120,7 @@ struct TraceContextTests {
         let observer = OperationsObserver(metrics: metrics, health: HealthState())
         observer.traceContextIgnored(.unsupportedVersion)
         observer.traceContextIgnored(.unsupportedVersion)
-        var bytes: [UInt8] = []
-        registry.emit(into: &bytes)
-        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+        let lines = MetricRouteTests.scrape(registry)
         #expect(lines.contains(#"apns_worker_trace_context_ignored_total{reason="unsupported-version"} 2"#))
         #expect(lines.contains(#"apns_worker_trace_context_ignored_total{reason="malformed-traceparent"} 0"#))
         #expect(lines.contains(#"apns_worker_trace_context_ignored_total{reason="bad-tracestate"} 0"#))

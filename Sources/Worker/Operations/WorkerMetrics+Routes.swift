@@ -8,7 +8,7 @@ extension WorkerMetrics {
     /// Where an event went: the configured credential it was sent with and the lane that read it.
     struct Route: Hashable, Sendable {
         var credential: String
-        var lane: String
+        var lane: Lane
     }
 
     /// The `credential` label of an event that reached no credential: not a valid event, too old, or
@@ -20,10 +20,6 @@ extension WorkerMetrics {
     package enum Lane: String, Sendable, CaseIterable {
         case bulk
         case urgent
-    }
-
-    private static func route(_ credential: String?, _ lane: Lane) -> Route {
-        Route(credential: credential ?? noCredential, lane: lane.rawValue)
     }
 
     /// An APNs answer: `status` is the HTTP status ("200", "429", …) or `nil` for a transport
@@ -39,21 +35,26 @@ extension WorkerMetrics {
         let status = status.map { Self.apnsStatuses.contains($0) ? String($0) : "other" } ?? "none"
         let reason: String =
             if reason.isEmpty { "" } else if case .unknown = APNsReason(reason) { "other" } else { reason }
-        let route = Self.route(credential, lane)
-        apnsRequests.value(for: APNsSeries(status: status, reason: reason, route: route)) {
-            counter(
+        let route = Route(credential: credential ?? Self.noCredential, lane: lane)
+        let series = apnsRequests.value(for: APNsSeries(status: status, reason: reason, route: route)) {
+            let count = counter(
                 "apns_worker_apns_requests_total",
-                [("status", status), ("reason", reason), ("credential", route.credential), ("lane", route.lane)])
+                [
+                    ("status", status), ("reason", reason), ("credential", route.credential),
+                    ("lane", route.lane.rawValue),
+                ])
+            let duration = apnsRequestDurations.value(for: route) {
+                timer("apns_worker_apns_request_duration_seconds", route)
+            }
+            return (count, duration)
         }
-        .increment()
-        apnsRequestDurations.value(for: route) { timer("apns_worker_apns_request_duration_seconds", route) }
-            .recordNanoseconds(duration.nanoseconds)
+        series.count.increment()
+        series.duration.recordNanoseconds(duration.nanoseconds)
     }
 
     /// Consumed to result acknowledged; `credential`: the one it was sent with, if any.
     package func eventFinished(duration: Duration, credential: String? = nil, lane: Lane = .bulk) {
-        let route = Self.route(credential, lane)
-        eventDurations.value(for: route) { timer("apns_worker_event_duration_seconds", route) }
+        eventDuration(Route(credential: credential ?? Self.noCredential, lane: lane))
             .recordNanoseconds(duration.nanoseconds)
     }
 
@@ -61,8 +62,7 @@ extension WorkerMetrics {
     /// event, so that a dashboard's per-lane and per-app panels have their series from the start.
     package func register(lane: Lane, credentials: [String]) {
         for credential in credentials + [Self.noCredential] {
-            let route = Route(credential: credential, lane: lane.rawValue)
-            _ = eventDurations.value(for: route) { timer("apns_worker_event_duration_seconds", route) }
+            _ = eventDuration(Route(credential: credential, lane: lane))
         }
     }
 
@@ -71,8 +71,13 @@ extension WorkerMetrics {
         counter("apns_worker_trace_context_ignored_total", [("reason", reason)]).increment()
     }
 
+    private func eventDuration(_ route: Route) -> CoreMetrics.Timer {
+        eventDurations.value(for: route) { timer("apns_worker_event_duration_seconds", route) }
+    }
+
     private func timer(_ name: String, _ route: Route) -> CoreMetrics.Timer {
         CoreMetrics.Timer(
-            label: name, dimensions: [("credential", route.credential), ("lane", route.lane)], factory: factory)
+            label: name, dimensions: [("credential", route.credential), ("lane", route.lane.rawValue)],
+            factory: factory)
     }
 }

@@ -130,7 +130,8 @@ package final class WorkerMetrics: Sendable {
     private let deadLettersByReason: [String: CoreMetrics.Counter]
     private let retriesByCause: [String: CoreMetrics.Counter]
     private let consumedByTopic = SeriesMap<String, CoreMetrics.Counter>()
-    let apnsRequests = SeriesMap<APNsSeries, CoreMetrics.Counter>()
+    /// Each answer's counter with its route's latency histogram: one lookup per answer.
+    let apnsRequests = SeriesMap<APNsSeries, (count: CoreMetrics.Counter, duration: CoreMetrics.Timer)>()
     private let credentialGauges = SeriesMap<String, CoreMetrics.Gauge>()
     /// `apns_worker_credential_outcomes_total` by credential and outcome: found per event without
     /// building a label array.

@@ -125,10 +125,11 @@ struct AnswerDecision {
                 verdict = .retry(after: policy.backoffCeiling(afterAttempt: result.attempts))
             }
         case .retryLater(let perDeviceToken, _):
-            markFailure(now())
+            let time = now()
+            markFailure(time)
             let decision = policy.decide(
                 attempts: result.attempts, elapsed: elapsed(), expiration: event.expiration,
-                now: Int64(now().timeIntervalSince1970), draw: draw)
+                now: Int64(time.timeIntervalSince1970), draw: draw)
             switch decision {
             case .retry(let wait):
                 effect(.retryScheduled(EventProcessor.cause(attempt)))

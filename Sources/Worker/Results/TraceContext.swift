@@ -35,7 +35,6 @@ package struct TraceContext: Sendable, Equatable {
     /// The context of a record with `headers` (the last of each header, as Kafka clients read them).
     package init(headers source: [KafkaHeader]) {
         // Most records carry no trace context: one pass over their (few) header keys.
-        guard source.contains(where: { $0.key == Self.parentHeader }) else { return }
         guard let parent = source.last(Self.parentHeader) else { return }
         if let problem = Self.problem(parent: parent) {
             ignored = problem
