@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure a supported librdkafka (LIBRDKAFKA_MIN and later) is there for the build, the tests and
-# the demo: the system's when it is recent enough (pkg-config rdkafka), else Debian 13's (trixie)
-# librdkafka 2.8.0, built from Debian's source package into .build/librdkafka/prefix, which the
+# the demo: the system's when it is recent enough (pkg-config rdkafka), else Debian forky's (the
+# release after Debian 13) librdkafka 2.14.2, built from Debian's source package into
+# .build/librdkafka/prefix, which the
 # Makefile puts first on PKG_CONFIG_PATH and into the binaries' run path (docs/kafka.md, "Which
 # librdkafka"). Called by every make target that builds; a second run is a no-op.
 #
@@ -12,7 +13,7 @@
 # `deb` entry for the system's own suite, component main; LIBRDKAFKA_DEBIAN_ARCHIVE=URI overrides),
 # through a private apt state under .build/librdkafka/apt: the system's apt configuration, lists
 # and cache are left as they are. What is checked before anything is built:
-#   - apt: the trixie Release file's signature (Debian's archive keyring), then the SHA-256 of the
+#   - apt: the forky Release file's signature (Debian's archive keyring), then the SHA-256 of the
 #     .dsc and of both tarballs against the signed Sources index;
 #   - here: the orig tarball's SHA-256 against the .dsc's Checksums-Sha256;
 #   - dpkg-source: the .dsc's OpenPGP signature by its Debian maintainer (debian-keyring), and every
@@ -21,9 +22,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-LIBRDKAFKA_MIN=2.8.0          # also in Sources/CRdKafka/shim.h (#error) and docs/compatibility.md
-DEBIAN_SUITE=trixie
-DEBIAN_UPSTREAM=2.8.0         # the upstream version of trixie's package (2.8.0-1 at Debian 13.0)
+LIBRDKAFKA_MIN=2.14.2         # also in Sources/CRdKafka/shim.h (#error) and docs/compatibility.md
+# forky is Debian's testing suite: its librdkafka moves on (2.14.2-1 when this was written). A later
+# Debian revision of 2.14.2 is taken; another upstream version stops this script with what forky has.
+DEBIAN_SUITE=forky
+DEBIAN_UPSTREAM=2.14.2        # the upstream version of forky's package (2.14.2-1 on 2026-06-26)
 ROOT="$PWD/.build/librdkafka"
 PREFIX="$ROOT/prefix"
 STAMP="$PREFIX/.debian-source"
@@ -82,7 +85,7 @@ fi
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 [ -f "$keyring" ] || die "$keyring is missing (Debian package debian-archive-keyring)"
 
-# 5. A private apt state that knows only trixie's sources, and the source package from it.
+# 5. A private apt state that knows only forky's sources, and the source package from it.
 apt_dir="$ROOT/apt"
 rm -rf "$apt_dir"
 mkdir -p "$apt_dir/sources.list.d" "$apt_dir/state/lists/partial" "$apt_dir/cache/archives/partial" "$ROOT/source"
@@ -112,7 +115,11 @@ orig="$ROOT/source/librdkafka_$DEBIAN_UPSTREAM.orig.tar.gz"
 say "downloaded librdkafka $version from $DEBIAN_SUITE (apt checked them against the signed Sources index)"
 
 # 6. The orig tarball against the .dsc's SHA-256, then unpacked by dpkg-source, which checks the
-#    maintainer's signature of the .dsc and applies Debian's patches.
+#    maintainer's signature of the .dsc. Debian's patches are not applied (--skip-patches): all three
+#    swap librdkafka's bundled copies (cJSON, nanopb, the OpenTelemetry protobuf code) for Debian
+#    packages, and the third points the build at OpenTelemetry sources that only Debian's own build
+#    generates, from opentelemetry-proto, which Debian 12 does not have. None of them changes what
+#    the library does; the tree built is upstream's v2.14.2 as released, bundled copies included.
 expected=$(awk '/^Checksums-Sha256:/ { in_sums = 1; next } /^[^ ]/ { in_sums = 0 }
                 in_sums && $3 == name { print $1 }' name="$(basename "$orig")" "$dsc")
 actual=$(sha256sum "$orig" | cut -d' ' -f1)
@@ -120,10 +127,10 @@ actual=$(sha256sum "$orig" | cut -d' ' -f1)
 [ "$expected" = "$actual" ] || die "$(basename "$orig"): SHA-256 $actual, the .dsc says $expected"
 say "$(basename "$orig"): SHA-256 $actual, as the .dsc says"
 src="$ROOT/source/librdkafka-$DEBIAN_UPSTREAM"
-dpkg-source --require-valid-signature -x "$dsc" "$src" > "$ROOT/dpkg-source.log" 2>&1 \
+dpkg-source --require-valid-signature --skip-patches -x "$dsc" "$src" > "$ROOT/dpkg-source.log" 2>&1 \
     || { cat "$ROOT/dpkg-source.log" >&2; die "dpkg-source refused $(basename "$dsc")"; }
 signer=$(gpgv --keyring /usr/share/keyrings/debian-keyring.gpg "$dsc" 2>&1 | sed -n 's/.*Good signature from "\(.*\)".*/\1/p' | head -1)
-say "$(basename "$dsc"): signed by ${signer:-a Debian developer} (debian-keyring); unpacked with Debian's patches"
+say "$(basename "$dsc"): signed by ${signer:-a Debian developer} (debian-keyring); unpacked without Debian's patches (upstream's tree)"
 
 # 7. Configure, build and install the C library only (no C++ library, examples or tests). Features:
 #    SSL, SASL PLAIN/SCRAM/OAUTHBEARER (built in), gzip, zstd, lz4 (external, as Debian links it),

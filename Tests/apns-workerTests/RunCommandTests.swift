@@ -106,10 +106,10 @@ struct RunCommandTests {
         let path = try configuration(host: "127.0.0.1", port: 0)
         for command in [["run", "--config", path], ["check", "--config", path, "--broker-timeout", "1"]] {
             let run = try WorkerCommand().run(command, environment: environment)
-            if loaded.compare("2.8.0", options: .numeric) == .orderedAscending {
+            if loaded.compare("2.14.2", options: .numeric) == .orderedAscending {
                 #expect(run.status == 2, "\(command[0]): \(run.stderr)")
                 #expect(
-                    run.stderr.contains("librdkafka \(loaded) is loaded, and apns-worker needs 2.8.0 or later"),
+                    run.stderr.contains("librdkafka \(loaded) is loaded, and apns-worker needs 2.14.2 or later"),
                     "\(command[0]): \(run.stderr)")
             } else {
                 #expect(!run.stderr.contains("is loaded, and apns-worker needs"), "\(loaded) is supported")

@@ -4,7 +4,7 @@ internal import CRdKafka
 /// dynamic loader found another `librdkafka.so.1` than the headers' (a binary built by `make` has
 /// the run path of the one it built: docs/kafka.md, "Which librdkafka").
 package enum KafkaLibrary {
-    /// `rd_kafka_version_str()` of the loaded library, e.g. `2.8.0`.
+    /// `rd_kafka_version_str()` of the loaded library, e.g. `2.14.2`.
     package static var version: String { String(cString: rd_kafka_version_str()) }
 
     /// `rd_kafka_version()` of the loaded library: `0xMMmmrrxx` (major, minor, revision, pre-release
@@ -15,7 +15,7 @@ package enum KafkaLibrary {
     package static let compiledVersionNumber = Int(RD_KAFKA_VERSION)
 
     /// The oldest librdkafka supported (Sources/CRdKafka/shim.h refuses older headers at build time).
-    package static let minimumVersionNumber = 0x0208_00ff
+    package static let minimumVersionNumber = 0x020e_02ff
 
     /// `major.minor.revision` of a `0xMMmmrrxx` number.
     package static func describe(_ number: Int) -> String {
