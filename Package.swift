@@ -266,7 +266,7 @@ let package = Package(
         .executableTarget(
             name: "reliability",
             dependencies: [
-                "ReliabilityMatrix", "TestPeers",
+                "ReliabilityMatrix", "TestPeers", "Kafka",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/Reliability/Runner",

@@ -6,6 +6,49 @@ package enum KafkaPartitionAssignment: String, Sendable, Hashable, CaseIterable 
     case roundRobin = "roundrobin"
 }
 
+/// Which consumer group protocol a member speaks.
+package enum KafkaGroupProtocol: String, Sendable, Hashable, CaseIterable {
+    /// The classic protocol: every rebalance is a group-wide join and sync; the members choose the
+    /// assignment (`partition.assignment.strategy`) and the session and heartbeat timings.
+    case classic
+    /// The next-generation protocol (KIP-848, Apache Kafka 4.0 and later): the group coordinator
+    /// assigns and moves partitions one at a time with no group-wide barrier, and owns the session
+    /// timeout, the heartbeat interval and the assignor. Rebalances are always incremental.
+    case consumer
+
+    /// A librdkafka property this protocol leaves to the broker, which `rd_kafka_new` refuses when
+    /// it is set at all (even to its default value), and where the broker's setting is.
+    package struct BrokerOwned: Sendable, Hashable {
+        package var property: String
+        package var instead: String
+    }
+
+    /// What librdkafka refuses under this protocol (none under the classic one).
+    package var brokerOwned: [BrokerOwned] {
+        switch self {
+        case .classic: []
+        case .consumer:
+            [
+                BrokerOwned(
+                    property: "session.timeout.ms",
+                    instead: "the broker's group.consumer.session.timeout.ms (45 s unless the broker or the group "
+                        + "sets another)"),
+                BrokerOwned(
+                    property: "heartbeat.interval.ms",
+                    instead: "the broker's group.consumer.heartbeat.interval.ms (5 s unless set)"),
+                BrokerOwned(
+                    property: "partition.assignment.strategy",
+                    instead: "group.remote.assignor (uniform or range; every assignor of this protocol is sticky)"),
+                BrokerOwned(property: "group.protocol.type", instead: "nothing: the protocol has no type"),
+            ]
+        }
+    }
+
+    /// The broker's session timeout under the next-generation protocol when neither it nor the group
+    /// sets another (Apache Kafka's `group.consumer.session.timeout.ms` default).
+    package static let brokerDefaultSessionTimeout: Duration = .seconds(45)
+}
+
 /// Where a consumer starts in a partition that has no committed offset.
 package enum KafkaAutoOffsetReset: String, Sendable, Hashable {
     case earliest
@@ -21,9 +64,13 @@ package struct KafkaConsumerConfiguration: Sendable {
     package var bootstrapServers: String
     package var groupID: String
     package var clientID: String = "apns-worker"
+    /// The group protocol. Under `.consumer`, `partitionAssignment` and `sessionTimeout` are not
+    /// passed to librdkafka: the broker owns them (`KafkaGroupProtocol.brokerOwned`).
+    package var groupProtocol: KafkaGroupProtocol = .classic
     package var partitionAssignment: KafkaPartitionAssignment = .cooperativeSticky
     package var autoOffsetReset: KafkaAutoOffsetReset = .earliest
-    /// The broker drops a member it has not heard from for this long.
+    /// The broker drops a member it has not heard from for this long (the classic protocol only: under
+    /// the next-generation one the broker sets it).
     package var sessionTimeout: Duration = .seconds(45)
     /// The longest gap allowed between polls (and the longest a rebalance handler may take).
     package var maxPollInterval: Duration = .seconds(300)
@@ -48,7 +95,7 @@ package struct KafkaConsumerConfiguration: Sendable {
 
     /// The full librdkafka property set. Offsets are never committed behind the caller's back:
     /// auto-commit and auto offset store are off, because the worker commits only what it finished.
-    var librdkafkaProperties: [(String, String)] {
+    package var librdkafkaProperties: [(String, String)] {
         var typed: [(String, String)] = [
             ("bootstrap.servers", bootstrapServers),
             ("group.id", groupID),
@@ -68,9 +115,17 @@ package struct KafkaConsumerConfiguration: Sendable {
         if let statisticsInterval {
             typed.append(("statistics.interval.ms", String(statisticsInterval.milliseconds)))
         }
-        // Last, so that it wins: `groupID` is the group, whatever `properties` say. A member moved to
-        // another group by a property would commit where nothing else of its owner looks.
-        return merged(typed, properties.filter { $0.key != "group.id" }) + [("group.id", groupID)]
+        // librdkafka refuses what the broker owns under the next-generation protocol, even set to
+        // its default: leave the typed ones out.
+        let brokerOwned = Set(groupProtocol.brokerOwned.map(\.property))
+        typed.removeAll { brokerOwned.contains($0.0) }
+        // Last, so that they win: `groupID` is the group and `groupProtocol` its protocol, whatever
+        // `properties` say. A member moved to another group by a property would commit where nothing
+        // else of its owner looks; one speaking another protocol than its typed settings were made for
+        // would be refused or misread.
+        let owned: Set<String> = ["group.id", "group.protocol"]
+        return merged(typed, properties.filter { !owned.contains($0.key) })
+            + [("group.id", groupID), ("group.protocol", groupProtocol.rawValue)]
     }
 
     /// What librdkafka runs with once `properties` are applied over the typed fields, for the code that
@@ -78,6 +133,7 @@ package struct KafkaConsumerConfiguration: Sendable {
     /// the typed default, so the typed field alone may be wrong. Read once, where the consumer is made.
     package struct Effective: Sendable, Equatable {
         package var maxPollInterval: Duration
+        /// Under the next-generation protocol, the broker's default (the client cannot read the broker's).
         package var sessionTimeout: Duration
         package var clientID: String
         /// A static member's id (`group.instance.id`), if any.
@@ -94,7 +150,9 @@ package struct KafkaConsumerConfiguration: Sendable {
         let instance = config?.value(of: "group.instance.id")
         return Effective(
             maxPollInterval: milliseconds("max.poll.interval.ms") ?? maxPollInterval,
-            sessionTimeout: milliseconds("session.timeout.ms") ?? sessionTimeout,
+            sessionTimeout: groupProtocol == .consumer
+                ? KafkaGroupProtocol.brokerDefaultSessionTimeout
+                : milliseconds("session.timeout.ms") ?? sessionTimeout,
             clientID: config?.value(of: "client.id") ?? clientID,
             groupInstanceID: instance?.isEmpty == false ? instance : nil)
     }
@@ -143,9 +201,35 @@ package struct KafkaProducerConfiguration: Sendable {
 
 extension KafkaConsumerConfiguration {
     /// Has librdkafka check every property, without connecting: an unknown property or a value it
-    /// refuses throws `invalidArgument` naming the property (a secret's value is never quoted).
+    /// refuses throws `invalidArgument` naming the property (a secret's value is never quoted). What
+    /// librdkafka only refuses when the client is made (a property the group protocol leaves to the
+    /// broker) is checked here too.
     package func validate() throws(KafkaError) {
         _ = try RDKafkaConfig(properties: librdkafkaProperties)
+        for (name, value) in properties.sorted(by: { $0.key < $1.key }) {
+            if let owned = groupProtocol.brokerOwnedProperty(set: name, to: value) {
+                throw KafkaError.invalidConfiguration(name, groupProtocol.refusal(of: owned))
+            }
+        }
+    }
+}
+
+extension KafkaGroupProtocol {
+    /// The broker-owned property that setting `name` to `value` sets (itself, or through one of
+    /// librdkafka's other names for it), or `nil`.
+    package func brokerOwnedProperty(set name: String, to value: String) -> BrokerOwned? {
+        brokerOwned.first { owned in
+            if owned.property == name { return true }
+            let before = KafkaPropertyReading.value(of: owned.property, after: [])
+            let after = KafkaPropertyReading.value(of: owned.property, after: [(name, value)])
+            return after != nil && after != before
+        }
+    }
+
+    /// Why `owned` may not be set under this protocol.
+    package func refusal(of owned: BrokerOwned) -> String {
+        "the consumer group protocol '\(rawValue)' leaves \(owned.property) to the broker, and librdkafka refuses "
+            + "it when set at all; set \(owned.instead)"
     }
 }
 

@@ -6,9 +6,11 @@ import Threading
 /// librdkafka's mock cluster: real Kafka brokers' protocol over TCP on localhost, in this process,
 /// with fault injection. For tests and the embedded demo; any Kafka client (kcat too) can connect.
 ///
-/// Limits worth knowing (librdkafka 2.0): a partition keeps about 5 MiB or 100,000 records at most
-/// (older ones are dropped); unknown topics are auto-created with 4 partitions; the first group join
-/// takes about 3 s.
+/// Limits worth knowing: a partition keeps about 5 MiB or 100,000 records at most (older ones are
+/// dropped); unknown topics are auto-created with 4 partitions; the first classic group join takes
+/// about 3 s. It speaks both group protocols (classic and KIP-848's, in separate groups); under the
+/// next-generation one it assigns by range on every change, not stickily as Kafka's assignors do,
+/// and it does not implement the classic protocol's static membership.
 package final class KafkaMockCluster: Sendable {
     /// The Kafka API keys that fault injection can target.
     package enum API: Int16, Sendable, CaseIterable {
@@ -24,6 +26,7 @@ package final class KafkaMockCluster: Sendable {
         case leaveGroup = 13
         case syncGroup = 14
         case initProducerID = 22
+        case consumerGroupHeartbeat = 68
     }
 
     /// The client handle that owns the cluster (librdkafka ties a mock cluster to one).
@@ -136,6 +139,20 @@ package final class KafkaMockCluster: Sendable {
     /// Moves a partition's leadership to a broker.
     package func setLeader(topic: String, partition: Int32, broker id: Int32) throws(KafkaError) {
         try check(rd_kafka_mock_partition_set_leader(cluster.pointer, topic, partition, id))
+    }
+
+    /// The session timeout and heartbeat interval of every next-generation (KIP-848) group, which the
+    /// broker owns under that protocol (30 s and 3 s by default on the mock), from each member's next
+    /// heartbeat on.
+    package func setConsumerGroupTimings(session: Duration, heartbeat: Duration) {
+        rd_kafka_mock_set_group_consumer_session_timeout_ms(cluster.pointer, Int32(session.milliseconds))
+        rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(cluster.pointer, Int32(heartbeat.milliseconds))
+    }
+
+    /// Makes the cluster say in its ApiVersions answers that it does not support `api` at all (as a
+    /// broker before Apache Kafka 4.0 lacks ConsumerGroupHeartbeat), for clients that connect from now on.
+    package func withdraw(_ api: API) throws(KafkaError) {
+        try check(rd_kafka_mock_set_apiversion(cluster.pointer, api.rawValue, -1, -1))
     }
 
     /// Makes a broker the coordinator of a consumer group.

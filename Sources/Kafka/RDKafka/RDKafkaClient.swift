@@ -14,18 +14,24 @@ final class RDKafkaCallbacks: @unchecked Sendable {
     let rebalance: Rebalance?
     let statistics: (@Sendable (String) -> Void)?
     let error: (@Sendable (KafkaError) -> Void)?
+    /// Every response the client receives from a broker: its API key and error code (an
+    /// interceptor, on librdkafka's broker threads). For probes: librdkafka has no call that says
+    /// which APIs a broker supports, but a response to one says it was sent and answered.
+    let responses: (@Sendable (_ apiKey: Int16, _ error: KafkaError.Code) -> Void)?
     let deliveryReports: Bool
     /// Where the delivery reports' contexts were put (a producer's).
     let homes = HomeRelease.Homes()
 
     init(
         logger: Logger, rebalance: Rebalance? = nil, statistics: (@Sendable (String) -> Void)? = nil,
-        error: (@Sendable (KafkaError) -> Void)? = nil, deliveryReports: Bool = false
+        error: (@Sendable (KafkaError) -> Void)? = nil,
+        responses: (@Sendable (_ apiKey: Int16, _ error: KafkaError.Code) -> Void)? = nil, deliveryReports: Bool = false
     ) {
         self.logger = logger
         self.rebalance = rebalance
         self.statistics = statistics
         self.error = error
+        self.responses = responses
         self.deliveryReports = deliveryReports
     }
 
@@ -59,6 +65,9 @@ final class RDKafkaClient: @unchecked Sendable {
             if callbacks.rebalance != nil { rd_kafka_conf_set_rebalance_cb(conf, rdkafkaRebalance) }
             if callbacks.statistics != nil { rd_kafka_conf_set_stats_cb(conf, rdkafkaStatistics) }
             if callbacks.deliveryReports { rd_kafka_conf_set_dr_msg_cb(conf, rdkafkaDeliveryReport) }
+            if callbacks.responses != nil {
+                _ = rd_kafka_conf_interceptor_add_on_new(conf, "apns-worker-responses", rdkafkaInterceptorsOnNew, nil)
+            }
         }
         var errstr = [CChar](repeating: 0, count: 512)
         let conf = config.release()
@@ -160,6 +169,23 @@ private func rdkafkaError(
         error = underlying
     }
     callbacks.error?(error)
+}
+
+/// Called by `rd_kafka_new` once the handle exists (its opaque set): adds the response interceptor.
+private func rdkafkaInterceptorsOnNew(
+    _ handle: OpaquePointer?, _ conf: OpaquePointer?, _ opaque: UnsafeMutableRawPointer?,
+    _ errstr: UnsafeMutablePointer<CChar>?, _ errstrSize: Int
+) -> rd_kafka_resp_err_t {
+    rd_kafka_interceptor_add_on_response_received(handle, "apns-worker-responses", rdkafkaResponseReceived, nil)
+}
+
+private func rdkafkaResponseReceived(
+    _ handle: OpaquePointer?, _ socket: Int32, _ brokerName: UnsafePointer<CChar>?, _ brokerID: Int32,
+    _ apiKey: Int16, _ apiVersion: Int16, _ correlationID: Int32, _ size: Int, _ rtt: Int64,
+    _ err: rd_kafka_resp_err_t, _ opaque: UnsafeMutableRawPointer?
+) -> rd_kafka_resp_err_t {
+    RDKafkaCallbacks.from(handle)?.responses?(apiKey, KafkaError.Code(err))
+    return RD_KAFKA_RESP_ERR_NO_ERROR
 }
 
 private func rdkafkaRebalance(

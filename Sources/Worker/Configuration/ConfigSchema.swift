@@ -18,7 +18,8 @@ indirect enum ConfigSchema {
         (
             "consumer",
             .section([
-                ("group", .scalar), ("topics", .list), ("bufferCapacity", .scalar), ("bufferBytes", .scalar),
+                ("group", .scalar), ("groupProtocol", .scalar), ("topics", .list), ("bufferCapacity", .scalar),
+                ("bufferBytes", .scalar),
                 ("stallAfter", .scalar), ("properties", .fileOnly),
             ])
         ),

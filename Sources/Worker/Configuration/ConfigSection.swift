@@ -256,6 +256,12 @@ struct ConfigSection {
                 + "worker's own group",
             probe: "apns-worker-owned-probe"),
         OwnedProperty(
+            name: "group.protocol", key: "consumer.groupProtocol",
+            reason:
+                "the worker leaves out of librdkafka's configuration what the broker owns under the next-generation "
+                + "protocol, and the progress topic's readers and check's probe follow consumer.groupProtocol",
+            probe: "consumer"),
+        OwnedProperty(
             name: "message.timeout.ms", key: "producer.deliveryTimeout",
             reason: "the worker bounds its own waits for an acknowledgement on producer.deliveryTimeout",
             probe: "123457"),

@@ -151,6 +151,8 @@ package struct ConfigurationCheck: Sendable {
             // The worker produces with acks=all to these; it only reads the input topics.
             let produced = wanted.filter { $0.0 != "consumer.topics" }
             await checkReplication(produced, topics: topics, probe: probe, timeout: timeout)
+            await checkGroupProtocol(
+                configuration, file: file, environment: environment, timeout: timeout, logger: logger)
         }
         await probeCommitMetadata(configuration, file: file, environment: environment, timeout: timeout, logger: quiet)
     }
@@ -196,6 +198,43 @@ package struct ConfigurationCheck: Sendable {
             case nil:
                 notes.append("\(setting): could not check topic '\(topic)' (the broker did not describe it)")
             }
+        }
+    }
+
+    /// Under the next-generation group protocol, whether the broker speaks it (`KafkaGroupProtocolProbe`):
+    /// where it does not, the worker would join and never be given a partition, without an error.
+    private mutating func checkGroupProtocol(
+        _ configuration: WorkerConfiguration, file: String, environment: [String: String], timeout: Duration,
+        logger: Logger
+    ) async {
+        guard configuration.consumer.groupProtocol == .consumer else {
+            summary.append("group:        classic protocol (every broker speaks it)")
+            return
+        }
+        let group = KafkaGroupProtocolProbe.group(configuration.consumer.group)
+        let place = Self.place(of: ["consumer", "groupProtocol"], in: file, environment: environment)
+        do {
+            switch try await KafkaGroupProtocolProbe.probe(
+                configuration.kafkaConsumerConfiguration, topic: configuration.consumer.topics[0], timeout: timeout,
+                logger: logger)
+            {
+            case .supported:
+                summary.append(
+                    "group:        next-generation protocol: the group coordinator answered ConsumerGroupHeartbeat (probe group \(group))"
+                )
+            case .unsupported:
+                problems.append(
+                    "\(place): consumer.groupProtocol: the broker's group coordinator does not speak the next-generation "
+                        + "protocol (it sent no ConsumerGroupHeartbeat answer; the protocol needs Apache Kafka 4.0 or later): "
+                        + "the worker would join and never be given a partition, without an error; set "
+                        + "consumer.groupProtocol: classic, or upgrade the broker")
+            case .undecided(let why):
+                problems.append(
+                    "\(place): consumer.groupProtocol: could not tell whether the broker speaks the next-generation "
+                        + "protocol (\(why))")
+            }
+        } catch {
+            problems.append("\(place): consumer.groupProtocol: the probe (group \(group)) could not start: \(error)")
         }
     }
 

@@ -19,6 +19,7 @@ extension WorkerConfiguration {
         if var section = root.required("consumer", root.section("consumer")) {
             consumer = decodeConsumer(&section)
         }
+        for problem in groupProtocolProblems(&root, kafka: kafka, consumer: consumer) { root.report(problem) }
         var producer = ProducerSettings()
         if var section = root.section("producer") {
             producer.deliveryTimeout =
@@ -107,6 +108,7 @@ extension WorkerConfiguration {
     private static func decodeConsumer(_ section: inout ConfigSection) -> ConsumerSettings {
         var consumer = ConsumerSettings(topics: [])
         consumer.group = section.string("group") ?? consumer.group
+        consumer.groupProtocol = section.choice("groupProtocol", KafkaGroupProtocol.allCases) ?? consumer.groupProtocol
         consumer.topics = section.required("topics", section.stringList("topics")) ?? []
         if consumer.topics.isEmpty, let node = section.node("topics") {
             section.report(section.error("topics", node, "expected at least one input topic"))

@@ -4,6 +4,7 @@ extension WorkerConfiguration {
     /// `kafka` (minus `bootstrap.servers`, a typed field) then `consumer.properties`, which wins.
     package var kafkaConsumerConfiguration: KafkaConsumerConfiguration {
         var configuration = KafkaConsumerConfiguration(bootstrapServers: bootstrapServers, groupID: consumer.group)
+        configuration.groupProtocol = consumer.groupProtocol
         configuration.bufferCapacity = consumer.bufferCapacity
         configuration.bufferByteCapacity = consumer.bufferBytes
         configuration.stallBound = consumer.stallAfter

@@ -1,3 +1,4 @@
+import Kafka
 import Logging
 
 /// Everything `apns-worker run` is configured with: the file (YAML or JSON) plus `APNS_WORKER_*`
@@ -41,6 +42,10 @@ package struct ConsumerSettings: Sendable, Hashable {
     package var group: String = Self.defaultGroup
     /// `consumer.group` when the file names none; replay's cursors are named after it too.
     package static let defaultGroup = "apns-worker"
+    /// The consumer group protocol: `classic` (the default), or `consumer`, the next-generation one
+    /// (KIP-848, Apache Kafka 4.0 and later), where the broker assigns and moves partitions one at a
+    /// time and owns the session timeout, the heartbeat interval and the assignor.
+    package var groupProtocol: KafkaGroupProtocol = .classic
     /// Input topics (at least one).
     package var topics: [String]
     /// Records handed over by librdkafka and not yet dispatched.

@@ -52,6 +52,9 @@ package final class CommitMetadataProbe: Sendable {
         var settings = consumer
         settings.groupID = Self.group(consumer.groupID)
         settings.stallBound = nil
+        // Never a member (it commits without joining): the classic protocol's commit outside a group's
+        // generation is what it needs, whatever protocol the worker's group speaks.
+        settings.groupProtocol = .classic
         settings.properties["group.instance.id"] = nil  // never a member: a static member's id is the worker's
         prober = try KafkaConsumer(configuration: settings, errorHandler: onError, logger: logger)
         self.partition = partition

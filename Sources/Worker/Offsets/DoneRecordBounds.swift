@@ -74,6 +74,7 @@ enum PartitionEnds {
         var settings = reader
         settings.groupID += "-end-reader"  // never joins nor commits: assign only
         settings.stallBound = nil
+        settings.groupProtocol = .classic  // assigned, never subscribed (as the progress reader)
         settings.properties["group.instance.id"] = nil
         guard let consumer = try? KafkaConsumer(configuration: settings, logger: logger) else { return nil }
         defer { Task { await consumer.close() } }

@@ -32,6 +32,9 @@ final class ProgressTopic: Sendable {
         var reader = consumer
         reader.groupID = group + "-progress-reader"  // never joins nor commits: assign only
         reader.partitionAssignment = .range
+        // Assigned, never subscribed: no group protocol is spoken, and the classic one's settings are the
+        // ones librdkafka accepts whatever the worker's group speaks.
+        reader.groupProtocol = .classic
         reader.properties["group.instance.id"] = nil
         self.readerConfiguration = reader
         self.logger = logger

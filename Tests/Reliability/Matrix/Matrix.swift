@@ -1,4 +1,5 @@
 import Foundation
+import Kafka
 import Logging
 import TestPeers
 
@@ -60,6 +61,9 @@ package struct Scale: Sendable {
     /// Workers configured with `delivery.progressTopic` (`--no-progress-topic`: without it, as on a
     /// broker that keeps commit metadata it needs none; on Tansu the worker then refuses to start).
     package var progressTopic = true
+    /// The workers' consumer group protocol (`--group-protocol consumer`: the next-generation one, on
+    /// the mock cluster only; Tansu does not speak it).
+    package var groupProtocol: KafkaGroupProtocol = .classic
 
     package static let full = Scale(events: 2_000, outage: 1, repeats: 10, backlog: 10_000, generations: 3)
     package static let quick = Scale(events: 600, outage: 0.2, repeats: 3, backlog: 2_000, generations: 2)
@@ -71,6 +75,7 @@ package struct Scale: Sendable {
 package struct MatrixRow: Sendable {
     package var scenario: String
     package var broker: Broker
+    package var groupProtocol: KafkaGroupProtocol = .classic
     /// Tansu's storage (`.memory` for the mock cluster).
     package var storage: TansuBroker.Storage = .memory
     package var eventsIn = 0
@@ -103,6 +108,7 @@ package enum ReliabilityMatrix {
     /// Runs one scenario on one broker: a fresh rig, the scenario, then the count.
     package static func run(_ scenario: Scenario, on broker: Broker, scale: Scale, logger: Logger) async -> MatrixRow {
         var row = MatrixRow(scenario: scenario.name, broker: broker)
+        row.groupProtocol = scale.groupProtocol
         if broker == .tansu { row.storage = scenario.tansuStorage }
         let started = ContinuousClock.now
         let rig: Rig
@@ -110,7 +116,7 @@ package enum ReliabilityMatrix {
             rig = try await Rig.start(
                 broker: broker, mockBrokers: scenario.mockBrokers, partitions: scenario.partitions,
                 tansuStorage: scenario.tansuStorage, lanes: scenario.lanes, progressTopic: scale.progressTopic,
-                logger: logger)
+                groupProtocol: scale.groupProtocol, logger: logger)
         } catch {
             row.failure = "the rig did not start: \(error)"
             return row
@@ -157,7 +163,7 @@ package enum ReliabilityMatrix {
             row.degradedDeadLetters > 0
             ? "\(row.deadLetters) (\(row.degradedDeadLetters) reduced)" : "\(row.deadLetters)"
         var text =
-            "| \(row.scenario) | \(row.broker)\(row.storage == .s3 ? " on S3" : "") | \(row.eventsIn) | \(row.results) | \(letters) | \(duplicates) | "
+            "| \(row.scenario) | \(row.broker)\(row.storage == .s3 ? " on S3" : "")\(row.groupProtocol == .consumer ? ", consumer protocol" : "") | \(row.eventsIn) | \(row.results) | \(letters) | \(duplicates) | "
             + "\(pushedTwice(row)) | \(row.lost) | \(recovery) | \(format(row.elapsed)) |"
         if let failure = row.failure { text += " FAILED: \(failure)" }
         return text

@@ -92,7 +92,7 @@ package final class Rig: Sendable {
     /// `delivery.progressTopic`.
     package static func start(
         broker: Broker, mockBrokers: Int = 1, partitions: Int = 4, tansuStorage: TansuBroker.Storage = .memory,
-        lanes: Bool = false, progressTopic: Bool = true, logger: Logger
+        lanes: Bool = false, progressTopic: Bool = true, groupProtocol: KafkaGroupProtocol = .classic, logger: Logger
     ) async throws -> Rig {
         let tansu = broker == .tansu ? try await TansuBroker.start(storage: tansuStorage) : nil
         var quiet = logger
@@ -101,7 +101,8 @@ package final class Rig: Sendable {
             if let tansu { TansuCluster(tansu: tansu) } else {
                 try KafkaMockCluster(brokers: mockBrokers, logger: quiet)
             }
-        let stack = try await EmbeddedStack.start(partitions: partitions, kafka: kafka, logger: logger)
+        let stack = try await EmbeddedStack.start(
+            partitions: partitions, kafka: kafka, groupProtocol: groupProtocol, logger: logger)
         let apnsProxy = try await FaultProxy.start(upstreamPort: stack.simulator.port)
         let servers = stack.cluster.bootstrapServers
         if lanes { try await stack.cluster.create(topic: urgentTopic, partitions: 2) }

@@ -1,4 +1,5 @@
 import Foundation
+import Kafka
 import Logging
 import ReliabilityMatrix
 import TestPeers
@@ -7,7 +8,7 @@ import TestPeers
 // bounded run each, then the table. Exits 1 when any row lost an event or failed its own check.
 //
 //   reliability [--quick] [--broker mock|tansu] [--backlog N] [--max-in-flight N] [--no-progress-topic]
-//               [SCENARIO-NAME-PART ...]
+//               [--group-protocol classic|consumer] [SCENARIO-NAME-PART ...]
 //   reliability --list      the scenarios, as a Markdown table
 
 var arguments = Array(CommandLine.arguments.dropFirst())
@@ -45,6 +46,16 @@ if let index = arguments.firstIndex(of: "--max-in-flight"), index + 1 < argument
 if arguments.contains("--no-progress-topic") {
     scale.progressTopic = false  // workers without delivery.progressTopic (Tansu: they refuse to start)
     arguments.removeAll { $0 == "--no-progress-topic" }
+}
+if let index = arguments.firstIndex(of: "--group-protocol"), index + 1 < arguments.count {
+    guard let chosen = KafkaGroupProtocol(rawValue: arguments[index + 1]) else {
+        FileHandle.standardError.write(Data("--group-protocol: classic or consumer\n".utf8))
+        exit(2)
+    }
+    // The workers' group protocol; the next-generation one on the mock cluster only (Tansu lacks it).
+    scale.groupProtocol = chosen
+    if chosen == .consumer { brokers.removeAll { $0 == .tansu } }
+    arguments.removeSubrange(index...(index + 1))
 }
 let filters = arguments.map { $0.lowercased() }
 // A filter that is a scenario's whole name selects that one only ("SIGKILL under a burst, APNs at

@@ -55,16 +55,20 @@ struct Harness: Sendable {
 
     /// `security`: what Tansu's proxy asks of clients (TLS, SASL; Tansu only). The harness's own
     /// clients are plain: give it `admitsPlainClients`.
-    static func start(broker: Broker = .mock, partitions: Int = 4, security: ProxySecurity? = nil) async throws
-        -> Harness
-    {
+    /// `groupProtocol`: the consumer group protocol of the workers' configurations (the next-generation
+    /// one on the mock cluster only: Tansu does not speak it).
+    static func start(
+        broker: Broker = .mock, partitions: Int = 4, security: ProxySecurity? = nil,
+        groupProtocol: KafkaGroupProtocol = .classic
+    ) async throws -> Harness {
         var logger = Logger(label: "integration")
         logger.logLevel =
             Logger.Level(rawValue: ProcessInfo.processInfo.environment["INTEGRATION_LOG"] ?? "") ?? .critical
         let tansu = broker == .tansu ? try await TansuBroker.start(security: security) : nil
         do {
             let stack = try await EmbeddedStack.start(
-                partitions: partitions, kafka: tansu.map(TansuCluster.init), logger: logger)
+                partitions: partitions, kafka: tansu.map(TansuCluster.init), groupProtocol: groupProtocol,
+                logger: logger)
             return Harness(stack: stack, logger: logger, broker: broker, tansu: tansu)
         } catch {
             await tansu?.shutdown()
