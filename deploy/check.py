@@ -261,7 +261,8 @@ def worker_check(binary, config_text, variables):
     return errors
 
 
-def check_worker_config(binary, config_text, container_env, problems, source="config.yaml", line_offset=0):
+def check_worker_config(binary, config_text, container_env, problems, source="config.yaml", line_offset=0,
+                        kind="Deployment"):
     """The ConfigMap's config as the pod loads it: the Deployment's literal APNS_WORKER_* values
     applied. A `valueFrom` variable's value is unknown, so each is tried alone with a placeholder on
     MINIMAL_CONFIG, and only a name the worker does not know is reported (the placeholder may be a
@@ -277,13 +278,13 @@ def check_worker_config(binary, config_text, container_env, problems, source="co
 
     try:
         for message in worker_check(binary, config_text, literal):
-            problems.append(f"apns-worker check (the ConfigMap's config.yaml, the Deployment's env): "
+            problems.append(f"apns-worker check (the ConfigMap's config.yaml, the {kind}'s env): "
                             + located(message))
         minimal = yaml.safe_dump(MINIMAL_CONFIG, sort_keys=False)
         for name in sorted(v["name"] for v in variables if "value" not in v):
             for message in worker_check(binary, minimal, {name: PLACEHOLDER}):
                 if any(words in message for words in UNKNOWN_NAME):
-                    problems.append(f"Deployment env {name} (valueFrom; its name checked with a placeholder value): "
+                    problems.append(f"{kind} env {name} (valueFrom; its name checked with a placeholder value): "
                                     + re.sub(r"^config\.yaml: ", "", message))
     except WorkerCheckFailed as error:
         problems.append(f"apns-worker check: {error}")
@@ -367,14 +368,8 @@ def selector_matches(selector, labels):
 # The checks
 # ---------------------------------------------------------------------------------------------
 def check_kubernetes(documents, problems, binary):
+    """deploy/kubernetes as its files say (the default variant, a Deployment)."""
     objects = resources(documents)
-
-    def get(kind, name):
-        item = objects.get((kind, name))
-        if item is None:
-            problems.append(f"deploy/kubernetes: no {kind} {name}")
-        return item
-
     kustomization = documents.get(os.path.join("deploy", "kubernetes", "kustomization.yaml"))
     listed = set(kustomization[0].get("resources", [])) if kustomization else set()
     on_disk = {
@@ -385,18 +380,31 @@ def check_kubernetes(documents, problems, binary):
         problems.append(f"deploy/kubernetes/kustomization.yaml: {missing} is not in resources")
     for absent in sorted(listed - on_disk):
         problems.append(f"deploy/kubernetes/kustomization.yaml: resource {absent} does not exist")
+    check_workload(objects, "Deployment", problems, binary)
+
+
+def check_workload(objects, kind, problems, binary, where="deploy/kubernetes"):
+    """The worker's workload (kind apns-worker: the Deployment, or the StatefulSet of the static
+    membership variant) against its config, the image, the Service, the PDB and KEDA. objects:
+    {(kind, name): (file, object)}, of the files or of a rendering (where: which)."""
+
+    def get(object_kind, name):
+        item = objects.get((object_kind, name))
+        if item is None:
+            problems.append(f"{where}: no {object_kind} {name}")
+        return item
 
     configmap = get("ConfigMap", "apns-worker-config")
-    deployment = get("Deployment", "apns-worker")
+    workload = get(kind, "apns-worker")
     scaled = get("ScaledObject", "apns-worker")
-    if not (configmap and deployment):
+    if not (configmap and workload):
         return
 
-    spec = deployment[1]["spec"]
+    spec = workload[1]["spec"]
     pod = spec["template"]["spec"]
     containers = [c for c in pod["containers"] if c["name"] == "apns-worker"]
     if not containers:
-        problems.append("Deployment: no container apns-worker")
+        problems.append(f"{kind}: no container apns-worker")
         return
     container = containers[0]
 
@@ -406,7 +414,7 @@ def check_kubernetes(documents, problems, binary):
         problems.append("ConfigMap apns-worker-config: no config.yaml")
         return
     check_worker_config(binary, config_text, container.get("env") or [], problems,
-                        configmap[0], block_scalar_line(os.path.join(ROOT, configmap[0]), "config.yaml"))
+                        configmap[0], block_scalar_line(os.path.join(ROOT, configmap[0]), "config.yaml"), kind)
     try:
         config = yaml.safe_load(config_text)
     except yaml.YAMLError:
@@ -414,26 +422,26 @@ def check_kubernetes(documents, problems, binary):
     if not isinstance(config, dict):
         return
 
-    # --- the Deployment ---
+    # --- the workload ---
     pod_labels = spec["template"]["metadata"].get("labels", {})
     if not selector_matches(spec["selector"].get("matchLabels"), pod_labels):
-        problems.append("Deployment: selector does not match the pod template's labels")
+        problems.append(f"{kind}: selector does not match the pod template's labels")
 
     http_port = config_value(config, "http", "port")
     ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
     if ports.get("http") != http_port:
-        problems.append(f"Deployment: container port http {ports.get('http')} != config http.port {http_port}")
+        problems.append(f"{kind}: container port http {ports.get('http')} != config http.port {http_port}")
     annotations = spec["template"]["metadata"].get("annotations", {})
     if annotations.get("prometheus.io/port") != str(http_port):
-        problems.append("Deployment: prometheus.io/port annotation != config http.port")
+        problems.append(f"{kind}: prometheus.io/port annotation != config http.port")
     if annotations.get("prometheus.io/path") != "/metrics":
-        problems.append("Deployment: prometheus.io/path annotation is not /metrics")
+        problems.append(f"{kind}: prometheus.io/path annotation is not /metrics")
 
     for probe, path in (("livenessProbe", "/health/live"), ("readinessProbe", "/health/ready"),
                         ("startupProbe", "/health/live")):
         got = (container.get(probe) or {}).get("httpGet", {})
         if got.get("path") != path or got.get("port") not in ("http", http_port):
-            problems.append(f"Deployment: {probe} should GET {path} on the http port")
+            problems.append(f"{kind}: {probe} should GET {path} on the http port")
 
     # config file path: args (or the image's CMD) -> a mounted ConfigMap
     args = container.get("args") or ["run", "--config", "/etc/apns-worker/config.yaml"]
@@ -452,16 +460,16 @@ def check_kubernetes(documents, problems, binary):
 
     volume, relative, _ = mounted_from(config_path or "")
     if not volume or volume.get("configMap", {}).get("name") != "apns-worker-config":
-        problems.append(f"Deployment: --config {config_path} is not in a mount of ConfigMap apns-worker-config")
+        problems.append(f"{kind}: --config {config_path} is not in a mount of ConfigMap apns-worker-config")
     elif relative not in [i["path"] for i in volume["configMap"].get("items", [{"path": "config.yaml"}])]:
-        problems.append(f"Deployment: {config_path} is not a file of the config volume")
+        problems.append(f"{kind}: {config_path} is not a file of the config volume")
     dockerfile = os.path.join(HERE, "Dockerfile")
     if os.path.exists(dockerfile):
         with open(dockerfile, encoding="utf-8") as handle:
             text = handle.read()
         cmd = re.search(r"^CMD\s+(\[.*\])\s*$", text, re.M)
         if not cmd or json.loads(cmd.group(1)) != args:
-            problems.append("Dockerfile CMD and the Deployment's args differ")
+            problems.append(f"Dockerfile CMD and the {kind}'s args differ")
         if f"EXPOSE {http_port}" not in text:
             problems.append(f"Dockerfile: no EXPOSE {http_port}")
         if not re.search(r'^ENTRYPOINT \["apns-worker"\]\s*$', text, re.M):
@@ -470,7 +478,7 @@ def check_kubernetes(documents, problems, binary):
         if not user or user[-1].split(":")[0] in ("root", "0"):
             problems.append("Dockerfile: the last USER must be a non-root user")
         elif str(pod.get("securityContext", {}).get("runAsUser")) != user[-1].split(":")[0]:
-            problems.append("Deployment: runAsUser differs from the Dockerfile's USER")
+            problems.append(f"{kind}: runAsUser differs from the Dockerfile's USER")
 
     # every token key file lies in a read-only mount of a Secret
     credentials = config_value(config, "apns", "credentials")
@@ -500,10 +508,10 @@ def check_kubernetes(documents, problems, binary):
     # secrets come from Secrets (the worker checked the APNS_WORKER_* names, above)
     for variable in container.get("env", []):
         if "value" in variable and not isinstance(variable["value"], str):
-            problems.append(f"Deployment env {variable['name']}: value {variable['value']!r} is not a string "
+            problems.append(f"{kind} env {variable['name']}: value {variable['value']!r} is not a string "
                             "(Kubernetes refuses it: quote it)")
         if re.search(r"PASSWORD|SECRET", variable["name"]) and "value" in variable:
-            problems.append(f"Deployment env {variable['name']}: a secret as a literal value")
+            problems.append(f"{kind} env {variable['name']}: a secret as a literal value")
     kafka = config_value(config, "kafka")
     kafka = kafka if isinstance(kafka, dict) else {}
     for key in kafka:
@@ -518,40 +526,40 @@ def check_kubernetes(documents, problems, binary):
     grace = pod.get("terminationGracePeriodSeconds", 30)
     if shutdown is not None and grace < shutdown + 10:
         problems.append(
-            f"Deployment: terminationGracePeriodSeconds {grace} should exceed delivery.shutdownTimeout "
+            f"{kind}: terminationGracePeriodSeconds {grace} should exceed delivery.shutdownTimeout "
             f"({shutdown:g}s) by at least 10 s (flush, commit, leave the group)")
 
     # security
     pod_security = pod.get("securityContext", {})
     security = container.get("securityContext", {})
     if not (pod_security.get("runAsNonRoot") or security.get("runAsNonRoot")):
-        problems.append("Deployment: runAsNonRoot is not set")
+        problems.append(f"{kind}: runAsNonRoot is not set")
     if not security.get("readOnlyRootFilesystem"):
-        problems.append("Deployment: readOnlyRootFilesystem is not set")
+        problems.append(f"{kind}: readOnlyRootFilesystem is not set")
     if security.get("allowPrivilegeEscalation") is not False:
-        problems.append("Deployment: allowPrivilegeEscalation is not false")
+        problems.append(f"{kind}: allowPrivilegeEscalation is not false")
     if (security.get("capabilities") or {}).get("drop") != ["ALL"]:
-        problems.append("Deployment: capabilities do not drop ALL")
+        problems.append(f"{kind}: capabilities do not drop ALL")
     seccomp = (security.get("seccompProfile") or pod_security.get("seccompProfile") or {}).get("type")
     if seccomp != "RuntimeDefault":
-        problems.append("Deployment: seccompProfile is not RuntimeDefault")
+        problems.append(f"{kind}: seccompProfile is not RuntimeDefault")
     limits = (container.get("resources") or {}).get("limits", {})
     requests = (container.get("resources") or {}).get("requests", {})
     if not (limits.get("memory") and requests.get("memory") and requests.get("cpu")):
-        problems.append("Deployment: memory request/limit and cpu request are required")
+        problems.append(f"{kind}: memory request/limit and cpu request are required")
     zones = [t for t in pod.get("topologySpreadConstraints", [])
              if t.get("topologyKey") == "topology.kubernetes.io/zone"]
     if not zones or not all(selector_matches(t["labelSelector"].get("matchLabels"), pod_labels) for t in zones):
-        problems.append("Deployment: no zone topology spread over the pod's own labels")
+        problems.append(f"{kind}: no zone topology spread over the pod's own labels")
 
     # Service, PDB
-    for kind in ("Service", "PodDisruptionBudget"):
-        item = get(kind, "apns-worker")
+    for other in ("Service", "PodDisruptionBudget"):
+        item = get(other, "apns-worker")
         if item:
             selector = item[1]["spec"]["selector"]
-            selector = selector.get("matchLabels", selector) if kind == "PodDisruptionBudget" else selector
+            selector = selector.get("matchLabels", selector) if other == "PodDisruptionBudget" else selector
             if not selector or not selector_matches(selector, pod_labels):
-                problems.append(f"{kind} apns-worker: selector does not match the pods")
+                problems.append(f"{other} apns-worker: selector does not match the pods")
     service = objects.get(("Service", "apns-worker"))
     if service and not any(p.get("targetPort") in ("http", http_port) for p in service[1]["spec"]["ports"]):
         problems.append("Service apns-worker: no port to the http port")
@@ -569,12 +577,12 @@ def check_kubernetes(documents, problems, binary):
     if partitions and high > partitions:
         problems.append(f"ScaledObject: maxReplicaCount {high} > {partitions} partitions (extra members sit idle)")
     if partitions and spec.get("replicas", 1) > partitions:
-        problems.append(f"Deployment: replicas {spec.get('replicas')} > {partitions} partitions")
+        problems.append(f"{kind}: replicas {spec.get('replicas')} > {partitions} partitions")
     if not low <= spec.get("replicas", 1) <= high:
-        problems.append("Deployment: replicas outside the ScaledObject's min..max")
+        problems.append(f"{kind}: replicas outside the ScaledObject's min..max")
     target = scaled_spec.get("scaleTargetRef", {})
-    if (target.get("kind", "Deployment"), target.get("name")) != ("Deployment", "apns-worker"):
-        problems.append("ScaledObject: scaleTargetRef is not Deployment apns-worker")
+    if (target.get("kind", "Deployment"), target.get("name")) != (kind, "apns-worker"):
+        problems.append(f"ScaledObject: scaleTargetRef is not {kind} apns-worker")
     triggers = [t for t in scaled_spec.get("triggers", []) if t.get("type") == "kafka"]
     if not triggers:
         problems.append("ScaledObject: no kafka trigger")
