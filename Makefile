@@ -162,6 +162,7 @@ check-deploy: $(if $(APNS_WORKER_BIN),,deps-build)
 	@scripts/install-packages.sh python3-yaml prometheus
 	$(if $(shell command -v kubectl 2>/dev/null),,@scripts/install-packages.sh kubernetes-client)
 	kubectl kustomize deploy/kubernetes > /dev/null
+	kubectl kustomize deploy/overlays/static-membership > /dev/null
 	$(if $(APNS_WORKER_BIN),,$(SWIFT) build $(SWIFTPM_FLAGS) --product apns-worker)
 	APNS_WORKER_BIN="$(or $(APNS_WORKER_BIN),$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/apns-worker)" \
 	    /usr/bin/python3 deploy/check.py
