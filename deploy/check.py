@@ -103,6 +103,8 @@ PROCESS_METRICS = {
 # Series that are not the worker's but that the alerts may use.
 EXTERNAL_METRICS = {
     "kube_deployment_status_replicas_unavailable",  # kube-state-metrics
+    "kube_statefulset_replicas",  # kube-state-metrics (the static membership variant)
+    "kube_statefulset_status_replicas_ready",  # kube-state-metrics
     "kube_pod_container_status_restarts_total",  # kube-state-metrics
 }
 
