@@ -149,9 +149,10 @@ lint:
 	$(SWIFT) format lint --recursive --strict Sources Tests Benchmarks
 	scripts/check-structure.sh
 
-# deploy/: every YAML/JSON file parses, the Kubernetes manifests render with kustomize, alert and
-# dashboard metric names are the worker's, the worker itself accepts the ConfigMap's config with the
-# Deployment's environment (`apns-worker check --offline`), the manifests agree with each other
+# deploy/: every YAML/JSON file parses, the Kubernetes manifests render with kustomize (the default
+# and the static membership variant), alert and dashboard metric names are the worker's, the worker
+# itself accepts the ConfigMap's config with the workload's environment (`apns-worker check
+# --offline`), the manifests agree with each other, no two pods share a group.instance.id
 # (docs/deployment.md, "Checks").
 # Debian's python3 with python3-yaml; promtool (Debian: prometheus), if installed, also tests the alerts.
 # kubectl: the one on PATH (any kubectl with kustomize, e.g. the Kubernetes project's `kubectl`
