@@ -303,6 +303,8 @@ def check_worker_config(binary, config_text, container_env, problems, source="co
 
 def block_scalar_line(path, key):
     """The line number of `key: |` in path (the lines of its block follow), else 0."""
+    if not os.path.isfile(path):
+        return 0  # an object no file under deploy/ defines as it is (a kustomize generator's)
     with open(path, encoding="utf-8") as handle:
         lines = handle.read().splitlines()
     found = [i + 1 for i, line in enumerate(lines) if re.match(rf"^\s+{re.escape(key)}:\s*\|[-+]?\s*$", line)]
