@@ -149,9 +149,10 @@ lint:
 	$(SWIFT) format lint --recursive --strict Sources Tests Benchmarks
 	scripts/check-structure.sh
 
-# deploy/: every YAML/JSON file parses, the Kubernetes manifests render with kustomize, alert and
-# dashboard metric names are the worker's, the worker itself accepts the ConfigMap's config with the
-# Deployment's environment (`apns-worker check --offline`), the manifests agree with each other
+# deploy/: every YAML/JSON file parses, the Kubernetes manifests render with kustomize (the default
+# and the static membership variant), alert and dashboard metric names are the worker's, the worker
+# itself accepts the ConfigMap's config with the workload's environment (`apns-worker check
+# --offline`), the manifests agree with each other, no two pods share a group.instance.id
 # (docs/deployment.md, "Checks").
 # Debian's python3 with python3-yaml; promtool (Debian: prometheus), if installed, also tests the alerts.
 # kubectl: the one on PATH (any kubectl with kustomize, e.g. the Kubernetes project's `kubectl`
@@ -162,6 +163,7 @@ check-deploy: $(if $(APNS_WORKER_BIN),,deps-build)
 	@scripts/install-packages.sh python3-yaml prometheus
 	$(if $(shell command -v kubectl 2>/dev/null),,@scripts/install-packages.sh kubernetes-client)
 	kubectl kustomize deploy/kubernetes > /dev/null
+	kubectl kustomize deploy/overlays/static-membership > /dev/null
 	$(if $(APNS_WORKER_BIN),,$(SWIFT) build $(SWIFTPM_FLAGS) --product apns-worker)
 	APNS_WORKER_BIN="$(or $(APNS_WORKER_BIN),$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/apns-worker)" \
 	    /usr/bin/python3 deploy/check.py

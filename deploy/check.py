@@ -2,9 +2,9 @@
 """Checks deploy/ against itself and against the worker's operational contract.
 
 Run: `make check-deploy` (or /usr/bin/python3 deploy/check.py). Needs Python 3, PyYAML (Debian:
-python3-yaml) and a built worker: $APNS_WORKER_BIN, else .build/debug/apns-worker, else
-.build/release/apns-worker (`swift build --product apns-worker`; `make check-deploy` builds it).
-Exits 1 and names every problem found.
+python3-yaml), kubectl (Debian: kubernetes-client) and a built worker: $APNS_WORKER_BIN, else
+.build/debug/apns-worker, else .build/release/apns-worker (`swift build --product apns-worker`;
+`make check-deploy` builds it). Exits 1 and names every problem found.
 
 What it checks:
   1. Every .yaml/.yml/.json file under deploy/ parses (all documents of multi-document YAML).
@@ -21,7 +21,16 @@ What it checks:
      maxReplicaCount and replicas within the partition count, selectors matching the pod labels,
      the pod security settings, every alert's annotations and runbook link: an absolute URL, one
      base shared by every alert, ending in docs/deployment.md#<a heading of docs/deployment.md>.
-  5. If `promtool` (Debian: prometheus) is installed: `promtool check rules` on the alerts and on
+  5. Both renderings (`kubectl kustomize`): deploy/kubernetes (the Deployment) and
+     deploy/overlays/static-membership (a StatefulSet; held to 3 and 4 too, its serviceName a
+     headless Service, no Deployment left beside it, its pods' group.instance.id their names). In
+     each, static membership: no two pods of a workload share a group.instance.id (a fixed one, in
+     the ConfigMap's `kafka:` or `consumer.properties:` or in APNS_WORKER_KAFKA_GROUP_INSTANCE_ID, for
+     a Deployment, ReplicaSet or DaemonSet, or a StatefulSet of more pods than one or scaled by KEDA
+     or an HPA), none takes a new one with each new pod (a Deployment's pod names), and a literal one
+     is one Kafka accepts. Only a StatefulSet's pod name (fieldRef metadata.name, directly or through
+     a $(VAR)) is one per pod that a restarted pod keeps.
+  6. If `promtool` (Debian: prometheus) is installed: `promtool check rules` on the alerts and on
      the dashboard's queries, and the alert unit tests in deploy/tests/; skipped with a notice
      otherwise.
 
@@ -103,6 +112,8 @@ PROCESS_METRICS = {
 # Series that are not the worker's but that the alerts may use.
 EXTERNAL_METRICS = {
     "kube_deployment_status_replicas_unavailable",  # kube-state-metrics
+    "kube_statefulset_replicas",  # kube-state-metrics (the static membership variant)
+    "kube_statefulset_status_replicas_ready",  # kube-state-metrics
     "kube_pod_container_status_restarts_total",  # kube-state-metrics
 }
 
@@ -261,7 +272,8 @@ def worker_check(binary, config_text, variables):
     return errors
 
 
-def check_worker_config(binary, config_text, container_env, problems, source="config.yaml", line_offset=0):
+def check_worker_config(binary, config_text, container_env, problems, source="config.yaml", line_offset=0,
+                        kind="Deployment"):
     """The ConfigMap's config as the pod loads it: the Deployment's literal APNS_WORKER_* values
     applied. A `valueFrom` variable's value is unknown, so each is tried alone with a placeholder on
     MINIMAL_CONFIG, and only a name the worker does not know is reported (the placeholder may be a
@@ -277,13 +289,13 @@ def check_worker_config(binary, config_text, container_env, problems, source="co
 
     try:
         for message in worker_check(binary, config_text, literal):
-            problems.append(f"apns-worker check (the ConfigMap's config.yaml, the Deployment's env): "
+            problems.append(f"apns-worker check (the ConfigMap's config.yaml, the {kind}'s env): "
                             + located(message))
         minimal = yaml.safe_dump(MINIMAL_CONFIG, sort_keys=False)
         for name in sorted(v["name"] for v in variables if "value" not in v):
             for message in worker_check(binary, minimal, {name: PLACEHOLDER}):
                 if any(words in message for words in UNKNOWN_NAME):
-                    problems.append(f"Deployment env {name} (valueFrom; its name checked with a placeholder value): "
+                    problems.append(f"{kind} env {name} (valueFrom; its name checked with a placeholder value): "
                                     + re.sub(r"^config\.yaml: ", "", message))
     except WorkerCheckFailed as error:
         problems.append(f"apns-worker check: {error}")
@@ -291,6 +303,8 @@ def check_worker_config(binary, config_text, container_env, problems, source="co
 
 def block_scalar_line(path, key):
     """The line number of `key: |` in path (the lines of its block follow), else 0."""
+    if not os.path.isfile(path):
+        return 0  # an object no file under deploy/ defines as it is (a kustomize generator's)
     with open(path, encoding="utf-8") as handle:
         lines = handle.read().splitlines()
     found = [i + 1 for i, line in enumerate(lines) if re.match(rf"^\s+{re.escape(key)}:\s*\|[-+]?\s*$", line)]
@@ -367,14 +381,8 @@ def selector_matches(selector, labels):
 # The checks
 # ---------------------------------------------------------------------------------------------
 def check_kubernetes(documents, problems, binary):
+    """deploy/kubernetes as its files say (the default variant, a Deployment)."""
     objects = resources(documents)
-
-    def get(kind, name):
-        item = objects.get((kind, name))
-        if item is None:
-            problems.append(f"deploy/kubernetes: no {kind} {name}")
-        return item
-
     kustomization = documents.get(os.path.join("deploy", "kubernetes", "kustomization.yaml"))
     listed = set(kustomization[0].get("resources", [])) if kustomization else set()
     on_disk = {
@@ -385,18 +393,31 @@ def check_kubernetes(documents, problems, binary):
         problems.append(f"deploy/kubernetes/kustomization.yaml: {missing} is not in resources")
     for absent in sorted(listed - on_disk):
         problems.append(f"deploy/kubernetes/kustomization.yaml: resource {absent} does not exist")
+    check_workload(objects, "Deployment", problems, binary)
+
+
+def check_workload(objects, kind, problems, binary, where="deploy/kubernetes"):
+    """The worker's workload (kind apns-worker: the Deployment, or the StatefulSet of the static
+    membership variant) against its config, the image, the Service, the PDB and KEDA. objects:
+    {(kind, name): (file, object)}, of the files or of a rendering (where: which)."""
+
+    def get(object_kind, name):
+        item = objects.get((object_kind, name))
+        if item is None:
+            problems.append(f"{where}: no {object_kind} {name}")
+        return item
 
     configmap = get("ConfigMap", "apns-worker-config")
-    deployment = get("Deployment", "apns-worker")
+    workload = get(kind, "apns-worker")
     scaled = get("ScaledObject", "apns-worker")
-    if not (configmap and deployment):
+    if not (configmap and workload):
         return
 
-    spec = deployment[1]["spec"]
+    spec = workload[1]["spec"]
     pod = spec["template"]["spec"]
     containers = [c for c in pod["containers"] if c["name"] == "apns-worker"]
     if not containers:
-        problems.append("Deployment: no container apns-worker")
+        problems.append(f"{kind}: no container apns-worker")
         return
     container = containers[0]
 
@@ -406,7 +427,7 @@ def check_kubernetes(documents, problems, binary):
         problems.append("ConfigMap apns-worker-config: no config.yaml")
         return
     check_worker_config(binary, config_text, container.get("env") or [], problems,
-                        configmap[0], block_scalar_line(os.path.join(ROOT, configmap[0]), "config.yaml"))
+                        configmap[0], block_scalar_line(os.path.join(ROOT, configmap[0]), "config.yaml"), kind)
     try:
         config = yaml.safe_load(config_text)
     except yaml.YAMLError:
@@ -414,26 +435,26 @@ def check_kubernetes(documents, problems, binary):
     if not isinstance(config, dict):
         return
 
-    # --- the Deployment ---
+    # --- the workload ---
     pod_labels = spec["template"]["metadata"].get("labels", {})
     if not selector_matches(spec["selector"].get("matchLabels"), pod_labels):
-        problems.append("Deployment: selector does not match the pod template's labels")
+        problems.append(f"{kind}: selector does not match the pod template's labels")
 
     http_port = config_value(config, "http", "port")
     ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
     if ports.get("http") != http_port:
-        problems.append(f"Deployment: container port http {ports.get('http')} != config http.port {http_port}")
+        problems.append(f"{kind}: container port http {ports.get('http')} != config http.port {http_port}")
     annotations = spec["template"]["metadata"].get("annotations", {})
     if annotations.get("prometheus.io/port") != str(http_port):
-        problems.append("Deployment: prometheus.io/port annotation != config http.port")
+        problems.append(f"{kind}: prometheus.io/port annotation != config http.port")
     if annotations.get("prometheus.io/path") != "/metrics":
-        problems.append("Deployment: prometheus.io/path annotation is not /metrics")
+        problems.append(f"{kind}: prometheus.io/path annotation is not /metrics")
 
     for probe, path in (("livenessProbe", "/health/live"), ("readinessProbe", "/health/ready"),
                         ("startupProbe", "/health/live")):
         got = (container.get(probe) or {}).get("httpGet", {})
         if got.get("path") != path or got.get("port") not in ("http", http_port):
-            problems.append(f"Deployment: {probe} should GET {path} on the http port")
+            problems.append(f"{kind}: {probe} should GET {path} on the http port")
 
     # config file path: args (or the image's CMD) -> a mounted ConfigMap
     args = container.get("args") or ["run", "--config", "/etc/apns-worker/config.yaml"]
@@ -452,16 +473,16 @@ def check_kubernetes(documents, problems, binary):
 
     volume, relative, _ = mounted_from(config_path or "")
     if not volume or volume.get("configMap", {}).get("name") != "apns-worker-config":
-        problems.append(f"Deployment: --config {config_path} is not in a mount of ConfigMap apns-worker-config")
+        problems.append(f"{kind}: --config {config_path} is not in a mount of ConfigMap apns-worker-config")
     elif relative not in [i["path"] for i in volume["configMap"].get("items", [{"path": "config.yaml"}])]:
-        problems.append(f"Deployment: {config_path} is not a file of the config volume")
+        problems.append(f"{kind}: {config_path} is not a file of the config volume")
     dockerfile = os.path.join(HERE, "Dockerfile")
     if os.path.exists(dockerfile):
         with open(dockerfile, encoding="utf-8") as handle:
             text = handle.read()
         cmd = re.search(r"^CMD\s+(\[.*\])\s*$", text, re.M)
         if not cmd or json.loads(cmd.group(1)) != args:
-            problems.append("Dockerfile CMD and the Deployment's args differ")
+            problems.append(f"Dockerfile CMD and the {kind}'s args differ")
         if f"EXPOSE {http_port}" not in text:
             problems.append(f"Dockerfile: no EXPOSE {http_port}")
         if not re.search(r'^ENTRYPOINT \["apns-worker"\]\s*$', text, re.M):
@@ -470,7 +491,7 @@ def check_kubernetes(documents, problems, binary):
         if not user or user[-1].split(":")[0] in ("root", "0"):
             problems.append("Dockerfile: the last USER must be a non-root user")
         elif str(pod.get("securityContext", {}).get("runAsUser")) != user[-1].split(":")[0]:
-            problems.append("Deployment: runAsUser differs from the Dockerfile's USER")
+            problems.append(f"{kind}: runAsUser differs from the Dockerfile's USER")
 
     # every token key file lies in a read-only mount of a Secret
     credentials = config_value(config, "apns", "credentials")
@@ -500,10 +521,10 @@ def check_kubernetes(documents, problems, binary):
     # secrets come from Secrets (the worker checked the APNS_WORKER_* names, above)
     for variable in container.get("env", []):
         if "value" in variable and not isinstance(variable["value"], str):
-            problems.append(f"Deployment env {variable['name']}: value {variable['value']!r} is not a string "
+            problems.append(f"{kind} env {variable['name']}: value {variable['value']!r} is not a string "
                             "(Kubernetes refuses it: quote it)")
         if re.search(r"PASSWORD|SECRET", variable["name"]) and "value" in variable:
-            problems.append(f"Deployment env {variable['name']}: a secret as a literal value")
+            problems.append(f"{kind} env {variable['name']}: a secret as a literal value")
     kafka = config_value(config, "kafka")
     kafka = kafka if isinstance(kafka, dict) else {}
     for key in kafka:
@@ -518,40 +539,40 @@ def check_kubernetes(documents, problems, binary):
     grace = pod.get("terminationGracePeriodSeconds", 30)
     if shutdown is not None and grace < shutdown + 10:
         problems.append(
-            f"Deployment: terminationGracePeriodSeconds {grace} should exceed delivery.shutdownTimeout "
+            f"{kind}: terminationGracePeriodSeconds {grace} should exceed delivery.shutdownTimeout "
             f"({shutdown:g}s) by at least 10 s (flush, commit, leave the group)")
 
     # security
     pod_security = pod.get("securityContext", {})
     security = container.get("securityContext", {})
     if not (pod_security.get("runAsNonRoot") or security.get("runAsNonRoot")):
-        problems.append("Deployment: runAsNonRoot is not set")
+        problems.append(f"{kind}: runAsNonRoot is not set")
     if not security.get("readOnlyRootFilesystem"):
-        problems.append("Deployment: readOnlyRootFilesystem is not set")
+        problems.append(f"{kind}: readOnlyRootFilesystem is not set")
     if security.get("allowPrivilegeEscalation") is not False:
-        problems.append("Deployment: allowPrivilegeEscalation is not false")
+        problems.append(f"{kind}: allowPrivilegeEscalation is not false")
     if (security.get("capabilities") or {}).get("drop") != ["ALL"]:
-        problems.append("Deployment: capabilities do not drop ALL")
+        problems.append(f"{kind}: capabilities do not drop ALL")
     seccomp = (security.get("seccompProfile") or pod_security.get("seccompProfile") or {}).get("type")
     if seccomp != "RuntimeDefault":
-        problems.append("Deployment: seccompProfile is not RuntimeDefault")
+        problems.append(f"{kind}: seccompProfile is not RuntimeDefault")
     limits = (container.get("resources") or {}).get("limits", {})
     requests = (container.get("resources") or {}).get("requests", {})
     if not (limits.get("memory") and requests.get("memory") and requests.get("cpu")):
-        problems.append("Deployment: memory request/limit and cpu request are required")
+        problems.append(f"{kind}: memory request/limit and cpu request are required")
     zones = [t for t in pod.get("topologySpreadConstraints", [])
              if t.get("topologyKey") == "topology.kubernetes.io/zone"]
     if not zones or not all(selector_matches(t["labelSelector"].get("matchLabels"), pod_labels) for t in zones):
-        problems.append("Deployment: no zone topology spread over the pod's own labels")
+        problems.append(f"{kind}: no zone topology spread over the pod's own labels")
 
     # Service, PDB
-    for kind in ("Service", "PodDisruptionBudget"):
-        item = get(kind, "apns-worker")
+    for other in ("Service", "PodDisruptionBudget"):
+        item = get(other, "apns-worker")
         if item:
             selector = item[1]["spec"]["selector"]
-            selector = selector.get("matchLabels", selector) if kind == "PodDisruptionBudget" else selector
+            selector = selector.get("matchLabels", selector) if other == "PodDisruptionBudget" else selector
             if not selector or not selector_matches(selector, pod_labels):
-                problems.append(f"{kind} apns-worker: selector does not match the pods")
+                problems.append(f"{other} apns-worker: selector does not match the pods")
     service = objects.get(("Service", "apns-worker"))
     if service and not any(p.get("targetPort") in ("http", http_port) for p in service[1]["spec"]["ports"]):
         problems.append("Service apns-worker: no port to the http port")
@@ -569,12 +590,12 @@ def check_kubernetes(documents, problems, binary):
     if partitions and high > partitions:
         problems.append(f"ScaledObject: maxReplicaCount {high} > {partitions} partitions (extra members sit idle)")
     if partitions and spec.get("replicas", 1) > partitions:
-        problems.append(f"Deployment: replicas {spec.get('replicas')} > {partitions} partitions")
+        problems.append(f"{kind}: replicas {spec.get('replicas')} > {partitions} partitions")
     if not low <= spec.get("replicas", 1) <= high:
-        problems.append("Deployment: replicas outside the ScaledObject's min..max")
+        problems.append(f"{kind}: replicas outside the ScaledObject's min..max")
     target = scaled_spec.get("scaleTargetRef", {})
-    if (target.get("kind", "Deployment"), target.get("name")) != ("Deployment", "apns-worker"):
-        problems.append("ScaledObject: scaleTargetRef is not Deployment apns-worker")
+    if (target.get("kind", "Deployment"), target.get("name")) != (kind, "apns-worker"):
+        problems.append(f"ScaledObject: scaleTargetRef is not {kind} apns-worker")
     triggers = [t for t in scaled_spec.get("triggers", []) if t.get("type") == "kafka"]
     if not triggers:
         problems.append("ScaledObject: no kafka trigger")
@@ -601,6 +622,344 @@ def check_kubernetes(documents, problems, binary):
         }
         if not secrets <= env_secrets:
             problems.append("TriggerAuthentication: uses a Secret the worker does not (credentials would drift)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Static membership: one group.instance.id per pod, and one Kafka accepts
+# ---------------------------------------------------------------------------------------------
+# What is rendered (`kubectl kustomize`) and checked: the default, a Deployment, and the static
+# membership variant, a StatefulSet whose pods take group.instance.id from their names. Each with
+# the folders whose files it is made of (where a problem's file is looked for), its own first.
+RENDERINGS = (
+    (os.path.join("deploy", "kubernetes"), "Deployment", (os.path.join("deploy", "kubernetes"),)),
+    (os.path.join("deploy", "overlays", "static-membership"), "StatefulSet",
+     (os.path.join("deploy", "overlays", "static-membership"), os.path.join("deploy", "kubernetes"))),
+)
+INSTANCE_ID = "group.instance.id"
+INSTANCE_ID_VARIABLE = "APNS_WORKER_KAFKA_GROUP_INSTANCE_ID"
+# Kafka's rule for a group.instance.id (the broker refuses a JoinGroup otherwise): its topic names'.
+INSTANCE_ID_MAX = 249
+INSTANCE_ID_CHARACTERS = re.compile(r"[A-Za-z0-9._-]")
+# The urgent lane's member (consumer.lanes.urgent) adds this to the id (docs/configuration.md).
+URGENT_SUFFIX = "-urgent"
+WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet")
+DEFAULT_ARGS = ["run", "--config", "/etc/apns-worker/config.yaml"]  # the image's CMD
+
+
+def render(folder, problems):
+    """`kubectl kustomize folder`: its objects, else None (the problem said)."""
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        problems.append(f"{folder}: kubectl not found, needed to render it (Debian: kubernetes-client)")
+        return None
+    try:
+        result = subprocess.run([kubectl, "kustomize", os.path.join(ROOT, folder)],
+                                capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        problems.append(f"kubectl kustomize {folder}: {error}")
+        return None
+    if result.returncode != 0:
+        problems.append(f"kubectl kustomize {folder}: {result.stderr.strip()}")
+        return None
+    return [d for d in yaml.safe_load_all(result.stdout) if isinstance(d, dict)]
+
+
+def rendered_objects(rendering, documents, folders):
+    """{(kind, name): (file, object)} of a rendering, each with the file under `folders` that
+    defines it (the first folder first), else the first folder."""
+    files = [p for folder in folders for p in sorted(documents)
+             if os.path.dirname(p) == folder or os.path.dirname(p).startswith(folder + os.sep)]
+    objects = {}
+    for doc in rendering:
+        key = (doc.get("kind"), (doc.get("metadata") or {}).get("name"))
+        origin = next((p for p in files for d in documents[p]
+                       if isinstance(d, dict) and (d.get("kind"), (d.get("metadata") or {}).get("name")) == key),
+                      folders[0])
+        objects[key] = (origin, doc)
+    return objects
+
+
+def locator(folders):
+    """A function that names the first file under `folders` whose text holds a string (else the
+    default it is given): where an env value was written, even in a kustomize patch."""
+    texts = []
+    for folder in folders:
+        for directory, subfolders, names in os.walk(os.path.join(ROOT, folder)):
+            subfolders.sort()
+            for name in sorted(names):
+                if name.endswith((".yaml", ".yml")):
+                    with open(os.path.join(directory, name), encoding="utf-8") as handle:
+                        texts.append((os.path.relpath(os.path.join(directory, name), ROOT), handle.read()))
+
+    def locate(needles, default):
+        return next((path for path, text in texts if all(n in text for n in needles)), default)
+    return locate
+
+
+def expand_value(text, defined):
+    """An env value as Kubernetes hands it to the container: $(NAME) of a variable defined above
+    is replaced by its value, $$ is $, anything else (an unknown $(NAME) too) stays as written.
+    Returns parts: ("text", s), ("field", fieldPath) or ("ref", what)."""
+    parts, literal, i = [], "", 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            literal, i = literal + "$", i + 2
+            continue
+        if text.startswith("$(", i) and text.find(")", i) != -1:
+            end = text.find(")", i)
+            name = text[i + 2:end]
+            if name in defined:
+                if literal:
+                    parts.append(("text", literal))
+                parts.extend(defined[name])
+                literal, i = "", end + 1
+                continue
+            literal, i = literal + text[i:end + 1], end + 1
+            continue
+        literal, i = literal + text[i], i + 1
+    if literal or not parts:
+        parts.append(("text", literal))
+    merged = []  # adjacent texts as one (a variable's text beside the value's own)
+    for part in parts:
+        if merged and part[0] == "text" == merged[-1][0]:
+            merged[-1] = ("text", merged[-1][1] + part[1])
+        else:
+            merged.append(part)
+    return merged
+
+
+def container_variables(container, objects):
+    """Each env variable of a container, expanded in order (envFrom's ConfigMap keys first)."""
+    defined = {}
+    for source in container.get("envFrom") or []:
+        name = ((source or {}).get("configMapRef") or {}).get("name")
+        item = objects.get(("ConfigMap", name))
+        for key, value in ((item[1].get("data") or {}) if item else {}).items():
+            defined[(source.get("prefix") or "") + key] = [("text", str(value))]
+    for variable in container.get("env") or []:
+        if not isinstance(variable, dict) or "name" not in variable:
+            continue
+        source = variable.get("valueFrom")
+        if source is not None:
+            field = (source or {}).get("fieldRef")
+            if field:
+                defined[variable["name"]] = [("field", field.get("fieldPath"))]
+            else:
+                kind = next(iter(source or {}), "valueFrom")
+                reference = (source or {}).get(kind) or {}
+                where = "/".join(str(reference[k]) for k in ("name", "key") if k in reference)
+                defined[variable["name"]] = [("ref", f"{kind} {where}".strip())]
+        else:
+            value = variable.get("value")
+            defined[variable["name"]] = expand_value("" if value is None else str(value), defined)
+    return defined
+
+
+def is_instance_id_variable(name):
+    """APNS_WORKER_KAFKA_<X> sets the librdkafka property <x> lowercased, `_` -> `.`."""
+    prefix = ENV_PREFIX + "KAFKA_"
+    return name.startswith(prefix) and name[len(prefix):].lower().replace("_", ".") == INSTANCE_ID
+
+
+def pod_config(pod, container, objects):
+    """The worker config a container loads (its --config file, from a mounted ConfigMap): (config,
+    ConfigMap name, the ConfigMap's file), else ({}, None, None)."""
+    args = container.get("args") or DEFAULT_ARGS
+    path = args[args.index("--config") + 1] if "--config" in args[:-1] else None
+    volumes = {v.get("name"): v for v in pod.get("volumes") or []}
+    for mount in container.get("volumeMounts") or []:
+        root = mount.get("mountPath", "").rstrip("/") + "/"
+        if not path or not (path.startswith(root) or (mount.get("subPath") and path == mount.get("mountPath"))):
+            continue
+        relative = mount.get("subPath") if path == mount.get("mountPath") else path[len(root):]
+        volume = (volumes.get(mount.get("name")) or {}).get("configMap")
+        if not volume:
+            return {}, None, None
+        items = {i.get("path"): i.get("key") for i in volume.get("items") or []}
+        key = items.get(relative, relative) if volume.get("items") else relative
+        item = objects.get(("ConfigMap", volume.get("name")))
+        try:
+            config = yaml.safe_load(((item[1].get("data") or {}).get(key)) or "") if item else None
+        except yaml.YAMLError:
+            config = None  # the worker's own check says where
+        return (config if isinstance(config, dict) else {}), volume.get("name"), item[0] if item else None
+    return {}, None, None
+
+
+def instance_id_of(container, config, objects):
+    """The group.instance.id the worker in this container runs with: (parts, where it is set),
+    else None. consumer.properties wins over kafka, and APNS_WORKER_KAFKA_GROUP_INSTANCE_ID
+    replaces kafka's (docs/configuration.md)."""
+    properties = (config.get("consumer") or {}).get("properties") if isinstance(config.get("consumer"), dict) else None
+    if isinstance(properties, dict) and INSTANCE_ID in properties:
+        value = properties[INSTANCE_ID]
+        return [("text", "" if value is None else str(value))], "consumer.properties"
+    variables = container_variables(container, objects)
+    names = [n for n in variables if is_instance_id_variable(n)]
+    if names:
+        return variables[names[-1]], f"env {names[-1]}"
+    kafka = config.get("kafka")
+    if isinstance(kafka, dict) and INSTANCE_ID in kafka:
+        value = kafka[INSTANCE_ID]
+        return [("text", "" if value is None else str(value))], "kafka"
+    return None
+
+
+def instance_id_refused(value, urgent):
+    """Why Kafka refuses this literal group.instance.id (with the urgent lane's suffix, if
+    `urgent`), else None."""
+    if value == "":
+        return "it is empty (leave it unset for dynamic membership)"
+    if value in (".", ".."):
+        return f"{value!r} is not allowed"
+    wrong = sorted({c for c in value if not INSTANCE_ID_CHARACTERS.fullmatch(c)})
+    if wrong:
+        return "characters " + " ".join(repr(c) for c in wrong) + " are not allowed"
+    if len(value) > INSTANCE_ID_MAX:
+        return f"{len(value)} characters, more than {INSTANCE_ID_MAX}"
+    if urgent and len(value + URGENT_SUFFIX) > INSTANCE_ID_MAX:
+        return (f"the urgent lane's member is {len(value + URGENT_SUFFIX)} characters with {URGENT_SUFFIX!r}, "
+                f"more than {INSTANCE_ID_MAX}")
+    return None
+
+
+def pods_at_once(objects, kind, name, spec):
+    """Which pods of a workload may run at the same time under one fixed id (a phrase for the
+    message), else None: only a StatefulSet that stays at one pod has at most one at a time."""
+    if kind in ("Deployment", "ReplicaSet"):
+        return (f"every pod of the {kind}, whose pods are replaced under new names and overlap "
+                "(a rollout's surge, an evicted pod draining beside its replacement)")
+    if kind == "DaemonSet":
+        return "every pod of the DaemonSet, one per node"
+    replicas = spec.get("replicas", 1)
+    if isinstance(replicas, int) and replicas > 1:
+        return f"the {replicas} pods of the {kind}"
+    for (other, scaler_name), (_, scaler) in sorted(objects.items()):
+        scaler_spec = scaler.get("spec") or {}
+        target = scaler_spec.get("scaleTargetRef") or {}
+        if other == "ScaledObject":
+            target_kind, high = target.get("kind", "Deployment"), scaler_spec.get("maxReplicaCount", 100)
+        elif other == "HorizontalPodAutoscaler":
+            target_kind, high = target.get("kind"), scaler_spec.get("maxReplicas", 1)
+        else:
+            continue
+        if (target_kind, target.get("name")) == (kind, name) and isinstance(high, int) and high > 1:
+            return f"the pods of the {kind}, which {other} {scaler_name} scales up to {high}"
+    return None
+
+
+def check_instance_ids(objects, problems, locate=None):
+    """No two pods share a group.instance.id, none takes a new one each time it is replaced, and
+    a literal one is one Kafka accepts. Returns {(kind, name): {container: "stable" (a
+    StatefulSet pod's name), "per-pod" (new for each new pod) or "shared"}} for the workloads that
+    set one."""
+    found = {}
+    for (kind, name), (path, doc) in sorted(objects.items()):
+        if kind not in WORKLOAD_KINDS:
+            continue
+        spec = doc.get("spec") or {}
+        pod = (spec.get("template") or {}).get("spec") or {}
+        for container in pod.get("containers") or []:
+            config, configmap, configmap_file = pod_config(pod, container, objects)
+            setting = instance_id_of(container, config, objects)
+            if setting is None:
+                continue
+            parts, where = setting
+            if where.startswith("env "):
+                file = locate((where[4:],), path) if locate else path
+                source = f"{where} of container {container.get('name')}"
+            else:
+                file = configmap_file or path
+                source = f"{where} in ConfigMap {configmap}'s config.yaml"
+            head = f"{file}: {kind} {name}: {INSTANCE_ID}"
+            texts = [p[1] for p in parts if p[0] == "text"]
+            lanes = (config.get("consumer") or {}).get("lanes") if isinstance(config.get("consumer"), dict) else None
+            urgent = isinstance(lanes, dict) and bool(lanes.get("urgent"))
+            if len(parts) == 1 and parts[0][0] == "text":
+                shown = parts[0][1] if len(parts[0][1]) <= 60 else parts[0][1][:57] + "..."
+                why = instance_id_refused(parts[0][1], urgent)
+                if why:
+                    problems.append(
+                        f"{head} {shown!r} ({source}) is one Kafka refuses: {why}. An instance id is 1 to "
+                        f"{INSTANCE_ID_MAX} ASCII letters, digits, '.', '_' and '-', and neither '.' nor '..'")
+            else:
+                for text in texts:
+                    why = instance_id_refused(text, False) if text else None
+                    if why and not why.startswith("'"):
+                        problems.append(f"{head}: its literal part {text!r} ({source}) is one Kafka refuses: {why}")
+            per_pod = [p[1] for p in parts if p[0] == "field" and p[1] in ("metadata.name", "metadata.uid")]
+            if "metadata.name" in per_pod and kind == "StatefulSet":
+                found.setdefault((kind, name), {})[container.get("name")] = "stable"
+                continue
+            if per_pod:
+                found.setdefault((kind, name), {})[container.get("name")] = "per-pod"
+                reason = ("a pod's uid is new whenever the pod is made again" if per_pod[0] == "metadata.uid"
+                          else f"a {kind}'s pods are replaced under new names")
+                problems.append(
+                    f"{head} from the pod's {per_pod[0]} ({source}) is a new instance id for every new pod, and "
+                    f"{reason}: each replaced pod leaves a static member behind, whose partitions stay unread "
+                    "until the session timeout, and joins as a new member (a rebalance all the same). Static "
+                    "membership needs a StatefulSet's stable pod names (deploy/overlays/static-membership)")
+                continue
+            found.setdefault((kind, name), {})[container.get("name")] = "shared"
+            pods = pods_at_once(objects, kind, name, spec)
+            if pods:
+                shown = "".join(p[1] if p[0] == "text" else f"<{p[1]}>" for p in parts)
+                shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                problems.append(
+                    f"{head} {shown!r} ({source}) is one instance id for {pods}: two pods with one instance "
+                    "id are one static member to the broker, which fences one of them (under the "
+                    "next-generation protocol, group.protocol=consumer, the newer fails fatally with "
+                    "UNRELEASED_INSTANCE_ID). Take it from the pod's name (fieldRef metadata.name) in a "
+                    "StatefulSet, as deploy/overlays/static-membership does, or leave it unset")
+    return found
+
+
+def check_static_membership(objects, ids, folder, problems):
+    """The variant: one workload, a StatefulSet whose worker takes its instance id from its pod's
+    name, governed by a headless Service that selects its pods."""
+    where = f"{folder} (rendered)"
+    if ("Deployment", "apns-worker") in objects:
+        problems.append(f"{where}: Deployment apns-worker is still there beside the StatefulSet: two "
+                        "workloads would run two sets of members of one group")
+    item = objects.get(("StatefulSet", "apns-worker"))
+    if not item:
+        return  # check_workload said so
+    spec = item[1].get("spec") or {}
+    if (ids.get(("StatefulSet", "apns-worker")) or {}).get("apns-worker") != "stable":
+        problems.append(f"{item[0]}: StatefulSet apns-worker: container apns-worker does not take "
+                        f"{INSTANCE_ID} from its pod's name ({INSTANCE_ID_VARIABLE} from fieldRef metadata.name): "
+                        "its pods are not static members")
+    service_name = spec.get("serviceName")
+    service = objects.get(("Service", service_name)) if service_name else None
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if not service_name:
+        problems.append(f"{item[0]}: StatefulSet apns-worker: no serviceName (older API schemas refuse it)")
+    elif not service:
+        problems.append(f"{item[0]}: StatefulSet apns-worker: serviceName {service_name} is no Service of {where}")
+    else:
+        if (service[1].get("spec") or {}).get("clusterIP") != "None":
+            problems.append(f"{service[0]}: Service {service_name}: the StatefulSet's serviceName, not headless "
+                            "(clusterIP: None)")
+        if not selector_matches((service[1].get("spec") or {}).get("selector"), labels):
+            problems.append(f"{service[0]}: Service {service_name}: selector does not match the StatefulSet's pods")
+
+
+def check_renderings(documents, problems, binary):
+    """Each of RENDERINGS as kubectl renders it: the instance id rule; for the StatefulSet variant,
+    everything check_workload holds the Deployment to, and the variant's own pieces."""
+    for folder, kind, folders in RENDERINGS:
+        rendering = render(folder, problems)
+        if rendering is None:
+            continue
+        objects = rendered_objects(rendering, documents, folders)
+        ids = check_instance_ids(objects, problems, locator(folders))
+        if kind == "Deployment":
+            continue  # check_kubernetes holds the files to the rest
+        found = []
+        check_workload(objects, kind, found, binary, f"{folder} (rendered)")
+        problems.extend(p if p.startswith(folder) else f"{folder} (rendered): {p}" for p in found)
+        check_static_membership(objects, ids, folder, problems)
 
 
 def markdown_anchors(text):
@@ -944,6 +1303,91 @@ def self_test(binary):
     expect(any("keyFile" in p and "subPath" in p for p in problems),
            f"a key mounted with subPath not caught (got {problems})")
 
+    # Static membership: pods that would share one group.instance.id, or take a new one each time
+    # they are replaced, or one Kafka refuses, are refused; a StatefulSet's pod names are not.
+    def workload(kind, env=(), replicas=3, kafka=None, consumer=None, scaler=None):
+        config = json.loads(json.dumps(MINIMAL_CONFIG))
+        config["kafka"].update(kafka or {})
+        config["consumer"].update(consumer or {})
+        template = {"metadata": {"labels": {"app": "w"}}, "spec": {
+            "containers": [{"name": "apns-worker", "args": list(DEFAULT_ARGS), "env": list(env),
+                            "volumeMounts": [{"name": "config", "mountPath": "/etc/apns-worker"}]}],
+            "volumes": [{"name": "config", "configMap": {"name": "apns-worker-config"}}]}}
+        objects = {
+            ("ConfigMap", "apns-worker-config"): ("configmap.yaml", {
+                "kind": "ConfigMap", "metadata": {"name": "apns-worker-config"},
+                "data": {"config.yaml": yaml.safe_dump(config)}}),
+            (kind, "apns-worker"): ("workload.yaml", {
+                "kind": kind, "metadata": {"name": "apns-worker"},
+                "spec": {"replicas": replicas, "template": template}}),
+        }
+        if scaler:
+            objects[("ScaledObject", "apns-worker")] = ("keda.yaml", {
+                "kind": "ScaledObject", "metadata": {"name": "apns-worker"},
+                "spec": {"scaleTargetRef": {"kind": kind, "name": "apns-worker"}, "maxReplicaCount": scaler}})
+        return objects
+
+    def literal(value):
+        return [{"name": INSTANCE_ID_VARIABLE, "value": value}]
+
+    pod_name = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    by_name = [{"name": INSTANCE_ID_VARIABLE, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    for objects, expected, what in (
+        (workload("Deployment", literal("apns-worker-1")),
+         ["workload.yaml: Deployment apns-worker: group.instance.id 'apns-worker-1' (env "
+          f"{INSTANCE_ID_VARIABLE} of container apns-worker) is one instance id for every pod of the Deployment",
+          "fences one of them", "UNRELEASED_INSTANCE_ID"],
+         "a Deployment with a literal instance id"),
+        (workload("Deployment", replicas=1, kafka={INSTANCE_ID: "w"}),
+         ["configmap.yaml: Deployment apns-worker: group.instance.id 'w' (kafka in ConfigMap apns-worker-config's",
+          "fences one of them"], "a Deployment of one pod with the ConfigMap's kafka.group.instance.id"),
+        (workload("StatefulSet", by_name, consumer={"properties": {INSTANCE_ID: "w"}}),
+         ["configmap.yaml: StatefulSet apns-worker: group.instance.id 'w' (consumer.properties",
+          "for the 3 pods of the StatefulSet"], "consumer.properties, which wins over the pod's name"),
+        (workload("StatefulSet", literal("w"), replicas=1, scaler=12),
+         ["which ScaledObject apns-worker scales up to 12"], "a StatefulSet of one pod that KEDA scales"),
+        (workload("StatefulSet", [{"name": INSTANCE_ID_VARIABLE, "value": "$(POD_NAME)"}] + pod_name),
+         ["characters '$' '(' ')' are not allowed", "for the 3 pods"], "$(POD_NAME) before POD_NAME is defined"),
+        (workload("StatefulSet", [{"name": INSTANCE_ID_VARIABLE,
+                                   "valueFrom": {"secretKeyRef": {"name": "s", "key": "id"}}}]),
+         ["'<secretKeyRef s/id>'", "for the 3 pods"], "an instance id from a Secret, the same in every pod"),
+        (workload("Deployment", by_name),
+         ["from the pod's metadata.name", "a Deployment's pods are replaced under new names"],
+         "a Deployment taking it from its pods' (changing) names"),
+        (workload("StatefulSet", literal("apns worker/0"), replicas=1), ["characters ' ' '/' are not allowed"],
+         "an invalid literal"),
+        (workload("StatefulSet", literal(".."), replicas=1), ["'..' is not allowed"], "'..'"),
+        (workload("StatefulSet", literal(""), replicas=1), ["it is empty"], "an empty instance id"),
+        (workload("StatefulSet", literal("a" * 250), replicas=1), ["250 characters, more than 249"], "250 characters"),
+        (workload("StatefulSet", literal("a" * 245), replicas=1,
+                  consumer={"lanes": {"urgent": {"topics": ["notifications"]}}}),
+         ["the urgent lane's member is 252 characters with '-urgent'"], "245 characters and an urgent lane"),
+        (workload("StatefulSet", pod_name + [{"name": INSTANCE_ID_VARIABLE, "value": "x-$(POD_NAME)_y!"}]),
+         ["its literal part '_y!'", "characters '!' are not allowed"], "an invalid literal around the pod's name"),
+        (workload("StatefulSet", by_name), [], "a StatefulSet taking it from metadata.name"),
+        (workload("StatefulSet", pod_name + [{"name": INSTANCE_ID_VARIABLE, "value": "apns.$(POD_NAME)"}],
+                  kafka={INSTANCE_ID: "overridden"}, scaler=12),
+         [], "a StatefulSet taking it from metadata.name through $(POD_NAME), over the ConfigMap's kafka one"),
+        (workload("StatefulSet", literal("apns-worker-a"), replicas=1), [], "a StatefulSet of one pod, a literal"),
+        (workload("StatefulSet", literal("a" * 242), replicas=1,
+                  consumer={"lanes": {"urgent": {"topics": ["notifications"]}}}), [], "242 characters and '-urgent'"),
+        (workload("Deployment", literal("$$(POD_NAME)") + pod_name, replicas=1), ["'$(POD_NAME)'", "'$' '(' ')'"],
+         "$$ escapes a reference"),
+        (workload("Deployment"), [], "no instance id"),
+    ):
+        problems = []
+        check_instance_ids(objects, problems)
+        if not expected:
+            expect(problems == [], f"instance id accepted: {what} (got {problems})")
+        else:
+            expect(problems and all(any(e in p for p in problems) for e in expected),
+                   f"instance id refused: {what}: expected {expected}, got {problems}")
+    problems = []
+    found = check_instance_ids(workload("StatefulSet", by_name), problems)
+    expect(found == {("StatefulSet", "apns-worker"): {"apns-worker": "stable"}}, f"stable instance ids: {found}")
+    expect(expand_value("a-$(X)-$(Y)$$(X)", {"X": [("field", "metadata.name")]})
+           == [("text", "a-"), ("field", "metadata.name"), ("text", "-$(Y)$(X)")], "$(VAR) expansion")
+
     anchors = markdown_anchors(
         "# Deploying apns-worker\n## Alerts and runbook\n### ApnsWorkerStalled\n"
         "```sh\n# Kafka SASL credentials\n```\n## Where a new group starts, and `auto.offset.reset`\n")
@@ -995,6 +1439,7 @@ def main():
     documents = load_files(problems)
     check_worker_metrics(problems)
     check_kubernetes(documents, problems, binary)
+    check_renderings(documents, problems, binary)
     rules_doc = check_alerts(documents, problems)
     check_dashboard(documents, problems)
     if arguments.spec:
