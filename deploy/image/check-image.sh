@@ -10,8 +10,8 @@
 # built without the `Demo` trait, so it links neither the simulator nor the mock stack).
 #
 # Checks, each failing the script:
-#   apns-worker --version   names librdkafka 2.8.0, the release the tests ran on (Debian 13's
-#                           librdkafka1 in the image; --help while the binary has no --version)
+#   apns-worker --version   names librdkafka 2.14.2, the release the tests ran on (the build
+#                           stage's, copied into the image; --help while the binary has no --version)
 #   apns-worker --help      lists no `demo` or `dev` (the production binary has no embedded stack)
 #   apns-worker validate    on the notification-event schema's own examples: exit 0, all valid;
 #                           and an invalid event on stdin: exit 1, the problem reported
@@ -138,7 +138,7 @@ start=$(date +%s)
 # `--version` once the binary has it; ArgumentParser lists it in --help then.
 help=$(in_image --help 2>&1 || true)
 if grep -q -- '--version' <<< "$help"; then
-    check version 0 "librdkafka 2.8.0" in_image --version
+    check version 0 "librdkafka 2.14.2" in_image --version
 else
     echo "(this build has no --version; --help instead)"
     check help 0 "USAGE: apns-worker" in_image --help
