@@ -122,10 +122,12 @@ package struct KafkaConsumerConfiguration: Sendable {
         // Last, so that they win: `groupID` is the group and `groupProtocol` its protocol, whatever
         // `properties` say. A member moved to another group by a property would commit where nothing
         // else of its owner looks; one speaking another protocol than its typed settings were made for
-        // would be refused or misread.
+        // would be refused or misread. The classic protocol is librdkafka's default: not named, so
+        // that a library too old to know the property still reads the configuration (and is refused
+        // for its version, not for this).
         let owned: Set<String> = ["group.id", "group.protocol"]
-        return merged(typed, properties.filter { !owned.contains($0.key) })
-            + [("group.id", groupID), ("group.protocol", groupProtocol.rawValue)]
+        return merged(typed, properties.filter { !owned.contains($0.key) }) + [("group.id", groupID)]
+            + (groupProtocol == .consumer ? [("group.protocol", groupProtocol.rawValue)] : [])
     }
 
     /// What librdkafka runs with once `properties` are applied over the typed fields, for the code that

@@ -14,7 +14,7 @@ struct GroupProtocolTests {
         let classic = Dictionary(configuration.librdkafkaProperties, uniquingKeysWith: { $1 })
         #expect(classic["session.timeout.ms"] == "45000")
         #expect(classic["partition.assignment.strategy"] == "cooperative-sticky")
-        #expect(classic["group.protocol"] == "classic")
+        #expect(classic["group.protocol"] == nil, "librdkafka's default, not named")
 
         configuration.groupProtocol = .consumer
         configuration.properties["group.protocol"] = "classic"  // the typed field is its one source

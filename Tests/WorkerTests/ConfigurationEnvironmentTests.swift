@@ -96,7 +96,7 @@ struct ConfigurationEnvironmentTests {
             "host": "h", "port": "1", "group": "g", "results": "r", "deadLetters": "d", "caFile": "/f",
             "level": "info", "format": "json", "topics": "t", "maxRecordBytes": "4096", "maxInFlightBytes": "1048576",
             "bufferBytes": "1048576", "proxy": "none", "collapseIdFromEventId": "true", "progressTopic": "p",
-            "tokenPeriod": "1m",
+            "tokenPeriod": "1m", "groupProtocol": "consumer",
         ]
         for (path, schema) in ConfigSchema.worker.leaves() {
             guard case .scalar = schema, let key = path.last else {

@@ -152,10 +152,20 @@ private func rdkafkaLog(
         default: .debug
         }
     let facilityText = facility.map { String(cString: $0) } ?? "-"
-    // A broker failure ("FAIL") is also raised through the error callback, which the consumer and
-    // the producer log: logged here too, every connection error would appear twice.
-    let level = facilityText == "FAIL" && callbacks.error != nil && swiftLevel >= .warning ? .debug : swiftLevel
-    callbacks.logger.log(level: level, "\(String(cString: message))", metadata: ["rdkafka": "\(facilityText)"])
+    let text = String(cString: message)
+    // A broker failure ("FAIL"): up to librdkafka 2.9 every one above debug (a refused connection,
+    // a broker that closed one, with requests in flight or not) was also raised through the error
+    // callback; since 2.10 only those at level error are, the others are only logged. They are
+    // raised here as librdkafka's transport errors, as before, so that readiness and check still
+    // name them ("Disconnected: connection reset by peer" from a broker that wants TLS or SASL of a
+    // client that speaks neither), and logged once, by whoever handles the error callback.
+    if facilityText == "FAIL", let raise = callbacks.error {
+        // Levels 4 to 6 (warning, notice, info); debug lines (debug=broker) are not failures.
+        if (4...6).contains(level) { raise(KafkaError(code: .transport, message: text)) }
+        callbacks.logger.log(level: .debug, "\(text)", metadata: ["rdkafka": "\(facilityText)"])
+        return
+    }
+    callbacks.logger.log(level: swiftLevel, "\(text)", metadata: ["rdkafka": "\(facilityText)"])
 }
 
 private func rdkafkaError(

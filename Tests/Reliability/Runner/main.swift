@@ -9,6 +9,7 @@ import TestPeers
 //
 //   reliability [--quick] [--broker mock|tansu] [--backlog N] [--max-in-flight N] [--no-progress-topic]
 //               [--group-protocol classic|consumer] [SCENARIO-NAME-PART ...]
+//   reliability --rebalance-timing [scale|deploy|static] [--broker B] [--group-protocol P]
 //   reliability --list      the scenarios, as a Markdown table
 
 var arguments = Array(CommandLine.arguments.dropFirst())
@@ -77,6 +78,26 @@ LoggingSystem.bootstrap { label in
 }
 var logger = Logger(label: "reliability")
 logger.logLevel = level ?? .critical
+
+// `--rebalance-timing [scale|deploy|static]`: the rebalance figures (docs/performance.md) instead of
+// the matrix: each change on the brokers chosen, under the group protocol chosen (both when none).
+if let index = arguments.firstIndex(of: "--rebalance-timing") {
+    let wanted = index + 1 < arguments.count ? arguments[index + 1].lowercased() : ""
+    let moves = RebalanceTiming.Move.allCases.filter { wanted.isEmpty || $0.rawValue.lowercased().contains(wanted) }
+    let protocols: [KafkaGroupProtocol] =
+        CommandLine.arguments.contains("--group-protocol") ? [scale.groupProtocol] : [.classic, .consumer]
+    print(RebalanceTiming.header)
+    for move in moves {
+        for groupProtocol in protocols {
+            for broker in brokers where groupProtocol == .classic || broker == .mock {
+                let figures = await RebalanceTiming.measure(
+                    move, broker: broker, groupProtocol: groupProtocol, logger: logger)
+                FileHandle.standardOutput.write(Data((RebalanceTiming.line(figures) + "\n").utf8))
+            }
+        }
+    }
+    exit(0)
+}
 
 let started = ContinuousClock.now
 var rows: [MatrixRow] = []
