@@ -43,7 +43,9 @@ struct GroupProtocolCheckTests {
         let check = try await check(groupProtocol: "consumer", withdrawn: true)
         #expect(!check.isValid)
         let problem = try #require(check.problems.first { $0.contains("groupProtocol") }, "\(check.problems)")
-        #expect(problem.contains(".yaml:6: consumer.groupProtocol: the broker's group coordinator does not speak"), "\(problem)")
+        #expect(
+            problem.contains(".yaml:6: consumer.groupProtocol: the broker's group coordinator does not speak"),
+            "\(problem)")
         #expect(problem.contains("would join and never be given a partition"), "\(problem)")
         #expect(problem.contains("set consumer.groupProtocol: classic, or upgrade the broker"), "\(problem)")
     }
