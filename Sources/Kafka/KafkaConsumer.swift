@@ -53,11 +53,14 @@ package final class KafkaConsumer: Sendable {
         var tagged = logger
         tagged[metadataKey: "kafka-client"] = "consumer"  // the producer's lines look the same
         let logger = tagged
+        // Under the next-generation protocol, a broker that does not speak it gives no error: watched.
+        let heartbeatWatch = configuration.groupProtocol == .consumer ? HeartbeatWatch(bound: .seconds(10)) : nil
         let core = KafkaConsumerCore(
             capacity: configuration.bufferCapacity, byteCapacity: configuration.bufferByteCapacity,
             handler: rebalanceHandler,
             handlerTimeout: configuration.effective.maxPollInterval, stallBound: configuration.stallBound,
-            stallHandler: stallHandler, partitionEnd: partitionEnd, logger: logger)
+            stallHandler: stallHandler, partitionEnd: partitionEnd, heartbeatWatch: heartbeatWatch,
+            errorHandler: errorHandler, logger: logger)
         let config = try RDKafkaConfig(properties: configuration.librdkafkaProperties)
         var onStatistics: (@Sendable (String) -> Void)?
         if let statisticsHandler {
@@ -65,14 +68,20 @@ package final class KafkaConsumer: Sendable {
                 if let statistics = KafkaConsumerStatistics(json: json) { statisticsHandler(statistics) }
             }
         }
+        let onError: @Sendable (KafkaError) -> Void = { error in
+            core.clientError(error)
+            if !error.isFatal { errorHandler?(error) }
+        }
+        var onResponse: (@Sendable (Int16, KafkaError.Code) -> Void)?
+        if let heartbeatWatch {
+            onResponse = { apiKey, code in heartbeatWatch.response(apiKey: apiKey, error: code) }
+        }
         let callbacks = RDKafkaCallbacks(
             logger: logger,
             rebalance: { rebalance in core.rebalance(rebalance) },
             statistics: onStatistics,
-            error: { error in
-                core.clientError(error)
-                if !error.isFatal { errorHandler?(error) }
-            })
+            error: onError,
+            responses: onResponse)
         self.client = try RDKafkaClient(.consumer, config: config, callbacks: callbacks)
         // The main queue (errors, statistics, logs) to the consumer queue that the poll loop serves.
         client.consumer.routeMainQueueToConsumerQueue()

@@ -34,6 +34,10 @@ final class KafkaConsumerCore: Sendable {
     /// are asked for on `stallQueue` (a blocking request the poll thread must not wait for).
     private let stallWatch: Locked<PartitionStallWatch>?
     private let stallHandler: (@Sendable (KafkaPartitionStall) -> Void)?
+    /// Under the next-generation protocol: notices a coordinator that never answers a heartbeat.
+    private let heartbeatWatch: HeartbeatWatch?
+    /// Where that is said (the consumer's error handler), besides the log.
+    private let errorHandler: (@Sendable (KafkaError) -> Void)?
     private let stallQueue = DispatchQueue(label: "kafka.consumer.stalls")
     /// The broker's answers from `stallQueue`, applied by the poll thread (`applyStallAnswers`).
     private let stallAnswers = Locked<[(KafkaTopicPartition, end: Int64?)]>([])
@@ -49,9 +53,12 @@ final class KafkaConsumerCore: Sendable {
     init(
         capacity: Int, byteCapacity: Int = .max, handler: (any KafkaRebalanceHandler)?, handlerTimeout: Duration,
         stallBound: Duration? = nil, stallHandler: (@Sendable (KafkaPartitionStall) -> Void)? = nil,
-        partitionEnd: (@Sendable (KafkaTopicPartition) -> Int64?)? = nil, logger: Logger
+        partitionEnd: (@Sendable (KafkaTopicPartition) -> Int64?)? = nil, heartbeatWatch: HeartbeatWatch? = nil,
+        errorHandler: (@Sendable (KafkaError) -> Void)? = nil, logger: Logger
     ) {
         self.partitionEnd = partitionEnd
+        self.heartbeatWatch = heartbeatWatch
+        self.errorHandler = errorHandler
         self.state = Locked(StateMachine(capacity: capacity, byteCapacity: byteCapacity))
         self.handler = handler
         self.handlerTimeout = handlerTimeout
@@ -85,6 +92,11 @@ final class KafkaConsumerCore: Sendable {
         var nextStallLook = clock.now
         while !stopRequested.load(ordering: .acquiring) {
             markPolled()
+            if let heartbeatWatch, heartbeatWatch.due() {
+                let error = KafkaError(code: .unsupportedFeature, message: HeartbeatWatch.message)
+                logger.error("\(error)")
+                errorHandler?(error)
+            }
             if let stallWatch { applyStallAnswers(client, stallWatch) }
             if let stallWatch, clock.now >= nextStallLook {
                 nextStallLook = clock.now.advanced(by: min(stallWatch.withLock { $0.bound } / 4, .seconds(5)))

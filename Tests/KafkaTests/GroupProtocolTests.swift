@@ -73,6 +73,40 @@ struct GroupProtocolTests {
         }
     }
 
+    @Test("a member on a broker without the protocol says so through its error handler (librdkafka raises nothing)")
+    func memberSaysUnsupported() async throws {
+        for withdrawn in [true, false] {
+            let cluster = try KafkaMockCluster(brokers: 1)
+            if withdrawn { try cluster.withdraw(.consumerGroupHeartbeat) }
+            let topic = uniqueName("unsupported")
+            try cluster.createTopic(topic, partitions: 2)
+            var configuration = KafkaConsumerConfiguration(
+                bootstrapServers: cluster.bootstrapServers, groupID: uniqueName("g"))
+            configuration.groupProtocol = .consumer
+            let errors = TestLocked<[KafkaError]>([])
+            let consumer = try KafkaConsumer(
+                configuration: configuration, errorHandler: { error in errors.withLock { $0.append(error) } })
+            try consumer.subscribe(topics: [topic])
+            let deadline = ContinuousClock.now + .seconds(withdrawn ? 60 : 15)
+            while ContinuousClock.now < deadline,
+                !errors.withLock({ $0.contains { $0.code == .unsupportedFeature } }),
+                withdrawn || consumer.assignment.count < 2
+            {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let said = errors.withLock { $0.filter { $0.code == .unsupportedFeature } }
+            if withdrawn {
+                #expect(said.count == 1, "\(errors.withLock { $0 })")
+                #expect(said.first?.message.contains("does not speak the next-generation group protocol") == true)
+                #expect(consumer.assignment.isEmpty)
+            } else {
+                #expect(said.isEmpty, "\(said)")
+                #expect(consumer.assignment.count == 2)
+            }
+            await consumer.close()
+        }
+    }
+
     @Test("the probe cannot decide when no broker answers, and says why")
     func probeUnanswered() async throws {
         var configuration = KafkaConsumerConfiguration(bootstrapServers: "127.0.0.1:1", groupID: uniqueName("g"))

@@ -46,6 +46,7 @@ package struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         package static let unknownPartition = Code(RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
         package static let authentication = Code(RD_KAFKA_RESP_ERR__AUTHENTICATION)
         package static let ssl = Code(RD_KAFKA_RESP_ERR__SSL)
+        package static let unsupportedFeature = Code(RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE)
 
         init(_ err: rd_kafka_resp_err_t) { self.rawValue = err.rawValue }
     }
