@@ -92,7 +92,8 @@ package final class Rig: Sendable {
     /// `delivery.progressTopic`.
     package static func start(
         broker: Broker, mockBrokers: Int = 1, partitions: Int = 4, tansuStorage: TansuBroker.Storage = .memory,
-        lanes: Bool = false, progressTopic: Bool = true, groupProtocol: KafkaGroupProtocol = .classic, logger: Logger
+        lanes: Bool = false, urgentPartitions: Int = 2, progressTopic: Bool = true,
+        groupProtocol: KafkaGroupProtocol = .classic, logger: Logger
     ) async throws -> Rig {
         let tansu = broker == .tansu ? try await TansuBroker.start(storage: tansuStorage) : nil
         var quiet = logger
@@ -105,10 +106,11 @@ package final class Rig: Sendable {
             partitions: partitions, kafka: kafka, groupProtocol: groupProtocol, logger: logger)
         let apnsProxy = try await FaultProxy.start(upstreamPort: stack.simulator.port)
         let servers = stack.cluster.bootstrapServers
-        if lanes { try await stack.cluster.create(topic: urgentTopic, partitions: 2) }
+        if lanes { try await stack.cluster.create(topic: urgentTopic, partitions: urgentPartitions) }
         let traced =
             (0..<partitions).map { KafkaTopicPartition(topic: EmbeddedStack.inputTopic, partition: Int32($0)) }
-            + (lanes ? (0..<2).map { KafkaTopicPartition(topic: urgentTopic, partition: Int32($0)) } : [])
+            + (lanes
+                ? (0..<urgentPartitions).map { KafkaTopicPartition(topic: urgentTopic, partition: Int32($0)) } : [])
         return Rig(
             broker: broker, stack: stack, tansu: tansu, apnsProxy: apnsProxy, logger: logger,
             input: try await TopicWatcher(

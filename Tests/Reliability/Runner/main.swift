@@ -93,6 +93,7 @@ if let index = arguments.firstIndex(of: "--rebalance-timing") {
                 let figures = await RebalanceTiming.measure(
                     move, broker: broker, groupProtocol: groupProtocol, logger: logger)
                 FileHandle.standardOutput.write(Data((RebalanceTiming.line(figures) + "\n").utf8))
+                FileHandle.standardError.write(Data(("  " + RebalanceTiming.detail(figures) + "\n").utf8))
             }
         }
     }
