@@ -16,7 +16,7 @@ package enum KafkaGroupProtocol: String, Sendable, Hashable, CaseIterable {
     /// timeout, the heartbeat interval and the assignor. Rebalances are always incremental.
     case consumer
 
-    /// A librdkafka property this protocol leaves to the broker, which `rd_kafka_new` refuses when
+    /// A librdkafka property this protocol leaves to the broker, which librdkafka refuses when
     /// it is set at all (even to its default value), and where the broker's setting is.
     package struct BrokerOwned: Sendable, Hashable {
         package var property: String
