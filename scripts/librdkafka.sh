@@ -98,6 +98,11 @@ Signed-By: $keyring
 EOF
 APT=(-q -o "Dir::Etc::SourceList=$apt_dir/$DEBIAN_SUITE-src.sources" -o "Dir::Etc::SourceParts=$apt_dir/sources.list.d"
      -o "Dir::State=$apt_dir/state" -o "Dir::State::status=/var/lib/dpkg/status" -o "Dir::Cache=$apt_dir/cache")
+# A Release file past its Valid-Until is refused (a stale or replayed archive), as apt refuses it,
+# unless LIBRDKAFKA_ALLOW_EXPIRED_RELEASE=1: for a frozen snapshot of the archive (a mirror that
+# stopped updating), where the system's own apt is configured the same way (Acquire::Check-Valid-Until
+# "false"); the signature is checked either way. The image build passes it when the host's apt does.
+if [ "${LIBRDKAFKA_ALLOW_EXPIRED_RELEASE:-}" = 1 ]; then APT+=(-o "Acquire::Check-Valid-Until=false"); fi
 # As root, apt downloads as user _apt, who cannot write into a checkout; it would fall back to root
 # with a warning each time. Say so once instead.
 if [ "$(id -u)" = 0 ]; then APT+=(-o "APT::Sandbox::User=root"); fi
