@@ -13,8 +13,8 @@ export SWIFT ?= swift
 SWIFT_FLAGS  ?=
 # Packages the code links against (librdkafka comes from scripts/librdkafka.sh, below).
 BUILD_PACKAGES := pkg-config libnghttp2-dev libssl-dev
-# librdkafka 2.8.0 or later (Sources/CRdKafka/shim.h refuses older headers): the system's when it has
-# one, else Debian 13's 2.8.0, which scripts/librdkafka.sh builds from Debian's source package into
+# librdkafka 2.14.2 or later (Sources/CRdKafka/shim.h refuses older headers): the system's when it has
+# one, else Debian forky's 2.14.2, which scripts/librdkafka.sh builds from Debian's source package into
 # RDKAFKA_PREFIX once (docs/kafka.md, "Which librdkafka"). Every build here finds it first through
 # PKG_CONFIG_PATH, and every binary loads it from there through its run path (RUNPATH, which the
 # tests' own child processes, apns-worker and the reliability rig, have too). Without the prefix
