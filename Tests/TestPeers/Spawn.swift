@@ -272,9 +272,10 @@ package final class BackgroundProgram: @unchecked Sendable {
 /// Starts `path` with `arguments` and returns at once, without Foundation's `Process` (see
 /// `spawnAndWait`), under the same lock so that no child inherits another's pipe. `environment` is
 /// added to this process's (a name in both takes its value from `environment`).
-package func spawnInBackground(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws
-    -> BackgroundProgram
-{
+/// `stderrFile`: where the program's standard error goes (a crash's backtrace, say), else /dev/null.
+package func spawnInBackground(
+    _ path: String, _ arguments: [String], environment: [String: String] = [:], stderrFile: String? = nil
+) throws -> BackgroundProgram {
     struct SpawnError: Error, CustomStringConvertible {
         let description: String
     }
@@ -288,7 +289,8 @@ package func spawnInBackground(_ path: String, _ arguments: [String], environmen
     defer { posix_spawn_file_actions_destroy(&actions) }
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
     posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(
+        &actions, 2, stderrFile ?? "/dev/null", stderrFile == nil ? O_WRONLY : O_WRONLY | O_CREAT | O_TRUNC, 0o644)
     closeTheRest(&actions)
     let argv = ([path] + arguments).map { strdup($0) } + [nil]
     let merged = ProcessInfo.processInfo.environment.merging(environment) { $1 }

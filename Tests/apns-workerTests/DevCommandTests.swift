@@ -101,7 +101,11 @@ struct DevCommandTests {
 
     /// `dev` with `arguments`, once it printed its instructions, and its Kafka bootstrap address.
     static func startDev(_ arguments: [String]) async throws -> (dev: BackgroundProgram, bootstrap: String) {
-        let dev = try spawnInBackground(WorkerCommand.binary.path, ["dev"] + arguments)
+        // Its standard error kept, so that a crash's backtrace is in the failure (`stop`).
+        let stderrFile = FileManager.default.temporaryDirectory
+            .appendingPathComponent("apns-worker-dev-\(UUID().uuidString.prefix(8)).stderr").path
+        let dev = try spawnInBackground(WorkerCommand.binary.path, ["dev"] + arguments, stderrFile: stderrFile)
+        stderrFiles.withLock { $0[dev.processIdentifier] = stderrFile }
         let deadline = ContinuousClock.now + .seconds(60)
         while !dev.stdout.contains("Ctrl-C stops everything"), ContinuousClock.now < deadline, dev.exitStatus() == nil {
             try await Task.sleep(for: .milliseconds(100))
@@ -143,7 +147,26 @@ struct DevCommandTests {
         dev.signal(SIGTERM)
         let stopBy = ContinuousClock.now + .seconds(60)
         while dev.exitStatus() == nil, ContinuousClock.now < stopBy { try await Task.sleep(for: .milliseconds(100)) }
-        #expect(dev.exitStatus() == 0, "dev did not stop with 0 on SIGTERM")
+        let stderrFile = stderrFiles.withLock { $0.removeValue(forKey: dev.processIdentifier) }
+        let stderr = stderrFile.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? ""
+        #expect(
+            dev.exitStatus() == 0,
+            "dev did not stop with 0 on SIGTERM; the end of its standard error: \(stderr.suffix(6000))")
+        if let stderrFile { try? FileManager.default.removeItem(atPath: stderrFile) }
+    }
+
+    /// Where each `startDev` child's standard error goes, by its process id.
+    static let stderrFiles = StderrFiles()
+
+    /// Behind an `NSLock` (ThreadSanitizer sees it; `Mutex` on Linux it does not).
+    final class StderrFiles: @unchecked Sendable {
+        private let lock = NSLock()
+        private var files: [pid_t: String] = [:]
+        func withLock<T>(_ body: (inout [pid_t: String]) -> T) -> T {
+            lock.lock()
+            defer { lock.unlock() }
+            return body(&files)
+        }
     }
 
     static let registered = "00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0"
