@@ -31,6 +31,9 @@ final class HeartbeatWatch: Sendable {
         }
     }
 
+    /// A heartbeat has been answered: the coordinator speaks the protocol.
+    var answered: Bool { state.withLock { $0.answered } }
+
     /// `true` once: a coordinator was found `bound` ago or more, and no heartbeat was ever answered.
     func due(now: ContinuousClock.Instant = .now) -> Bool {
         state.withLock { state in

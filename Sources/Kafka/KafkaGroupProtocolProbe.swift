@@ -1,7 +1,6 @@
 import Dispatch
 import Foundation
 import Logging
-import Threading
 
 /// Whether a cluster speaks the next-generation consumer group protocol (KIP-848), found by a short
 /// probe join: librdkafka has no call that returns a broker's API versions, and where the group
@@ -24,9 +23,6 @@ package enum KafkaGroupProtocolProbe {
         case undecided(String)
     }
 
-    static let findCoordinator: Int16 = 10
-    static let consumerGroupHeartbeat: Int16 = 68
-
     /// The group the probe joins: never the worker's, so the worker's group is not disturbed.
     package static func group(_ consumerGroup: String) -> String { consumerGroup + "-protocol-probe" }
 
@@ -44,17 +40,10 @@ package enum KafkaGroupProtocolProbe {
         settings.autoOffsetReset = .latest  // assigned partitions fetch from their end: no backlog read
         settings.properties["auto.offset.reset"] = nil
         settings.stallBound = nil
-        let seen = Locked<(coordinator: ContinuousClock.Instant?, heartbeat: Bool)>((nil, false))
+        // What a running member watches too (`KafkaConsumer`), with the probe's own bound.
+        let watch = HeartbeatWatch(bound: verdictAfter)
         let callbacks = RDKafkaCallbacks(
-            logger: logger,
-            responses: { apiKey, error in
-                seen.withLock { seen in
-                    if apiKey == consumerGroupHeartbeat { seen.heartbeat = true }
-                    if apiKey == findCoordinator, error.rawValue == 0, seen.coordinator == nil {
-                        seen.coordinator = .now
-                    }
-                }
-            })
+            logger: logger, responses: { apiKey, error in watch.response(apiKey: apiKey, error: error) })
         let config = try RDKafkaConfig(properties: settings.librdkafkaProperties)
         let client = try RDKafkaClient(.consumer, config: config, callbacks: callbacks)
         try client.consumer.subscribe([topic])
@@ -66,12 +55,11 @@ package enum KafkaGroupProtocolProbe {
                 while ContinuousClock.now < deadline {
                     // Serves the group's events; a record (the probe is assigned partitions) is dropped unread.
                     _ = client.consumer.poll(timeoutMilliseconds: 50, topicNames: &names)
-                    let now = seen.withLock { $0 }
-                    if now.heartbeat {
+                    if watch.answered {
                         verdict = .supported
                         break
                     }
-                    if let found = now.coordinator, ContinuousClock.now - found >= verdictAfter {
+                    if watch.due() {
                         verdict = .unsupported
                         break
                     }

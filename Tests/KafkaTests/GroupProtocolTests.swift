@@ -60,10 +60,7 @@ struct GroupProtocolTests {
     )
     func probe() async throws {
         for withdrawn in [false, true] {
-            let cluster = try KafkaMockCluster(brokers: 1)
-            if withdrawn { try cluster.withdraw(.consumerGroupHeartbeat) }
-            let topic = uniqueName("probe")
-            try cluster.createTopic(topic, partitions: 2)
+            let (cluster, topic) = try Self.cluster(withdrawn: withdrawn)
             let started = ContinuousClock.now
             let verdict = try await KafkaGroupProtocolProbe.probe(
                 consumerConfiguration(cluster, group: uniqueName("g")), topic: topic, timeout: .seconds(30),
@@ -76,10 +73,7 @@ struct GroupProtocolTests {
     @Test("a member on a broker without the protocol says so through its error handler (librdkafka raises nothing)")
     func memberSaysUnsupported() async throws {
         for withdrawn in [true, false] {
-            let cluster = try KafkaMockCluster(brokers: 1)
-            if withdrawn { try cluster.withdraw(.consumerGroupHeartbeat) }
-            let topic = uniqueName("unsupported")
-            try cluster.createTopic(topic, partitions: 2)
+            let (cluster, topic) = try Self.cluster(withdrawn: withdrawn)
             var configuration = KafkaConsumerConfiguration(
                 bootstrapServers: cluster.bootstrapServers, groupID: uniqueName("g"))
             configuration.groupProtocol = .consumer
@@ -105,6 +99,16 @@ struct GroupProtocolTests {
             }
             await consumer.close()
         }
+    }
+
+    /// A mock cluster with a topic of two partitions; `withdrawn`: answering ApiVersions as a broker
+    /// without ConsumerGroupHeartbeat (before Apache Kafka 4.0).
+    static func cluster(withdrawn: Bool) throws -> (KafkaMockCluster, topic: String) {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        if withdrawn { try cluster.withdraw(.consumerGroupHeartbeat) }
+        let topic = uniqueName("protocol")
+        try cluster.createTopic(topic, partitions: 2)
+        return (cluster, topic)
     }
 
     @Test("the probe cannot decide when no broker answers, and says why")
@@ -189,18 +193,8 @@ struct GroupProtocolTests {
             Issue.record("A gave nothing up when B joined: \(handlerA.events)")
         }
 
-        await a.close()
-        _ = await readerA.result
-        try await withTimeout(30, "B taking over") {
-            while b.assignment.count != 4 { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        try await withTimeout(60, "every record read") {
-            while Set(seenA.withLock { $0 } + seenB.withLock { $0 }).count < total {
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
-        await b.close()
-        _ = await readerB.result
+        try await handOver(
+            from: (a, readerA), to: (b, readerB), partitions: 4, untilRead: total, seen: [seenA, seenB])
         let all = seenA.withLock { $0 } + seenB.withLock { $0 }
         #expect(Set(all) == Set(0..<total), "no record lost")
         let lostAny = handlerA.events.contains { if case .revoked(_, lost: true) = $0 { true } else { false } }

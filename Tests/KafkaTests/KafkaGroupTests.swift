@@ -86,18 +86,8 @@ struct KafkaGroupTests {
         }
 
         // A leaves: its revocation commits what it processed, and B takes every partition.
-        await a.close()
-        _ = await readerA.result
-        try await withTimeout(30, "B taking over") {
-            while b.assignment.count != 4 { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        try await withTimeout(60, "every record read") {
-            while Set(seenA.withLock { $0 } + seenB.withLock { $0 }).count < total {
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
-        await b.close()
-        _ = await readerB.result
+        try await handOver(
+            from: (a, readerA), to: (b, readerB), partitions: 4, untilRead: total, seen: [seenA, seenB])
 
         let all = seenA.withLock { $0 } + seenB.withLock { $0 }
         #expect(Set(all) == Set(0..<total), "no record lost")

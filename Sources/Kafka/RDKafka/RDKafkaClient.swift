@@ -58,16 +58,19 @@ final class RDKafkaClient: @unchecked Sendable {
 
     init(_ kind: Kind, config: RDKafkaConfig, callbacks: RDKafkaCallbacks) throws(KafkaError) {
         let type = kind == .consumer ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER
-        config.withPointer { conf in
+        let interceptor = config.withPointer { conf -> rd_kafka_resp_err_t in
             rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(callbacks).toOpaque())
             rd_kafka_conf_set_log_cb(conf, rdkafkaLog)
             rd_kafka_conf_set_error_cb(conf, rdkafkaError)
             if callbacks.rebalance != nil { rd_kafka_conf_set_rebalance_cb(conf, rdkafkaRebalance) }
             if callbacks.statistics != nil { rd_kafka_conf_set_stats_cb(conf, rdkafkaStatistics) }
             if callbacks.deliveryReports { rd_kafka_conf_set_dr_msg_cb(conf, rdkafkaDeliveryReport) }
-            if callbacks.responses != nil {
-                _ = rd_kafka_conf_interceptor_add_on_new(conf, "apns-worker-responses", rdkafkaInterceptorsOnNew, nil)
-            }
+            guard callbacks.responses != nil else { return RD_KAFKA_RESP_ERR_NO_ERROR }
+            return rd_kafka_conf_interceptor_add_on_new(conf, "apns-worker-responses", rdkafkaInterceptorsOnNew, nil)
+        }
+        // Without it the responses would never come, and a probe would read that as an answer.
+        guard interceptor == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(interceptor, "the response interceptor could not be added")
         }
         var errstr = [CChar](repeating: 0, count: 512)
         let conf = config.release()

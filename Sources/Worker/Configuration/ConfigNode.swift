@@ -22,12 +22,15 @@ struct ConfigNode: Sendable {
     var environmentVariable: String?
 
     /// The line of the value at `path` (keys from here down), when there is one.
-    func line(at path: [String]) -> Int? {
-        guard let key = path.first else { return line }
+    func line(at path: [String]) -> Int? { node(at: path)?.line }
+
+    /// The value at `path` (keys from here down), when there is one.
+    func node(at path: some Collection<String>) -> ConfigNode? {
+        guard let key = path.first else { return self }
         guard case .mapping(let pairs) = value, let child = pairs.first(where: { $0.key == key })?.value else {
             return nil
         }
-        return child.line(at: Array(path.dropFirst()))
+        return child.node(at: path.dropFirst())
     }
 
     var isNull: Bool {

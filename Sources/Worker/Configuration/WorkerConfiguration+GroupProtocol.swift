@@ -24,9 +24,9 @@ extension WorkerConfiguration {
         let chosenBy = root.node("consumer").flatMap(Self.protocolSource) ?? "the default"
         var problems: [ConfigurationError] = []
         for (path, properties) in sections {
-            let parent = path.dropFirst().reduce(root.node(path[0])) { node, key in node.flatMap { child($0, key) } }
+            let parent = root.node(path[0])?.node(at: path.dropFirst())
             func problem(_ name: String, _ message: String) -> ConfigurationError {
-                let node = parent.flatMap { child($0, name) }
+                let node = parent?.node(at: [name])
                 return ConfigurationError(
                     code: .invalidValue, file: node?.environmentVariable == nil ? root.file : nil,
                     keyPath: (path + [name]).joined(separator: "."), line: node?.line,
@@ -72,14 +72,9 @@ extension WorkerConfiguration {
         return nil
     }
 
-    private static func child(_ node: ConfigNode, _ key: String) -> ConfigNode? {
-        guard case .mapping(let pairs) = node.value else { return nil }
-        return pairs.first { $0.key == key }?.value
-    }
-
     /// Where `consumer.groupProtocol` was set: "line N" or the variable.
     private static func protocolSource(_ consumer: ConfigNode) -> String? {
-        guard let node = child(consumer, "groupProtocol") else { return nil }
+        guard let node = consumer.node(at: ["groupProtocol"]) else { return nil }
         if let variable = node.environmentVariable { return "set by \(variable)" }
         return node.line.map { "line \($0)" }
     }

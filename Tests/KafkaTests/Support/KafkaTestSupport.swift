@@ -180,3 +180,22 @@ final class TestLocked<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+/// The first member leaves (its revocation commits what it processed), its reader ends, the second
+/// takes all `partitions`, every one of `untilRead` records is read by one of them (`seen`), and the
+/// second closes too.
+func handOver(
+    from first: (KafkaConsumer, Task<Void, any Error>), to second: (KafkaConsumer, Task<Void, any Error>),
+    partitions: Int, untilRead total: Int, seen: [TestLocked<[Int]>]
+) async throws {
+    await first.0.close()
+    _ = await first.1.result
+    try await withTimeout(30, "the second member taking over") {
+        while second.0.assignment.count != partitions { try await Task.sleep(for: .milliseconds(100)) }
+    }
+    try await withTimeout(60, "every record read") {
+        while Set(seen.flatMap { $0.withLock { $0 } }).count < total { try await Task.sleep(for: .milliseconds(100)) }
+    }
+    await second.0.close()
+    _ = await second.1.result
+}
