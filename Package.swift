@@ -48,6 +48,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        // Tracing: the API the pipeline makes its spans with, and the OpenTelemetry SDK that exports
+        // them over OTLP/HTTP (only that exporter: its gRPC one would add grpc-swift to the build).
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // MARK: C system libraries (module maps only; Debian packages named as providers)
@@ -139,6 +143,9 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                // Spans per event (`tracing:`)
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
             ],
             // The event schemas, compiled into the binary from schemas/ (the files here are symbolic
             // links to them): one copy of each contract.

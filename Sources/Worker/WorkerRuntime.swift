@@ -21,6 +21,8 @@ package enum WorkerRuntime {
         /// Reads key and certificate files again (`apns.credentialReloadInterval`); `nil` when off
         /// or when no credential is read from a file.
         package let reloader: CredentialReloader?
+        /// Posts the pipelines' spans (`tracing:`); `nil` when span export is off.
+        package let spanExport: (any Service)?
         package let health: HealthState
         package let metrics: WorkerMetrics
         package let registry: PrometheusCollectorRegistry
@@ -37,10 +39,12 @@ package enum WorkerRuntime {
             ServiceGroup(
                 configuration: ServiceGroupConfiguration(
                     // The operations endpoint first: services stop in reverse order, so /metrics and
-                    // /health keep answering while the pipeline drains.
-                    services: [.init(service: operations)] + (reloader.map { [.init(service: $0)] } ?? []) + [
-                        .init(service: urgent.map { PipelineLanes([pipeline, $0]) as any Service } ?? pipeline)
-                    ],
+                    // /health keep answering while the pipeline drains; then span export, which sends
+                    // the spans of the drain before it stops.
+                    services: [.init(service: operations)] + (spanExport.map { [.init(service: $0)] } ?? [])
+                        + (reloader.map { [.init(service: $0)] } ?? []) + [
+                            .init(service: urgent.map { PipelineLanes([pipeline, $0]) as any Service } ?? pipeline)
+                        ],
                     gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [],
                     logger: logger))
         }
@@ -119,6 +123,9 @@ package enum WorkerRuntime {
         pipelineConfiguration.maxRecordBytes = configuration.delivery.maxRecordBytes
         pipelineConfiguration.publishBlockedLimit = configuration.delivery.publishBlockedLimit
         pipelineConfiguration.progressTopic = configuration.delivery.progressTopic
+        let spanExport = try SpanExport(settings: configuration.tracing, logger: logger)
+        pipelineConfiguration.tracer = spanExport?.tracer
+        pipelineConfiguration.traceParent = configuration.tracing.parent
 
         var consumer = configuration.kafkaConsumerConfiguration
         // Lag per partition, for apns_worker_consumer_lag.
@@ -169,7 +176,8 @@ package enum WorkerRuntime {
                 authenticators: authenticators, metrics: metrics, health: health, observer: observer, logger: logger)
         }.flatMap { $0.watchesAny ? $0 : nil }
         return Assembly(
-            pipeline: pipeline, urgent: urgent, operations: operations, reloader: reloader, health: health,
+            pipeline: pipeline, urgent: urgent, operations: operations, reloader: reloader,
+            spanExport: spanExport?.service, health: health,
             metrics: metrics,
             registry: registry,
             beforeScrape: beforeScrape, logger: logger)

@@ -96,7 +96,8 @@ struct ConfigurationEnvironmentTests {
             "host": "h", "port": "1", "group": "g", "results": "r", "deadLetters": "d", "caFile": "/f",
             "level": "info", "format": "json", "topics": "t", "maxRecordBytes": "4096", "maxInFlightBytes": "1048576",
             "bufferBytes": "1048576", "proxy": "none", "collapseIdFromEventId": "true", "progressTopic": "p",
-            "tokenPeriod": "1m", "groupProtocol": "consumer",
+            "tokenPeriod": "1m", "groupProtocol": "consumer", "endpoint": "http://collector:4318",
+            "sampleRatio": "0.5", "parent": "none", "serviceName": "pushes",
         ]
         for (path, schema) in ConfigSchema.worker.leaves() {
             guard case .scalar = schema, let key = path.last else {

@@ -55,7 +55,7 @@ struct ResultRecordTests {
         result.detail = String(repeating: "d", count: 1_000)
         let message = ResultRecord.degraded(
             for: result, source: Self.source, latency: .milliseconds(3), completedAt: Date(), topic: "results",
-            error: KafkaError(code: .messageSizeTooLarge, message: "too large"))
+            trace: [], error: KafkaError(code: .messageSizeTooLarge, message: "too large"))
         let value = try JSONParser.parse(message.value ?? [])
         #expect(EventSchemas.resultEvent.validate(value, mode: .allErrors).isEmpty)
         #expect(value["metadata"] == nil)

@@ -95,13 +95,17 @@ struct TraceContextTests {
     }
 
     @Test("the degraded result and dead letter (Kafka refused the full ones) keep the trace context")
-    func degradedForms() {
+    func degradedForms() throws {
         let source = Self.record([("traceparent", Self.parent), ("tracestate", Self.state), ("big", "x")])
         var result = EventResult(eventID: "e-1", outcome: .failed, attempts: 3)
         result.deadLetter = .retriesExhausted
         let error = KafkaError(code: .messageSizeTooLarge, message: "too large")
-        let degradedResult = ResultRecord.degraded(
-            for: result, source: source, latency: .zero, completedAt: Date(), topic: "results", error: error)
+        // As the pipeline makes it: the form that rides in the publisher's attempt keeps the
+        // record's coordinates, not its headers, so the context is handed to it.
+        let form = ResultPublisher.Degradation.resultForm(
+            of: result, source: source, latency: .zero, completedAt: Date(), topic: "results",
+            trace: TraceContext(headers: source.headers).headers)
+        let degradedResult = try #require(form.message(for: error))
         #expect(degradedResult.headers.lastString("traceparent") == Self.parent)
         #expect(degradedResult.headers.lastString("tracestate") == Self.state)
         let full = DeadLetterRecord.message(

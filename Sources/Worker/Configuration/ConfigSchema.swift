@@ -59,6 +59,10 @@ indirect enum ConfigSchema {
         ),
         ("http", .section([("host", .scalar), ("port", .scalar)])),
         ("logging", .section([("level", .scalar), ("format", .scalar)])),
+        (
+            "tracing",
+            .section([("endpoint", .scalar), ("sampleRatio", .scalar), ("parent", .scalar), ("serviceName", .scalar)])
+        ),
     ])
 
     /// `maxInFlight` → `MAX_IN_FLIGHT`.

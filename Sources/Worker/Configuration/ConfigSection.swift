@@ -142,6 +142,17 @@ struct ConfigSection {
         }
     }
 
+    /// A number from 0 to 1 (`0.25`, `1`).
+    mutating func fraction(_ key: String) -> Double? {
+        Self.recording(problems) { () throws(ConfigurationError) in
+            guard let text = try checkedScalar(key) else { return nil }
+            guard let value = Double(text), value.isFinite, (0...1).contains(value) else {
+                throw error(key, node(key), "expected a number from 0 to 1 such as 0.1, found \(shown(key, text))")
+            }
+            return value
+        }
+    }
+
     /// A duration above zero (or zero, with `allowZero`) and at most `max`.
     mutating func duration(_ key: String, allowZero: Bool = false, max: Duration) -> Duration? {
         Self.recording(problems) { () throws(ConfigurationError) in

@@ -337,6 +337,12 @@ package struct ConfigurationCheck: Sendable {
                 + "shutdown within \(ConfigDuration.format(delivery.shutdownTimeout))")
         lines.append("http:         \(configuration.http.host):\(configuration.http.port)")
         lines.append("logging:      \(configuration.logging.level), \(configuration.logging.format.rawValue)")
+        let tracing = configuration.tracing
+        lines.append(
+            tracing.tracesURL.map {
+                "tracing:      spans to \($0) (OTLP/HTTP), sampled \(tracing.sampleRatio) where the producer did not decide, "
+                    + "parent \(tracing.parent.rawValue), service \(tracing.serviceName)"
+            } ?? "tracing:      no spans (trace context carried into results and dead letters)")
         return lines
     }
 }

@@ -58,9 +58,14 @@ extension WorkerConfiguration {
             logging.format = section.choice("format", LoggingSettings.Format.allCases) ?? logging.format
             section.finish()
         }
-        return WorkerConfiguration(
+        var configuration = WorkerConfiguration(
             kafka: kafka, consumer: consumer, producer: producer, topics: topics, apns: apns, delivery: delivery,
             http: http, logging: logging)
+        if var section = root.section("tracing") {
+            configuration.tracing = decodeTracing(&section)
+            section.finish()
+        }
+        return configuration
     }
 
     private static func decodeTopics(_ section: inout ConfigSection, inputs: [String]) -> TopicSettings {

@@ -16,6 +16,8 @@ package struct WorkerConfiguration: Sendable {
     package var delivery: DeliverySettings
     package var http: HTTPSettings
     package var logging: LoggingSettings
+    /// Span export (`tracing:`); off unless `tracing.endpoint` is set.
+    package var tracing = TracingSettings()
 
     package init(
         kafka: [String: String], consumer: ConsumerSettings, producer: ProducerSettings = ProducerSettings(),

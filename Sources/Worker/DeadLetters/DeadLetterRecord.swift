@@ -4,9 +4,12 @@ import Kafka
 /// A dead letter: the consumed record with its key and value untouched, its headers kept in order,
 /// and the worker's `dlq-*` headers added after them (`schemas/dead-letter-headers.md`).
 enum DeadLetterRecord {
+    /// `trace`: the worker's span's context (span export): it takes the place of the record's
+    /// `traceparent` and `tracestate`, so that a replay continues the trace from the failed push;
+    /// `nil`: the record's headers are kept as they were.
     static func message(
         for source: KafkaConsumerMessage, result: EventResult, reason: DeadLetterReason, consumerGroup: String,
-        topic: String, now: Date
+        topic: String, now: Date, trace: [KafkaHeader]? = nil
     ) -> KafkaProducerMessage {
         // A replayed record carries its history: the replay counter (so a poison event still hits
         // the replay limit), the earlier reasons, and the first failure's time, which stays the
@@ -14,6 +17,10 @@ enum DeadLetterRecord {
         let kept: Set<String> = [DeadLetterHeader.replayCount, DeadLetterHeader.history]
         let firstFailure = source.headers.lastString(DeadLetterHeader.firstFailureAt)
         var headers = source.headers.filter { !$0.key.hasPrefix(DeadLetterHeader.prefix) || kept.contains($0.key) }
+        if let trace {
+            headers.removeAll { $0.key == TraceContext.parentHeader || $0.key == TraceContext.stateHeader }
+            headers += trace
+        }
         func add(_ key: String, _ value: String) { headers.append(KafkaHeader(key: key, string: value)) }
         add(DeadLetterHeader.reason, reason.rawValue)
         add(DeadLetterHeader.detail, result.detail ?? result.reason ?? reason.rawValue)
@@ -44,7 +51,8 @@ enum DeadLetterRecord {
         // The event id only where it is a short one, and the detail cut short, as a degraded result
         // keeps them: an invalid event's id, and a detail naming one of its members, may be as long
         // as its record allows.
-        var headers = TraceContext(headers: source.headers).headers
+        // The trace context the full dead letter carries: the record's, or the worker's span's.
+        var headers = TraceContext(headers: message.headers).headers
         for header in message.headers where header.key.hasPrefix(DeadLetterHeader.prefix) {
             switch header.key {
             case DeadLetterHeader.eventID where (header.value?.count ?? 0) > degradedKeyLimit:

@@ -34,6 +34,8 @@ final class EventProcessor: Sendable {
     let now: @Sendable () -> Date
     /// Monotonic time, for throttles and the retry time budget (injectable for tests).
     let instant: @Sendable () -> ContinuousClock.Instant
+    /// A span per event, when span export is configured.
+    let spans: EventSpans?
 
     /// How it ended: the result, or `nil` when abandoned (forced shutdown).
     typealias Completion = @Sendable (EventResult?) -> Void
@@ -42,7 +44,7 @@ final class EventProcessor: Sendable {
         decoder: NotificationEventDecoder, sender: any NotificationSending, retryPolicy: RetryPolicy,
         scheduler: any DelayScheduling, observer: any PipelineObserver, logger: Logger,
         steps: StepCounter = StepCounter(), maxEventAge: Duration? = nil, maxRecordBytes: Int = .max,
-        now: @escaping @Sendable () -> Date = Date.init,
+        spans: EventSpans? = nil, now: @escaping @Sendable () -> Date = Date.init,
         instant: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
     ) {
         self.decoder = decoder
@@ -57,6 +59,7 @@ final class EventProcessor: Sendable {
         self.logger = logger
         self.now = now
         self.instant = instant
+        self.spans = spans
     }
 
     /// Decodes `record` here and now, then sends it; `completion` runs exactly once, here (an

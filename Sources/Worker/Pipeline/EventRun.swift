@@ -57,6 +57,8 @@ final class EventRun: @unchecked Sendable {
     var completedAt: Date?
     /// From taken to final (the result's `latencyMs`): the dead letter's round trip is not in it.
     var latency: Duration = .zero
+    /// Its span, once its result is final, when span export is configured (`EventSpans`).
+    var span: EventSpan?
     let processor: EventProcessor
     let outlet: any EventOutlet
     /// The bin of the thread that decoded it, where its last reference is dropped once it ended:
@@ -146,8 +148,14 @@ final class EventRun: @unchecked Sendable {
     private func stampCompletion() {
         result.attempts = machine.attempts
         guard completedAt == nil else { return }
-        completedAt = processor.now()
+        let completed = processor.now()
+        completedAt = completed
         latency = .now - started
+        if let spans = processor.spans {
+            span = spans.begin(
+                record: record, trace: TraceContext(headers: record.headers), result: result,
+                taken: completed - TimeInterval(latency / .seconds(1)), completed: completed)
+        }
     }
 
     /// The event's APNs topic (its app), for messages.

@@ -1,3 +1,5 @@
+import Tracing
+
 /// What the pipeline needs to know beyond Kafka's and APNs' own settings.
 package struct PipelineConfiguration: Sendable {
     package var inputTopics: [String]
@@ -39,6 +41,11 @@ package struct PipelineConfiguration: Sendable {
     /// An output topic that refuses every record (unknown, not authorized) this long stops the
     /// worker with an error; until then input is held and the records are retried.
     package var publishBlockedLimit: Duration = .seconds(300)
+    /// A span per event (`EventSpans`) through this tracer, when span export is configured; `nil`:
+    /// none (the input's trace context is still carried).
+    package var tracer: (any Tracer)?
+    /// What an event's span is the child of (`tracing.parent`).
+    package var traceParent: TracingSettings.Parent = .producer
 
     package init(inputTopics: [String], resultsTopic: String, deadLetterTopic: String) {
         self.inputTopics = inputTopics

@@ -71,31 +71,37 @@ final class ResultPublisher: Sendable {
     /// nothing for a form that is almost never needed.
     enum Degradation: Sendable {
         /// A result event without its metadata (`ResultRecord.degraded`).
-        case result(EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String)
+        case result(
+            EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String,
+            trace: [KafkaHeader])
         /// A dead letter without the event's value (`DeadLetterRecord.degraded`).
         case deadLetter(KafkaProducerMessage, source: KafkaConsumerMessage)
 
         /// The degraded form of a result, keeping only what that form is made of: the result
         /// without its metadata (the form leaves it out), and the source record's topic, partition
-        /// and offset without its key, value and headers. What rides in the attempt lives until
+        /// and offset without its key, value and headers, and the trace context the full result
+        /// carries (`trace`). What rides in the attempt lives until
         /// Kafka acknowledges the record, and is then freed on the thread that published it: the
         /// decoded metadata and the record's bytes, made on the reading and consumer threads, go
         /// back with the event instead (HomeRelease) and are freed there.
         static func resultForm(
-            of result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String
+            of result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String,
+            trace: [KafkaHeader]
         ) -> Degradation {
             var kept = result
             kept.metadata = nil
             let position = KafkaConsumerMessage(
                 topic: source.topic, partition: source.partition, offset: source.offset, key: nil, value: nil)
-            return .result(kept, source: position, latency: latency, completedAt: completedAt, topic: topic)
+            return .result(
+                kept, source: position, latency: latency, completedAt: completedAt, topic: topic, trace: trace)
         }
 
         func message(for error: KafkaError) -> KafkaProducerMessage? {
             switch self {
-            case .result(let result, let source, let latency, let completedAt, let topic):
+            case .result(let result, let source, let latency, let completedAt, let topic, let trace):
                 ResultRecord.degraded(
-                    for: result, source: source, latency: latency, completedAt: completedAt, topic: topic, error: error)
+                    for: result, source: source, latency: latency, completedAt: completedAt, topic: topic,
+                    trace: trace, error: error)
             case .deadLetter(let deadLetter, let source):
                 DeadLetterRecord.degraded(deadLetter, source: source, error: error)
             }

@@ -39,7 +39,7 @@ extension WorkerPipeline {
             let deadLetter = DeadLetterRecord.message(
                 for: run.record, result: run.result, reason: reason,
                 consumerGroup: pipeline.consumerConfiguration.groupID, topic: configuration.deadLetterTopic,
-                now: run.completedAt ?? Date())
+                now: run.completedAt ?? Date(), trace: run.span?.headers)
             publisher.publish(deadLetter, degraded: .deadLetter(deadLetter, source: run.record)) { publication in
                 run.published(publication)
             }
@@ -53,19 +53,23 @@ extension WorkerPipeline {
             let topic = pipeline.configuration.resultsTopic
             let trace = TraceContext(headers: run.record.headers)
             if let ignored = trace.ignored { pipeline.observer.traceContextIgnored(ignored) }
+            // With span export, the worker's span: downstream continues the trace from the push.
+            let carried = run.span?.headers ?? trace.headers
             let message = ResultRecord.message(
                 for: run.result, source: run.record, latency: latency, completedAt: completedAt, topic: topic,
-                trace: trace.headers)
+                trace: carried)
             publisher.publish(
                 message,
                 degraded: .resultForm(
-                    of: run.result, source: run.record, latency: latency, completedAt: completedAt, topic: topic)
+                    of: run.result, source: run.record, latency: latency, completedAt: completedAt, topic: topic,
+                    trace: carried)
             ) { publication in
                 run.published(publication)
             }
         }
 
         func ended(_ run: EventRun, done: Bool) {
+            run.span?.end(done: done, at: Date())
             pipeline.ended(run, done: done)
         }
 

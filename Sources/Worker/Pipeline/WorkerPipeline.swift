@@ -76,7 +76,12 @@ package final class WorkerPipeline: Service, Sendable {
         self.processor = EventProcessor(
             decoder: decoder, sender: sender, retryPolicy: configuration.retryPolicy, scheduler: scheduler,
             observer: observer, logger: logger, steps: steps, maxEventAge: configuration.maxEventAge,
-            maxRecordBytes: configuration.maxRecordBytes)
+            maxRecordBytes: configuration.maxRecordBytes,
+            spans: configuration.tracer.map {
+                EventSpans(
+                    tracer: $0, parent: configuration.traceParent, consumerGroup: consumer.groupID,
+                    lane: configuration.urgent ? "urgent" : "bulk")
+            })
         self.state = Locked(
             StateMachine(
                 maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes,

@@ -31,10 +31,11 @@ package enum ResultRecord {
 
     /// The result Kafka refused as it was (`error`: too large, refused by the topic's rules), made
     /// small: no `metadata`, `detail` cut short, the event id as key only where it is a short one
-    /// (otherwise the source record's coordinates), a header saying why, and the trace context.
+    /// (otherwise the source record's coordinates), a header saying why, and the trace context the
+    /// full result carried (`trace`).
     static func degraded(
         for result: EventResult, source: KafkaConsumerMessage, latency: Duration, completedAt: Date, topic: String,
-        error: KafkaError
+        trace: [KafkaHeader], error: KafkaError
     ) -> KafkaProducerMessage {
         var result = result
         result.metadata = nil
@@ -48,7 +49,7 @@ package enum ResultRecord {
             headers: [
                 contentType,
                 KafkaHeader(key: degradedHeader, string: error.code.name),
-            ] + TraceContext(headers: source.headers).headers)
+            ] + trace)
     }
 
     /// The JSON text, written straight into bytes: one result per event makes a tree of
