@@ -139,7 +139,7 @@ fuzz: deps-build
 # against backlog, a profile), written to docs/performance.md with plots (Benchmarks/performance.py;
 # about 30 minutes on 2 cores, and the rates part about 15 more). `make bench BENCH_PARTS=rates` (or lanes,
 # latency, ...): those parts only.
-# `make bench BENCH=NAME`: one of Benchmarks/run.sh's benchmarks (kafka, worker, jsonschema, ...).
+# `make bench BENCH=NAME`: one of Benchmarks/run.sh's benchmarks (kafka, worker, tracing, jsonschema, ...).
 BENCH_PACKAGES := python3-matplotlib linux-perf
 bench: deps-tansu
 	$(if $(BENCH),Benchmarks/run.sh $(BENCH),@scripts/install-packages.sh $(BENCH_PACKAGES))

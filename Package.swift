@@ -143,15 +143,27 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-                // Spans per event (`tracing:`)
+                // Spans per event (`tracing:`): the API only; the exporter is WorkerTelemetry's.
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "OTel", package: "swift-otel"),
             ],
             // The event schemas, compiled into the binary from schemas/ (the files here are symbolic
             // links to them): one copy of each contract.
             resources: [
                 .embedInCode("Schemas/notification-event.schema.json"),
                 .embedInCode("Schemas/result-event.schema.json"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Span export over OTLP/HTTP (swift-otel) for the programs that run a worker. Apart from Worker
+        // so that what builds Worker alone (the fuzz targets' sanitized build) does not build the
+        // OpenTelemetry SDK, AsyncHTTPClient and SwiftProtobuf.
+        .target(
+            name: "WorkerTelemetry",
+            dependencies: [
+                "Worker",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -235,7 +247,7 @@ let package = Package(
         .executableTarget(
             name: "WorkerBenchmark",
             dependencies: [
-                "Worker", "Kafka", "APNs", "APNsSimulator", "TestPeers",
+                "Worker", "WorkerTelemetry", "Kafka", "APNs", "APNsSimulator", "TestPeers",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -248,7 +260,7 @@ let package = Package(
         .target(
             name: "WorkerDemo",
             dependencies: [
-                "Worker", "APNs", "Kafka", "APNsSimulator",
+                "Worker", "WorkerTelemetry", "APNs", "Kafka", "APNsSimulator",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -283,7 +295,7 @@ let package = Package(
         .testTarget(
             name: "WorkerIntegrationTests",
             dependencies: [
-                "Worker", "WorkerDemo", "Kafka", "APNs", "APNsSimulator", "TestPeers", "ReliabilityMatrix",
+                "Worker", "WorkerTelemetry", "WorkerDemo", "Kafka", "APNs", "APNsSimulator", "TestPeers", "ReliabilityMatrix",
                 "JSONSchema",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -298,7 +310,7 @@ let package = Package(
         .executableTarget(
             name: "apns-worker",
             dependencies: [
-                "Worker",
+                "Worker", "WorkerTelemetry",
                 .target(name: "WorkerDemo", condition: .when(traits: ["Demo"])),
                 "APNs",
                 "Kafka",

@@ -840,6 +840,14 @@ def report(results):
         save(fig, "memory.png")
         out += ["![peak RSS against backlog](performance/memory.png)", ""]
 
+    # Sections measured by commands of their own (the rebalance timing, span export's cost), kept
+    # as they were written, then the notes on every part.
+    measured = os.path.join(os.path.dirname(os.path.abspath(__file__)), "performance-measured.md")
+    if os.path.exists(measured):
+        text = open(measured).read()
+        if text.startswith("<!--"):
+            text = text[text.index("-->") + 3:]
+        out += [text.strip(), ""]
     notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "performance-notes.md")
     if os.path.exists(notes):
         out += [open(notes).read().rstrip(), ""]

@@ -22,7 +22,7 @@ PIN=""
 if command -v taskset >/dev/null 2>&1; then PIN="taskset -c ${BENCH_CPU:-0}"; fi
 
 usage() {
-    echo "unknown benchmark: $1 (kafka, worker, jsonschema, jsonschema-instructions, simulator, apns-client, apns-client-aioapns, all)" >&2
+    echo "unknown benchmark: $1 (kafka, worker, tracing, jsonschema, jsonschema-instructions, simulator, apns-client, apns-client-aioapns, all)" >&2
     exit 2
 }
 
@@ -252,9 +252,45 @@ bench_worker() {
     "$(swift_build -c release --show-bin-path)/WorkerBenchmark"
 }
 
+# Span export's cost: the worker's drain with tracing off and on (every span sampled, posted to
+# scripts/otlp-receiver.py --discard, a sink that answers without decoding), alternated off, on,
+# on, off in one run. CPU per event is the measured worker's own (user + sys over the results).
+# TRACING_BENCH_EVENTS (100,000) sets the backlog.
+bench_tracing() {
+    swift_build -c release --product WorkerBenchmark
+    local bin venv=.build/peers/venv/bin/python log
+    bin="$(swift_build -c release --show-bin-path)/WorkerBenchmark"
+    [ -x "$venv" ] || scripts/peers.sh
+    log=$(mktemp)
+    $venv scripts/otlp-receiver.py --port 0 --discard > "$log" 2>&1 &
+    local receiver=$!
+    # shellcheck disable=SC2064 # the pid and file now
+    trap "kill $receiver 2>/dev/null; rm -f $log" RETURN
+    local port=""
+    for _ in $(seq 100); do
+        port=$(sed -n 's/^listening //p' "$log")
+        [ -n "$port" ] && break
+        sleep 0.1
+    done
+    [ -n "$port" ] || { echo "the OTLP sink did not start: $(cat "$log")" >&2; return 1; }
+    local events=${TRACING_BENCH_EVENTS:-100000}
+    for tracing in off on on off; do
+        local endpoint=()
+        [ "$tracing" = on ] && endpoint=(APNS_WORKER_TRACING_ENDPOINT="http://127.0.0.1:$port")
+        echo "== tracing $tracing"
+        env "${endpoint[@]}" WORKER_BENCH_MODES=worker WORKER_BENCH_EVENTS="$events" "$bin" \
+            | sed -n 's/^json //p' \
+            | "$PYTHON" -c 'import json, sys
+for line in sys.stdin:
+    run = json.loads(line)
+    print("tracing %s: %.0f events/s, worker CPU %.1f us/event, peak RSS %.0f MiB" % (sys.argv[1], run["rate"], run["cpuSeconds"] / run["results"] * 1e6, run["peakRSSKiB"] / 1024))' "$tracing"
+    done
+}
+
 case "${1:-all}" in
     kafka) bench_kafka ;;
     worker) bench_worker ;;
+    tracing) bench_tracing ;;
     jsonschema) bench_jsonschema ;;
     jsonschema-instructions) bench_jsonschema_instructions ;;
     simulator) bench_simulator ;;

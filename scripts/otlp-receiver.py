@@ -3,11 +3,12 @@
 with OpenTelemetry's own protobuf bindings (PyPI `opentelemetry-proto`, installed by scripts/peers.sh
 into .build/peers/venv), one JSON object per span on standard output or in --out.
 
-    otlp-receiver.py [--port 0] [--out FILE]
+    otlp-receiver.py [--port 0] [--out FILE] [--discard]
 
 It prints `listening <port>` first (port 0 picks a free one), then serves until killed. Bodies in
 `application/x-protobuf` and `application/json`, gzip or not, are taken; anything else is answered
 415, a body that does not decode 400 (and said on standard error), as a collector would.
+--discard answers every post 200 unread (a sink for benchmarks: the exporter's cost, not ours).
 """
 import argparse
 import gzip
@@ -70,6 +71,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--out", default="-")
+    parser.add_argument("--discard", action="store_true")
     args = parser.parse_args()
     out = sys.stdout if args.out == "-" else open(args.out, "a", buffering=1)
     lock = threading.Lock()
@@ -91,6 +93,8 @@ def main():
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             if self.path != "/v1/traces":
                 return self.answer(404, b"not found", "text/plain")
+            if args.discard:
+                return self.answer(200)
             if self.headers.get("Content-Encoding", "") == "gzip":
                 body = gzip.decompress(body)
             content_type = self.headers.get("Content-Type", "").split(";")[0].strip()

@@ -4,6 +4,7 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import Worker
+import WorkerTelemetry
 
 /// What runs in the measured child process (`--worker MODE …`).
 enum Mode: String, CaseIterable {
@@ -198,7 +199,7 @@ func runWorker(
             urgentTopics: urgentTopics), file: "<bench>",
         environment: ProcessInfo.processInfo.environment)
     // The operations endpoint's port (`http.port` 0: a free one), for the parent to scrape `/metrics`.
-    let assembly = try WorkerRuntime.assemble(configuration, logger: logger) { port in
+    let assembly = try WorkerRuntime.assemble(configuration, logger: logger, spanExporter: .otlp) { port in
         FileHandle.standardOutput.write(Data("http port=\(port)\n".utf8))
     }
     let services: ServiceGroup
@@ -219,7 +220,9 @@ func runWorker(
         sampler.start { pipeline.inFlight }
         services = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [.init(service: assembly.operations), .init(service: pipeline)], logger: logger))
+                services: [.init(service: assembly.operations)]
+                    + (assembly.spanExport.map { [.init(service: $0)] } ?? []) + [.init(service: pipeline)],
+                logger: logger))
     }
     let running = Task { try await services.run() }
     await untilStandardInputCloses()

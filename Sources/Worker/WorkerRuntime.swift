@@ -51,10 +51,11 @@ package enum WorkerRuntime {
     }
 
     /// Builds everything a configuration describes. Keys and certificates are loaded here, so a bad
-    /// file fails before anything connects.
+    /// file fails before anything connects. `spanExporter`: what exports spans when `tracing:` asks
+    /// for them (`SpanExporter.otlp`, WorkerTelemetry); without one such a configuration is refused.
     package static func assemble(
         _ configuration: WorkerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment,
-        logger: Logger, onListening: (@Sendable (Int) -> Void)? = nil
+        logger: Logger, spanExporter: SpanExporter? = nil, onListening: (@Sendable (Int) -> Void)? = nil
     ) throws -> Assembly {
         if let refusal = KafkaLibrary.refusal() { throw UnsupportedLibrary(description: refusal) }
         logger.info(
@@ -123,7 +124,7 @@ package enum WorkerRuntime {
         pipelineConfiguration.maxRecordBytes = configuration.delivery.maxRecordBytes
         pipelineConfiguration.publishBlockedLimit = configuration.delivery.publishBlockedLimit
         pipelineConfiguration.progressTopic = configuration.delivery.progressTopic
-        let spanExport = try SpanExport(settings: configuration.tracing, logger: logger)
+        let spanExport = try SpanExporter.export(configuration.tracing, with: spanExporter, logger: logger)
         pipelineConfiguration.tracer = spanExport?.tracer
         pipelineConfiguration.traceParent = configuration.tracing.parent
 

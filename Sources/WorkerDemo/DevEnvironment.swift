@@ -2,6 +2,7 @@ import APNsSimulator
 import Foundation
 import Logging
 import Worker
+import WorkerTelemetry
 
 /// `apns-worker dev`: the demo's embedded pieces, kept running with the worker over them, so a user
 /// can produce events with kcat and watch the results arrive. Ends on SIGINT/SIGTERM.
@@ -80,7 +81,7 @@ package enum DevEnvironment {
             configuration.logging.bootstrapLoggingSystem()
             let logger = Logger(label: "apns-worker")
             let worker = shellWord(executablePath())
-            let assembly = try WorkerRuntime.assemble(configuration, logger: logger) { port in
+            let assembly = try WorkerRuntime.assemble(configuration, logger: logger, spanExporter: .otlp) { port in
                 let bootstrap = stack.cluster.bootstrapServers
                 print(
                     """

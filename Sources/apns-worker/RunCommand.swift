@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Worker
+import WorkerTelemetry
 
 /// `apns-worker run --config FILE`: the service.
 struct RunCommand: AsyncParsableCommand {
@@ -31,7 +32,7 @@ struct RunCommand: AsyncParsableCommand {
         let logger = Logger(label: "apns-worker")
         let assembly: WorkerRuntime.Assembly
         do {
-            assembly = try WorkerRuntime.assemble(configuration, logger: logger)
+            assembly = try WorkerRuntime.assemble(configuration, logger: logger, spanExporter: .otlp)
         } catch {
             FileOutput.standardError.write("configuration error: \(error)\n")
             throw ExitCode(2)

@@ -147,4 +147,26 @@ struct SpanExportTests {
         // The producer's tracestate belongs to the producer's trace: it does not go on with another.
         #expect(results["traced"]?.headers.lastString("tracestate") == nil)
     }
+
+    @Test("a collector that is down costs its spans, logged, not an event nor the shutdown")
+    func collectorDown() async throws {
+        let nobody = try freeLoopbackPort()
+        let harness = try await Harness.start(partitions: 1)
+        defer { Task { await harness.shutdown() } }
+        harness.stack.simulator.devices.policy = .accept
+        try await harness.produce((0..<20).map { DeliveryUnderFailureTests.event("down-\($0)", token: $0 + 1) })
+        let log = CapturedLog()
+        let worker = try harness.startWorker(group: "spans-down", logger: log.logger(level: .warning)) {
+            $0.tracing.endpoint = "http://127.0.0.1:\(nobody)"
+        }
+        let results = try await harness.results(20)
+        #expect(results.map(\.outcome) == Array(repeating: .delivered, count: 20))
+        let stopping = ContinuousClock.now
+        try await worker.stop()
+        // Within a pod's default grace period (30 s), which the exporter's flush must not eat.
+        #expect(ContinuousClock.now - stopping < .seconds(30))
+        let export = log.all.filter { $0.metadata["subsystem"] == "span-export" }
+        #expect(!export.isEmpty, "the exporter's failure is logged: \(log.all.suffix(3))")
+        #expect(export.allSatisfy { $0.level >= .warning })
+    }
 }

@@ -25,7 +25,7 @@ struct ConfigurationTracingTests {
         let configuration = try WorkerConfiguration.parse(
             ConfigurationFixtures.minimalYAML, file: "worker.yaml", environment: [:])
         #expect(!configuration.tracing.isEnabled)
-        #expect(try SpanExport(settings: configuration.tracing, logger: .init(label: "test")) == nil)
+        #expect(try SpanExporter.export(configuration.tracing, with: nil, logger: .init(label: "test")) == nil)
         #expect(
             ConfigurationCheck.summary(configuration).contains(
                 "tracing:      no spans (trace context carried into results and dead letters)"))
@@ -49,6 +49,15 @@ struct ConfigurationTracingTests {
         let slash = try WorkerConfiguration.parse(
             Self.yaml("endpoint: http://collector:4318/"), file: "worker.yaml", environment: [:])
         #expect(slash.tracing.tracesURL == "http://collector:4318/v1/traces")
+    }
+
+    @Test("asked for by a program built without an exporter: refused, saying so, not run without spans")
+    func noExporter() throws {
+        var settings = TracingSettings()
+        settings.endpoint = "http://collector:4318"
+        #expect(throws: SpanExporter.NoSpanExporter.self) {
+            _ = try SpanExporter.export(settings, with: nil, logger: .init(label: "test"))
+        }
     }
 
     @Test("the environment turns it on (APNS_WORKER_TRACING_ENDPOINT)")

@@ -9,6 +9,7 @@ import TestPeers
 import Testing
 import Worker
 import WorkerDemo
+import WorkerTelemetry
 
 /// A result event as downstream consumers see it.
 struct ResultRecord: Sendable {
@@ -94,7 +95,8 @@ struct Harness: Sendable {
     ) throws -> RunningWorker {
         var configuration = try stack.configuration(group: group, maxInFlight: maxInFlight)
         configure(&configuration)
-        let assembly = try WorkerRuntime.assemble(configuration, logger: logger ?? self.logger)
+        let assembly = try WorkerRuntime.assemble(
+            configuration, logger: logger ?? self.logger, spanExporter: .otlp)
         let serviceGroup = assembly.serviceGroup(handlingSignals: false)
         let task = Task { try await serviceGroup.run() }
         return RunningWorker(assembly: assembly, group: serviceGroup, task: task)
