@@ -20,6 +20,8 @@ package enum DevEnvironment {
         /// `logging.level` and `logging.format` of the configuration `dev` writes and runs.
         package var logLevel = "warning"
         package var logFormat = "text"
+        /// `tracing.endpoint` of the configuration `dev` writes: spans to a collector of the user's.
+        package var tracingEndpoint: String?
 
         package init() {}
 
@@ -73,7 +75,10 @@ package enum DevEnvironment {
             let channel = try await stack.createChannel()
             misbehaviour.apply(to: stack.simulator)
             let logging = "{ level: \(options.logLevel), format: \(options.logFormat) }"
-            let configurationText = stack.configurationText(group: "apns-worker-dev", logging: logging)
+            var configurationText = stack.configurationText(group: "apns-worker-dev", logging: logging)
+            if let endpoint = options.tracingEndpoint {
+                configurationText += "\ntracing: { endpoint: \"\(endpoint)\" }\n"
+            }
             let configurationFile = stack.directory + "/config.yaml"
             try configurationText.write(toFile: configurationFile, atomically: true, encoding: .utf8)
             let configuration = try WorkerConfiguration.parse(configurationText, file: configurationFile)

@@ -53,6 +53,11 @@
         @Option(
             help: ArgumentHelp("The worker's logging.format: text or json.", valueName: "FORMAT"))
         var logFormat = "text"
+        @Option(
+            help: ArgumentHelp(
+                "Export a span per event to this OpenTelemetry collector (its OTLP/HTTP base URL, e.g. http://127.0.0.1:4318).",
+                valueName: "URL"))
+        var tracingEndpoint: String?
 
         var options: DevEnvironment.Options {
             var options = DevEnvironment.Options()
@@ -64,6 +69,7 @@
             options.closeAfter = closeAfter
             options.logLevel = logLevel
             options.logFormat = logFormat
+            options.tracingEndpoint = tracingEndpoint
             return options
         }
 
