@@ -160,7 +160,7 @@ let package = Package(
         .target(
             name: "WorkerTelemetry",
             dependencies: [
-                "Worker",
+                "Worker", "Threading",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "OTel", package: "swift-otel"),

@@ -252,10 +252,10 @@ bench_worker() {
     "$(swift_build -c release --show-bin-path)/WorkerBenchmark"
 }
 
-# Span export's cost: the worker's drain with tracing off and on (every span sampled, posted to
-# scripts/otlp-receiver.py --discard, a sink that answers without decoding), alternated off, on,
-# on, off in one run. CPU per event is the measured worker's own (user + sys over the results).
-# TRACING_BENCH_EVENTS (100,000) sets the backlog.
+# Span export's cost: the worker's drain with tracing off, on with every span sampled, and on at a
+# 5 % sample (posted to scripts/otlp-receiver.py --discard, a sink that answers without decoding),
+# alternated off, 1, 0.05, 0.05, 1, off in one run. CPU per event is the measured worker's own
+# (user + sys over the results). TRACING_BENCH_EVENTS (100,000) sets the backlog.
 bench_tracing() {
     swift_build -c release --product WorkerBenchmark
     local bin venv=.build/peers/venv/bin/python log
@@ -274,16 +274,16 @@ bench_tracing() {
     done
     [ -n "$port" ] || { echo "the OTLP sink did not start: $(cat "$log")" >&2; return 1; }
     local events=${TRACING_BENCH_EVENTS:-100000}
-    for tracing in off on on off; do
-        local endpoint=()
-        [ "$tracing" = on ] && endpoint=(APNS_WORKER_TRACING_ENDPOINT="http://127.0.0.1:$port")
-        echo "== tracing $tracing"
-        env "${endpoint[@]}" WORKER_BENCH_MODES=worker WORKER_BENCH_EVENTS="$events" "$bin" \
+    for sample in off 1 0.05 0.05 1 off; do
+        local tracing=()
+        [ "$sample" != off ] && tracing=(APNS_WORKER_TRACING_ENDPOINT="http://127.0.0.1:$port"
+            APNS_WORKER_TRACING_SAMPLE_RATIO="$sample")
+        env "${tracing[@]}" WORKER_BENCH_MODES=worker WORKER_BENCH_EVENTS="$events" "$bin" \
             | sed -n 's/^json //p' \
             | "$PYTHON" -c 'import json, sys
 for line in sys.stdin:
     run = json.loads(line)
-    print("tracing %s: %.0f events/s, worker CPU %.1f us/event, peak RSS %.0f MiB" % (sys.argv[1], run["rate"], run["cpuSeconds"] / run["results"] * 1e6, run["peakRSSKiB"] / 1024))' "$tracing"
+    print("tracing %-4s: %6.0f events/s, worker CPU %6.1f us/event, peak RSS %4.0f MiB" % (sys.argv[1], run["rate"], run["cpuSeconds"] / run["results"] * 1e6, run["peakRSSKiB"] / 1024))' "$sample"
     done
 }
 

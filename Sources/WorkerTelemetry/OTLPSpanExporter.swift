@@ -26,7 +26,10 @@ extension SpanExporter {
         // The exporter's own problems (a collector unreachable, refusing) in the worker's log.
         var diagnostics = logger
         diagnostics[metadataKey: "subsystem"] = "span-export"
-        configuration.diagnosticLogger = .custom(diagnostics)
+        let throttled = ThrottledLogHandler(base: diagnostics)
+        var throttledLogger = Logger(label: logger.label) { _ in throttled }
+        throttledLogger.logLevel = .warning
+        configuration.diagnosticLogger = .custom(throttledLogger)
         configuration.diagnosticLogLevel = .warning
         let backend = try OTel.makeTracingBackend(configuration: configuration)
         return SpanExport(tracer: backend.factory, service: backend.service)
