@@ -6,39 +6,58 @@ import Worker
 /// warns every time it drops spans ("Spans were dropped this iteration because queue was full"),
 /// many times a second when spans outpace the exporter, which would flood the worker's log. A line
 /// let through after others were held back says how many (`suppressed`).
-struct ThrottledLogHandler: LogHandler {
+package struct ThrottledLogHandler: LogHandler {
     var base: Logger
     let gate: RateLimitedLog
     let held: Locked<[String: Int]>
 
-    init(base: Logger, interval: Duration = .seconds(60)) {
+    package init(base: Logger, interval: Duration = .seconds(60)) {
         self.base = base
         self.gate = RateLimitedLog(interval: interval)
         self.held = Locked([:])
     }
 
-    var logLevel: Logger.Level {
+    package var logLevel: Logger.Level {
         get { base.logLevel }
         set { base.logLevel = newValue }
     }
 
-    var metadata: Logger.Metadata {
+    package var metadata: Logger.Metadata {
         get { base.handler.metadata }
-        set { base.handler.metadata = newValue }
+        set { base.handler.metadata = Self.redacted(newValue) }
     }
 
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    // swift-otel sets what it says about a variable on its logger, not on the line.
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { base[metadataKey: key] }
-        set { base[metadataKey: key] = newValue }
+        set {
+            var metadata = base.handler.metadata
+            metadata[key] = newValue
+            base[metadataKey: key] = Self.redacted(metadata)[key]
+        }
     }
 
-    func log(event: LogEvent) {
+    /// swift-otel says which `OTEL_*` variable it read and its value (`environment_key`,
+    /// `environment_value`, `previous_value`, `new_value`): the value of a variable that may hold a
+    /// secret (`OTEL_EXPORTER_OTLP_HEADERS`: a collector's token) is never written.
+    static func redacted(_ metadata: Logger.Metadata) -> Logger.Metadata {
+        guard let key = metadata["environment_key"]?.description.uppercased(),
+            key.contains("HEADERS") || key.contains("KEY") || key.contains("PASSWORD")
+        else { return metadata }
+        var metadata = metadata
+        for name in ["environment_value", "previous_value", "new_value"] where metadata[name] != nil {
+            metadata[name] = "<redacted>"
+        }
+        return metadata
+    }
+
+    package func log(event: LogEvent) {
         let message = event.message.description
         guard gate.shouldLog(message, now: .now) else {
             held.withLock { $0[message, default: 0] += 1 }
             return
         }
-        var metadata = event.metadata ?? [:]
+        var metadata = Self.redacted(event.metadata ?? [:])
         if let suppressed = held.withLock({ $0.removeValue(forKey: message) }) {
             metadata["suppressed"] = "\(suppressed)"
         }

@@ -126,12 +126,12 @@ package final class OTLPReceiver: Sendable {
         throw lastError ?? TansuBroker.Failure(description: "otlp-receiver did not start")
     }
 
-    /// Every span received so far, in the order received.
+    /// Every span received so far, in the order received (a line still being written waits).
     package func spans() throws -> [Span] {
         let decoder = JSONDecoder()
-        return try (fileText(spansFile) ?? "").split(separator: "\n").map {
-            try decoder.decode(Span.self, from: Data($0.utf8))
-        }
+        let text = fileText(spansFile) ?? ""
+        let complete = text.hasSuffix("\n") ? Substring(text) : text[..<(text.lastIndex(of: "\n") ?? text.startIndex)]
+        return try complete.split(separator: "\n").map { try decoder.decode(Span.self, from: Data($0.utf8)) }
     }
 
     /// The spans, once at least `count` arrived (or `timeout` passed: then what there is).

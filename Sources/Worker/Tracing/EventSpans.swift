@@ -37,11 +37,8 @@ package final class EventSpans: Sendable {
     func begin(
         record: KafkaConsumerMessage, trace: TraceContext, result: EventResult, taken: Date, completed: Date
     ) -> EventSpan {
-        var producer = ServiceContext.topLevel
-        if !trace.headers.isEmpty {
-            tracer.extract(trace.headers, into: &producer, using: KafkaHeaderExtractor())
-        }
-        let linked = !trace.headers.isEmpty
+        let producer = producerContext(trace)
+        let linked = !producer.isEmpty
         let span = tracer.startSpan(
             "process \(record.topic)", context: parent == .producer ? producer : .topLevel, ofKind: .consumer,
             at: Self.instant(taken))
@@ -55,16 +52,29 @@ package final class EventSpans: Sendable {
                 span.setStatus(SpanStatus(code: .error, message: "\(result.outcome.rawValue): \(error)"))
             }
         }
+        // The worker's span, with the producer's `tracestate` when the trace is the producer's (the
+        // tracer carries a parent's state to its child). A tracer that injects no `traceparent` (a
+        // sampler that drops without making a context, `OTEL_PROPAGATORS=none`) leaves the record's
+        // own context to be carried, as without span export.
         var headers: [KafkaHeader] = []
         tracer.inject(span.context, into: &headers, using: KafkaHeaderInjector())
-        // The record's own `tracestate` goes on with the worker's span when the tracer has none to
-        // write (a root span under `.none`); a tracer that writes one has read it from the parent.
-        if !headers.contains(where: { $0.key == TraceContext.stateHeader }),
-            let state = trace.headers.first(where: { $0.key == TraceContext.stateHeader }), parent == .producer
-        {
-            headers.append(state)
+        let carried = headers.contains { $0.key == TraceContext.parentHeader } ? headers : trace.headers
+        return EventSpan(span: span, headers: carried, completed: completed)
+    }
+
+    /// The producer's context as the tracer reads it from the record's carried `traceparent` (and
+    /// `tracestate`); empty when there is none. A `tracestate` this worker carries but the tracer's
+    /// stricter parser refuses (an empty member, upper case in a key) costs only the state: the
+    /// `traceparent` is read alone.
+    private func producerContext(_ trace: TraceContext) -> ServiceContext {
+        var producer = ServiceContext.topLevel
+        guard !trace.headers.isEmpty else { return producer }
+        tracer.extract(trace.headers, into: &producer, using: KafkaHeaderExtractor())
+        if producer.isEmpty, trace.headers.count > 1 {
+            let parentOnly = trace.headers.filter { $0.key == TraceContext.parentHeader }
+            tracer.extract(parentOnly, into: &producer, using: KafkaHeaderExtractor())
         }
-        return EventSpan(span: span, headers: headers.isEmpty ? trace.headers : headers, completed: completed)
+        return producer
     }
 
     /// The messaging conventions' attributes (Kafka), and the push's own.
@@ -77,7 +87,11 @@ package final class EventSpans: Sendable {
         attributes["messaging.consumer.group.name"] = consumerGroup
         attributes["messaging.kafka.offset"] = Int64(record.offset)
         attributes["messaging.message.body.size"] = record.value?.count ?? 0
-        if let id = result.eventID, !id.isEmpty { attributes["messaging.message.id"] = id }
+        // An invalid record's id may be as long as its record: kept only where a degraded result
+        // keeps it, so that a batch of spans stays within what a collector takes.
+        if let id = result.eventID, !id.isEmpty, id.utf8.count <= DeadLetterRecord.degradedKeyLimit {
+            attributes["messaging.message.id"] = id
+        }
         attributes["apns_worker.outcome"] = result.outcome.rawValue
         attributes["apns_worker.attempts"] = result.attempts
         attributes["apns_worker.lane"] = lane

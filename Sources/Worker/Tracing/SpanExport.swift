@@ -20,9 +20,10 @@ package struct SpanExport: Sendable {
 /// `WorkerRuntime.assemble`; the Worker module does not build it, so neither does what builds that
 /// module alone (the fuzz targets, in a sanitized build of their own).
 package struct SpanExporter: Sendable {
-    let make: @Sendable (TracingSettings, Logger) throws -> SpanExport
+    /// The export, or `nil` when the environment turns it off (`OTEL_SDK_DISABLED=true`).
+    let make: @Sendable (TracingSettings, Logger) throws -> SpanExport?
 
-    package init(_ make: @escaping @Sendable (TracingSettings, Logger) throws -> SpanExport) {
+    package init(_ make: @escaping @Sendable (TracingSettings, Logger) throws -> SpanExport?) {
         self.make = make
     }
 
