@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import Worker
@@ -94,5 +95,19 @@ struct ConfigurationTracingTests {
         #expect(misspelt.count == 1)
         #expect(misspelt.first?.contains("tracing.endpiont") == true)
         #expect(misspelt.first?.contains("did you mean endpoint") == true, "\(misspelt)")
+    }
+
+    @Test("check says which OTEL_* variable span export cannot honour, only when span export is on")
+    func checkNamesVariable() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("tracing-\(UUID()).yaml").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Self.yaml("endpoint: http://collector:4318").write(toFile: path, atomically: true, encoding: .utf8)
+        let environment = ["OTEL_PROPAGATORS": "tracecontext,baggage"]
+        let refused = await ConfigurationCheck.run(path: path, environment: environment, offline: true)
+        #expect(refused.problems.count == 1)
+        #expect(refused.problems.first?.hasPrefix("OTEL_PROPAGATORS=tracecontext,baggage: ") == true)
+        try ConfigurationFixtures.minimalYAML.write(toFile: path, atomically: true, encoding: .utf8)
+        let off = await ConfigurationCheck.run(path: path, environment: environment, offline: true)
+        #expect(off.problems.isEmpty)
     }
 }

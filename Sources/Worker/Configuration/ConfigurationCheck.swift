@@ -38,6 +38,9 @@ package struct ConfigurationCheck: Sendable {
         check.problems += fileProblems.map(\.description)
         guard let configuration = read else { return check }
         if fileProblems.isEmpty { check.summary = summary(configuration) }
+        if configuration.tracing.isEnabled, let problem = OTLPEnvironment.problem(environment) {
+            check.problems.append(problem)
+        }
         guard !offline else {
             check.notes.append("offline: key files, secrets and the broker were not checked")
             return check
