@@ -295,8 +295,8 @@ let package = Package(
         .testTarget(
             name: "WorkerIntegrationTests",
             dependencies: [
-                "Worker", "WorkerTelemetry", "WorkerDemo", "Kafka", "APNs", "APNsSimulator", "TestPeers", "ReliabilityMatrix",
-                "JSONSchema",
+                "Worker", "WorkerTelemetry", "WorkerDemo", "Kafka", "APNs", "APNsSimulator", "TestPeers",
+                "ReliabilityMatrix", "JSONSchema",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -149,15 +149,7 @@ package final class OTLPReceiver: Sendable {
     package var log: String { fileText(logFile) ?? "" }
 
     package func shutdown() async {
-        program.signal(SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(5)
-        while program.exitStatus() == nil, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        if program.exitStatus() == nil {
-            program.signal(SIGKILL)
-            _ = program.waitUntilExit()
-        }
+        await program.terminate()
         for file in [spansFile, logFile] { try? FileManager.default.removeItem(atPath: file) }
     }
 }

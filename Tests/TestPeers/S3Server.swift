@@ -74,15 +74,7 @@ package final class S3Server: Sendable {
     package var log: String { fileText(logFile) ?? "" }
 
     package func shutdown() async {
-        program.signal(SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(5)
-        while program.exitStatus() == nil, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        if program.exitStatus() == nil {
-            program.signal(SIGKILL)
-            _ = program.waitUntilExit()
-        }
+        await program.terminate()
         try? FileManager.default.removeItem(atPath: logFile)
     }
 }
@@ -96,15 +88,7 @@ func httpRequest(port: Int, _ head: String) -> String {
     var timeout = timeval(tv_sec: 2, tv_usec: 0)
     _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = UInt16(port).bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
-    }
+    let connected = withLoopbackAddress(port: port) { connect(fd, $0, $1) }
     guard connected == 0 else { return "" }
     let request = Array((head + "Content-Length: 0\r\nConnection: close\r\n\r\n").utf8)
     guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {

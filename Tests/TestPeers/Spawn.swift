@@ -248,6 +248,19 @@ package final class BackgroundProgram: @unchecked Sendable {
 
     /// The exit code (128 + the signal for a killed program) once it has exited, reaping it; `nil`
     /// while it runs.
+    /// SIGTERM, then SIGKILL if it has not exited within `grace`; returns once it has exited.
+    package func terminate(grace: Duration = .seconds(5)) async {
+        signal(SIGTERM)
+        let deadline = ContinuousClock.now + grace
+        while exitStatus() == nil, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        if exitStatus() == nil {
+            signal(SIGKILL)
+            _ = waitUntilExit()
+        }
+    }
+
     package func exitStatus() -> Int32? {
         lock.withLock {
             if let exitCode { return exitCode }

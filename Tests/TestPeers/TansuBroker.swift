@@ -294,13 +294,30 @@ func canBind(_ port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return false }
     defer { close(fd) }
+    return withLoopbackAddress(port: port) { bind(fd, $0, $1) } == 0
+}
+
+/// `body` with `127.0.0.1:port` as a socket address and its length.
+func withLoopbackAddress<T>(port: Int, _ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = UInt16(port).bigEndian
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     return withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    } == 0
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+}
+
+/// A socket listening on `127.0.0.1:port` that never accepts: the kernel completes connections and
+/// takes what is written, and nothing ever answers (a peer that hangs). Close it when done.
+package func silentListener(port: Int) -> Int32? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    guard withLoopbackAddress(port: port, { bind(fd, $0, $1) }) == 0, listen(fd, 16) == 0 else {
+        close(fd)
+        return nil
+    }
+    return fd
 }
 
 /// `text` as one word for `sh`.

@@ -182,18 +182,8 @@ struct SpanExportTests {
         // A listening socket nobody accepts from: the kernel completes the connection and takes the
         // request, and no answer ever comes.
         let port = try freeLoopbackPort()
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let listener = try #require(silentListener(port: port))
         defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        try #require(bound == 0 && listen(listener, 16) == 0)
         let harness = try await Harness.start(partitions: 1)
         defer { Task { await harness.shutdown() } }
         harness.stack.simulator.devices.policy = .accept

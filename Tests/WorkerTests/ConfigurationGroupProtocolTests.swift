@@ -24,12 +24,7 @@ struct ConfigurationGroupProtocolTests {
     }
 
     func errors(_ text: String, environment: [String: String] = [:]) -> [String] {
-        do {
-            _ = try WorkerConfiguration.parse(text, file: "worker.yaml", environment: environment)
-            return []
-        } catch {
-            return error.all.map(\.description)
-        }
+        ConfigurationFixtures.errors(text, environment: environment)
     }
 
     @Test("the default is the classic protocol; consumer is taken and leaves the broker's settings out")

@@ -13,12 +13,7 @@ struct ConfigurationTracingTests {
     }
 
     func errors(_ text: String, environment: [String: String] = [:]) -> [String] {
-        do {
-            _ = try WorkerConfiguration.parse(text, file: "worker.yaml", environment: environment)
-            return []
-        } catch {
-            return error.all.map(\.description)
-        }
+        ConfigurationFixtures.errors(text, environment: environment)
     }
 
     @Test("off by default, and the summary says the trace context is still carried")

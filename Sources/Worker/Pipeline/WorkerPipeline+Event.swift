@@ -51,7 +51,7 @@ extension WorkerPipeline {
             let completedAt = run.completedAt ?? Date()
             let latency = run.latency
             let topic = pipeline.configuration.resultsTopic
-            let trace = TraceContext(headers: run.record.headers)
+            let trace = run.span?.input ?? TraceContext(headers: run.record.headers)
             if let ignored = trace.ignored { pipeline.observer.traceContextIgnored(ignored) }
             // With span export, the worker's span: downstream continues the trace from the push.
             let carried = run.span?.headers ?? trace.headers

@@ -59,7 +59,7 @@ package final class EventSpans: Sendable {
         var headers: [KafkaHeader] = []
         tracer.inject(span.context, into: &headers, using: KafkaHeaderInjector())
         let carried = headers.contains { $0.key == TraceContext.parentHeader } ? headers : trace.headers
-        return EventSpan(span: span, headers: carried, completed: completed)
+        return EventSpan(span: span, input: trace, headers: carried, completed: completed)
     }
 
     /// The producer's context as the tracer reads it from the record's carried `traceparent` (and
@@ -124,6 +124,8 @@ package final class EventSpans: Sendable {
 /// One event's span, from its result final to its result stored.
 struct EventSpan: Sendable {
     let span: any Span
+    /// The record's own context as read when the span was made (the result counts what it ignored).
+    let input: TraceContext
     /// The trace context the dead letter and the result carry: the worker's span.
     let headers: [KafkaHeader]
     let completed: Date

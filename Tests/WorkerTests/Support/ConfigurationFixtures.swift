@@ -1,7 +1,19 @@
 import Foundation
 
+@testable import Worker
+
 /// Configuration texts shared by the configuration tests.
 enum ConfigurationFixtures {
+    /// Every problem `text` (read as worker.yaml) has, as `check` prints them; empty when it loads.
+    static func errors(_ text: String, environment: [String: String] = [:]) -> [String] {
+        do {
+            _ = try WorkerConfiguration.parse(text, file: "worker.yaml", environment: environment)
+            return []
+        } catch {
+            return error.all.map(\.description)
+        }
+    }
+
     /// The smallest valid file: only the required keys.
     static let minimalYAML = """
         kafka:
