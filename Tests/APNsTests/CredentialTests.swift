@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Threading
 
 @testable import APNs
 
@@ -186,6 +187,85 @@ struct TokenTimingTests {
         #expect(try authenticator.currentToken().issuedAt == Self.start)
         wall.set(Double(Self.start) + 3600 + 300)  // corrected an hour ahead
         #expect(try authenticator.currentToken().issuedAt == Self.start + 3600)
+    }
+
+    // The request's token is picked when its headers are encoded, after APNsClient.prepare made sure
+    // the period's token was signed. A connection reaching its switch age as a period turns signs the
+    // next token there; when that failed, the request went out without `authorization` (403
+    // MissingProviderToken) although the connection's own token had minutes left.
+    @Test("a token that cannot be signed: the connection keeps its own until it is an hour old, counted and said")
+    func failedResignKeepsTheBoundToken() throws {
+        let pki = try TestPKI()
+        let failing = Locked(false)
+        let failures = Locked<[String]>([])
+        let key = try APNsSigningKey(
+            pem: try pki.bytes(pki.tokenKey),
+            signing: { key, message in
+                if failing.withLock({ $0 }) { throw OpenSSLError(.signingFailed, "signing failed (test)") }
+                return try key.signES256Deterministic(message)
+            })
+        let wall = SettableWallClock(Double(Self.start) + 5 * 60)
+        let authenticator = try APNsTokenAuthenticator(
+            teamID: "TEAM123456", keyID: "KEY1234567", key: key, wallClock: { wall.now },
+            onSigningFailure: { error, kept in
+                failures.withLock { $0.append("\(error.code) kept \(kept?.issuedAt ?? -1)") }
+            })
+        var encoder = APNsHeaderEncoder(authority: "api.push.apple.com")
+        let request = APNsHTTP2Request(
+            content: .notification(
+                APNsNotification(
+                    deviceToken: try APNsDeviceToken("abcd"), topic: "com.example.app", pushType: .alert,
+                    priority: .immediate, payload: Array("{}".utf8))),
+            tokens: authenticator, deadline: .now(), completion: { _ in })
+        func authorization() -> String? {
+            encoder.headers(for: request).first { $0.name == "authorization" }?.value
+        }
+        let first = try #require(authorization())
+        #expect(first == (try authenticator.currentToken()).authorization)
+
+        // 54 minutes: the connection's switch age; the next period's token cannot be signed.
+        failing.withLock { $0 = true }
+        wall.set(Double(Self.start) + 54 * 60)
+        #expect(authorization() == first, "the connection keeps its token")
+        #expect(authenticator.signingFailures == 1)
+        #expect(failures.withLock { $0 } == ["signingFailed kept \(Self.start)"])
+        // Tried again at most every 10 s, not at every request.
+        wall.set(Double(Self.start) + 54 * 60 + 5)
+        #expect(authorization() == first)
+        #expect(authenticator.signingFailures == 1)
+        wall.set(Double(Self.start) + 54 * 60 + 11)
+        #expect(authorization() == first)
+        #expect(authenticator.signingFailures == 2)
+        // An hour old: APNs would refuse it; nothing to keep.
+        wall.set(Double(Self.start) + 60 * 60)
+        #expect(authorization() == nil)
+        // Signing works again: the next token.
+        failing.withLock { $0 = false }
+        wall.set(Double(Self.start) + 60 * 60 + 1)
+        let next = try #require(authorization())
+        #expect(next != first)
+        #expect(next == (try authenticator.token(issuedAt: Self.start + 1800)).authorization)
+    }
+
+    @Test("a key that cannot sign: currentToken throws signingFailed, counted")
+    func signingFailureCounted() throws {
+        let pki = try TestPKI()
+        let key = try APNsSigningKey(
+            pem: try pki.bytes(pki.tokenKey),
+            signing: { key, message in
+                try key.signES256Deterministic(
+                    message, implementation: DeterministicES256.implementation, tamper: { $0[40] ^= 0x80 })
+            })
+        let authenticator = try APNsTokenAuthenticator(
+            teamID: "TEAM123456", keyID: "KEY1234567", key: key, wallClock: { Double(Self.start) })
+        #expect {
+            try authenticator.currentToken()
+        } throws: { error in
+            (error as? APNsCredentialError)?.code == .signingFailed
+                && "\(error)".contains("did not verify with the key's public key")
+        }
+        #expect(authenticator.signingFailures == 1)
+        #expect(authenticator.tokensSigned == 0)
     }
 
     @Test("a schedule scaled down for tests keeps the same proportions; the shortest is 15 s")

@@ -60,14 +60,38 @@ public final class APNsClient: Sendable {
     /// nothing, when `credential` is of the other kind (token for certificate) or its TLS context
     /// cannot be made.
     public func replaceCredential(_ credential: APNsCredential) throws {
+        replaceCredential(with: try prepareReplacement(credential))
+    }
+
+    /// A credential made ready to replace a client's (its TLS context made), so that the switch
+    /// itself cannot fail: a caller replacing the credential of several clients prepares every one
+    /// first, and switches all of them or none.
+    public struct CredentialReplacement: Sendable {
+        let credential: APNsCredential
+        /// `nil`: the credential is the one in use; nothing to switch.
+        let pool: APNsConnectionPool.Credential?
+    }
+
+    /// Everything `replaceCredential` does that can fail, done and kept; this client is unchanged.
+    /// Throws when `credential` is of the other kind (token for certificate) or its TLS context
+    /// cannot be made.
+    public func prepareReplacement(_ credential: APNsCredential) throws -> CredentialReplacement {
         guard credential.kind == self.credential.kind else {
             throw APNsCredentialError(
                 .badIdentifier, "a \(self.credential.kind) credential cannot be replaced by a \(credential.kind) one")
         }
-        guard credential.identity != self.credential.identity else { return }
-        let poolCredential = try Self.poolCredential(credential, configuration: configuration)
-        current.withLock { $0 = credential }
-        pool.rotate(to: poolCredential)
+        guard credential.identity != self.credential.identity else {
+            return CredentialReplacement(credential: credential, pool: nil)
+        }
+        return CredentialReplacement(
+            credential: credential, pool: try Self.poolCredential(credential, configuration: configuration))
+    }
+
+    /// `replaceCredential` with what `prepareReplacement` made: it cannot fail.
+    public func replaceCredential(with replacement: CredentialReplacement) {
+        guard let pool = replacement.pool else { return }
+        current.withLock { $0 = replacement.credential }
+        self.pool.rotate(to: pool)
     }
 
     private static func poolCredential(_ credential: APNsCredential, configuration: APNsClientConfiguration) throws

@@ -8,12 +8,23 @@ internal import COpenSSL
 
 /// The `.p8` key Apple issues for token authentication: an ECDSA P-256 private key in PKCS#8 PEM.
 public final class APNsSigningKey: @unchecked Sendable {
-    // @unchecked Sendable: the EVP_PKEY is immutable after loading; each signature uses its own
-    // EVP_MD_CTX, and APNsTokenAuthenticator signs under its lock anyway.
+    // @unchecked Sendable: the EVP_PKEY is immutable after loading, and each signature makes its own
+    // contexts (HMAC, big numbers, digest), so signatures on several threads share no mutable state.
     let key: OpenSSLPrivateKey
+    /// How the key signs a message: ES256 with RFC 6979's nonce, verified before it is returned. A
+    /// seam: tests put a signer that fails in its place.
+    private let sign: @Sendable (OpenSSLPrivateKey, [UInt8]) throws -> [UInt8]
 
     /// Reads the PEM text of a `.p8` file. Refuses any key that is not on P-256.
-    public init(pem: [UInt8]) throws(APNsCredentialError) {
+    public convenience init(pem: [UInt8]) throws(APNsCredentialError) {
+        try self.init(pem: pem, signing: { key, message in try key.signES256Deterministic(message) })
+    }
+
+    /// For tests: the key signs through `sign`.
+    init(pem: [UInt8], signing sign: @escaping @Sendable (OpenSSLPrivateKey, [UInt8]) throws -> [UInt8])
+        throws(APNsCredentialError)
+    {
+        self.sign = sign
         // What a wrong file most often is, said in words rather than as OpenSSL's decoder error.
         let text = String(decoding: pem.prefix(4096), as: UTF8.self)
         if text.contains("-----BEGIN PUBLIC KEY-----") {
@@ -45,11 +56,21 @@ public final class APNsSigningKey: @unchecked Sendable {
         try self.init(pem: try readFile(path))
     }
 
+    /// Whether `other` is the same key: the same public key, whatever the PEM text it was read from
+    /// (PKCS#8 or SEC 1, other line breaks).
+    public func isSameKey(as other: APNsSigningKey) -> Bool {
+        key.withPointer { mine in other.key.withPointer { theirs in EVP_PKEY_eq(mine, theirs) == 1 } }
+    }
+
     /// ES256 signature in JOSE form (r || s), deterministic (RFC 6979): the same bytes for the same
     /// message wherever it is signed.
     func signDeterministic(_ message: [UInt8]) throws(APNsCredentialError) -> [UInt8] {
         do {
-            return try key.signES256Deterministic(message)
+            return try sign(key, message)
+        } catch let error as OpenSSLError where error.code == .signatureUnverified {
+            throw APNsCredentialError(
+                .signingFailed, "the ES256 signature made did not verify with the key's public key, and was not used",
+                openSSL: error)
         } catch let error as OpenSSLError {
             throw APNsCredentialError(.signingFailed, "ES256 signing failed", openSSL: error)
         } catch {

@@ -26,6 +26,9 @@ public final class APNsTokenAuthenticator: Sendable {
     /// Called (outside any lock) when the wall clock moved against the monotonic one by this many
     /// seconds (30 or more) since the last look: a clock stepped, or a pod resumed.
     private let onClockJump: (@Sendable (Int64) -> Void)?
+    /// Called (outside any lock) when a token could not be signed, with why and the token the
+    /// connection keeps meanwhile (`nil`: it has none it may keep, and its request goes without).
+    private let onSigningFailure: (@Sendable (APNsCredentialError, APNsProviderToken?) -> Void)?
     /// A pthread mutex (visible to ThreadSanitizer, unlike Synchronization.Mutex's futex).
     private let state = Locked(State())
 
@@ -38,17 +41,28 @@ public final class APNsTokenAuthenticator: Sendable {
         /// The wall clock minus the monotonic one at the last look, and the jumps seen.
         var offset: Int64?
         var clockJumps = 0
+        /// Tokens that could not be signed, and the last failure: the `iat` tried and when
+        /// (monotonic seconds), so that a connection keeping its token retries at most every
+        /// `signingRetryInterval`.
+        var signingFailures = 0
+        var lastFailure: (issuedAt: Int64, at: Int64)?
     }
+
+    /// Seconds between two attempts to sign a token that could not be signed, while connections keep
+    /// the token they have.
+    static let signingRetryInterval: Int64 = 10
 
     /// Uses the system's wall clock, and its monotonic clock for how long a connection kept a token.
     public convenience init(
         teamID: String, keyID: String, key: APNsSigningKey, schedule: APNsTokenSchedule = .apple,
-        onClockJump: (@Sendable (Int64) -> Void)? = nil
+        onClockJump: (@Sendable (Int64) -> Void)? = nil,
+        onSigningFailure: (@Sendable (APNsCredentialError, APNsProviderToken?) -> Void)? = nil
     ) throws(APNsCredentialError) {
         let start = ContinuousClock.now
         try self.init(
             teamID: teamID, keyID: keyID, key: key, schedule: schedule, wallClock: { Date().timeIntervalSince1970 },
-            monotonic: { (ContinuousClock.now - start).components.seconds }, onClockJump: onClockJump)
+            monotonic: { (ContinuousClock.now - start).components.seconds }, onClockJump: onClockJump,
+            onSigningFailure: onSigningFailure)
     }
 
     /// For tests: the wall clock follows `clock`, from `epochNow` at this call.
@@ -69,7 +83,8 @@ public final class APNsTokenAuthenticator: Sendable {
     public init(
         teamID: String, keyID: String, key: APNsSigningKey, schedule: APNsTokenSchedule = .apple,
         wallClock: @escaping @Sendable () -> Double, monotonic: (@Sendable () -> Int64)? = nil,
-        onClockJump: (@Sendable (Int64) -> Void)? = nil
+        onClockJump: (@Sendable (Int64) -> Void)? = nil,
+        onSigningFailure: (@Sendable (APNsCredentialError, APNsProviderToken?) -> Void)? = nil
     ) throws(APNsCredentialError) {
         for (name, value) in [("team id", teamID), ("key id", keyID)] {
             let isAlphanumeric: (UInt8) -> Bool = {
@@ -86,9 +101,15 @@ public final class APNsTokenAuthenticator: Sendable {
         self.wallClock = wallClock
         self.monotonic = monotonic ?? { Int64(wallClock().rounded(.down)) }
         self.onClockJump = onClockJump
+        self.onSigningFailure = onSigningFailure
     }
 
     private var now: Int64 { Int64(wallClock().rounded(.down)) }
+
+    /// Whether `other` signs with the same key (its public key; the ids are not compared).
+    public func hasSameKey(as other: APNsTokenAuthenticator) -> Bool {
+        key.isSameKey(as: other.key)
+    }
 
     /// The token a new connection, or a request on no connection of its own, uses now: the current
     /// period's (signed now if it is the first use of it).
@@ -97,9 +118,12 @@ public final class APNsTokenAuthenticator: Sendable {
     }
 
     /// The token of a connection that has used `binding`'s so far (`nil`: none yet), and `binding`
-    /// updated: it keeps its token until the schedule's switch age, then takes the current one. `nil`
-    /// when a token cannot be signed (the key is unusable: `currentToken()` says why). A connection
-    /// keeps its binding itself, so a request that reuses its token takes no lock.
+    /// updated: it keeps its token until the schedule's switch age, then takes the current one. When
+    /// the current one cannot be signed, the connection keeps its token while that is younger than
+    /// the schedule's `maximumAge` (APNs refuses a token an hour old), and signing is tried again
+    /// every `signingRetryInterval`; each failure is counted and said through `onSigningFailure`.
+    /// `nil` only when there is no token to keep (the key is unusable: `currentToken()` says why). A
+    /// connection keeps its binding itself, so a request that reuses its token takes no lock.
     ///
     /// How long the connection has kept its token is measured on the monotonic clock: it never
     /// changes it before `APNsTokenSchedule.minimumKeep` (22 minutes) there, however the wall clock
@@ -118,12 +142,25 @@ public final class APNsTokenAuthenticator: Sendable {
             // A wall clock stepped back has nothing newer to offer: the token stays (APNs judges its
             // age by its own clock; the step says this pod's was ahead).
             guard issuedAt > bound.token.issuedAt else { return bound.token }
-            guard let token = try? token(issuedAt: issuedAt) else { return nil }
+            let young = now - bound.token.issuedAt < schedule.maximumAge
+            let next: APNsProviderToken
+            do {
+                guard
+                    let signed = try token(
+                        issuedAt: issuedAt, retryingAfterFailureAt: mono, keeping: young ? bound.token : nil)
+                else { return bound.token }
+                next = signed
+            } catch {
+                return young ? bound.token : nil
+            }
             state.withLock { $0.switches += 1 }
-            binding = APNsTokenBinding(token: token, since: mono, ageAtFirstUse: now - issuedAt, offset: now - mono)
-            return token
+            binding = APNsTokenBinding(token: next, since: mono, ageAtFirstUse: now - issuedAt, offset: now - mono)
+            return next
         }
-        guard let token = try? token(issuedAt: schedule.currentIssuedAt(now: now)) else { return nil }
+        guard
+            let token = try? token(
+                issuedAt: schedule.currentIssuedAt(now: now), retryingAfterFailureAt: nil, keeping: nil)
+        else { return nil }
         binding = APNsTokenBinding(
             token: token, since: mono, ageAtFirstUse: now - token.issuedAt, offset: now - mono)
         return token
@@ -142,13 +179,44 @@ public final class APNsTokenAuthenticator: Sendable {
         if let jump { onClockJump?(jump) }
     }
 
-    /// The token of `issuedAt`: the same bytes for the same key and `iat`, wherever it is signed.
+    /// The token of `issuedAt` for a connection: `nil` when signing it failed less than
+    /// `signingRetryInterval` before `mono` (the connection keeps its token without trying again);
+    /// a failure is counted and said, with the token the connection keeps (`keeping`).
+    private func token(issuedAt: Int64, retryingAfterFailureAt mono: Int64?, keeping: APNsProviderToken?)
+        throws(APNsCredentialError) -> APNsProviderToken?
+    {
+        if let mono, keeping != nil {
+            let wait = state.withLock { state -> Bool in
+                guard state.tokens[issuedAt] == nil, let failure = state.lastFailure, failure.issuedAt == issuedAt
+                else { return false }
+                return mono - failure.at < Self.signingRetryInterval
+            }
+            if wait { return nil }
+        }
+        do {
+            return try token(issuedAt: issuedAt)
+        } catch {
+            let at = monotonic()
+            state.withLock { $0.lastFailure = (issuedAt, at) }
+            onSigningFailure?(error, keeping)
+            throw error
+        }
+    }
+
+    /// The token of `issuedAt`: the same bytes for the same key and `iat`, wherever it is signed. A
+    /// failure to sign is counted (`signingFailures`).
     public func token(issuedAt: Int64) throws(APNsCredentialError) -> APNsProviderToken {
         if let token = state.withLock({ $0.tokens[issuedAt] }) { return token }
         let header = #"{"alg":"ES256","kid":"\#(keyID)"}"#
         let claims = #"{"iss":"\#(teamID)","iat":\#(issuedAt)}"#
         let signingInput = base64URL(Array(header.utf8)) + "." + base64URL(Array(claims.utf8))
-        let signature = try key.signDeterministic(Array(signingInput.utf8))
+        let signature: [UInt8]
+        do {
+            signature = try key.signDeterministic(Array(signingInput.utf8))
+        } catch {
+            state.withLock { $0.signingFailures += 1 }
+            throw error
+        }
         let offset = now - monotonic()
         let token = APNsProviderToken(
             jwt: signingInput + "." + base64URL(signature), issuedAt: issuedAt, keyID: keyID)
@@ -166,6 +234,9 @@ public final class APNsTokenAuthenticator: Sendable {
 
     /// How many distinct tokens this authenticator has signed (one per period in use).
     public var tokensSigned: Int { state.withLock { $0.signed } }
+
+    /// How many times a token could not be signed.
+    public var signingFailures: Int { state.withLock { $0.signingFailures } }
 
     /// How many times a connection went from its token to a newer one.
     public var tokenSwitches: Int { state.withLock { $0.switches } }

@@ -34,6 +34,11 @@ public struct APNsTokenSchedule: Sendable, Hashable {
     /// a clock that never jumps, it holds whatever the wall clock does.
     public var minimumKeep: Int64 { switchAge - period - adoptionDelay }
 
+    /// The oldest a token may be and still be sent, in seconds: APNs refuses one an hour old
+    /// (ExpiredProviderToken). Two periods: 60 minutes with Apple's figures. A connection whose next
+    /// token cannot be signed keeps its own until then.
+    public var maximumAge: Int64 { period * 2 }
+
     /// Apple's figures: one token per 30 minutes.
     public static let apple = APNsTokenSchedule(periodSeconds: 1800)
 

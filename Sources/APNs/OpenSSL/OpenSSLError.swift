@@ -15,6 +15,8 @@ public struct OpenSSLError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let keyUnreadable = Code(rawValue: "keyUnreadable")
         public static let keyNotP256 = Code(rawValue: "keyNotP256")
         public static let signingFailed = Code(rawValue: "signingFailed")
+        /// A signature made did not verify with the key's public half (and was not used).
+        public static let signatureUnverified = Code(rawValue: "signatureUnverified")
         public static let certificateUnreadable = Code(rawValue: "certificateUnreadable")
         public static let pkcs12Unreadable = Code(rawValue: "pkcs12Unreadable")
         public static let contextSetupFailed = Code(rawValue: "contextSetupFailed")
