@@ -163,9 +163,7 @@ package enum WorkerRuntime {
             for (credential, environment, statistics) in APNsSender.poolStatistics(of: senders) {
                 metrics.setAPNsPool(credential: credential, environment: environment.rawValue, statistics)
             }
-            for (keyID, figures) in authenticators.figures {
-                metrics.setProviderTokens(keyID: keyID, signed: figures.signed, switches: figures.switches)
-            }
+            metrics.setProviderTokens(of: authenticators)
             metrics.setClockJumps(authenticators.clockJumps)
         }
         let operations = OperationsServer(

@@ -443,7 +443,7 @@ struct OperationsServerTests {
             pool.waitingRequests = 3
             pool.retiredConnections = ["TooManyProviderTokenUpdates": scrape]
             metrics.setAPNsPool(credential: "app", environment: "production", pool)
-            metrics.setProviderTokens(keyID: "KEY1234567", signed: 1 + scrape, switches: 2 * scrape)
+            metrics.setProviderTokens(keyID: "KEY1234567", signed: 1 + scrape, switches: 2 * scrape, signingFailures: 0)
         }
         try await withServer(health: HealthState(), registry: registry, beforeScrape: sample) { port in
             let answer = try await request(port, "/metrics")

@@ -18,11 +18,35 @@ extension WorkerMetrics {
     }
 
     /// A provider-token key's figures since start (`TokenAuthenticators.figures`), at a scrape: tokens
-    /// signed, and connections that moved to a newer token. A fleet on the shared schedule signs one
-    /// token a period in every pod, whatever its connections.
-    package func setProviderTokens(keyID: String, signed: Int, switches: Int) {
+    /// signed, connections that moved to a newer token, and tokens that could not be signed. A fleet
+    /// on the shared schedule signs one token a period in every pod, whatever its connections.
+    package func setProviderTokens(keyID: String, signed: Int, switches: Int, signingFailures: Int) {
         advance("apns_worker_apns_provider_tokens_signed_total", [("key_id", keyID)], to: signed)
         advance("apns_worker_apns_provider_token_switches_total", [("key_id", keyID)], to: switches)
+        advance("apns_worker_apns_provider_token_signing_failures_total", [("key_id", keyID)], to: signingFailures)
+    }
+
+    /// Every key's provider-token figures at a scrape (`TokenAuthenticators.figures()`); the series of
+    /// key ids no credential uses any more are taken out.
+    package func setProviderTokens(of authenticators: TokenAuthenticators) {
+        let (figures, gone) = authenticators.figures()
+        for (keyID, figures) in figures {
+            setProviderTokens(
+                keyID: keyID, signed: figures.signed, switches: figures.switches,
+                signingFailures: figures.signingFailures)
+        }
+        for keyID in gone { removeProviderTokens(keyID: keyID) }
+    }
+
+    /// A key id no credential uses any more (rotated away, its last connection replaced): its
+    /// provider-token series leave `/metrics`.
+    package func removeProviderTokens(keyID: String) {
+        for name in [
+            "apns_worker_apns_provider_tokens_signed_total", "apns_worker_apns_provider_token_switches_total",
+            "apns_worker_apns_provider_token_signing_failures_total",
+        ] {
+            removeCounter(name, [("key_id", keyID)])
+        }
     }
 
     /// Connections of a credential's pools retired because APNs would not take their provider token

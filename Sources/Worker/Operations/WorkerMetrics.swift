@@ -72,6 +72,8 @@ package final class WorkerMetrics: Sendable {
         "apns_worker_apns_requests_waiting": "Requests waiting for a free stream per APNs pool.",
         "apns_worker_apns_provider_tokens_signed_total": "Provider tokens signed per key (one a period).",
         "apns_worker_apns_provider_token_switches_total": "Connections moved to a newer token, per key.",
+        "apns_worker_apns_provider_token_signing_failures_total":
+            "Provider tokens that could not be signed (or whose signature did not verify), per key: no token was sent.",
         "apns_worker_apns_connections_retired_total":
             "Connections retired: APNs refused their token, or their credential was reloaded.",
         "apns_worker_wall_clock_jumps_total":
@@ -380,6 +382,15 @@ package final class WorkerMetrics: Sendable {
             cache[key] = counter
             return counter
         }
+    }
+
+    /// Takes a counter's series out of the registry (and forgets its scraped total): it is made
+    /// again at 0 if it is counted again.
+    func removeCounter(_ name: String, _ labels: [(String, String)]) {
+        let key = SeriesKey(name: name, labels: labels.flatMap { [$0.0, $0.1] })
+        let removed = counters.withLock { $0.removeValue(forKey: key) }
+        scrapedTotals.withLock { $0[key] = nil }
+        removed?.destroy()
     }
 
     func gauge(_ name: String, _ labels: [(String, String)]) -> CoreMetrics.Gauge {

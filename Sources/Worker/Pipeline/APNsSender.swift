@@ -181,11 +181,53 @@ package final class APNsSender: NotificationSending {
 
     /// The credential of configuration entry `index` is `credential` from now on (its files were
     /// reloaded): clients made from now on use it, and each existing client's new connections do,
-    /// its open ones moving to it gradually (`APNsClient.replaceCredential`).
+    /// its open ones moving to it gradually (`APNsClient.replaceCredential`). All of this sender's
+    /// clients switch, or (it throws) none.
     package func replaceCredential(at index: Int, with credential: APNsCredential) throws {
-        credentials.withLock { $0[index] = credential }
+        switchCredential(try prepareCredential(credential, at: index))
+    }
+
+    /// A credential made ready for every client of one configuration entry: `switchCredential`
+    /// then cannot fail.
+    package struct PreparedCredential: Sendable {
+        fileprivate let index: Int
+        fileprivate let credential: APNsCredential
+        fileprivate let clients: [ObjectIdentifier: APNsClient.CredentialReplacement]
+    }
+
+    /// Everything replacing entry `index`'s credential takes that can fail (each client's TLS
+    /// context), done for every client there is now; nothing is switched. A caller switching
+    /// several senders (the lanes') prepares each first and switches all or none.
+    package func prepareCredential(_ credential: APNsCredential, at index: Int) throws -> PreparedCredential {
         let clients = self.clients.withLock { clients in clients.filter { $0.key.route == index }.map(\.value) }
-        for client in clients { try client.replaceCredential(credential) }
+        var prepared: [ObjectIdentifier: APNsClient.CredentialReplacement] = [:]
+        for client in clients { prepared[ObjectIdentifier(client)] = try client.prepareReplacement(credential) }
+        return PreparedCredential(index: index, credential: credential, clients: prepared)
+    }
+
+    /// Switches entry `index` to the prepared credential: new clients use it from now on, existing
+    /// ones move to it. A client made between `prepareCredential` and this (a first notification
+    /// for another environment) is replaced here, and one that cannot be is logged: it keeps the
+    /// credential it was made with until the next reload.
+    package func switchCredential(_ prepared: PreparedCredential) {
+        credentials.withLock { $0[prepared.index] = prepared.credential }
+        let clients = self.clients.withLock { clients in
+            clients.filter { $0.key.route == prepared.index }.map(\.value)
+        }
+        for client in clients {
+            if let replacement = prepared.clients[ObjectIdentifier(client)] {
+                client.replaceCredential(with: replacement)
+                continue
+            }
+            do {
+                try client.replaceCredential(prepared.credential)
+            } catch {
+                let name = routes[prepared.index].settings.name
+                logger.error(
+                    "credential \(name): a client made during its reload cannot take the new credential (\(error)); it keeps the one before",
+                    metadata: ["credential": "\(name)"])
+            }
+        }
     }
 
     /// Each client's pool as it is now: one per (credential, environment) that has sent something.

@@ -65,6 +65,15 @@ package struct CredentialFileWatch: Sendable {
         problem = nil
     }
 
+    /// The files loaded but the credential could not be put in use (`why`: not the files' fault, a
+    /// TLS context that could not be made): the credential in use stays, and the same files are
+    /// loaded again at the next reading. Whether `why` is new (to be said; not when it is the
+    /// reason already reported).
+    package mutating func switchFailed(why: String) -> Bool {
+        defer { problem = why }
+        return problem != why
+    }
+
     /// `files` did not load (`why`); the credential in use stays.
     package mutating func failed(_ files: CredentialFiles, why: String) {
         reported = .files(files)

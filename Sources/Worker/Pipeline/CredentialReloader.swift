@@ -106,20 +106,16 @@ package final class CredentialReloader: Service, Sendable {
             metrics.credentialReloaded(name, success: false)
             report(problem: "\(why); the credential loaded before stays in use", for: name)
         case .load(let files):
+            let credential: APNsCredential
             do {
-                let credential = try APNsSender.load(
+                credential = try APNsSender.load(
                     entry.settings, environment: environment, namingCredential: false,
                     authenticators: authenticators, files: files)
-                for sender in senders { try sender.replaceCredential(at: entry.index, with: credential) }
-                watches.withLock { $0[entry.index]!.loaded(files) }
-                metrics.credentialReloaded(name, success: true)
-                report(problem: nil, for: name)
-                logger.notice(
-                    "credential \(name): reloaded from its files (\(Self.describe(credential))); new connections use it, open ones move to it one at a time",
-                    metadata: metadata)
-                if case .certificate(let identity) = credential, let validity = identity.validity {
-                    WorkerRuntime.checkCertificates(
-                        [(name, validity)], now: Date(), metrics: metrics, observer: observer, logger: logger)
+                if let senderInUse = senders.first,
+                    let why = Self.newKeyUnderOldID(
+                        credential, replacing: senderInUse.credential(at: entry.index), settings: entry.settings)
+                {
+                    throw APNsCredentialError(.badIdentifier, why)
                 }
             } catch {
                 let why = (error as? APNsCredentialError)?.description ?? "\(error)"
@@ -130,8 +126,57 @@ package final class CredentialReloader: Service, Sendable {
                 metrics.credentialReloaded(name, success: false)
                 report(
                     problem: "the new files do not load (\(why)); the credential loaded before stays in use", for: name)
+                return
+            }
+            // Every lane's clients made ready first (their TLS contexts), then all switched: a
+            // failure leaves every lane on the credential before, never some on each.
+            let prepared: [APNsSender.PreparedCredential]
+            do {
+                prepared = try senders.map { try $0.prepareCredential(credential, at: entry.index) }
+            } catch {
+                let why = (error as? APNsCredentialError)?.description ?? "\(error)"
+                // Not the files' fault: tried again at the next reading, said once per reason.
+                guard watches.withLock({ $0[entry.index]!.switchFailed(why: why) }) else { return }
+                logger.error(
+                    "credential \(name): its new files load but cannot be put in use (\(why)); the credential loaded before stays in use everywhere, and the switch is tried again every \(interval)",
+                    metadata: metadata)
+                metrics.credentialReloaded(name, success: false)
+                report(
+                    problem: "the new files cannot be put in use (\(why)); the credential loaded before stays in use",
+                    for: name)
+                return
+            }
+            for (sender, prepared) in zip(senders, prepared) { sender.switchCredential(prepared) }
+            watches.withLock { $0[entry.index]!.loaded(files) }
+            metrics.credentialReloaded(name, success: true)
+            report(problem: nil, for: name)
+            logger.notice(
+                "credential \(name): reloaded from its files (\(Self.describe(credential))); new connections use it, open ones move to it one at a time",
+                metadata: metadata)
+            if case .certificate(let identity) = credential, let validity = identity.validity {
+                WorkerRuntime.checkCertificates(
+                    [(name, validity)], now: Date(), metrics: metrics, observer: observer, logger: logger)
             }
         }
+    }
+
+    /// Why a reloaded token key cannot be used, when its key changed and its id did not: APNs knows
+    /// a key by its id, and refuses tokens signed by another key under it (403
+    /// InvalidProviderToken), so every connection replaced after such a reload would fail its pushes.
+    /// Apple issues every key with an id of its own. The same key in other PEM text is no change.
+    static func newKeyUnderOldID(
+        _ loaded: APNsCredential, replacing inUse: APNsCredential, settings: CredentialSettings
+    ) -> String? {
+        guard case .token(let new) = loaded, case .token(let old) = inUse, new.keyID == old.keyID,
+            !new.hasSameKey(as: old), case .token(let token) = settings.kind
+        else { return nil }
+        let where_: String
+        switch token.keyID {
+        case .value: where_ = "keyId is fixed to \(old.keyID) in the configuration"
+        case .file(let path): where_ = "keyIdFile \(path) still says \(old.keyID)"
+        }
+        return
+            "the key file holds another key but \(where_): APNs would refuse the new key under the old id (403 InvalidProviderToken); a new key comes with its own id: give it in keyIdFile beside the key (both in the Secret), or set the new keyId and restart"
     }
 
     private func report(problem: String?, for name: String) {

@@ -145,6 +145,71 @@ extension Scenario {
         if !problems.isEmpty { throw ScenarioFailure(problems.joined(separator: "; ")) }
     }
 
+    /// The Secret updated before the ConfigMap: the key file replaced by a new key while `keyId` in
+    /// the configuration still names the old one.
+    static let newKeyUnderFixedID = Scenario(
+        "a new key under a fixed keyId", .apns, brokers: [.mock], partitions: 4,
+        shows: """
+            One `apns-worker run` with `keyId` fixed in its configuration and its key read from a file             re-read every second pushes a steady 30 events/s; after 4 s the key file is replaced by a new             key of the team (which APNs knows under another id), and connections are replaced every             second. The new key is refused at the reload, said once, and never used: the old key signs             every push, APNs refuses none (no 403 InvalidProviderToken), and every event has its result.
+            """
+    ) { rig, scale in
+        let newKey = P256.Signing.PrivateKey()
+        try await rig.restartSimulator(after: .zero) { configuration in
+            configuration.tokenKeys.append(
+                ProviderTokenKey(teamID: EmbeddedStack.teamID, keyID: rotatedKeyID, publicKey: newKey.publicKey))
+        }
+        rig.pace()
+        let secret = rig.stack.directory + "/fixed-id-secret"
+        try FileManager.default.createDirectory(atPath: secret, withIntermediateDirectories: true)
+        let keyFile = secret + "/AuthKey.p8"
+        try FileManager.default.copyItem(atPath: rig.stack.keyFile, toPath: keyFile)
+        let stackKeyFile = "keyFile: \"\(rig.stack.keyFile)\""
+        let process = try rig.startProcess(
+            environment: [
+                "APNS_WORKER_APNS_CREDENTIAL_RELOAD_INTERVAL": "1s",
+                "APNS_WORKER_APNS_CONNECTION_REPLACE_INTERVAL": "1s",
+            ],
+            rewrite: { text in
+                precondition(text.contains(stackKeyFile), "the stack's configuration names its key file so")
+                return text.replacingOccurrences(of: stackKeyFile, with: "keyFile: \"\(keyFile)\"")
+            })
+        let seconds = scale.events >= Scale.full.events ? 30.0 : 14.0
+        let started = ContinuousClock.now
+        var produced = 0
+        var tick = 0
+        var swapped = false
+        while ContinuousClock.now - started < .seconds(seconds) || produced < scale.events {
+            if !swapped, ContinuousClock.now - started >= .seconds(4) {
+                try Data(newKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyFile), options: .atomic)
+                swapped = true
+            }
+            tick += 1
+            let batch = rig.mixedBatch(15, seed: UInt64(5000 + tick))
+            try await rig.produce(batch.records)
+            produced += batch.records.count
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        rig.faultCleared()
+        try await rig.waitForResults(produced, within: 60)
+        let observation = rig.simulator.observation
+        let refused = process.stdout.components(separatedBy: "InvalidProviderToken").count - 1
+        rig.logger.notice(
+            "new key under a fixed keyId",
+            metadata: [
+                "events": "\(produced)", "403": "\(observation.count(status: 403))",
+                "refusals logged": "\(refused)",
+                "pushes with the new key's id": "\(observation.providerTokens(keyID: rotatedKeyID).distinctTokens)",
+            ])
+        var problems: [String] = []
+        if observation.count(status: 403) > 0 {
+            problems.append("APNs refused \(observation.count(status: 403)) pushes with 403")
+        }
+        if refused != 1 {
+            problems.append("the new key under the old id was logged as refused \(refused) times, not once")
+        }
+        if !problems.isEmpty { throw ScenarioFailure(problems.joined(separator: "; ")) }
+    }
+
     /// The `kid` of a recorded request's provider token.
     static func keyID(_ record: NotificationRecord) -> String? {
         record.headers.first(where: { $0.name == "authorization" }).flatMap {

@@ -7,7 +7,7 @@ import WorkerDemo
 
 extension Scenario {
     /// Every scenario of the matrix, in the order the table lists them.
-    package static let all: [Scenario] = kafka + apns + process + [fleet, keyRotation]
+    package static let all: [Scenario] = kafka + apns + process + [fleet, keyRotation, newKeyUnderFixedID]
 
     /// The short run `make test` includes: one of each kind of fault, each on the broker where only a
     /// real peer shows it. The pipeline's own decisions under rebalances, losses, crashes and refused
@@ -20,6 +20,7 @@ extension Scenario {
         ("Kafka unreachable, then back", [.tansu]), ("rebalance in a retry storm", [.mock]),
         ("APNs path black-holed", [.mock]), ("SIGKILL at random points", [.tansu]),
         ("SIGKILL at random points, with lanes", [.mock]), ("a token key rotated while events flow", [.mock]),
+        ("a new key under a fixed keyId", [.mock]),
     ]
 
     // MARK: Kafka
