@@ -156,32 +156,35 @@ extension WorkerPipeline {
             }
         }
         let stored = KnownProgress.read(committed: committed, fromTopic: fromTopic)
-        var read = stored.known
         for problem in stored.unreadable {
             logger.warning(
                 "\(problem.partition): the committed offset's metadata is \(problem.error); ignored, so every record from offset \(problem.committed) on is run"
             )
         }
-        await refuseUntrue(&read, consumer: consumer)
-        return KnownProgress.starting(
-            partitions, committed: committed.mapValues(\.offset), read: read, owed: owedHere)
+        let starting = StartingProgress(
+            partitions: partitions, committed: committed.mapValues(\.offset), read: stored.known, owed: owedHere,
+            bounds: DoneRecordBounds(maxInFlight: configuration.maxInFlight, maxParked: configuration.maxParked))
+        let tops = starting.tops
+        let ends =
+            tops.isEmpty
+            ? [:] : await PartitionEnds.of(tops, consumer: consumer, reader: consumerConfiguration, logger: logger)
+        let decision = starting.decided(ends: ends)
+        reportRefused(decision.refused, ends: ends, bounds: starting.bounds)
+        return decision.progress
     }
 
-    /// Done records read back that cannot be true (`DoneRecordBounds`: past the partition's end,
-    /// more left not done inside them than a writer could have had unfinished) are refused, counted
-    /// and dropped: every event from the committed offset on is run.
-    private func refuseUntrue(_ read: inout [KafkaTopicPartition: KnownProgress], consumer: KafkaConsumer) async {
-        let tops = read.compactMapValues { $0.done.ranges.last?.upperBound }
-        guard !tops.isEmpty else { return }
-        let bounds = DoneRecordBounds(maxInFlight: configuration.maxInFlight, maxParked: configuration.maxParked)
-        let ends = await PartitionEnds.of(tops, consumer: consumer, reader: consumerConfiguration, logger: logger)
-        for (partition, known) in read {
-            guard let refusal = bounds.refusal(of: known, end: ends[partition]) else { continue }
-            observer.doneRecordsRefused(refusal)
+    /// Done records that cannot be true (`DoneRecordBounds`: past the partition's end, more left not
+    /// done inside them than a writer could have had unfinished) were refused: counted and logged;
+    /// every event from the committed offset on is run.
+    private func reportRefused(
+        _ refused: [StartingProgress.Refused], ends: [KafkaTopicPartition: Int64], bounds: DoneRecordBounds
+    ) {
+        for refusal in refused {
+            let known = refusal.known
+            observer.doneRecordsRefused(refusal.refusal)
             logger.warning(
-                "\(partition): the done records read back (committed \(known.committed), \(known.done.count) done up to \(tops[partition] ?? 0)) cannot be true: \(refusal == .pastEnd ? "the partition ends at \(ends[partition] ?? 0)" : "more than \(bounds.maxGaps) offsets left not done inside them"); ignored, so every record from offset \(known.committed) on is run"
+                "\(refusal.partition): the done records read back (committed \(known.committed), \(known.done.count) done up to \(known.done.ranges.last?.upperBound ?? 0)) cannot be true: \(refusal.refusal == .pastEnd ? "the partition ends at \(ends[refusal.partition] ?? 0)" : "more than \(bounds.maxGaps) offsets left not done inside them"); ignored, so every record from offset \(known.committed) on is run"
             )
-            read[partition]?.done = OffsetRanges()
         }
     }
 }
