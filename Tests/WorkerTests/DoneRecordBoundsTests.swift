@@ -24,6 +24,21 @@ struct DoneRecordBoundsUnitTests {
         #expect(bounds.refusal(of: known(5, [6..<1_000_000]), end: nil) == nil, "long ranges, few gaps: trusted")
     }
 
+    // Under read_committed an aborted transaction leaves a stretch of offsets with no record, and
+    // compaction leaves many: a writer with one event in flight below such a stretch and the events
+    // above it done writes one long stretch left not done, holding one record.
+    @Test("a true record whose stretches left not done span offsets without records is trusted")
+    func stretchesWithoutRecords() {
+        let bounds = DoneRecordBounds(maxInFlight: 3, maxParked: 1)
+        func known(_ committed: Int64, _ done: [Range<Int64>]) -> KnownProgress {
+            KnownProgress(committed: committed, done: OffsetRanges(done))
+        }
+        // 5 in flight, 6 to 9,999 an aborted transaction, 10,000 on done.
+        #expect(bounds.refusal(of: known(5, [10_000..<10_050]), end: 10_050) == nil)
+        // Four in flight, each before a compacted stretch: four stretches, each holding one record.
+        #expect(bounds.refusal(of: known(5, [900..<901, 1_900..<1_901, 2_900..<2_901]), end: nil) == nil)
+    }
+
     // Tansu's ListOffsets answers one past the first offset of the last batch: a done record that
     // reaches into that batch is true, and its end is the one the fetch reports.
     @Test("on Tansu the end a done record is checked against is the fetch's, not ListOffsets'")
