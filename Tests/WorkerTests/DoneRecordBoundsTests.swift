@@ -8,7 +8,7 @@ import Testing
 
 @Suite("Done record bounds", .timeLimit(.minutes(1)))
 struct DoneRecordBoundsUnitTests {
-    @Test("past the end or with more gaps than a writer could leave: refused; at the bounds: trusted")
+    @Test("past the end, or more stretches left not done than a writer could leave: refused; at the bounds: trusted")
     func bounds() {
         let bounds = DoneRecordBounds(maxInFlight: 3, maxParked: 1)
         #expect(bounds.maxGaps == 8)
@@ -18,9 +18,12 @@ struct DoneRecordBoundsUnitTests {
         #expect(bounds.refusal(of: known(5, []), end: 5) == nil, "nothing done: nothing to refuse")
         #expect(bounds.refusal(of: known(5, [6..<20]), end: 20) == nil, "up to the end")
         #expect(bounds.refusal(of: known(5, [6..<21]), end: 20) == .pastEnd)
-        // 5 and 7 to 13 left not done below 14: 8 gaps, the bound; one more is too many.
-        #expect(bounds.refusal(of: known(5, [6..<7, 14..<15]), end: nil) == nil)
-        #expect(bounds.refusal(of: known(5, [6..<7, 15..<16]), end: nil) == .tooManyGaps)
+        // 6, 8, …, 20 done: 5, 7, …, 19 left not done, 8 stretches, the bound; one more is too many.
+        let alternate = stride(from: Int64(6), through: 20, by: 2).map { $0..<$0 + 1 }
+        #expect(bounds.refusal(of: known(5, alternate), end: nil) == nil)
+        #expect(bounds.refusal(of: known(5, alternate + [23..<24]), end: nil) == .tooManyGaps)
+        // A progress record names its committed offset done too: no stretch before it.
+        #expect(DoneRecordBounds.stretchesNotDone(in: known(5, [5..<6, 7..<8])) == 1)
         #expect(bounds.refusal(of: known(5, [6..<1_000_000]), end: nil) == nil, "long ranges, few gaps: trusted")
     }
 

@@ -9,18 +9,23 @@ import Threading
 /// every later owner would skip those: no push, no result. Two things a true record cannot say:
 ///
 /// - an offset at or past the partition's end when it is assigned (nothing can be done there yet);
-/// - more offsets left not done between its committed offset and its highest done one than its
-///   writer could have had unfinished: `maxInFlight` running plus `maxParked` parked, doubled
-///   because an offset without a record (a transaction marker) may sit after each of them. The
-///   ranges themselves may be long (an event waiting out `maxRetryDuration` holds the committed
-///   offset while everything above it finishes): only what is missing inside them is bounded.
+/// - more records left not done between its committed offset and its highest done one than its
+///   writer could have had unfinished: `maxInFlight` running plus `maxParked` parked, doubled so that
+///   a writer whose bounds are up to twice this worker's (a configuration being rolled out) is still
+///   trusted. Records, not offsets: under `read_committed` an aborted transaction leaves a stretch of
+///   offsets with no record, compaction leaves many, and a true record's stretch left not done can
+///   span thousands of offsets around one unfinished event. So the stretches are counted, not their
+///   offsets: each holds at least one record left unfinished (the writer's, or one an earlier owner
+///   left that it had not reached). The ranges themselves may be long (an event waiting out
+///   `maxRetryDuration` holds the committed offset while everything above it finishes): only what is
+///   missing inside them is bounded.
 ///
 /// A record that says either is refused (counted, `apns_worker_done_records_refused_total`) and
 /// treated as no record: every event from the committed offset on is run, pushes again but loses
-/// nothing. A writer with higher bounds than this worker's (a configuration being rolled out) can
-/// have its true records refused the same way.
+/// nothing. A writer with bounds more than twice this worker's can have its true records refused the
+/// same way.
 package struct DoneRecordBounds: Sendable {
-    /// Offsets left not done inside a record's ranges, at most.
+    /// Stretches left not done inside a record's ranges, at most.
     let maxGaps: Int64
 
     init(maxInFlight: Int, maxParked: Int?) {
@@ -36,7 +41,19 @@ package struct DoneRecordBounds: Sendable {
     func refusal(of known: KnownProgress, end: Int64?) -> Refusal? {
         guard let top = known.done.ranges.last?.upperBound else { return nil }
         if let end, top > end { return .pastEnd }
-        return top - known.committed - known.done.count > maxGaps ? .tooManyGaps : nil
+        return Self.stretchesNotDone(in: known) > maxGaps ? .tooManyGaps : nil
+    }
+
+    /// The stretches of offsets left not done between the committed offset and the highest done one:
+    /// one before each range that does not start where the last one (or the committed offset) ends.
+    static func stretchesNotDone(in known: KnownProgress) -> Int64 {
+        var stretches: Int64 = 0
+        var next = known.committed
+        for range in known.done.ranges where range.upperBound > next {
+            if range.lowerBound > next { stretches += 1 }
+            next = range.upperBound
+        }
+        return stretches
     }
 }
 

@@ -183,7 +183,7 @@ extension WorkerPipeline {
             let known = refusal.known
             observer.doneRecordsRefused(refusal.refusal)
             logger.warning(
-                "\(refusal.partition): the done records read back (committed \(known.committed), \(known.done.count) done up to \(known.done.ranges.last?.upperBound ?? 0)) cannot be true: \(refusal.refusal == .pastEnd ? "the partition ends at \(ends[refusal.partition] ?? 0)" : "more than \(bounds.maxGaps) offsets left not done inside them"); ignored, so every record from offset \(known.committed) on is run"
+                "\(refusal.partition): the done records read back (committed \(known.committed), \(known.done.count) done up to \(known.done.ranges.last?.upperBound ?? 0)) cannot be true: \(refusal.refusal == .pastEnd ? "the partition ends at \(ends[refusal.partition] ?? 0)" : "more than \(bounds.maxGaps) stretches left not done inside them"); ignored, so every record from offset \(known.committed) on is run"
             )
         }
     }
