@@ -42,6 +42,26 @@ struct DoneRecordBoundsUnitTests {
         #expect(bounds.refusal(of: known(5, [900..<901, 1_900..<1_901, 2_900..<2_901]), end: nil) == nil)
     }
 
+    // What a record leaves not done is only known in records once they are read: a record whose one
+    // stretch left not done holds more records than its writer could have had unfinished names
+    // offsets nobody finished above it.
+    @Test("more records read inside the done ranges and not done than a writer could leave: the ranges above are run")
+    func recordsReadInsideTheRanges() {
+        let p0 = KafkaTopicPartition(topic: "events", partition: 0)
+        var state = WorkerPipeline.StateMachine(maxInFlight: 3, maxParked: 1)  // at most 8 left not done
+        let known = KnownProgress(committed: 0, done: OffsetRanges([1..<2, 20..<30]))
+        _ = state.assign([p0], tenure: 1, progress: [p0: known])
+        let lease = state.ownership.lease(of: p0)!
+        var run: [Int64] = []
+        for offset in Int64(0)..<30 {
+            guard case .run = state.admit(p0, offset: offset, lease: lease) else { continue }
+            run.append(offset)
+            _ = state.finish(p0, offset: offset, lease: lease)
+        }
+        #expect(!run.contains(1), "below the records that show it untrue, a done record is still taken as done")
+        #expect(run == [0] + Array(2..<30), "0 and 2 to 19 not done inside it: 20 to 29 are run")
+    }
+
     // Tansu's ListOffsets answers one past the first offset of the last batch: a done record that
     // reaches into that batch is true, and its end is the one the fetch reports.
     @Test("on Tansu the end a done record is checked against is the fetch's, not ListOffsets'")
