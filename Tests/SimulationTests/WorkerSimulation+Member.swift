@@ -166,7 +166,13 @@ extension WorkerSimulation {
             let partition = SimulatedKafka.partition(record.partition)
             guard let lease = members[index].machine.lease(of: partition, readIn: tenure) else { continue }
             switch members[index].machine.admit(partition, offset: record.offset, lease: lease) {
-            case .run:
+            case .run(_, let refusedKnownDone):
+                // The simulation's done records are all true: reading never shows one untrue.
+                if refusedKnownDone {
+                    ledger.violation(
+                        "step \(step): member \(members[index].instance) read more records not done inside \(partition.partition)'s done records than a writer can leave"
+                    )
+                }
                 note("member \(members[index].instance) runs \(record)")
                 members[index].events.append(
                     SimulatedMember.Event(

@@ -14,18 +14,21 @@ import Threading
 ///   a writer whose bounds are up to twice this worker's (a configuration being rolled out) is still
 ///   trusted. Records, not offsets: under `read_committed` an aborted transaction leaves a stretch of
 ///   offsets with no record, compaction leaves many, and a true record's stretch left not done can
-///   span thousands of offsets around one unfinished event. So the stretches are counted, not their
-///   offsets: each holds at least one record left unfinished (the writer's, or one an earlier owner
-///   left that it had not reached). The ranges themselves may be long (an event waiting out
-///   `maxRetryDuration` holds the committed offset while everything above it finishes): only what is
-///   missing inside them is bounded.
+///   span thousands of offsets around one unfinished event. So the assignment counts the stretches,
+///   not their offsets (each holds at least one record left unfinished: the writer's, or one an
+///   earlier owner left that it had not reached), and reading counts the records: `PartitionOffsets`
+///   counts those read inside the ranges and not done there, and past the bound drops what the ranges
+///   name from there on (what they named below was skipped already: the limit of a check made while
+///   reading). The ranges themselves may be long (an event waiting out `maxRetryDuration` holds the
+///   committed offset while everything above it finishes): only what is missing inside them is
+///   bounded.
 ///
 /// A record that says either is refused (counted, `apns_worker_done_records_refused_total`) and
 /// treated as no record: every event from the committed offset on is run, pushes again but loses
 /// nothing. A writer with bounds more than twice this worker's can have its true records refused the
 /// same way.
 package struct DoneRecordBounds: Sendable {
-    /// Stretches left not done inside a record's ranges, at most.
+    /// Stretches, and records read, left not done inside a record's ranges, at most.
     let maxGaps: Int64
 
     init(maxInFlight: Int, maxParked: Int?) {

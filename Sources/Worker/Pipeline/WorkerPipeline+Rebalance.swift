@@ -189,6 +189,18 @@ extension WorkerPipeline {
     }
 }
 
+extension WorkerPipeline {
+    /// A record read inside the done records a partition started from, not done there, was one more
+    /// than a writer could have left unfinished (`PartitionOffsets`): what they name from it on runs.
+    func reportKnownDoneRefused(_ partition: KafkaTopicPartition, at offset: Int64) {
+        observer.doneRecordsRefused(.tooManyGaps)
+        let bound = DoneRecordBounds(maxInFlight: configuration.maxInFlight, maxParked: configuration.maxParked)
+        logger.warning(
+            "\(partition): more than \(bound.maxGaps) records read inside the done records it started from were not done there, more than their writer could have left unfinished; they cannot be true, so every record from offset \(offset) on is run"
+        )
+    }
+}
+
 /// Where a worker keeps the done records above its committed offsets.
 package enum ProgressStore: String, Sendable, CaseIterable {
     /// Not known yet: the start's probe has not been answered.
