@@ -23,6 +23,9 @@ import Threading
 ///   committed offset while everything above it finishes): only what is missing inside them is
 ///   bounded.
 ///
+/// What a member owes itself (`OwedProgress`) is checked the same way, merged with what was read back
+/// (`StartingProgress`): a topic recreated since would make it name new records.
+///
 /// A record that says either is refused (counted, `apns_worker_done_records_refused_total`) and
 /// treated as no record: every event from the committed offset on is run, pushes again but loses
 /// nothing. A writer with bounds more than twice this worker's can have its true records refused the

@@ -1,8 +1,10 @@
 import Kafka
 
-/// What an assignment starts each partition from: what its committed offset says (`KnownProgress.read`),
-/// refused where it cannot be true (`DoneRecordBounds`), plus what this member finished there itself and
-/// could not store (`OwedProgress`). Pure: the assignment handler reads the committed offsets, learns the
+/// What an assignment starts each partition from: what its committed offset says (`KnownProgress.read`)
+/// plus what this member finished there itself and could not store (`OwedProgress`), refused where it
+/// cannot be true (`DoneRecordBounds`). Owed progress is checked as well: a topic deleted and recreated
+/// loses its committed offsets, and what this member finished in its earlier life would otherwise name
+/// the new records done. Pure: the assignment handler reads the committed offsets, learns the
 /// partitions' ends and logs what was refused; the deterministic simulation drives the same steps.
 struct StartingProgress {
     /// Done records refused as untrue, for the caller to count and log.
@@ -10,6 +12,8 @@ struct StartingProgress {
         var partition: KafkaTopicPartition
         var known: KnownProgress
         var refusal: DoneRecordBounds.Refusal
+        /// What this member owed itself made them untrue (what was read back alone is kept).
+        var owed: Bool
     }
 
     /// The progress each partition starts from, and what was refused on the way.
@@ -24,24 +28,36 @@ struct StartingProgress {
     let owed: [KafkaTopicPartition: OwedProgress]
     let bounds: DoneRecordBounds
 
-    /// The highest done offset of each partition whose end is needed to check its done records.
+    /// The highest done offset of each partition whose end is needed to check its done records,
+    /// read back or owed.
     var tops: [KafkaTopicPartition: Int64] {
-        read.compactMapValues { $0.done.ranges.last?.upperBound }
+        KnownProgress.starting(partitions, committed: committed, read: read, owed: owed)
+            .compactMapValues { $0.done.ranges.last?.upperBound }
     }
 
     /// The progress to start from, given the ends learnt (a partition absent from `ends` is checked
-    /// without one).
+    /// without one). What was read back is checked alone first (untrue, it is dropped whatever this
+    /// member owes), then with the owed progress merged in (untrue, the owed part is dropped).
     func decided(ends: [KafkaTopicPartition: Int64]) -> Decision {
-        var checked = read
+        var progress: [KafkaTopicPartition: KnownProgress] = [:]
         var refused: [Refused] = []
-        for partition in read.keys.sorted() {
-            guard let known = read[partition], let refusal = bounds.refusal(of: known, end: ends[partition]) else {
-                continue
+        for partition in Set(partitions).union(committed.keys).sorted() {
+            let end = ends[partition]
+            var checked = read[partition]
+            if let known = checked, let refusal = bounds.refusal(of: known, end: end) {
+                refused.append(Refused(partition: partition, known: known, refusal: refusal, owed: false))
+                checked?.done = OffsetRanges()
             }
-            refused.append(Refused(partition: partition, known: known, refusal: refusal))
-            checked[partition]?.done = OffsetRanges()
+            let alone = KnownProgress.start(committed: committed[partition], read: checked, owed: nil)
+            let merged = KnownProgress.start(
+                committed: committed[partition], read: checked, owed: owed[partition])
+            if let merged, merged != alone, let refusal = bounds.refusal(of: merged, end: end) {
+                refused.append(Refused(partition: partition, known: merged, refusal: refusal, owed: true))
+                progress[partition] = alone
+            } else {
+                progress[partition] = merged
+            }
         }
-        let progress = KnownProgress.starting(partitions, committed: committed, read: checked, owed: owed)
         return Decision(progress: progress, refused: refused)
     }
 }

@@ -174,16 +174,28 @@ extension WorkerPipeline {
     }
 
     /// Done records that cannot be true (`DoneRecordBounds`: past the partition's end, more left not
-    /// done inside them than a writer could have had unfinished) were refused: counted and logged;
-    /// every event from the committed offset on is run.
+    /// done inside them than a writer could have had unfinished) were refused: counted and logged.
+    /// Read back, every event from the committed offset on is run; owed (this member's own, from an
+    /// earlier lease), what it finished there is run again.
     private func reportRefused(
         _ refused: [StartingProgress.Refused], ends: [KafkaTopicPartition: Int64], bounds: DoneRecordBounds
     ) {
         for refusal in refused {
             let known = refusal.known
             observer.doneRecordsRefused(refusal.refusal)
+            let what =
+                refusal.owed
+                ? "done records this member owed itself there, with those read back" : "done records read back"
+            let why =
+                refusal.refusal == .pastEnd
+                ? "the partition ends at \(ends[refusal.partition] ?? 0)"
+                : "more than \(bounds.maxGaps) stretches left not done inside them"
+            let outcome =
+                refusal.owed
+                ? "what it owed is ignored, so what it finished there is run again"
+                : "ignored, so every record from offset \(known.committed) on is run"
             logger.warning(
-                "\(refusal.partition): the done records read back (committed \(known.committed), \(known.done.count) done up to \(known.done.ranges.last?.upperBound ?? 0)) cannot be true: \(refusal.refusal == .pastEnd ? "the partition ends at \(ends[refusal.partition] ?? 0)" : "more than \(bounds.maxGaps) stretches left not done inside them"); ignored, so every record from offset \(known.committed) on is run"
+                "\(refusal.partition): the \(what) (committed \(known.committed), \(known.done.count) done up to \(known.done.ranges.last?.upperBound ?? 0)) cannot be true: \(why); \(outcome)"
             )
         }
     }
