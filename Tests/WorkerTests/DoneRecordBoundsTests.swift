@@ -82,7 +82,8 @@ struct DoneRecordBoundsUnitTests {
         let partition = KafkaTopicPartition(topic: "events", partition: 0)
         let listed = try await consumer.watermarks(of: partition).high
         let ends = await PartitionEnds.of(
-            [partition: 19], consumer: consumer, reader: settings, logger: Logger(label: "test"))
+            [partition: 19], consumer: consumer, reader: settings, until: .now + .seconds(10),
+            logger: Logger(label: "test"))
         await consumer.close()
         #expect(listed < 20, "ListOffsets on Tansu: \(listed)")
         #expect(ends[partition] == 20)

@@ -65,48 +65,70 @@ package struct DoneRecordBounds: Sendable {
 
 /// Where partitions end, as far as a record can have been done there.
 enum PartitionEnds {
-    /// Each partition's end from ListOffsets; where a done record reaches at or past it, the end as a
-    /// fetch reports it instead (Tansu's ListOffsets answers one past the first offset of the last
-    /// batch). A partition whose end could not be learnt is absent.
-    static func of(
+    /// Learns each partition's end, handing each to `learned` as it comes: ListOffsets for every
+    /// partition at once (up to 5 s, as long as `deadline` allows), and where a done record reaches
+    /// past that answer, the end as a fetch reports it instead (Tansu's ListOffsets answers one past
+    /// the first offset of the last batch), from one reader for all such partitions (up to 2 s). A
+    /// partition whose end could not be learnt is never handed over. Returns when every partition
+    /// is answered, or once its waits are over.
+    static func learn(
         _ tops: [KafkaTopicPartition: Int64], consumer: KafkaConsumer, reader: KafkaConsumerConfiguration,
-        logger: Logger
-    ) async -> [KafkaTopicPartition: Int64] {
-        var ends: [KafkaTopicPartition: Int64] = [:]
-        for (partition, top) in tops {
-            guard let listed = try? await consumer.watermarks(of: partition, timeout: .seconds(5)).high else {
-                continue
-            }
+        until deadline: ContinuousClock.Instant, logger: Logger,
+        learned: @Sendable (KafkaTopicPartition, Int64) -> Void
+    ) async {
+        let asking = min(.seconds(5), deadline - .now)
+        guard !tops.isEmpty, asking > .zero else { return }
+        var lagging: [KafkaTopicPartition: Int64] = [:]
+        for await answer in consumer.ends(of: Array(tops.keys), timeout: asking) {
+            guard case .success(let listed) = answer.end, let top = tops[answer.partition] else { continue }
             if top <= listed {
-                ends[partition] = listed
-            } else if let fetched = await fetchedEnd(
-                of: partition, from: max(listed - 1, 0), reader: reader, logger: logger)
-            {
-                ends[partition] = max(fetched, listed)
+                learned(answer.partition, listed)
             } else {
-                ends[partition] = listed
+                lagging[answer.partition] = listed
             }
         }
-        return ends
+        guard !lagging.isEmpty else { return }
+        let fetched = await fetchedEnds(
+            from: lagging.mapValues { max($0 - 1, 0) }, reader: reader, until: min(deadline, .now + .seconds(2)),
+            logger: logger)
+        for (partition, listed) in lagging { learned(partition, max(fetched[partition] ?? listed, listed)) }
     }
 
-    /// The high watermark the first fetch from `offset` reports, within 2 s; nil if none came.
-    private static func fetchedEnd(
-        of partition: KafkaTopicPartition, from offset: Int64, reader: KafkaConsumerConfiguration, logger: Logger
-    ) async -> Int64? {
+    /// `learn`'s ends, all at once.
+    static func of(
+        _ tops: [KafkaTopicPartition: Int64], consumer: KafkaConsumer, reader: KafkaConsumerConfiguration,
+        until deadline: ContinuousClock.Instant, logger: Logger
+    ) async -> [KafkaTopicPartition: Int64] {
+        let ends = Locked<[KafkaTopicPartition: Int64]>([:])
+        await learn(tops, consumer: consumer, reader: reader, until: deadline, logger: logger) { partition, end in
+            ends.withLock { $0[partition] = end }
+        }
+        return ends.withLock { $0 }
+    }
+
+    /// The high watermark the first fetch of each partition from its offset reports, on one reader,
+    /// until `deadline`; a partition none came for is absent.
+    private static func fetchedEnds(
+        from offsets: [KafkaTopicPartition: Int64], reader: KafkaConsumerConfiguration,
+        until deadline: ContinuousClock.Instant, logger: Logger
+    ) async -> [KafkaTopicPartition: Int64] {
         var settings = reader
         settings.groupID += "-end-reader"  // never joins nor commits: assign only
         settings.stallBound = nil
         settings.groupProtocol = .classic  // assigned, never subscribed (as the progress reader)
         settings.properties["group.instance.id"] = nil
-        guard let consumer = try? KafkaConsumer(configuration: settings, logger: logger) else { return nil }
+        guard let consumer = try? KafkaConsumer(configuration: settings, logger: logger) else { return [:] }
         defer { Task { await consumer.close() } }
-        guard (try? consumer.assign([KafkaTopicPartitionOffset(partition, offset: offset)])) != nil else { return nil }
-        let deadline = ContinuousClock.now + .seconds(2)
+        let start = offsets.map { KafkaTopicPartitionOffset($0.key, offset: $0.value) }
+        guard (try? consumer.assign(start)) != nil else { return [:] }
+        var ends: [KafkaTopicPartition: Int64] = [:]
         while ContinuousClock.now < deadline {
-            if let end = consumer.fetchedHighWatermark(of: partition) { return end }
+            for partition in offsets.keys where ends[partition] == nil {
+                ends[partition] = consumer.fetchedHighWatermark(of: partition)
+            }
+            if ends.count == offsets.count { break }
             try? await Task.sleep(for: .milliseconds(50))
         }
-        return nil
+        return ends
     }
 }
