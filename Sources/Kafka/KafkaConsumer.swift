@@ -145,6 +145,23 @@ package final class KafkaConsumer: Sendable {
         }
     }
 
+    /// Each partition's end (ListOffsets: one past its last record, or the last stable offset under
+    /// `read_committed`, as `watermarks(of:)` has it), asked for all of them at once: each answer is
+    /// yielded as it arrives, so a slow leader delays only its own partitions, and the sequence ends
+    /// once every partition has answered or `timeout` has passed. Safe inside a rebalance handler: it
+    /// does not queue behind a commit.
+    package func ends(of partitions: [KafkaTopicPartition], timeout: Duration) -> AsyncStream<KafkaPartitionEnd> {
+        let (answers, continuation) = AsyncStream.makeStream(of: KafkaPartitionEnd.self)
+        let client = self.client
+        readingQueue.async {
+            client.ends(of: partitions, timeout: timeout) { partition, end in
+                continuation.yield(KafkaPartitionEnd(partition: partition, end: end))
+            }
+            continuation.finish()
+        }
+        return answers
+    }
+
     /// A partition's end as the last fetch response for it reported, without asking the broker; nil
     /// until this consumer has fetched from it. Unlike `watermarks(of:)` (a ListOffsets request), it
     /// is right on brokers whose ListOffsets answer lags (Tansu 0.6 reports the start of the last
@@ -243,4 +260,10 @@ package final class KafkaConsumer: Sendable {
             }
         }
     }
+}
+
+/// One partition's answer to `KafkaConsumer.ends(of:timeout:)`.
+package struct KafkaPartitionEnd: Sendable {
+    package var partition: KafkaTopicPartition
+    package var end: Result<Int64, KafkaError>
 }

@@ -18,18 +18,19 @@ extension WorkerSimulation {
         let kafkaPartitions = partitions.map(SimulatedKafka.partition)
         let committed = kafka.committedOffsets(partitions)
         let fromTopic = kafka.dropsMetadata ? kafka.progressRecords(for: committed) : [:]
-        var (read, _) = KnownProgress.read(committed: committed, fromTopic: fromTopic)
-        let bounds = DoneRecordBounds(maxInFlight: settings.maxInFlight, maxParked: nil)
-        for partition in read.keys.sorted() {
-            if bounds.refusal(of: read[partition]!, end: kafka.logs[partition.partition]!.end) != nil {
-                counted("done-records-refused")
-                ledger.knowledgeDropped.insert(partition.partition)
-                read[partition]!.done = OffsetRanges()
-            }
-        }
+        let (read, _) = KnownProgress.read(committed: committed, fromTopic: fromTopic)
         let owed = members[index].machine.takeOwed(kafkaPartitions)
-        let progress = KnownProgress.starting(
-            kafkaPartitions, committed: committed.mapValues(\.offset), read: read, owed: owed)
+        let starting = StartingProgress(
+            partitions: kafkaPartitions, committed: committed.mapValues(\.offset), read: read, owed: owed,
+            bounds: DoneRecordBounds(maxInFlight: settings.maxInFlight, maxParked: nil))
+        // Every end is known at once here: the simulation has no broker that answers late.
+        let ends = Dictionary(uniqueKeysWithValues: kafkaPartitions.map { ($0, kafka.logs[$0.partition]!.end) })
+        let decision = starting.decided(ends: ends)
+        for refused in decision.refused {
+            counted("done-records-refused")
+            ledger.knowledgeDropped.insert(refused.partition.partition)
+        }
+        let progress = decision.progress
         for lease in members[index].machine.assign(kafkaPartitions, tenure: members[index].tenure, progress: progress) {
             lease.end()
         }
@@ -165,7 +166,13 @@ extension WorkerSimulation {
             let partition = SimulatedKafka.partition(record.partition)
             guard let lease = members[index].machine.lease(of: partition, readIn: tenure) else { continue }
             switch members[index].machine.admit(partition, offset: record.offset, lease: lease) {
-            case .run:
+            case .run(_, let refusedKnownDone):
+                // The simulation's done records are all true: reading never shows one untrue.
+                if refusedKnownDone {
+                    ledger.violation(
+                        "step \(step): member \(members[index].instance) read more records not done inside \(partition.partition)'s done records than a writer can leave"
+                    )
+                }
                 note("member \(members[index].instance) runs \(record)")
                 members[index].events.append(
                     SimulatedMember.Event(

@@ -57,4 +57,47 @@ struct OwedProgressTests {
         let progress = KnownProgress.starting([p0], committed: [:], read: [:], owed: owed)
         #expect(progress[p0]?.committed == 0 && done(progress, p0) == [0])
     }
+
+    // A topic deleted and recreated drops its committed offsets; given back to the member that owed
+    // progress there, from a lease that began at the partition's first offset, the owed records would
+    // name the new topic's records as done (the position never goes below where that lease began,
+    // so `PartitionOffsets`' reset guard does not see it).
+    @Test("progress owed on a topic recreated since is checked against the partition's end: its new records run")
+    func owedOnARecreatedTopic() {
+        var state = WorkerPipeline.StateMachine(maxInFlight: 10)
+        _ = state.assign([p0], tenure: 1)  // nothing committed: read from the partition's first offset
+        let lease = state.ownership.lease(of: p0)!
+        for offset in Int64(0)..<8 { _ = state.admit(p0, offset: offset, lease: lease) }
+        for offset in Int64(1)..<8 { _ = state.finish(p0, offset: offset, lease: lease) }
+        _ = state.revoke([p0])  // lost before its first commit was stored
+        _ = state.abandon(p0, offset: 0, lease: lease)
+        _ = state.forget([p0])
+        let owed = state.takeOwed([p0])
+        #expect(owed[p0]?.start == 0)
+
+        // Recreated: nothing committed, three records so far.
+        let starting = StartingProgress(
+            partitions: [p0], committed: [:], read: [:], owed: owed,
+            bounds: DoneRecordBounds(maxInFlight: 10, maxParked: nil))
+        #expect(starting.tops[p0] == 8, "the end is learnt for owed progress too")
+        let decision = starting.decided(ends: [p0: 3])
+        #expect(done(decision.progress, p0) == [], "records 1 and 2 of the new topic would be skipped")
+        #expect(decision.refused.map(\.refusal) == [.pastEnd])
+    }
+
+    @Test("owed progress that cannot be true is refused, and what was read back still counts")
+    func owedRefusedReadKept() {
+        let owed = [
+            p0: OwedProgress(
+                candidate: CommitCandidate(partition: p0, offset: 5, done: OffsetRanges([7..<40]), version: 1),
+                start: 0)
+        ]
+        let read = [p0: KnownProgress(committed: 3, done: OffsetRanges([4..<5]))]
+        let starting = StartingProgress(
+            partitions: [p0], committed: [p0: 3], read: read, owed: owed,
+            bounds: DoneRecordBounds(maxInFlight: 10, maxParked: nil))
+        let decision = starting.decided(ends: [p0: 20])
+        #expect(done(decision.progress, p0) == [4], "what the owed progress adds reaches past the end: dropped")
+        #expect(decision.refused.map(\.refusal) == [.pastEnd])
+    }
 }

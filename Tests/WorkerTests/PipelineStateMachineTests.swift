@@ -18,7 +18,7 @@ struct PipelineStateMachineTests {
     }
 
     func ran(_ action: WorkerPipeline.StateMachine.AdmitAction) -> Bool? {
-        if case .run(let pause) = action { return pause }
+        if case .run(let pause, _) = action { return pause }
         return nil
     }
 

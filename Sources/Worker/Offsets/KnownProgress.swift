@@ -63,23 +63,28 @@ extension KnownProgress {
         read: [KafkaTopicPartition: KnownProgress], owed: [KafkaTopicPartition: OwedProgress]
     ) -> [KafkaTopicPartition: KnownProgress] {
         var progress: [KafkaTopicPartition: KnownProgress] = [:]
-        for (partition, offset) in committed {
-            var known = read[partition] ?? KnownProgress(committed: offset, done: OffsetRanges())
-            if let owed = owed[partition], offset >= owed.start {
-                // Its done records count even where its offset is the committed one: an event still
-                // in flight at the committed offset when the assignment was lost, and done records
-                // above it that the last commit did not carry yet.
-                if owed.candidate.offset > offset { known.done.insert(offset..<owed.candidate.offset) }
-                for range in owed.candidate.done.ranges { known.done.insert(range) }
-            }
-            progress[partition] = known
-        }
-        for partition in partitions where committed[partition] == nil {
-            guard let owed = owed[partition], owed.start >= 0 else { continue }
-            var done = owed.candidate.done
-            if owed.candidate.offset > owed.start { done.insert(owed.start..<owed.candidate.offset) }
-            progress[partition] = KnownProgress(committed: owed.start, done: done)
+        for partition in Set(partitions).union(committed.keys) {
+            progress[partition] = start(committed: committed[partition], read: read[partition], owed: owed[partition])
         }
         return progress
+    }
+
+    /// One partition's (`starting`); nil where nothing is committed and nothing owed.
+    static func start(committed offset: Int64?, read: KnownProgress?, owed: OwedProgress?) -> KnownProgress? {
+        guard let offset else {
+            guard let owed, owed.start >= 0 else { return nil }
+            var done = owed.candidate.done
+            if owed.candidate.offset > owed.start { done.insert(owed.start..<owed.candidate.offset) }
+            return KnownProgress(committed: owed.start, done: done)
+        }
+        var known = read ?? KnownProgress(committed: offset, done: OffsetRanges())
+        if let owed, offset >= owed.start {
+            // Its done records count even where its offset is the committed one: an event still
+            // in flight at the committed offset when the assignment was lost, and done records
+            // above it that the last commit did not carry yet.
+            if owed.candidate.offset > offset { known.done.insert(offset..<owed.candidate.offset) }
+            for range in owed.candidate.done.ranges { known.done.insert(range) }
+        }
+        return known
     }
 }

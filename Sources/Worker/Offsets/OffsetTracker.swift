@@ -39,14 +39,17 @@ struct OffsetTracker {
     mutating func start(_ partition: KafkaTopicPartition, offset: Int64) -> PartitionOffsets.Start {
         let slot = slots[partition] ?? add(partition)
         let started = offsets[slot].start(offset)
-        if started == .run { inFlight += 1 }
+        if started.runs { inFlight += 1 }
         return started
     }
 
-    /// The partition starts from what its committed offset's metadata says is done above it.
-    mutating func seed(_ partition: KafkaTopicPartition, committed offset: Int64, done: OffsetRanges) {
+    /// The partition starts from what its committed offset's metadata says is done above it, trusted
+    /// while no more than `notDoneAllowed` records read inside it are not done.
+    mutating func seed(
+        _ partition: KafkaTopicPartition, committed offset: Int64, done: OffsetRanges, notDoneAllowed: Int64 = .max
+    ) {
         let slot = slots[partition] ?? add(partition)
-        offsets[slot].seed(committed: offset, done: done)
+        offsets[slot].seed(committed: offset, done: done, notDoneAllowed: notDoneAllowed)
     }
 
     /// A record in flight is given up before it was pushed (a hand-over): not done, not waited for.

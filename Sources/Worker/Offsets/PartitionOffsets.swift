@@ -29,6 +29,10 @@ struct PartitionOffsets {
     /// position (an offset out of range: a recreated topic): `knownDone` then describes other
     /// records, and is dropped.
     private var knownFrom: Int64?
+    /// Records read below `knownDone`'s top that it does not name, and how many a true record leaves
+    /// at most (`DoneRecordBounds`): one more, and `knownDone` is not trusted from there on.
+    private var notDoneInside: Int64 = 0
+    private var notDoneAllowed: Int64 = .max
 
     /// Where this lease started reading (the committed offset it was seeded with, else its first
     /// record); `nil` once the position went back below what was read (a reset: a recreated topic),
@@ -45,8 +49,10 @@ struct PartitionOffsets {
     private(set) var inFlight = 0
 
     /// Starts from what is known done at and above the committed offset (its metadata, and what
-    /// this member finished there before but could not commit).
-    mutating func seed(committed offset: Int64, done: OffsetRanges) {
+    /// this member finished there before but could not commit), trusted while no more than
+    /// `notDoneAllowed` records read inside it are not done.
+    mutating func seed(committed offset: Int64, done: OffsetRanges, notDoneAllowed: Int64 = .max) {
+        self.notDoneAllowed = notDoneAllowed
         knownFrom = offset
         startOffset = offset
         knownDone = done
@@ -61,6 +67,12 @@ struct PartitionOffsets {
         case alreadyDone
         /// A repeated or older offset: not tracked.
         case ignored
+        /// Tracked: run it. One record too many read inside `knownDone` and not done there: what it
+        /// names from here on is dropped (`DoneRecordBounds`), and run.
+        case refusedKnownDone
+
+        /// Tracked and run (not done already, not ignored).
+        var runs: Bool { self == .run || self == .refusedKnownDone }
     }
 
     /// A record was read. Offsets must increase; a repeated or older offset is ignored.
@@ -88,9 +100,23 @@ struct PartitionOffsets {
             dropDonePrefix()
             return .alreadyDone
         }
+        let refused = refusesKnownDone(at: offset)
         entries.append((offset, .inFlight))
         inFlight += 1
-        return .run
+        return refused ? .refusedKnownDone : .run
+    }
+
+    /// Counts a record read inside `knownDone` that it does not name. At the stretches' check
+    /// (`DoneRecordBounds.refusal`) a stretch of offsets may hold any number of records: only reading
+    /// them shows whether more were left not done than a writer could have had unfinished. Past
+    /// that, what `knownDone` names from `offset` on is dropped (those below are read already).
+    private mutating func refusesKnownDone(at offset: Int64) -> Bool {
+        guard let top = knownDone.ranges.last?.upperBound, offset < top else { return false }
+        notDoneInside += 1
+        guard notDoneInside > notDoneAllowed else { return false }
+        knownDone.removeAll(atOrAbove: offset)
+        version += 1
+        return true
     }
 
     /// A record is done (its result, and dead letter if any, acknowledged by Kafka).

@@ -14,10 +14,11 @@ extension WorkerPipeline.StateMachine {
         private(set) var owed: [KafkaTopicPartition: OwedProgress] = [:]
 
         /// New leases (assigned in the consumer's `tenure`) and fresh tracking for these partitions, each
-        /// starting from what is known done above its committed offset; returns the leases they
-        /// replace.
+        /// starting from what is known done above its committed offset (trusted while no more than
+        /// `notDoneAllowed` records read inside it are not done); returns the leases they replace.
         mutating func assign(
-            _ partitions: [KafkaTopicPartition], tenure: UInt64, progress: [KafkaTopicPartition: KnownProgress]
+            _ partitions: [KafkaTopicPartition], tenure: UInt64, progress: [KafkaTopicPartition: KnownProgress],
+            notDoneAllowed: Int64 = .max
         ) -> [PartitionLease] {
             var ended: [PartitionLease] = []
             for partition in partitions {
@@ -27,7 +28,8 @@ extension WorkerPipeline.StateMachine {
             }
             tracker.remove(partitions)
             for (partition, known) in progress where owned.contains(partition) {
-                tracker.seed(partition, committed: known.committed, done: known.done)
+                tracker.seed(
+                    partition, committed: known.committed, done: known.done, notDoneAllowed: notDoneAllowed)
             }
             return ended
         }

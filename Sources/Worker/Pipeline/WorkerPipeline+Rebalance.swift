@@ -105,36 +105,56 @@ extension WorkerPipeline {
         observer.consumerJoined()
         // Bounded well inside the consumer's handler bound (max.poll.interval.ms): past that the poll
         // thread would go on, and records of the new tenure would reach the reader before their
-        // lease exists. Too slow an answer only means its done records run again.
+        // lease exists. Too slow an answer only means its done records run again: each partition's
+        // that has not come (`ProgressLearning`), or every partition's if the committed offsets have not.
         let limit = min(.seconds(30), maxPollInterval / 4)
-        let progress = await withCheckedContinuation {
-            (continuation: CheckedContinuation<[KafkaTopicPartition: KnownProgress], Never>) in
-            let once = ResumeOnce(continuation)
+        let deadline = ContinuousClock.now + limit
+        let learning = Locked(ProgressLearning())
+        let answer = await withCheckedContinuation {
+            (continuation: CheckedContinuation<ProgressLearning.Answer, Never>) in
             let timer = Task {
-                guard await self.sleep(until: .now + limit, orShutdown: .drain) else { return }
-                self.logger.warning(
-                    "the done records of \(partitions.count) assigned partition(s) were not read within \(limit); what their last owner finished above the committed offsets is pushed again"
-                )
-                once.resume([:])
+                guard await self.sleep(until: deadline, orShutdown: .drain),
+                    let answer = learning.withLock({ $0.give() })
+                else { return }
+                if answer == .unread {
+                    self.logger.warning(
+                        "the done records of \(partitions.count) assigned partition(s) were not read within \(limit); what their last owner finished above the committed offsets is pushed again"
+                    )
+                }
+                continuation.resume(returning: answer)
             }
             Task {
-                let known = await self.knownProgress(of: partitions)
+                await self.learnProgress(of: partitions, into: learning, until: deadline)
                 timer.cancel()
-                once.resume(known)
+                if let answer = learning.withLock({ $0.give() }) { continuation.resume(returning: answer) }
             }
+        }
+        var progress: [KafkaTopicPartition: KnownProgress] = [:]
+        if case .decided(let decision) = answer {
+            reportRefused(decision.refused)
+            if !decision.unchecked.isEmpty {
+                logger.warning(
+                    "the end of \(decision.unchecked.count) assigned partition(s) with done records (\(decision.unchecked.prefix(5).map(\.description).joined(separator: ", "))\(decision.unchecked.count > 5 ? ", …" : "")) was not learnt within \(limit), so their done records cannot be checked: what they name above the committed offsets is pushed again"
+                )
+            }
+            progress = decision.progress
         }
         let ended = state.withLock { $0.assign(partitions, tenure: tenure, progress: progress) }
         for lease in ended { lease.end() }
         if progress.values.contains(where: { !$0.done.isEmpty }) { commits.wantCommit() }
     }
 
-    /// What the partitions' committed offsets say is done above them (their metadata), plus what this
-    /// member finished there before a revocation, or a lost assignment, that could not commit it.
-    /// Read before any record
-    /// of the new assignment is admitted (the poll thread waits for the assignment's handler).
-    private func knownProgress(of partitions: [KafkaTopicPartition]) async -> [KafkaTopicPartition: KnownProgress] {
+    /// Learns, into `learning`, what the partitions' committed offsets say is done above them (their
+    /// metadata, or the progress topic), what this member finished there before a revocation, or a
+    /// lost assignment, that could not commit it, and each partition's end to check them against, as
+    /// each comes, until `deadline`. Read before any record of the new assignment is admitted (the
+    /// poll thread waits for the assignment's handler).
+    private func learnProgress(
+        of partitions: [KafkaTopicPartition], into learning: Locked<ProgressLearning>,
+        until deadline: ContinuousClock.Instant
+    ) async {
         let owedHere = state.withLock { $0.takeOwed(partitions) }
-        guard let consumer = consumerBox.withLock({ $0 }) else { return [:] }
+        guard let consumer = consumerBox.withLock({ $0 }) else { return }
         let committed: [KafkaTopicPartition: KafkaTopicPartitionOffset]
         do {
             committed = try await consumer.committed(partitions)
@@ -142,7 +162,7 @@ extension WorkerPipeline {
             logger.warning(
                 "could not read the committed offsets' metadata of \(partitions.count) partition(s): \(error); records their last owner finished above the committed offsets are pushed again"
             )
-            return [:]
+            return
         }
         var fromTopic: [KafkaTopicPartition: OffsetRanges] = [:]
         let bare = committed.filter { $0.value.metadata == nil }.mapValues(\.offset)
@@ -156,33 +176,58 @@ extension WorkerPipeline {
             }
         }
         let stored = KnownProgress.read(committed: committed, fromTopic: fromTopic)
-        var read = stored.known
         for problem in stored.unreadable {
             logger.warning(
                 "\(problem.partition): the committed offset's metadata is \(problem.error); ignored, so every record from offset \(problem.committed) on is run"
             )
         }
-        await refuseUntrue(&read, consumer: consumer)
-        return KnownProgress.starting(
-            partitions, committed: committed.mapValues(\.offset), read: read, owed: owedHere)
+        let starting = StartingProgress(
+            partitions: partitions, committed: committed.mapValues(\.offset), read: stored.known, owed: owedHere,
+            bounds: DoneRecordBounds(maxInFlight: configuration.maxInFlight, maxParked: configuration.maxParked))
+        learning.withLock { $0.read(starting) }
+        await PartitionEnds.learn(
+            starting.tops, consumer: consumer, reader: consumerConfiguration, until: deadline, logger: logger
+        ) { partition, end in
+            learning.withLock { $0.learned(end: end, of: partition) }
+        }
     }
 
-    /// Done records read back that cannot be true (`DoneRecordBounds`: past the partition's end,
-    /// more left not done inside them than a writer could have had unfinished) are refused, counted
-    /// and dropped: every event from the committed offset on is run.
-    private func refuseUntrue(_ read: inout [KafkaTopicPartition: KnownProgress], consumer: KafkaConsumer) async {
-        let tops = read.compactMapValues { $0.done.ranges.last?.upperBound }
-        guard !tops.isEmpty else { return }
+    /// Done records that cannot be true (`DoneRecordBounds`: past the partition's end, more left not
+    /// done inside them than a writer could have had unfinished) were refused: counted and logged.
+    /// Read back, every event from the committed offset on is run; owed (this member's own, from an
+    /// earlier lease), what it finished there is run again.
+    private func reportRefused(_ refused: [StartingProgress.Refused]) {
         let bounds = DoneRecordBounds(maxInFlight: configuration.maxInFlight, maxParked: configuration.maxParked)
-        let ends = await PartitionEnds.of(tops, consumer: consumer, reader: consumerConfiguration, logger: logger)
-        for (partition, known) in read {
-            guard let refusal = bounds.refusal(of: known, end: ends[partition]) else { continue }
-            observer.doneRecordsRefused(refusal)
+        for refusal in refused {
+            let known = refusal.known
+            observer.doneRecordsRefused(refusal.refusal)
+            let what =
+                refusal.owed
+                ? "done records this member owed itself there, with those read back" : "done records read back"
+            let why =
+                refusal.refusal == .pastEnd
+                ? "the partition ends at \(refusal.end)"
+                : "more than \(bounds.maxGaps) stretches left not done inside them"
+            let outcome =
+                refusal.owed
+                ? "what it owed is ignored, so what it finished there is run again"
+                : "ignored, so every record from offset \(known.committed) on is run"
             logger.warning(
-                "\(partition): the done records read back (committed \(known.committed), \(known.done.count) done up to \(tops[partition] ?? 0)) cannot be true: \(refusal == .pastEnd ? "the partition ends at \(ends[partition] ?? 0)" : "more than \(bounds.maxGaps) offsets left not done inside them"); ignored, so every record from offset \(known.committed) on is run"
+                "\(refusal.partition): the \(what) (committed \(known.committed), \(known.done.count) done up to \(known.done.ranges.last?.upperBound ?? 0)) cannot be true: \(why); \(outcome)"
             )
-            read[partition]?.done = OffsetRanges()
         }
+    }
+}
+
+extension WorkerPipeline {
+    /// A record read inside the done records a partition started from, not done there, was one more
+    /// than a writer could have left unfinished (`PartitionOffsets`): what they name from it on runs.
+    func reportKnownDoneRefused(_ partition: KafkaTopicPartition, at offset: Int64) {
+        observer.doneRecordsRefused(.tooManyGaps)
+        let bound = DoneRecordBounds(maxInFlight: configuration.maxInFlight, maxParked: configuration.maxParked)
+        logger.warning(
+            "\(partition): more than \(bound.maxGaps) records read inside the done records it started from were not done there, more than their writer could have left unfinished; they cannot be true, so every record from offset \(offset) on is run"
+        )
     }
 }
 

@@ -131,7 +131,8 @@ extension WorkerPipeline {
         mutating func assign(
             _ partitions: [KafkaTopicPartition], tenure: UInt64, progress: [KafkaTopicPartition: KnownProgress] = [:]
         ) -> [PartitionLease] {
-            ownership.assign(partitions, tenure: tenure, progress: progress)
+            let bounds = DoneRecordBounds(maxInFlight: maxInFlight, maxParked: maxParked)
+            return ownership.assign(partitions, tenure: tenure, progress: progress, notDoneAllowed: bounds.maxGaps)
         }
 
         /// The group takes these partitions away: nothing more of them is admitted from now on. Their
@@ -172,8 +173,9 @@ extension WorkerPipeline {
         // MARK: reader
 
         enum AdmitAction {
-            /// Run it; `holdBegan`: this one fills the bound, input is held from now on.
-            case run(holdBegan: Bool)
+            /// Run it; `holdBegan`: this one fills the bound, input is held from now on;
+            /// `refusedKnownDone`: it showed the partition's known done records untrue (`PartitionOffsets`).
+            case run(holdBegan: Bool, refusedKnownDone: Bool = false)
             /// Drop it unread: its partition is no longer owned under the lease it was read under, or
             /// the pipeline is stopping. It stays uncommitted; its partition's owner reads it again.
             case skip
@@ -192,10 +194,11 @@ extension WorkerPipeline {
             // `.ignored` (an offset at or below one already read: librdkafka reset the position) runs
             // untracked, so that it still ends with a result.
             if started == .alreadyDone { return .alreadyDone }
+            let refused = started == .refusedKnownDone
             load.events += 1
             load.bytes += bytes
-            guard atBound else { return .run(holdBegan: false) }
-            return .run(holdBegan: holdAtBound())
+            guard atBound else { return .run(holdBegan: false, refusedKnownDone: refused) }
+            return .run(holdBegan: holdAtBound(), refusedKnownDone: refused)
         }
 
         /// A bound is reached: running events or their bytes, or parked events.

@@ -420,7 +420,8 @@ package final class WorkerPipeline: Service, Sendable {
             return
         }
         // Skipped: revoked meanwhile, or stopping. Uncommitted: its partition's owner reads it again.
-        guard case .run(let holdBegan) = action else { return }
+        guard case .run(let holdBegan, let refusedKnownDone) = action else { return }
+        if refusedKnownDone { reportKnownDoneRefused(record.topicPartition, at: record.offset) }
         steps.step()
         if holdBegan { observer.inputHeldChanged(true) }
         observer.inFlightChanged(running)
