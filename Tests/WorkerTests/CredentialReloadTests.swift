@@ -217,16 +217,20 @@ private struct ReloadRig {
 }
 
 extension CredentialReloaderTests {
+    /// Two P-256 keys made now, and the scratch directory holding them (`a.p8`, `b.p8`).
+    static func twoKeys() async throws -> (scratch: URL, first: [UInt8], second: [UInt8]) {
+        let scratch = try CertificateCredentialTests.temporaryDirectory()
+        return (scratch, try await key(in: scratch, name: "a.p8"), try await key(in: scratch, name: "b.p8"))
+    }
+
     // An operator who updates the Secret before the ConfigMap: the key file holds the new key while
     // the configuration still names the old id. It was loaded: APNs refused the new key under the old
     // id (403 InvalidProviderToken) on every connection replaced after it, until a restart.
     @Test(
         "keyId fixed in the configuration, the key file replaced by another key: refused, said once, the old key stays")
     func newKeyUnderFixedID() async throws {
-        let scratch = try CertificateCredentialTests.temporaryDirectory()
+        let (scratch, first, second) = try await Self.twoKeys()
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let first = try await Self.key(in: scratch, name: "a.p8")
-        let second = try await Self.key(in: scratch, name: "b.p8")
         let rig = try ReloadRig(key: first, keyID: "KEYAAAAAAA", fixedKeyID: true)
         defer { rig.remove() }
         let original = try #require(rig.inUse.first)
@@ -257,10 +261,8 @@ extension CredentialReloaderTests {
 
     @Test("keyIdFile unchanged while the key file holds another key: refused the same way")
     func newKeyUnderUnchangedIDFile() async throws {
-        let scratch = try CertificateCredentialTests.temporaryDirectory()
+        let (scratch, first, second) = try await Self.twoKeys()
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let first = try await Self.key(in: scratch, name: "a.p8")
-        let second = try await Self.key(in: scratch, name: "b.p8")
         let rig = try ReloadRig(key: first, keyID: "KEYAAAAAAA", fixedKeyID: false)
         defer { rig.remove() }
         let original = try #require(rig.inUse.first)
@@ -281,10 +283,8 @@ extension CredentialReloaderTests {
     // switch was never tried again until they changed.
     @Test("a switch that fails for one lane leaves every lane on the key before, and is tried again")
     func allLanesOrNone() async throws {
-        let scratch = try CertificateCredentialTests.temporaryDirectory()
+        let (scratch, first, second) = try await Self.twoKeys()
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let first = try await Self.key(in: scratch, name: "a.p8")
-        let second = try await Self.key(in: scratch, name: "b.p8")
         // An extra CA for the APNs trust (any certificate will do).
         let caFile = scratch.appendingPathComponent("ca.pem").path
         let made = try await spawnAndAwait(
@@ -322,10 +322,8 @@ extension CredentialReloaderTests {
     // revoked) private key stayed in memory, and its key id's series never left /metrics.
     @Test("a key rotated away is dropped once nothing uses it: its key freed, its key id's series gone")
     func rotatedKeyDropped() async throws {
-        let scratch = try CertificateCredentialTests.temporaryDirectory()
+        let (scratch, first, second) = try await Self.twoKeys()
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let first = try await Self.key(in: scratch, name: "a.p8")
-        let second = try await Self.key(in: scratch, name: "b.p8")
         let rig = try ReloadRig(key: first, keyID: "KEYAAAAAAA", fixedKeyID: false)
         defer { rig.remove() }
         weak let original = rig.inUse.first

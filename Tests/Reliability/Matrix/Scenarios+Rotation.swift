@@ -22,18 +22,8 @@ extension Scenario {
             (no 403, no 429 TooManyProviderTokenUpdates), and every event has its result.
             """
     ) { rig, scale in
-        let newKey = P256.Signing.PrivateKey()
-        try await rig.restartSimulator(after: .zero) { configuration in
-            configuration.tokenKeys.append(
-                ProviderTokenKey(teamID: EmbeddedStack.teamID, keyID: rotatedKeyID, publicKey: newKey.publicKey))
-        }
-        rig.pace()
-        // The key and its id in a directory of their own, as a mounted Secret's.
-        let secret = rig.stack.directory + "/secret"
-        try FileManager.default.createDirectory(atPath: secret, withIntermediateDirectories: true)
-        let keyFile = secret + "/AuthKey.p8"
-        let idFile = secret + "/key-id"
-        try FileManager.default.copyItem(atPath: rig.stack.keyFile, toPath: keyFile)
+        let (newKey, keyFile) = try await newKeyTrusted(rig, secret: "secret")
+        let idFile = rig.stack.directory + "/secret/key-id"
         try Data("\(EmbeddedStack.keyID)\n".utf8).write(to: URL(fileURLWithPath: idFile))
         let stackToken = "keyId: \(EmbeddedStack.keyID), keyFile: \"\(rig.stack.keyFile)\""
         let process = try rig.startProcess(
@@ -153,16 +143,7 @@ extension Scenario {
             One `apns-worker run` with `keyId` fixed in its configuration and its key read from a file             re-read every second pushes a steady 30 events/s; after 4 s the key file is replaced by a new             key of the team (which APNs knows under another id), and connections are replaced every             second. The new key is refused at the reload, said once, and never used: the old key signs             every push, APNs refuses none (no 403 InvalidProviderToken), and every event has its result.
             """
     ) { rig, scale in
-        let newKey = P256.Signing.PrivateKey()
-        try await rig.restartSimulator(after: .zero) { configuration in
-            configuration.tokenKeys.append(
-                ProviderTokenKey(teamID: EmbeddedStack.teamID, keyID: rotatedKeyID, publicKey: newKey.publicKey))
-        }
-        rig.pace()
-        let secret = rig.stack.directory + "/fixed-id-secret"
-        try FileManager.default.createDirectory(atPath: secret, withIntermediateDirectories: true)
-        let keyFile = secret + "/AuthKey.p8"
-        try FileManager.default.copyItem(atPath: rig.stack.keyFile, toPath: keyFile)
+        let (newKey, keyFile) = try await newKeyTrusted(rig, secret: "fixed-id-secret")
         let stackKeyFile = "keyFile: \"\(rig.stack.keyFile)\""
         let process = try rig.startProcess(
             environment: [
@@ -208,6 +189,23 @@ extension Scenario {
             problems.append("the new key under the old id was logged as refused \(refused) times, not once")
         }
         if !problems.isEmpty { throw ScenarioFailure(problems.joined(separator: "; ")) }
+    }
+
+    /// A new key of the stack's team that the simulator (restarted) trusts under `rotatedKeyID`, APNs
+    /// answering after 100 ms, and a copy of the stack's key in a directory of its own, as a mounted
+    /// Secret's (`secret`, under the stack's): the new key, and the copy's path.
+    static func newKeyTrusted(_ rig: Rig, secret: String) async throws -> (P256.Signing.PrivateKey, String) {
+        let newKey = P256.Signing.PrivateKey()
+        try await rig.restartSimulator(after: .zero) { configuration in
+            configuration.tokenKeys.append(
+                ProviderTokenKey(teamID: EmbeddedStack.teamID, keyID: rotatedKeyID, publicKey: newKey.publicKey))
+        }
+        rig.pace()
+        let directory = rig.stack.directory + "/" + secret
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let keyFile = directory + "/AuthKey.p8"
+        try FileManager.default.copyItem(atPath: rig.stack.keyFile, toPath: keyFile)
+        return (newKey, keyFile)
     }
 
     /// The `kid` of a recorded request's provider token.
