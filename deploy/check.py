@@ -91,6 +91,7 @@ METRICS = {
     "apns_worker_apns_requests_waiting": ("gauge", {"credential", "environment"}),
     "apns_worker_apns_provider_tokens_signed_total": ("counter", {"key_id"}),
     "apns_worker_apns_provider_token_switches_total": ("counter", {"key_id"}),
+    "apns_worker_apns_provider_token_signing_failures_total": ("counter", {"key_id"}),
     "apns_worker_apns_connections_retired_total": ("counter", {"credential", "environment", "reason"}),
     "apns_worker_credential_reloads_total": ("counter", {"credential", "result"}),
     "apns_worker_wall_clock_jumps_total": ("counter", set()),
