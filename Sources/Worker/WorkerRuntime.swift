@@ -77,6 +77,7 @@ package enum WorkerRuntime {
         // and alerts see the series before anything goes wrong.
         for credential in configuration.apns.credentials { metrics.register(credential: credential.name) }
         let credentialNames = configuration.apns.credentials.map(\.name)
+        health.configure(credentials: credentialNames)
         metrics.register(lane: .bulk, credentials: credentialNames)
         if configuration.consumer.urgent != nil { metrics.register(lane: .urgent, credentials: credentialNames) }
         metrics.register(publishTopics: [configuration.topics.results, configuration.topics.deadLetters])

@@ -259,6 +259,27 @@ extension CredentialReloaderTests {
         #expect(rig.health.readiness.credentialFiles == "ok")
     }
 
+    // A key APNs refused stayed "broken" (gauge 1, named in readiness) after its fix was reloaded,
+    // until the credential's next push: a quiet app's fixed key looked broken for hours.
+    @Test("a credential APNs refused, its new key and id reloaded: healthy at once (gauge 0, readiness ok)")
+    func reloadClearsBroken() async throws {
+        let (scratch, first, second) = try await Self.twoKeys()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let rig = try ReloadRig(key: first, keyID: "KEYAAAAAAA", fixedKeyID: false)
+        defer { rig.remove() }
+        rig.metrics.register(credential: "app")
+        OperationsObserver(metrics: rig.metrics, health: rig.health).credentialBroken(
+            "app", reason: "InvalidProviderToken")
+        #expect(rig.metric(#"apns_worker_credentials_broken{credential="app"}"#) == "1.0")
+        #expect(rig.health.readiness.credentials.contains("app: InvalidProviderToken"))
+        try Data(second).write(to: rig.keyFile)
+        try Data("KEYBBBBBBB\n".utf8).write(to: rig.idFile)
+        rig.settle()
+        #expect(rig.inUse.first?.keyID == "KEYBBBBBBB")
+        #expect(rig.metric(#"apns_worker_credentials_broken{credential="app"}"#) == "0.0")
+        #expect(rig.health.readiness.credentials == "ok")
+    }
+
     @Test("keyIdFile unchanged while the key file holds another key: refused the same way")
     func newKeyUnderUnchangedIDFile() async throws {
         let (scratch, first, second) = try await Self.twoKeys()

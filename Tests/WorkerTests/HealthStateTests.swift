@@ -26,6 +26,30 @@ struct HealthStateTests {
         #expect(!health.readiness.isReady)
     }
 
+    // One app's broken key made the whole pod unready: every app on it paid for one (a rollout
+    // stopped, ApnsWorkerNotReady paged), though the pod pushed for every other app and a restart
+    // fixes no key.
+    @Test("one broken credential of two: said in readiness, the pod stays ready; both broken: unready")
+    func oneBrokenCredentialOfSeveral() {
+        let health = HealthState(wallClock: { Date(timeIntervalSince1970: 1_795_000_000) })
+        health.configure(credentials: ["app", "mdm"])
+        health.markConsumerJoined()
+        health.markCredentialBroken(name: "app", reason: "InvalidProviderToken")
+        #expect(health.readiness.isReady, "mdm still pushes")
+        #expect(health.readiness.credentials == "app: InvalidProviderToken since 2026-11-18T11:06:40Z")
+        health.markCredentialBroken(name: "mdm", reason: "BadCertificate")
+        #expect(!health.readiness.isReady, "no credential can push")
+        #expect(health.readiness.everyCredentialBroken)
+        health.markCredentialHealthy(name: "mdm")
+        #expect(health.readiness.isReady)
+        // A worker with one credential: that one broken is every one.
+        let single = HealthState()
+        single.configure(credentials: ["app"])
+        single.markConsumerJoined()
+        single.markCredentialBroken(name: "app", reason: "InvalidProviderToken")
+        #expect(!single.readiness.isReady)
+    }
+
     @Test("a consumer outside its group says the last error librdkafka reported reaching Kafka, until it joins")
     func consumerOutsideSaysWhy() {
         var machine = HealthState.StateMachine(now: .now)

@@ -32,6 +32,9 @@ extension HealthState {
         private(set) var producer = Producer.healthy
         /// By credential name; a credential not listed is healthy.
         private(set) var brokenCredentials: [String: BrokenCredential] = [:]
+        /// Every credential the worker is configured with (empty until said: then the credentials
+        /// known are those broken).
+        private(set) var configuredCredentials: Set<String> = []
         private(set) var lastHeartbeat: ContinuousClock.Instant
 
         init(now: ContinuousClock.Instant) {
@@ -72,6 +75,16 @@ extension HealthState {
 
         mutating func credentialHealthy(_ name: String) { brokenCredentials[name] = nil }
 
+        mutating func configured(credentials: [String]) { configuredCredentials = Set(credentials) }
+
+        /// Whether no credential can push: every one configured is broken. One app's broken key is
+        /// that app's trouble (its events are dead-lettered, its gauge and alert say so); the pod
+        /// still pushes for every other app, and a restart would fix nothing.
+        var everyCredentialBroken: Bool {
+            guard !brokenCredentials.isEmpty else { return false }
+            return configuredCredentials.isSubset(of: brokenCredentials.keys)
+        }
+
         /// By credential name: files that changed and do not load, why and since when.
         private(set) var failingFiles: [String: BrokenCredential] = [:]
 
@@ -106,7 +119,8 @@ extension HealthState {
             }
 
             return HealthState.Readiness(
-                kafka: kafka, credentials: Self.check(brokenCredentials), credentialFiles: Self.check(failingFiles))
+                kafka: kafka, credentials: Self.check(brokenCredentials), everyCredentialBroken: everyCredentialBroken,
+                credentialFiles: Self.check(failingFiles))
         }
     }
 }

@@ -9,11 +9,15 @@ package final class HealthState: Sendable {
     /// What `/health/ready` reports: each check is `"ok"` or why not.
     package struct Readiness: Sendable, Hashable {
         package var kafka: String
+        /// Each credential APNs refuses, with why and since when, or "ok": said, but the worker stays
+        /// ready while any credential can push (`everyCredentialBroken`).
         package var credentials: String
+        /// Every configured credential is refused: the worker can push nothing.
+        package var everyCredentialBroken = false
         /// Key or certificate files that changed and do not load (the credential loaded before them
         /// stays in use): said, but the worker stays ready, for it sends as before.
         package var credentialFiles: String = "ok"
-        package var isReady: Bool { kafka == "ok" && credentials == "ok" }
+        package var isReady: Bool { kafka == "ok" && !everyCredentialBroken }
     }
 
     /// Liveness fails when no heartbeat came for this long.
@@ -84,7 +88,14 @@ package final class HealthState: Sendable {
         state.withLock { $0.credentialBroken(name, reason: reason, since: since) }
     }
 
-    /// A request with this credential succeeded again.
+    /// The credentials the worker is configured with: readiness is red only when every one of them
+    /// is broken (before this is said, when any is).
+    package func configure(credentials: [String]) {
+        state.withLock { $0.configured(credentials: credentials) }
+    }
+
+    /// A request with this credential succeeded again, or its files were reloaded (a new key or
+    /// certificate is given its chance at once; APNs' next answer judges it).
     package func markCredentialHealthy(name: String) {
         state.withLock { $0.credentialHealthy(name) }
     }

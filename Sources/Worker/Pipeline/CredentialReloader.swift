@@ -150,6 +150,9 @@ package final class CredentialReloader: Service, Sendable {
             watches.withLock { $0[entry.index]!.loaded(files) }
             metrics.credentialReloaded(name, success: true)
             report(problem: nil, for: name)
+            // What APNs refused was the credential before: the new one starts healthy (its gauge 0,
+            // readiness no longer naming it), and APNs' next answer judges it.
+            observer.credentialHealthy(name)
             logger.notice(
                 "credential \(name): reloaded from its files (\(Self.describe(credential))); new connections use it, open ones move to it one at a time",
                 metadata: metadata)
