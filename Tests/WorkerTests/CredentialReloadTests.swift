@@ -176,8 +176,9 @@ private struct ReloadRig {
         settings.connectionsPerCredential = 1
         self.settings = settings
         let authenticators = self.authenticators
+        let log = self.log
         senders = try (0..<lanes).map { _ in
-            try APNsSender(settings: settings, environment: [:], authenticators: authenticators)
+            try APNsSender(settings: settings, environment: [:], authenticators: authenticators, logger: log.logger())
         }
         metrics = WorkerMetrics(registry: registry)
         reloader = CredentialReloader(
@@ -278,6 +279,25 @@ extension CredentialReloaderTests {
         #expect(rig.inUse.first?.keyID == "KEYBBBBBBB")
         #expect(rig.metric(#"apns_worker_credentials_broken{credential="app"}"#) == "0.0")
         #expect(rig.health.readiness.credentials == "ok")
+    }
+
+    // The pool's lines (a connection replaced after a reload, one that failed to connect) did not
+    // say whose connection it was: a pod with several apps could not tell which one's.
+    @Test("the lines a credential's connections log name the credential and environment")
+    func clientLinesNameTheCredential() async throws {
+        let (scratch, first, _) = try await Self.twoKeys()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let rig = try ReloadRig(key: first, keyID: "KEYAAAAAAA", fixedKeyID: false)
+        defer { rig.remove() }
+        rig.senders[0].connect()  // to a closed port: its connections fail and say so
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline, !rig.log.all.contains(where: { $0.message == "connect failed" }) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let failed = try #require(rig.log.all.first { $0.message == "connect failed" })
+        #expect(failed.metadata["credential"] == "app")
+        #expect(failed.metadata["environment"] == "production")
+        await rig.senders[0].shutdown()
     }
 
     @Test("keyIdFile unchanged while the key file holds another key: refused the same way")

@@ -284,9 +284,14 @@ package final class APNsSender: NotificationSending {
             // both at once): a client made now has the credential that is current, or is among
             // those it replaces.
             let credential = credentials.withLock { $0[index] }
+            // Every line the client and its pool log (connections opened, replaced after a reload,
+            // retired) names the credential and environment it is for.
+            var clientLogger = logger
+            clientLogger[metadataKey: "credential"] = "\(route.settings.name)"
+            clientLogger[metadataKey: "environment"] = "\(environment.rawValue)"
             let client = try APNsClient(
                 configuration: configuration, credential: credential, eventLoopGroup: group,
-                logger: logger)
+                logger: clientLogger)
             clients[key] = client
             let via = configuration.proxy.map { " via proxy \($0)" } ?? ""
             logger.info(
