@@ -26,7 +26,7 @@ package final class CommitMetadataProbe: Sendable {
     /// Why a worker without `delivery.progressTopic` does not start on a broker that drops commit
     /// metadata, and what to do.
     package static let refusal =
-        "the broker drops commit metadata and delivery.progressTopic is not set: after a crash or a hand-over, the notifications that finished above one still waiting would be pushed again; create a compacted topic for the done records (for example: kafka-topics.sh --create --topic apns-worker-progress --partitions 6 --config cleanup.policy=compact) and set delivery.progressTopic to its name (docs/deployment.md, \"Done records on a broker that drops commit metadata\")"
+        "the broker drops commit metadata and delivery.progressTopic is not set: after a crash or a hand-over, the notifications that finished above one still waiting would be pushed again; create a topic for the done records (as docs/deployment.md does: kafka-topics.sh --create --topic apns-worker-progress --partitions 3 --config cleanup.policy=compact,delete --config retention.ms=86400000) and set delivery.progressTopic to its name (docs/deployment.md, \"Done records on a broker that drops commit metadata\")"
 
     /// What to do when the probe itself was refused or not answered.
     package static func advice(for error: any Error, progressTopic: String?) -> String {
