@@ -162,8 +162,9 @@ final class RFC6979Signer {
             throw OpenSSLError(.signingFailed, "ES256 signs a 32-byte SHA-256 digest")
         }
         // bits2int(h1) (qlen = hlen: no shift), reduced: bits2octets(h1), and e of the signature.
-        let e = try digest.withUnsafeBufferPointer { try number($0.baseAddress!, 32) }
-        guard BN_nnmod(e, e, order, context) == 1 else { throw OpenSSLError(.signingFailed, "BN_nnmod failed") }
+        let h = try digest.withUnsafeBufferPointer { try number($0.baseAddress!, 32) }
+        let e = try number()
+        guard BN_nnmod(e, h, order, context) == 1 else { throw OpenSSLError(.signingFailed, "BN_nnmod failed") }
         let h1 = try bytes(e)
         let x = SecretBytes(count: 32)  // int2octets(x)
         guard x.withMutableBytes({ BN_bn2binpad(secret, $0, Int32($1)) }) == 32 else {
