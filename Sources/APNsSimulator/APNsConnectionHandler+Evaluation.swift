@@ -17,6 +17,16 @@ extension APNsConnectionHandler {
                 return evaluateBroadcast(head, stream: stream)
             }
             switch RequestRules.checkLine(head) {
+            case .failure(.badDeviceToken):
+                // APNs checks the credential before the token's form: a malformed token with a bad
+                // provider token is answered 403 (a client seeing BadDeviceToken knows its credential
+                // was taken, which a credential probe relies on).
+                if case .failure(let refused) = authorize(head) {
+                    outcome.reason = refused
+                } else {
+                    outcome.reason = .badDeviceToken
+                }
+                return outcome
             case .failure(let reason):
                 outcome.reason = reason
                 return outcome

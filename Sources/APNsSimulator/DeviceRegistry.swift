@@ -15,9 +15,12 @@ public final class DeviceRegistry: Sendable {
         /// refuses a token it cannot have issued.
         case acceptLength(bytes: Int)
 
-        /// The verdict on a token the registry has no entry for.
+        /// The verdict on a token the registry has no entry for. An all-zero token is never accepted here
+        /// (registered, it is a device like any other): APNs issues none, and a credential probe sends one
+        /// to be answered BadDeviceToken without delivering anything, here as there.
         func accepts(_ token: String) -> Bool {
-            switch self {
+            if token.utf8.allSatisfy({ $0 == UInt8(ascii: "0") }) { return false }
+            return switch self {
             case .reject: false
             case .accept: true
             case .acceptLength(let bytes): token.utf8.count == 2 * bytes

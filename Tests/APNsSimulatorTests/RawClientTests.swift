@@ -222,6 +222,54 @@ struct TokenConnectionTests {
         }
     }
 
+    // APNs checks the provider token before the device token (a bad key with a non-hex token is
+    // answered 403 InvalidProviderToken, as client libraries report): the simulator answered a
+    // malformed token 400 BadDeviceToken first, so a credential probe passed against it with any key.
+    @Test("the credential is checked before the device token's form; an all-zero token is never delivered")
+    func credentialBeforeDeviceToken() async throws {
+        let key = TestSigningKey()
+        let stranger = TestSigningKey(keyID: "UNKNOWNKEY")
+        let zeros = String(repeating: "0", count: 64)
+        try await withRawConnection(key: key, { $0.tokenUpdateWindow = 0 }) {
+            (simulator: Simulator, client: RawHTTP2Client) async throws in
+            // Made-up tokens of APNs' length pass, as in `dev`; the all-zero one still does not.
+            simulator.devices.policy = .acceptLength(bytes: 32)
+            let cases: [(String, String, Int, String?)] = [
+                ("zz11", stranger.authorization(), 403, "InvalidProviderToken"),
+                ("abc", stranger.authorization(), 403, "InvalidProviderToken"),
+                (zeros, stranger.authorization(), 403, "InvalidProviderToken"),
+            ]
+            var stream = 1
+            for (token, authorization, status, reason) in cases {
+                client.send(
+                    stream: stream, headers: RawHTTP2Client.apnsHeaders(token: token, authorization: authorization))
+                let answer = try await client.response(stream: stream)
+                #expect(
+                    answer.status == status && answer.reason == reason,
+                    "\(token): \(answer.status) \(answer.reason ?? "")")
+                stream += 2
+            }
+        }
+        try await withRawConnection(key: key) { (simulator: Simulator, client: RawHTTP2Client) async throws in
+            simulator.devices.policy = .acceptLength(bytes: 32)
+            let cases: [(String, Int, String?)] = [
+                ("zz11", 400, "BadDeviceToken"), ("abc", 400, "BadDeviceToken"), (zeros, 400, "BadDeviceToken"),
+                (String(repeating: "a1", count: 32), 200, nil),
+            ]
+            var stream = 1
+            for (token, status, reason) in cases {
+                client.send(
+                    stream: stream,
+                    headers: RawHTTP2Client.apnsHeaders(token: token, authorization: key.authorization()))
+                let answer = try await client.response(stream: stream)
+                #expect(
+                    answer.status == status && answer.reason == reason,
+                    "\(token): \(answer.status) \(answer.reason ?? "")")
+                stream += 2
+            }
+        }
+    }
+
     @Test("one team per connection: another team's token is 403 InvalidProviderToken")
     func oneTeamPerConnection() async throws {
         let key = TestSigningKey()
