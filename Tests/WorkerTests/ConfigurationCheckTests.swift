@@ -155,7 +155,7 @@ struct ConfigurationCheckTests {
     func strictUnreachable() async throws {
         let path = try Self.write(Self.configuration(servers: "127.0.0.1:1", keyFile: try await Self.keyFile()))
         let strict = await ConfigurationCheck.run(
-            path: path, environment: [:], brokerTimeout: .seconds(2), strict: true)
+            path: path, environment: [:], brokerTimeout: .seconds(2), strict: true, probesAPNs: false)
         #expect(!strict.isValid)
         let problem = try #require(strict.problems.first { $0.contains("did not answer") }, "\(strict.problems)")
         #expect(problem.contains("127.0.0.1:1"), "names the broker: \(problem)")
@@ -186,7 +186,7 @@ struct ConfigurationCheckTests {
         let path = try Self.write(
             Self.configuration(servers: tansu.bootstrapServers, keyFile: key, progressTopic: "progress"))
         let strict = await ConfigurationCheck.run(
-            path: path, environment: [:], brokerTimeout: Self.patience, strict: true)
+            path: path, environment: [:], brokerTimeout: Self.patience, strict: true, probesAPNs: false)
         #expect(
             strict.problems == [
                 "topics.results: topic 'apns-results' has min.insync.replicas 2 but 1 replica: every produce with acks=all (the worker's) fails; lower min.insync.replicas to 1 or add replicas"
@@ -203,7 +203,7 @@ struct ConfigurationCheckTests {
         }
         let path = try Self.write(
             Self.configuration(servers: cluster.bootstrapServers, keyFile: try await Self.keyFile()))
-        let strict = await ConfigurationCheck.run(path: path, environment: [:], strict: true)
+        let strict = await ConfigurationCheck.run(path: path, environment: [:], strict: true, probesAPNs: false)
         #expect(strict.isValid, "\(strict.problems)")
         #expect(
             strict.notes.contains { $0.hasPrefix("min.insync.replicas: could not check") }, "\(strict.notes)")
@@ -229,7 +229,8 @@ struct ConfigurationCheckTests {
             let path = try Self.write(
                 Self.configuration(
                     servers: tansu.bootstrapServers, keyFile: key, kafka: kafka, progressTopic: "progress"))
-            return await ConfigurationCheck.run(path: path, environment: [:], brokerTimeout: .seconds(10), strict: true)
+            return await ConfigurationCheck.run(
+                path: path, environment: [:], brokerTimeout: .seconds(10), strict: true, probesAPNs: false)
         }
         let right = material.clientProperties(clientCertificate: true, sasl: user)
         let passes = try await strict(right)

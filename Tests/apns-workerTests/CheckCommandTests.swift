@@ -1,6 +1,7 @@
 import APNsSimulator
 import Crypto
 import Foundation
+import Kafka
 import Testing
 
 /// `apns-worker check` as an operator runs it before a deploy, on the binary.
@@ -95,7 +96,9 @@ struct CheckCommandTests {
         let now = Date()
         let path = try configuration(
             certificateValidFor: now.addingTimeInterval(-86_400)...now.addingTimeInterval(365 * 86_400))
-        let strict = try WorkerCommand().run(["check", "--strict", "--config", path, "--broker-timeout", "1"])
+        let strict = try WorkerCommand().run([
+            "check", "--strict", "--skip-apns", "--config", path, "--broker-timeout", "1",
+        ])
         #expect(strict.status == 2, "\(strict.stdout)\(strict.stderr)")
         #expect(
             line(strict.stderr, "error: ", "broker 127.0.0.1:1 did not answer in 1s: ")
@@ -104,6 +107,63 @@ struct CheckCommandTests {
         let plain = try check(path)
         #expect(plain.status == 0, "\(plain.stdout)\(plain.stderr)")
         #expect(line(plain.stderr, "note: ", "did not answer"), "\(plain.stderr)")
+    }
+
+    // A team id and key APNs refuses passed the deploy gate; only `apns-worker send` by hand showed
+    // the 403. The probe asks for the all-zero device token, which no device has: the simulator here
+    // accepts any made-up token, and still delivers nothing.
+    @Test(
+        "--strict proves each credential against APNs: a key id APNs does not know fails naming the credential; the right one passes; nothing is delivered"
+    )
+    func strictProvesCredentials() throws {
+        let helper = WorkerCommand()
+        let key = try helper.temporaryFile("AuthKey.p8", P256.Signing.PrivateKey().pemRepresentation)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: key)
+        let directory = URL(fileURLWithPath: key).deletingLastPathComponent().path
+        let simulator = try SendCommandTests.Simulator(directory: directory, keyFile: key)
+        let cluster = try KafkaMockCluster(brokers: 1)
+        for topic in ["notifications", "results", "dead-letters"] { try cluster.createTopic(topic, partitions: 1) }
+        func configuration(keyID: String) throws -> String {
+            try helper.temporaryFile(
+                "worker-\(keyID).yaml",
+                """
+                kafka:
+                  bootstrap.servers: "\(cluster.bootstrapServers)"
+                consumer:
+                  topics: [notifications]
+                topics:
+                  results: results
+                  deadLetters: dead-letters
+                apns:
+                  caFile: "\(directory)/tls/ca.pem"
+                  endpoints:
+                    production: { host: 127.0.0.1, port: \(simulator.port) }
+                  credentials:
+                    - name: shop
+                      topics: ["com.example.*", "com.example.app"]
+                      token: { teamId: ABCDE12345, keyId: \(keyID), keyFile: "\(key)" }
+                """)
+        }
+        let right = try helper.run(["check", "--strict", "--config", try configuration(keyID: "KEY1234567")])
+        #expect(right.status == 0, "\(right.stdout)\(right.stderr)")
+        #expect(
+            right.stdout.contains(
+                "apns:         shop (production, com.example.app): accepted; APNs answered 400 BadDeviceToken"),
+            "\(right.stdout)")
+        let wrong = try helper.run(["check", "--strict", "--config", try configuration(keyID: "WRONGKEY12")])
+        #expect(wrong.status == 2, "\(wrong.stdout)\(wrong.stderr.suffix(6000))")
+        #expect(
+            line(
+                wrong.stderr, "error: ",
+                "apns.credentials[0] (shop): APNs (production) refused credential shop for com.example.app: 403 InvalidProviderToken"
+            ),
+            "\(wrong.stderr)")
+        #expect(wrong.stderr.contains("not valid (1 problem(s))"), "\(wrong.stderr)")
+        let skipped = try helper.run([
+            "check", "--strict", "--skip-apns", "--config", try configuration(keyID: "WRONGKEY12"),
+        ])
+        #expect(skipped.status == 0, "--skip-apns leaves APNs out: \(skipped.stderr)")
+        _ = simulator
     }
 
     @Test("six mistakes in one file: check lists all six in one run, each with file:line, in plain words")

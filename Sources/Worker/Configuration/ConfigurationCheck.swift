@@ -24,12 +24,14 @@ package struct ConfigurationCheck: Sendable {
     ///     (a configuration checked away from where it runs, as `deploy/check.py` does).
     ///   - brokerTimeout: how long the broker has to answer the metadata request.
     ///   - strict: for a deploy gate: a broker that does not answer (unreachable, a login or TLS
-    ///     handshake refused) is a problem, not a note, and a topic the worker produces to must be
-    ///     able to take `acks=all` (`min.insync.replicas` at most its replication factor).
+    ///     handshake refused) is a problem, not a note, a topic the worker produces to must be
+    ///     able to take `acks=all` (`min.insync.replicas` at most its replication factor), and each
+    ///     credential is proven against APNs (`probeAPNs`) unless `probesAPNs` is false.
+    ///   - apnsTimeout: how long APNs has to answer each credential's probe.
     package static func run(
         path: String, environment: [String: String] = ProcessInfo.processInfo.environment, offline: Bool = false,
-        brokerTimeout: Duration = .seconds(10), strict: Bool = false, now: Date = Date(),
-        logger: Logger = Logger(label: "apns-worker.check")
+        brokerTimeout: Duration = .seconds(10), strict: Bool = false, probesAPNs: Bool = true,
+        apnsTimeout: Duration = .seconds(10), now: Date = Date(), logger: Logger = Logger(label: "apns-worker.check")
     ) async -> ConfigurationCheck {
         var check = ConfigurationCheck()
         // Every problem at once: the file's, then each credential that could be read (even when
@@ -46,6 +48,7 @@ package struct ConfigurationCheck: Sendable {
             return check
         }
         if let refusal = KafkaLibrary.refusal() { check.problems.append(refusal) }
+        var opened: [CredentialSettings] = []
         for credential in configuration.apns.credentials {
             let loaded: APNsCredential
             do {
@@ -54,7 +57,7 @@ package struct ConfigurationCheck: Sendable {
                 check.problems.append("\(Self.location(of: credential, in: path)): \(error)")
                 continue
             }
-            check.lookAtLifetime(credential, loaded, in: path, now: now)
+            if check.lookAtLifetime(credential, loaded, in: path, now: now) { opened.append(credential) }
             for file in credential.privateKeyFiles where CredentialFiles.isReadableByOthers(file) {
                 check.warnings.append(
                     "\(Self.location(of: credential, in: path)): \(file) is readable by every user of the machine: "
@@ -68,6 +71,13 @@ package struct ConfigurationCheck: Sendable {
         await check.lookUpTopics(
             configuration, file: path, environment: environment, timeout: brokerTimeout, strict: strict,
             logger: logger)
+        if strict, probesAPNs {
+            await check.probeAPNs(
+                configuration, credentials: opened, file: path, environment: environment, timeout: apnsTimeout,
+                logger: logger)
+        } else if strict {
+            check.notes.append("APNs was not asked: each credential was opened, not proven against APNs")
+        }
         return check
     }
 
@@ -91,21 +101,26 @@ package struct ConfigurationCheck: Sendable {
     }
 
     /// A certificate's expiry in the summary; within 30 days a warning, outside its validity a problem.
+    /// Whether the credential may be used now (a token key always).
     private mutating func lookAtLifetime(
         _ credential: CredentialSettings, _ loaded: APNsCredential, in file: String, now: Date
-    ) {
-        guard case .certificate(let identity) = loaded else { return }
+    ) -> Bool {
+        guard case .certificate(let identity) = loaded else { return true }
         let location = Self.location(of: credential, in: file)
         guard let validity = identity.validity else {
             warnings.append("\(location): the certificate's validity dates could not be read")
-            return
+            return true
         }
         let lifetime = CertificateLifetime(validity: validity, now: now)
         summary.append("certificate:  \(credential.name): \(lifetime.sentence)")
         switch lifetime {
-        case .valid: break
-        case .expiresSoon: warnings.append("\(location): \(lifetime.sentence)")
-        case .expired, .notYetValid: problems.append("\(location): \(lifetime.sentence)")
+        case .valid: return true
+        case .expiresSoon:
+            warnings.append("\(location): \(lifetime.sentence)")
+            return true
+        case .expired, .notYetValid:
+            problems.append("\(location): \(lifetime.sentence)")
+            return false
         }
     }
 

@@ -97,11 +97,31 @@ package final class CommitMetadataProbe: Sendable {
         _ consumer: KafkaConsumerConfiguration, partition: KafkaTopicPartition, timeout: Duration, logger: Logger
     ) async throws -> Bool {
         let probe = try CommitMetadataProbe(consumer, partition: partition, logger: logger)
-        defer { probe.close() }
-        guard let answer = await probe.answer(within: timeout) else {
+        let answer = await probe.answer(within: timeout)
+        // Closed before `check` goes on: a client left closing in the background still had its
+        // threads when the process exited, and they met OpenSSL's clean-up at exit (a crash).
+        await probe.closed(within: timeout)
+        guard let answer else {
             throw KafkaError(code: .timedOut, message: "the probe commit was not answered within \(timeout)")
         }
         return try answer.get()
+    }
+
+    /// Closes the client and waits for it, at most `wait` (a commit still waiting keeps it).
+    func closed(within wait: Duration) async {
+        let prober = self.prober
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let once = ResumeOnce(continuation)
+            let timer = Task {
+                guard (try? await Task.sleep(for: wait)) != nil else { return }
+                once.resume(())
+            }
+            Task {
+                await prober.close()
+                timer.cancel()
+                once.resume(())
+            }
+        }
     }
 
     /// Closes the client (in the background: a commit still waiting keeps it until it returns).
