@@ -3,6 +3,7 @@ import Kafka
 import Logging
 import TestPeers
 import Testing
+import Threading
 
 @testable import Worker
 
@@ -81,11 +82,13 @@ struct DoneRecordBoundsUnitTests {
         let consumer = try KafkaConsumer(configuration: settings)
         let partition = KafkaTopicPartition(topic: "events", partition: 0)
         let listed = try await consumer.watermarks(of: partition).high
-        let ends = await PartitionEnds.of(
+        let ends = Locked<[KafkaTopicPartition: Int64]>([:])
+        await PartitionEnds.learn(
             [partition: 19], consumer: consumer, reader: settings, until: .now + .seconds(10),
-            logger: Logger(label: "test"))
+            logger: Logger(label: "test")
+        ) { partition, end in ends.withLock { $0[partition] = end } }
         await consumer.close()
         #expect(listed < 20, "ListOffsets on Tansu: \(listed)")
-        #expect(ends[partition] == 20)
+        #expect(ends.withLock { $0[partition] } == 20)
     }
 }

@@ -113,21 +113,16 @@ extension ConfigurationCheck {
         } catch {
             return .refused("\(error)")
         }
-        // Answered by the request's completion or the timer, whichever comes first.
-        let attempt: SendAttempt? = await withCheckedContinuation { continuation in
-            let once = ResumeOnce(continuation)
-            let timer = Task {
-                // Cancelled: the answer came (and was handed over before the cancel).
-                guard (try? await Task.sleep(for: timeout + .seconds(1))) != nil else { return }
-                once.resume(nil)
-            }
-            sender.send([
-                NotificationRequest(.notification(notification), environment: served) { attempt in
-                    once.resume(attempt)
-                    timer.cancel()
+        let attempt = await ResumeOnce<SendAttempt?>.first(
+            of: {
+                await withCheckedContinuation { continuation in
+                    sender.send([
+                        NotificationRequest(.notification(notification), environment: served) {
+                            continuation.resume(returning: $0)
+                        }
+                    ])
                 }
-            ])
-        }
+            }, orAfter: timeout + .seconds(1), timedOut: nil)
         await sender.shutdown()
         guard let attempt else { return .inconclusive("no answer within \(timeout)") }
         return verdict(

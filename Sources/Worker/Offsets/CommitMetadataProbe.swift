@@ -75,19 +75,8 @@ package final class CommitMetadataProbe: Sendable {
             attempt = task
             return task
         }
-        let answer = await withCheckedContinuation {
-            (continuation: CheckedContinuation<Result<Bool, any Error>?, Never>) in
-            let once = ResumeOnce(continuation)
-            let timer = Task {
-                guard (try? await Task.sleep(for: wait)) != nil else { return }
-                once.resume(nil)
-            }
-            Task {
-                let result = await task.result
-                timer.cancel()
-                once.resume(result)
-            }
-        }
+        let answer = await ResumeOnce<Result<Bool, any Error>?>.first(
+            of: { await task.result }, orAfter: wait, timedOut: nil)
         if case .failure = answer { attempt.withLock { $0 = nil } }
         return answer
     }
@@ -110,18 +99,7 @@ package final class CommitMetadataProbe: Sendable {
     /// Closes the client and waits for it, at most `wait` (a commit still waiting keeps it).
     func closed(within wait: Duration) async {
         let prober = self.prober
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let once = ResumeOnce(continuation)
-            let timer = Task {
-                guard (try? await Task.sleep(for: wait)) != nil else { return }
-                once.resume(())
-            }
-            Task {
-                await prober.close()
-                timer.cancel()
-                once.resume(())
-            }
-        }
+        await ResumeOnce<Void>.first(of: { await prober.close() }, orAfter: wait, timedOut: ())
     }
 
     /// Closes the client (in the background: a commit still waiting keeps it until it returns).

@@ -94,18 +94,6 @@ enum PartitionEnds {
         for (partition, listed) in lagging { learned(partition, max(fetched[partition] ?? listed, listed)) }
     }
 
-    /// `learn`'s ends, all at once.
-    static func of(
-        _ tops: [KafkaTopicPartition: Int64], consumer: KafkaConsumer, reader: KafkaConsumerConfiguration,
-        until deadline: ContinuousClock.Instant, logger: Logger
-    ) async -> [KafkaTopicPartition: Int64] {
-        let ends = Locked<[KafkaTopicPartition: Int64]>([:])
-        await learn(tops, consumer: consumer, reader: reader, until: deadline, logger: logger) { partition, end in
-            ends.withLock { $0[partition] = end }
-        }
-        return ends.withLock { $0 }
-    }
-
     /// The high watermark the first fetch of each partition from its offset reports, on one reader,
     /// until `deadline`; a partition none came for is absent.
     private static func fetchedEnds(

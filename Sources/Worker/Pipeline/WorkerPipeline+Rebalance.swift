@@ -285,6 +285,25 @@ final class ResumeOnce<T: Sendable>: Sendable {
             return spent
         }?.resume(returning: value)
     }
+
+    /// `work`'s value, or `timedOut` when `wait` passes first: the work then goes on, unawaited (a
+    /// client closing, a request at a peer that does not answer). The timer ends with the work.
+    static func first(
+        of work: @escaping @Sendable () async -> T, orAfter wait: Duration, timedOut: T
+    ) async -> T {
+        await withCheckedContinuation { continuation in
+            let once = ResumeOnce(continuation)
+            let timer = Task {
+                guard (try? await Task.sleep(for: wait)) != nil else { return }
+                once.resume(timedOut)
+            }
+            Task {
+                let value = await work()
+                timer.cancel()
+                once.resume(value)
+            }
+        }
+    }
 }
 
 /// The consumer's rebalance callbacks, into the pipeline.

@@ -176,20 +176,11 @@ package final class WorkerPipeline: Service, Sendable {
         // Bounded: a black-holed APNs holds requests until their deadline, which may be later
         // than the budget's end. What is still open then goes with the process.
         let sender = self.sender
-        let closedInTime = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            let once = ResumeOnce(continuation)
-            let timer = Task {
-                guard (try? await Task.sleep(until: budget.end - .seconds(2), clock: .continuous)) != nil else {
-                    return
-                }
-                once.resume(false)
-            }
-            Task {
+        let closedInTime = await ResumeOnce<Bool>.first(
+            of: {
                 await sender.shutdown()
-                timer.cancel()
-                once.resume(true)
-            }
-        }
+                return true
+            }, orAfter: budget.end - .seconds(2) - .now, timedOut: false)
         if !closedInTime { logger.warning("APNs connections still closing at the end of the shutdown budget") }
         do {
             try await producer.flush(timeout: max(budget.end - .now, .seconds(1)))
